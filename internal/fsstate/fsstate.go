@@ -1,0 +1,158 @@
+// Package fsstate holds the small vocabulary shared by the capturing overlay
+// (fusefs), the history store (versionstore) and the backing-tree operations
+// (internal/backing): what one path's state is, how a capture describes the
+// prior state of a path, and which program made a change.
+//
+// It imports neither FUSE nor Pebble, so that fusefs can describe captures
+// without depending on the store's implementation.
+package fsstate
+
+import (
+	"io"
+	"os"
+	"strings"
+)
+
+// Type is the kind of object at a path.
+type Type uint8
+
+const (
+	Absent  Type = iota // nothing at the path
+	Regular             // a regular file
+	Dir                 // a directory
+	Symlink             // a symbolic link
+	Special             // a device, FIFO or socket: passed through unversioned
+)
+
+func (t Type) String() string {
+	switch t {
+	case Absent:
+		return "absent"
+	case Regular:
+		return "file"
+	case Dir:
+		return "dir"
+	case Symlink:
+		return "symlink"
+	case Special:
+		return "special"
+	}
+	return "unknown"
+}
+
+// State is the versioned part of one path's state at one moment.
+type State struct {
+	Type   Type
+	Mode   uint32 // permission bits with setuid/setgid/sticky (st_mode & 07777)
+	UID    uint32
+	GID    uint32
+	Size   int64  // Regular only
+	Target string // Symlink only
+}
+
+// Exists reports whether anything is at the path.
+func (s State) Exists() bool { return s.Type != Absent }
+
+// Capture describes the state a path had just before a mutation, as the
+// overlay hands it to the store. The store decides how to keep the bytes.
+type Capture struct {
+	// Path is slash-separated and relative to the tree root ("a/b.txt");
+	// "" is the root directory itself.
+	Path string
+	// Prior is the path's state right now, before the mutation lands.
+	Prior State
+	// MetaOnly says the mutation changes only mode or ownership of a
+	// regular file (chmod, chown): its bytes need not be copied.
+	MetaOnly bool
+	// Open returns a fresh read-only handle on the prior bytes (Regular,
+	// !MetaOnly). The store reads it to the end and closes it.
+	Open func() (*os.File, error)
+	// Link, if set, hard-links the file's inode to name inside dir, so the
+	// store keeps the prior bytes without copying them. It is offered only
+	// when the caller is about to remove its own name for the inode
+	// (unlink, rename over it) and nothing else can change the inode's
+	// bytes afterwards (no other hard link, no open writer). The store falls
+	// back to Open when linking fails (for example EXDEV).
+	Link func(dir *os.File, name string) error
+}
+
+// Program names the process that made a change.
+type Program struct {
+	PID  uint32
+	Comm string // /proc/PID/comm
+}
+
+// Clean checks that p is a clean, relative, slash-separated path inside the
+// tree ("" for the root) and returns it. It rejects "..", absolute paths,
+// empty elements and NUL bytes.
+func Clean(p string) (string, bool) {
+	p = strings.TrimPrefix(p, "./")
+	p = strings.TrimSuffix(p, "/")
+	if p == "" || p == "." {
+		return "", true
+	}
+	if strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return "", false
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == "" || el == "." || el == ".." {
+			return "", false
+		}
+	}
+	return p, true
+}
+
+// Join joins a directory path and a name, with "" as the root.
+func Join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// Under reports whether p is dir or lies below it ("" covers everything).
+// When it does, rest is p relative to dir ("" when p == dir).
+func Under(p, dir string) (rest string, ok bool) {
+	if dir == "" {
+		return p, true
+	}
+	if p == dir {
+		return "", true
+	}
+	if strings.HasPrefix(p, dir) && p[len(dir)] == '/' {
+		return p[len(dir)+1:], true
+	}
+	return "", false
+}
+
+// Tree is the backing directory as the history store reads and changes it
+// (rewind, restore, cat of the live state). Paths are as in Capture.Path.
+// Implementations never follow a symlink in any element of a path: a
+// symlink planted where a directory was is an error (or, for RemoveAll,
+// removed itself), never a way out of the tree.
+type Tree interface {
+	// Lstat returns the state at path; Absent (and no error) when nothing
+	// is there or a parent is missing or not a directory.
+	Lstat(path string) (State, error)
+	// Open opens a regular file read-only without following symlinks.
+	Open(path string) (*os.File, error)
+	// Link hard-links the regular file at path to name inside dir.
+	Link(path string, dir *os.File, name string) error
+	// RemoveAll removes whatever is at path, recursively; no error if absent.
+	RemoveAll(path string) error
+	// Mkdir creates a directory with exactly mode (umask not applied).
+	Mkdir(path string, mode uint32) error
+	// Symlink creates a symlink at path pointing to target.
+	Symlink(target, path string) error
+	// WriteFile replaces path with a new regular file holding r's bytes and
+	// st's mode (and owner, best effort), atomically (temporary + rename).
+	WriteFile(path string, st State, r io.Reader) error
+	// Chmod sets exactly mode on path (not following a final symlink).
+	Chmod(path string, mode uint32) error
+	// Lchown sets the owner of path (not following a final symlink).
+	Lchown(path string, uid, gid uint32) error
+	// Rename renames from to to, replacing a file or empty directory at to.
+	Rename(from, to string) error
+	// Exchange atomically swaps a and b (RENAME_EXCHANGE).
+	Exchange(a, b string) error
+}
