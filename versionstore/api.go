@@ -55,6 +55,22 @@ type Turn struct {
 	// LastSeq when it recorded nothing).
 	FirstSeq uint64 `json:"first_seq"`
 	LastSeq  uint64 `json:"last_seq"`
+	// Stats is filled in by SetStats (computed by the caller, which has the
+	// diff machinery); nil until then.
+	Stats *Stats `json:"stats,omitempty"`
+}
+
+// Stats summarises what a turn changed.
+type Stats struct {
+	Files        int   `json:"files"`
+	Added        int   `json:"added"`
+	Modified     int   `json:"modified"`
+	Deleted      int   `json:"deleted"`
+	Renamed      int   `json:"renamed"`
+	ModeChanged  int   `json:"mode_changed"`
+	LinesAdded   int   `json:"lines_added"`
+	LinesDeleted int   `json:"lines_deleted"`
+	Bytes        int64 `json:"bytes"` // bytes of the changed files after the turn
 }
 
 // Empty reports whether the turn recorded no change.

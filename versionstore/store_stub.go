@@ -29,20 +29,31 @@ func Open(dir string, opts Options) (*Store, error) { return nil, errTODO }
 // NewTestStore returns a store on an in-memory filesystem, closed when t ends.
 func NewTestStore(t testing.TB) *Store { t.Fatal(errTODO); return nil }
 
-func (s *Store) Close() error                                                   { return errTODO }
-func (s *Store) Dir() string                                                    { return "" }
-func (s *Store) DiskUsage() (int64, error)                                      { return 0, errTODO }
-func (s *Store) Begin(kind Kind, label, ref string) (Turn, error)               { return Turn{}, errTODO }
-func (s *Store) End(ref string) (Turn, error)                                   { return Turn{}, errTODO }
-func (s *Store) Current() (Turn, bool)                                          { return Turn{}, false }
-func (s *Store) Turn(n uint64) (Turn, error)                                    { return Turn{}, errTODO }
-func (s *Store) Turns(limit int) ([]Turn, error)                                { return nil, errTODO }
-func (s *Store) Latest() uint64                                                 { return 0 }
-func (s *Store) Resolve(spec string) (uint64, error)                            { return 0, errTODO }
-func (s *Store) NeedsCapture(path string, metaOnly bool) bool                   { return true }
-func (s *Store) Record(c Capture, who Program) error                            { return errTODO }
-func (s *Store) RecordRename(from, to string, exchange bool, who Program) error { return errTODO }
-func (s *Store) StateAt(n uint64, path string, live Tree) (State, error)        { return State{}, errTODO }
+func (s *Store) Close() error                                     { return errTODO }
+func (s *Store) Dir() string                                      { return "" }
+func (s *Store) DiskUsage() (int64, error)                        { return 0, errTODO }
+func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) { return Turn{}, errTODO }
+func (s *Store) End(ref string) (Turn, error)                     { return Turn{}, errTODO }
+func (s *Store) Current() (Turn, bool)                            { return Turn{}, false }
+func (s *Store) Turn(n uint64) (Turn, error)                      { return Turn{}, errTODO }
+func (s *Store) Turns(limit int) ([]Turn, error)                  { return nil, errTODO }
+func (s *Store) Latest() uint64                                   { return 0 }
+func (s *Store) Resolve(spec string) (uint64, error)              { return 0, errTODO }
+func (s *Store) NeedsCapture(path string, metaOnly bool) bool     { return true }
+func (s *Store) Record(c Capture, who Program) error              { return errTODO }
+
+// RecordRename records a rename (or, with exchange, a RENAME_EXCHANGE) before
+// it is carried out. The caller must first Record the prior state of `to`
+// if something is there (and it is not an exchange). After the syscall the
+// caller calls commit(true) if it succeeded, commit(false) if it failed, which
+// drops the record again.
+func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commit func(ok bool), err error) {
+	return nil, errTODO
+}
+
+// SetStats stores the statistics of a closed turn.
+func (s *Store) SetStats(n uint64, st Stats) error                       { return errTODO }
+func (s *Store) StateAt(n uint64, path string, live Tree) (State, error) { return State{}, errTODO }
 func (s *Store) OpenAt(n uint64, path string, live Tree) (io.ReadCloser, State, error) {
 	return nil, State{}, errTODO
 }
