@@ -1,0 +1,380 @@
+// Package backing changes the backing directory of a ckptfs mount on behalf of
+// the history store (rewind, restore, reading the live state). It implements
+// fsstate.Tree.
+//
+// Every operation starts from a directory fd opened before the mount covered
+// the directory, and resolves the parent of the target with openat2
+// (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a symlink anywhere in a path is an
+// error, never followed, so a symlink planted where a directory used to be
+// cannot redirect a write outside the project. The final element is acted on
+// with *at calls that do not follow it either.
+package backing
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/fsstate"
+)
+
+// Tree is a backing directory. Its methods are safe for concurrent use.
+type Tree struct {
+	root  *os.File
+	owned bool
+}
+
+var _ fsstate.Tree = (*Tree)(nil)
+
+// New returns a Tree on an open directory; the caller keeps ownership of root.
+func New(root *os.File) *Tree { return &Tree{root: root} }
+
+// Open opens dir and returns a Tree on it; Close releases it.
+func Open(dir string) (*Tree, error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Tree{root: f, owned: true}, nil
+}
+
+// Close closes the root if Open opened it.
+func (t *Tree) Close() error {
+	if t.owned {
+		return t.root.Close()
+	}
+	return nil
+}
+
+// Root returns the root directory file.
+func (t *Tree) Root() *os.File { return t.root }
+
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+func retry(fn func() error) error {
+	for {
+		err := fn()
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// openat2 opens rel beneath the root without following any symlink.
+func (t *Tree) openat2(rel string, flags int, mode uint32) (int, error) {
+	if rel == "" {
+		rel = "."
+	}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
+	var fd int
+	err := retry(func() error {
+		var err error
+		fd, err = unix.Openat2(int(t.root.Fd()), rel, &how)
+		return err
+	})
+	return fd, err
+}
+
+// parent opens the parent directory of p (O_PATH) and returns it with p's
+// last element. For the root itself it returns an error.
+func (t *Tree) parent(p string) (int, string, error) {
+	p, ok := fsstate.Clean(p)
+	if !ok || p == "" {
+		return -1, "", fmt.Errorf("backing: bad path %q: %w", p, syscall.EINVAL)
+	}
+	dir, name := path.Split(p)
+	fd, err := t.openat2(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return -1, "", &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return fd, name, nil
+}
+
+// StateOf converts a stat result into a State.
+func StateOf(st *unix.Stat_t) fsstate.State {
+	s := fsstate.State{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		s.Type, s.Size = fsstate.Regular, st.Size
+	case unix.S_IFDIR:
+		s.Type = fsstate.Dir
+	case unix.S_IFLNK:
+		s.Type, s.Mode = fsstate.Symlink, 0o777
+	default:
+		s.Type = fsstate.Special
+	}
+	return s
+}
+
+func absent(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)
+}
+
+// Lstat returns the state at p; Absent when nothing is there, when a parent
+// is missing, or when a parent is not a directory (a symlink counts as not).
+func (t *Tree) Lstat(p string) (fsstate.State, error) {
+	var st unix.Stat_t
+	if p == "" {
+		if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
+			return fsstate.State{}, err
+		}
+		return StateOf(&st), nil
+	}
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		if absent(err) {
+			return fsstate.State{}, nil
+		}
+		return fsstate.State{}, err
+	}
+	defer unix.Close(pfd)
+	if err := retry(func() error { return unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		if absent(err) {
+			return fsstate.State{}, nil
+		}
+		return fsstate.State{}, &os.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	s := StateOf(&st)
+	if s.Type == fsstate.Symlink {
+		buf := make([]byte, 4096)
+		n, err := unix.Readlinkat(pfd, name, buf)
+		if err != nil {
+			return s, &os.PathError{Op: "readlink", Path: p, Err: err}
+		}
+		s.Target = string(buf[:n])
+	}
+	return s, nil
+}
+
+// Open opens the regular file at p read-only.
+func (t *Tree) Open(p string) (*os.File, error) {
+	fd, err := t.openat2(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: p, Err: syscall.EINVAL}
+	}
+	return f, nil
+}
+
+// Link hard-links the file at p to name in dir.
+func (t *Tree) Link(p string, dir *os.File, name string) error {
+	pfd, base, err := t.parent(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	return pathErr("link", p, retry(func() error { return unix.Linkat(pfd, base, int(dir.Fd()), name, 0) }))
+}
+
+func pathErr(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &os.PathError{Op: op, Path: p, Err: err}
+}
+
+// RemoveAll removes whatever is at p, directories recursively.
+func (t *Tree) RemoveAll(p string) error {
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		if absent(err) {
+			return nil
+		}
+		return err
+	}
+	defer unix.Close(pfd)
+	return pathErr("remove", p, removeAt(pfd, name))
+}
+
+func removeAt(dirfd int, name string) error {
+	err := retry(func() error { return unix.Unlinkat(dirfd, name, 0) })
+	if err == nil || errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	d := os.NewFile(uintptr(fd), name)
+	for {
+		names, rerr := d.Readdirnames(256)
+		for _, n := range names {
+			if err := removeAt(fd, n); err != nil {
+				d.Close()
+				return err
+			}
+		}
+		if rerr == io.EOF || len(names) == 0 {
+			break
+		}
+		if rerr != nil {
+			d.Close()
+			return rerr
+		}
+		// Entries were removed under the iterator: restart from the top.
+		if _, err := d.Seek(0, io.SeekStart); err != nil {
+			d.Close()
+			return err
+		}
+	}
+	d.Close()
+	err = retry(func() error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) })
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+// Mkdir creates a directory with exactly mode.
+func (t *Tree) Mkdir(p string, mode uint32) error {
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	if err := retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) }); err != nil {
+		return pathErr("mkdir", p, err)
+	}
+	return pathErr("chmod", p, fchmodat2(pfd, name, mode&0o7777))
+}
+
+// fchmodat2 chmods name in dirfd without following a final symlink
+// (fchmodat2(2), Linux 6.6+).
+func fchmodat2(dirfd int, name string, mode uint32) error {
+	b, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	return retry(func() error {
+		_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(dirfd), uintptr(unsafePointer(b)), uintptr(mode), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+		if e != 0 {
+			return e
+		}
+		return nil
+	})
+}
+
+// Symlink creates a symlink at p.
+func (t *Tree) Symlink(target, p string) error {
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	return pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) }))
+}
+
+var tmpSeq atomic.Uint64
+
+// TempPrefix starts the names of the temporary files WriteFile creates.
+const TempPrefix = ".ckptfs-tmp-"
+
+// WriteFile atomically replaces p with a new regular file.
+func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	tmp := TempPrefix + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(tmpSeq.Add(1), 10)
+	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return pathErr("create", p, err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			unix.Unlinkat(pfd, tmp, 0)
+		}
+	}()
+	if _, err := io.Copy(f, r); err != nil {
+		return pathErr("write", p, err)
+	}
+	if os.Geteuid() == 0 {
+		f.Chown(int(st.UID), int(st.GID)) // best effort; chown clears SUID, so chmod after
+	}
+	if err := unix.Fchmod(fd, st.Mode&0o7777); err != nil {
+		return pathErr("chmod", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return pathErr("close", p, err)
+	}
+	err = retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		if err = removeAt(pfd, name); err == nil {
+			err = retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
+		}
+	}
+	if err != nil {
+		return pathErr("rename", p, err)
+	}
+	ok = true
+	return nil
+}
+
+// Chmod sets mode on p; a symlink at p is left alone.
+func (t *Tree) Chmod(p string, mode uint32) error {
+	if p == "" {
+		return pathErr("chmod", ".", unix.Fchmod(int(t.root.Fd()), mode&0o7777))
+	}
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	err = fchmodat2(pfd, name, mode&0o7777)
+	if errors.Is(err, syscall.EOPNOTSUPP) { // a symlink: it has no mode of its own
+		return nil
+	}
+	return pathErr("chmod", p, err)
+}
+
+// Lchown sets the owner of p without following a final symlink.
+func (t *Tree) Lchown(p string, uid, gid uint32) error {
+	if p == "" {
+		return pathErr("chown", ".", unix.Fchown(int(t.root.Fd()), int(uid), int(gid)))
+	}
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	return pathErr("chown", p, unix.Fchownat(pfd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW))
+}
+
+// Rename renames from to to.
+func (t *Tree) Rename(from, to string) error { return t.rename(from, to, 0) }
+
+// Exchange swaps a and b atomically.
+func (t *Tree) Exchange(a, b string) error { return t.rename(a, b, unix.RENAME_EXCHANGE) }
+
+func (t *Tree) rename(from, to string, flags uint) error {
+	pf, nf, err := t.parent(from)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pf)
+	pt, nt, err := t.parent(to)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pt)
+	return pathErr("rename", from, retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) }))
+}
