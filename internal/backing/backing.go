@@ -168,6 +168,17 @@ func (t *Tree) Open(p string) (*os.File, error) {
 	return f, nil
 }
 
+// ReadDir lists the names in the directory at p.
+func (t *Tree) ReadDir(p string) ([]string, error) {
+	fd, err := t.openat2(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	d := os.NewFile(uintptr(fd), p)
+	defer d.Close()
+	return d.Readdirnames(-1)
+}
+
 // Link hard-links the file at p to name in dir.
 func (t *Tree) Link(p string, dir *os.File, name string) error {
 	pfd, base, err := t.parent(p)

@@ -134,6 +134,8 @@ type Tree interface {
 	// Lstat returns the state at path; Absent (and no error) when nothing
 	// is there or a parent is missing or not a directory.
 	Lstat(path string) (State, error)
+	// ReadDir lists the names in the directory at path (unsorted).
+	ReadDir(path string) ([]string, error)
 	// Open opens a regular file read-only without following symlinks.
 	Open(path string) (*os.File, error)
 	// Link hard-links the regular file at path to name inside dir.

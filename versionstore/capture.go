@@ -1,0 +1,300 @@
+package versionstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"ckptfs/internal/fsstate"
+)
+
+// Event ops.
+const (
+	opPrior    = "p" // Path's whole prior state (type, mode, owner, bytes or target)
+	opMeta     = "m" // Path's prior mode and owner only; bytes unchanged
+	opRename   = "r" // Path was renamed to To
+	opExchange = "x" // Path and To were swapped
+)
+
+// record is one change-log entry, stored under eventKey(seq).
+type record struct {
+	Seq     uint64      `json:"-"`
+	Turn    uint64      `json:"t"`
+	Op      string      `json:"o"`
+	Path    string      `json:"p"`
+	To      string      `json:"q,omitempty"`
+	State   State       `json:"s"`
+	Content *contentRef `json:"c,omitempty"`
+}
+
+// NeedsCapture reports whether path still needs its prior state recorded in
+// the open turn (metaOnly: for a chmod/chown). It is an in-memory check.
+func (s *Store) NeedsCapture(path string, metaOnly bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.needs(path, metaOnly)
+}
+
+func (s *Store) needs(path string, metaOnly bool) bool {
+	if s.cur == nil {
+		return true
+	}
+	t := s.touched[path]
+	if t&touchFull != 0 {
+		return false
+	}
+	return !metaOnly || t&touchMeta == 0
+}
+
+// touch updates the open turn's touched set for an event (s.mu held).
+func (s *Store) touch(r *record) {
+	switch r.Op {
+	case opPrior:
+		s.touched[r.Path] |= touchFull
+	case opMeta:
+		s.touched[r.Path] |= touchMeta
+	case opRename:
+		moved := map[string]uint8{}
+		for p, v := range s.touched {
+			if rest, ok := fsstate.Under(p, r.Path); ok {
+				moved[join(r.To, rest)] = v
+				delete(s.touched, p)
+			} else if _, ok := fsstate.Under(p, r.To); ok {
+				delete(s.touched, p)
+			}
+		}
+		for p, v := range moved {
+			s.touched[p] = v
+		}
+	case opExchange:
+		moved := map[string]uint8{}
+		for p, v := range s.touched {
+			if rest, ok := fsstate.Under(p, r.Path); ok {
+				moved[join(r.To, rest)] = v
+				delete(s.touched, p)
+			} else if rest, ok := fsstate.Under(p, r.To); ok {
+				moved[join(r.Path, rest)] = v
+				delete(s.touched, p)
+			}
+		}
+		for p, v := range moved {
+			s.touched[p] = v
+		}
+	}
+}
+
+func join(dir, rest string) string {
+	if rest == "" {
+		return dir
+	}
+	return fsstate.Join(dir, rest)
+}
+
+// Record records the prior state of c.Path in the open turn (opening a
+// turn of kind manual if none is open), unless it was recorded there
+// already. When Record returns nil the record survives a kill -9 of the
+// process; only then may the caller change the path.
+func (s *Store) Record(c Capture, who Program) error {
+	p, ok := fsstate.Clean(c.Path)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrBadPath, c.Path)
+	}
+	if !s.NeedsCapture(p, c.MetaOnly) {
+		return nil
+	}
+	r := &record{Path: p, State: c.Prior, Op: opPrior}
+	if c.MetaOnly && c.Prior.Type == fsstate.Regular {
+		r.Op = opMeta
+		r.State.Size = 0
+	}
+	if r.Op == opPrior && c.Prior.Type == fsstate.Regular {
+		ref, err := s.keepBytes(c)
+		if err != nil {
+			return err
+		}
+		r.Content = ref
+	}
+	return s.append(r, who, true)
+}
+
+// keepBytes keeps the prior bytes of a regular file: linked into the attic
+// when the caller offers it, else copied into chunks.
+func (s *Store) keepBytes(c Capture) (*contentRef, error) {
+	if c.Link != nil && s.attic != nil {
+		s.mu.Lock()
+		name := strconv.FormatUint(s.atticSeq, 16)
+		s.atticSeq++
+		s.mu.Unlock()
+		if err := c.Link(s.attic, name); err == nil {
+			return &contentRef{Size: c.Prior.Size, Attic: name}, nil
+		}
+	}
+	if c.Open == nil {
+		return nil, fmt.Errorf("versionstore: capture of %q has no way to read its bytes", c.Path)
+	}
+	f, err := c.Open()
+	if err != nil {
+		return nil, fmt.Errorf("versionstore: read prior bytes of %q: %w", c.Path, err)
+	}
+	defer f.Close()
+	return s.putContent(f)
+}
+
+// append writes one event into the open turn (opening a manual turn if
+// needed), synced so that it survives a kill -9. touchNow updates the
+// touched set at once (renames do it only when committed).
+func (s *Store) append(r *record, who Program, touchNow bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if (r.Op == opPrior || r.Op == opMeta) && !s.needs(r.Path, r.Op == opMeta) {
+		return nil // a concurrent capture of the same path won
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	newTurn := false
+	cur := s.cur
+	if cur == nil {
+		cur = s.newTurn(b, KindManual, "")
+		newTurn = true
+	}
+	r.Seq = s.nextSeq
+	r.Turn = cur.Num
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("versionstore: BUG: %w", err)
+	}
+	b.Set(eventKey(r.Seq), data, nil)
+	addProg := who.Comm != "" && !s.programs[who.Comm]
+	if addProg || newTurn {
+		t := *cur
+		if addProg {
+			t.Programs = append(append([]string(nil), t.Programs...), who.Comm)
+			sortStrings(t.Programs)
+		}
+		putJSON(b, turnKey(t.Num), t)
+		cur = &t
+	}
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	s.nextSeq++
+	if newTurn {
+		s.latest = cur.Num
+		s.touched = map[string]uint8{}
+		s.programs = map[string]bool{}
+	}
+	if addProg {
+		s.programs[who.Comm] = true
+	}
+	s.cur = cur
+	if touchNow {
+		s.touch(r)
+	}
+	return nil
+}
+
+// RecordRename records a rename (or, with exchange, a RENAME_EXCHANGE)
+// before it is carried out. The caller must first Record the prior state of
+// `to` if something is there (and it is not an exchange). After the syscall
+// the caller calls commit(true) if it succeeded, or commit(false), which
+// removes the record again.
+func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commit func(ok bool), err error) {
+	f, ok1 := fsstate.Clean(from)
+	t, ok2 := fsstate.Clean(to)
+	if !ok1 || !ok2 || f == "" || t == "" {
+		return nil, fmt.Errorf("%w: rename %q to %q", ErrBadPath, from, to)
+	}
+	r := &record{Op: opRename, Path: f, To: t}
+	if exchange {
+		r.Op = opExchange
+	}
+	// The touched set moves only on commit(true): until the rename has
+	// happened, the names still mean what they meant.
+	if err := s.append(r, who, false); err != nil {
+		return nil, err
+	}
+	return func(ok bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ok {
+			if s.cur != nil && s.cur.Num == r.Turn {
+				s.touch(r)
+			}
+			return
+		}
+		// The rename failed: the record must not stay in history.
+		if err := s.db.Delete(eventKey(r.Seq), pebble.Sync); err != nil {
+			fmt.Printf("versionstore: BUG: cannot drop failed rename %d: %v\n", r.Seq, err)
+		}
+	}, nil
+}
+
+// scanEvents calls fn for every event with from <= seq < to, in order,
+// until fn returns false.
+func (s *Store) scanEvents(from, to uint64, fn func(*record) (bool, error)) error {
+	if from >= to {
+		return nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(from), UpperBound: eventKey(to)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		seq, err := decodeU64Key(prefixEvent, it.Key())
+		if err != nil {
+			return err
+		}
+		r := &record{}
+		if err := json.Unmarshal(it.Value(), r); err != nil {
+			return fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)
+		}
+		r.Seq = seq
+		more, err := fn(r)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// scanEventsReverse is scanEvents from newest to oldest.
+func (s *Store) scanEventsReverse(from, to uint64, fn func(*record) (bool, error)) error {
+	if from >= to {
+		return nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(from), UpperBound: eventKey(to)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.Last(); ok; ok = it.Prev() {
+		seq, err := decodeU64Key(prefixEvent, it.Key())
+		if err != nil {
+			return err
+		}
+		r := &record{}
+		if err := json.Unmarshal(it.Value(), r); err != nil {
+			return fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)
+		}
+		r.Seq = seq
+		more, err := fn(r)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func sortStrings(a []string) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}

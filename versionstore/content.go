@@ -1,0 +1,250 @@
+package versionstore
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
+)
+
+// Content chunking: content-defined (a gear rolling hash, as in FastCDC with
+// normalised chunking), so an appended-to or slightly edited large file
+// shares most chunks with its earlier version. Chunk sizes: at least
+// minChunk, normally about avgChunk, at most maxChunk. A file smaller than
+// minChunk is one chunk.
+const (
+	minChunk = 32 << 10
+	avgChunk = 128 << 10
+	maxChunk = 512 << 10
+	maskS    = (1 << 19) - 1 // harder to cut before avgChunk
+	maskL    = (1 << 15) - 1 // easier to cut after it
+
+	codecRaw  = 0
+	codecZstd = 1
+
+	// batchBytes bounds how much chunk data one unsynced batch carries.
+	batchBytes = 8 << 20
+)
+
+var gear = func() (g [256]uint64) {
+	x := uint64(0x9E3779B97F4A7C15) // splitmix64, fixed seed: the table is part of the format
+	for i := range g {
+		x += 0x9E3779B97F4A7C15
+		z := x
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+		g[i] = z ^ (z >> 31)
+	}
+	return
+}()
+
+// cut returns the length of the first chunk of b: the first cut point
+// past minChunk, or min(len(b), maxChunk).
+func cut(b []byte) int {
+	n := len(b)
+	if n <= minChunk {
+		return n
+	}
+	if n > maxChunk {
+		n = maxChunk
+	}
+	var h uint64
+	i := minChunk
+	for ; i < n && i < avgChunk; i++ {
+		h = (h << 1) + gear[b[i]]
+		if h&maskS == 0 {
+			return i + 1
+		}
+	}
+	for ; i < n; i++ {
+		h = (h << 1) + gear[b[i]]
+		if h&maskL == 0 {
+			return i + 1
+		}
+	}
+	return n
+}
+
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	bufPool    = sync.Pool{New: func() any { b := make([]byte, 2*maxChunk); return &b }}
+)
+
+// contentRef says where the bytes of one stored file version are: a list
+// of chunks, or a file in the attic (kept by hard link, not copied).
+type contentRef struct {
+	Size   int64  `json:"n"`
+	Chunks []byte `json:"h,omitempty"` // concatenated SHA-256 sums
+	Attic  string `json:"a,omitempty"` // name in the attic directory
+}
+
+// putContent reads r to the end and stores it as chunks, committing chunk
+// batches without sync (the caller's event commit, synced, comes after them
+// in the same WAL and so makes them durable too).
+func (s *Store) putContent(r io.Reader) (*contentRef, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	ref := &contentRef{}
+	batch := s.db.NewBatch()
+	defer func() { batch.Close() }()
+	n := 0 // bytes in buf
+	eof := false
+	for {
+		for !eof && n < len(buf) {
+			m, err := r.Read(buf[n:])
+			n += m
+			if err == io.EOF {
+				eof = true
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		if n == 0 {
+			break
+		}
+		// Not at EOF, buf is full (2*maxChunk) and cut stops at maxChunk.
+		l := cut(buf[:n])
+		chunk := buf[:l]
+		sum := sha256.Sum256(chunk)
+		ref.Chunks = append(ref.Chunks, sum[:]...)
+		ref.Size += int64(l)
+		key := chunkKey(sum)
+		if !s.hasChunk(key) {
+			val := encodeChunk(chunk)
+			if err := batch.Set(key, val, nil); err != nil {
+				return nil, err
+			}
+			if batch.Len() >= batchBytes {
+				if err := s.commit(batch, pebble.NoSync); err != nil {
+					return nil, err
+				}
+				batch.Close()
+				batch = s.db.NewBatch()
+			}
+		}
+		copy(buf, buf[l:n])
+		n -= l
+	}
+	if !batch.Empty() {
+		if err := s.commit(batch, pebble.NoSync); err != nil {
+			return nil, err
+		}
+	}
+	return ref, nil
+}
+
+func encodeChunk(chunk []byte) []byte {
+	out := make([]byte, 1, len(chunk)/2+16)
+	out[0] = codecZstd
+	out = encoder.EncodeAll(chunk, out)
+	if len(out) >= len(chunk)+1 {
+		out = append(out[:0], codecRaw)
+		out = append(out, chunk...)
+	}
+	return out
+}
+
+func (s *Store) hasChunk(key []byte) bool {
+	_, closer, err := s.db.Get(key)
+	if err != nil {
+		return false
+	}
+	closer.Close()
+	return true
+}
+
+// getChunk returns the plain bytes of a chunk, checking its sum.
+func (s *Store) getChunk(sum []byte) ([]byte, error) {
+	var k [32]byte
+	copy(k[:], sum)
+	val, closer, err := s.db.Get(chunkKey(k))
+	if err == pebble.ErrNotFound {
+		return nil, fmt.Errorf("%w: chunk %x missing", ErrCorrupt, sum[:8])
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	plain, err := decodeChunk(val)
+	if err != nil {
+		return nil, fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, sum[:8], err)
+	}
+	if got := sha256.Sum256(plain); !bytes.Equal(got[:], sum) {
+		return nil, fmt.Errorf("%w: chunk %x: checksum mismatch", ErrCorrupt, sum[:8])
+	}
+	return plain, nil
+}
+
+func decodeChunk(val []byte) ([]byte, error) {
+	if len(val) == 0 {
+		return nil, fmt.Errorf("empty chunk")
+	}
+	switch val[0] {
+	case codecRaw:
+		return append([]byte(nil), val[1:]...), nil
+	case codecZstd:
+		return decoder.DecodeAll(val[1:], nil)
+	}
+	return nil, fmt.Errorf("unknown codec %d", val[0])
+}
+
+// openContent streams a stored version.
+func (s *Store) openContent(ref *contentRef) (io.ReadCloser, error) {
+	if ref.Attic != "" {
+		if s.attic == nil {
+			return nil, fmt.Errorf("%w: attic file %s but no attic", ErrCorrupt, ref.Attic)
+		}
+		f, err := openAt(s.attic, ref.Attic)
+		if err != nil {
+			return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
+		}
+		if st, err := f.Stat(); err != nil || st.Size() != ref.Size {
+			f.Close()
+			return nil, fmt.Errorf("%w: attic file %s changed size", ErrCorrupt, ref.Attic)
+		}
+		return f, nil
+	}
+	return &chunkReader{s: s, chunks: ref.Chunks}, nil
+}
+
+type chunkReader struct {
+	s      *Store
+	chunks []byte
+	cur    []byte
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if len(r.chunks) == 0 {
+			return 0, io.EOF
+		}
+		b, err := r.s.getChunk(r.chunks[:32])
+		if err != nil {
+			return 0, err
+		}
+		r.cur, r.chunks = b, r.chunks[32:]
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+func (r *chunkReader) Close() error { return nil }
+
+// openAt opens name inside dir by fd: the attic may sit inside the mounted
+// tree, where a path would lead into the mount.
+func openAt(dir *os.File, name string) (*os.File, error) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}

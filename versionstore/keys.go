@@ -1,0 +1,67 @@
+package versionstore
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Key schema. Every key starts with one byte naming its kind; integers are
+// big-endian so that keys sort numerically.
+//
+//	meta     'm' name                      value: depends on name
+//	         'm' "format"                  decimal format version ("1")
+//	         'm' "journal"                 JSON rewindJournal, present only while a rewind runs
+//	turn     't' num[8]                    JSON Turn
+//	ref      'r' ref-bytes                 num[8]: the turn the ref names
+//	event    'e' seq[8]                    JSON record: one change-log entry
+//	chunk    'c' sha256[32]                codec[1] payload: one content chunk
+//	                                       (codec 0 raw, 1 zstd); the key is the
+//	                                       SHA-256 of the uncompressed bytes
+//
+//	+-----+--------------------------------+
+//	| 'e' | seq (uint64, big-endian)       |   event key, 9 bytes
+//	+-----+--------------------------------+
+//	| 't' | turn number (uint64, BE)       |   turn key, 9 bytes
+//	+-----+--------------------------------+
+//	| 'c' | SHA-256 of the plain chunk     |   chunk key, 33 bytes
+//	+-----+--------------------------------+
+//
+// Events are numbered by one global sequence; a turn's events are the
+// contiguous range Turn.FirstSeq..Turn.LastSeq. Ordering them by key is
+// ordering them in time.
+const (
+	prefixMeta  = 'm'
+	prefixTurn  = 't'
+	prefixRef   = 'r'
+	prefixEvent = 'e'
+	prefixChunk = 'c'
+)
+
+var (
+	keyFormat  = []byte("mformat")
+	keyJournal = []byte("mjournal")
+)
+
+func u64Key(prefix byte, n uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], n)
+	return k
+}
+
+func turnKey(n uint64) []byte  { return u64Key(prefixTurn, n) }
+func eventKey(n uint64) []byte { return u64Key(prefixEvent, n) }
+
+func decodeU64Key(prefix byte, k []byte) (uint64, error) {
+	if len(k) != 9 || k[0] != prefix {
+		return 0, fmt.Errorf("%w: bad key %q", ErrCorrupt, k)
+	}
+	return binary.BigEndian.Uint64(k[1:]), nil
+}
+
+func refKey(ref string) []byte { return append([]byte{prefixRef}, ref...) }
+
+func chunkKey(sum [32]byte) []byte { return append([]byte{prefixChunk}, sum[:]...) }
+
+// upper returns the exclusive upper bound of all keys with prefix p.
+func upper(p byte) []byte { return []byte{p + 1} }

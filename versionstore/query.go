@@ -1,0 +1,323 @@
+package versionstore
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sort"
+
+	"ckptfs/internal/fsstate"
+)
+
+// resolved is one path's state at some moment, with where its bytes are.
+type resolved struct {
+	State   State
+	Content *contentRef // bytes kept in the store (state taken from a record)
+	Live    string      // else the live path that holds this state now
+	FromLog bool        // the state came from a record, not from the live tree
+}
+
+// endSeq returns the last event sequence number that belongs to the state
+// "at the end of turn n" (Now: the live tree). An open turn's end is now.
+func (s *Store) endSeq(n uint64) (uint64, error) {
+	s.mu.Lock()
+	next := s.nextSeq
+	s.mu.Unlock()
+	if n == Now {
+		return next - 1, nil
+	}
+	t, err := s.Turn(n)
+	if err != nil {
+		return 0, err
+	}
+	if t.Open {
+		return next - 1, nil
+	}
+	return t.LastSeq, nil
+}
+
+// resolveMany answers, for each path, what it was right after event
+// `after`. One forward pass over the later events: the first record of a
+// path's prior state is its state then; a rename moves the question to the
+// new name (or answers "absent" when the path was renamed over); whatever
+// no event touched is as it is in the live tree now.
+func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved, error) {
+	res := make([]resolved, len(paths))
+	meta := make([]*State, len(paths))
+	pending := map[string][]int{}
+	for i, p := range paths {
+		pending[p] = append(pending[p], i)
+	}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	err := s.scanEvents(after+1, end, func(r *record) (bool, error) {
+		switch r.Op {
+		case opPrior:
+			for _, id := range pending[r.Path] {
+				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true}
+			}
+			delete(pending, r.Path)
+		case opMeta:
+			for _, id := range pending[r.Path] {
+				if meta[id] == nil {
+					st := r.State
+					meta[id] = &st
+				}
+			}
+		case opRename, opExchange:
+			moved := map[string][]int{}
+			for p, ids := range pending {
+				if rest, ok := fsstate.Under(p, r.Path); ok {
+					moved[join(r.To, rest)] = append(moved[join(r.To, rest)], ids...)
+					delete(pending, p)
+				} else if rest, ok := fsstate.Under(p, r.To); ok {
+					if r.Op == opExchange {
+						moved[join(r.Path, rest)] = append(moved[join(r.Path, rest)], ids...)
+					} else {
+						for _, id := range ids {
+							res[id] = resolved{FromLog: true} // renamed over: absent before
+						}
+					}
+					delete(pending, p)
+				}
+			}
+			for p, ids := range moved {
+				pending[p] = append(pending[p], ids...)
+			}
+		}
+		return len(pending) > 0, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for p, ids := range pending {
+		var st State
+		if live != nil {
+			if st, err = live.Lstat(p); err != nil {
+				return nil, err
+			}
+		} else {
+			return nil, fmt.Errorf("versionstore: the live tree is needed to answer for %q", p)
+		}
+		for _, id := range ids {
+			res[id] = resolved{State: st, Live: p}
+		}
+	}
+	for i, m := range meta {
+		if m != nil && res[i].State.Type == fsstate.Regular {
+			res[i].State.Mode, res[i].State.UID, res[i].State.GID = m.Mode, m.UID, m.GID
+		}
+	}
+	return res, nil
+}
+
+// StateAt returns what path was at the end of turn n (Now: the live tree).
+func (s *Store) StateAt(n uint64, path string, live Tree) (State, error) {
+	r, err := s.resolveAt(n, path, live)
+	return r.State, err
+}
+
+func (s *Store) resolveAt(n uint64, path string, live Tree) (resolved, error) {
+	p, ok := fsstate.Clean(path)
+	if !ok {
+		return resolved{}, fmt.Errorf("%w: %q", ErrBadPath, path)
+	}
+	after, err := s.endSeq(n)
+	if err != nil {
+		return resolved{}, err
+	}
+	rs, err := s.resolveMany(after, []string{p}, live)
+	if err != nil {
+		return resolved{}, err
+	}
+	return rs[0], nil
+}
+
+// OpenAt streams the bytes path had at the end of turn n. The state tells
+// its type: for anything but a regular file the reader is empty.
+func (s *Store) OpenAt(n uint64, path string, live Tree) (io.ReadCloser, State, error) {
+	r, err := s.resolveAt(n, path, live)
+	if err != nil {
+		return nil, State{}, err
+	}
+	rc, err := s.open(r, live)
+	return rc, r.State, err
+}
+
+func (s *Store) open(r resolved, live Tree) (io.ReadCloser, error) {
+	if r.State.Type != fsstate.Regular {
+		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	if r.Content != nil {
+		return s.openContent(r.Content)
+	}
+	if r.Live == "" || live == nil {
+		return nil, fmt.Errorf("%w: no bytes recorded for a regular file", ErrCorrupt)
+	}
+	return live.Open(r.Live)
+}
+
+// Changes lists the paths whose state differs between the end of turn
+// `from` and the end of turn `to` (either may be Now), Before being the
+// state at `from`. It costs time in proportion to the events after the
+// earlier of the two, never to the size of the tree.
+func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
+	a, err := s.endSeq(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.endSeq(to)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := a, b
+	if lo > hi {
+		lo, hi = hi, lo
+	}
+	seen := map[string]bool{}
+	var cands []string
+	var renames [][2]string
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			cands = append(cands, p)
+		}
+	}
+	err = s.scanEvents(lo+1, hi+1, func(r *record) (bool, error) {
+		add(r.Path)
+		if r.To != "" {
+			add(r.To)
+			renames = append(renames, [2]string{r.Path, r.To})
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	before, err := s.resolveMany(a, cands, live)
+	if err != nil {
+		return nil, err
+	}
+	after, err := s.resolveMany(b, cands, live)
+	if err != nil {
+		return nil, err
+	}
+	idx := map[string]int{}
+	for i, p := range cands {
+		idx[p] = i
+	}
+	out := map[string]Change{}
+	for i, p := range cands {
+		k, err := s.compare(before[i], after[i], live)
+		if err != nil {
+			return nil, err
+		}
+		if k != "" {
+			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State}
+		}
+	}
+	// A path that disappeared while another appeared through a rename
+	// between them is shown as one rename.
+	for _, rn := range renames {
+		for _, pair := range [][2]string{{rn[0], rn[1]}, {rn[1], rn[0]}} {
+			x, y := pair[0], pair[1]
+			cx, okx := out[x]
+			cy, oky := out[y]
+			if okx && oky && cx.Kind == Deleted && cy.Kind == Added && cx.Before.Type == cy.After.Type {
+				delete(out, x)
+				out[y] = Change{Path: y, From: x, Kind: Renamed, Before: cx.Before, After: cy.After}
+			}
+		}
+	}
+	list := make([]Change, 0, len(out))
+	for _, c := range out {
+		list = append(list, c)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
+	return list, nil
+}
+
+// compare classifies the difference between two resolved states ("" if
+// none).
+func (s *Store) compare(x, y resolved, live Tree) (ChangeKind, error) {
+	a, b := x.State, y.State
+	switch {
+	case a.Type == b.Type && a.Type == fsstate.Absent:
+		return "", nil
+	case a.Type == fsstate.Absent:
+		return Added, nil
+	case b.Type == fsstate.Absent:
+		return Deleted, nil
+	case a.Type != b.Type:
+		return TypeChg, nil
+	}
+	metaDiff := a.Mode != b.Mode || a.UID != b.UID || a.GID != b.GID
+	switch a.Type {
+	case fsstate.Symlink:
+		if a.Target != b.Target {
+			return Modified, nil
+		}
+	case fsstate.Regular:
+		same, err := s.sameBytes(x, y, live)
+		if err != nil {
+			return "", err
+		}
+		if !same {
+			return Modified, nil
+		}
+	}
+	if metaDiff && a.Type != fsstate.Symlink {
+		return ModeOnly, nil
+	}
+	return "", nil
+}
+
+func (s *Store) sameBytes(x, y resolved, live Tree) (bool, error) {
+	if x.State.Size != y.State.Size {
+		return false, nil
+	}
+	if x.Content != nil && y.Content != nil {
+		if x.Content.Attic == "" && y.Content.Attic == "" {
+			return bytes.Equal(x.Content.Chunks, y.Content.Chunks), nil
+		}
+		if x.Content.Attic != "" && x.Content.Attic == y.Content.Attic {
+			return true, nil
+		}
+	}
+	if !x.FromLog && !y.FromLog && x.Live == y.Live {
+		return true, nil
+	}
+	ra, err := s.open(x, live)
+	if err != nil {
+		return false, err
+	}
+	defer ra.Close()
+	rb, err := s.open(y, live)
+	if err != nil {
+		return false, err
+	}
+	defer rb.Close()
+	return equalReaders(ra, rb)
+}
+
+func equalReaders(a, b io.Reader) (bool, error) {
+	ba := make([]byte, 64<<10)
+	bb := make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(a, ba)
+		nb, eb := io.ReadFull(b, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		if ea == io.EOF || ea == io.ErrUnexpectedEOF {
+			return eb == io.EOF || eb == io.ErrUnexpectedEOF, nil
+		}
+		if ea != nil {
+			return false, ea
+		}
+		if eb != nil {
+			return false, eb
+		}
+	}
+}

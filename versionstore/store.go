@@ -1,0 +1,514 @@
+package versionstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// formatVersion is the on-disk format this code writes. A store with a
+// higher version is refused.
+const formatVersion = 1
+
+// Options configure Open.
+type Options struct {
+	// FS is the filesystem Pebble lives on; nil means the real one. Tests
+	// pass vfs.NewMem() or vfs.NewCrashableMem(). With a non-nil FS there
+	// is no attic: prior bytes are always copied into the store.
+	FS vfs.FS
+}
+
+// Store is the history of one tree. Its methods are safe for concurrent use.
+type Store struct {
+	dir    string   // as given to Open, for messages
+	dirf   *os.File // the store directory, opened before any mount covers it
+	wal    *walFS
+	db     *pebble.DB
+	attic  *os.File // nil without an attic
+	closed bool
+
+	mu       sync.Mutex
+	cur      *Turn            // the open turn, nil if none
+	latest   uint64           // highest turn number
+	nextSeq  uint64           // next event sequence number
+	touched  map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
+	programs map[string]bool  // programs of the open turn
+	atticSeq uint64
+}
+
+const (
+	touchFull = 1
+	touchMeta = 2
+)
+
+// Open opens (creating if needed) the store in dir, takes its lock, checks
+// its format version, and loads the open turn.
+//
+// The directory is opened once and reached afterwards through
+// /proc/self/fd, so the store keeps working when a ckptfs mount later covers
+// the directory that contains it.
+func Open(dir string, opts Options) (*Store, error) {
+	s := &Store{dir: dir}
+	fs := opts.FS
+	root := dir
+	if fs == nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("versionstore: %w", err)
+		}
+		f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("versionstore: %w", err)
+		}
+		s.dirf = f
+		root = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+		fs = vfs.Default
+		if err := os.MkdirAll(root+"/attic", 0o700); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("versionstore: %w", err)
+		}
+		if s.attic, err = os.OpenFile(root+"/attic", os.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("versionstore: %w", err)
+		}
+	}
+	s.wal = newWalFS(fs)
+	popts := &pebble.Options{
+		FS:                 s.wal,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             quietLogger{},
+		MemTableSize:       32 << 20,
+	}
+	db, err := pebble.Open(filepath.Join(root, "db"), popts)
+	if err != nil {
+		s.closeFiles()
+		if strings.Contains(err.Error(), "lock") {
+			return nil, fmt.Errorf("%w (%s)", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("versionstore: open %s: %w", dir, err)
+	}
+	s.db = db
+	if err := s.load(); err != nil {
+		db.Close()
+		s.closeFiles()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) closeFiles() {
+	if s.attic != nil {
+		s.attic.Close()
+	}
+	if s.dirf != nil {
+		s.dirf.Close()
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{}) {}
+func (quietLogger) Errorf(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "pebble: fatal: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+// load checks the format, creates turn 0 in a new store, and rebuilds the
+// in-memory state of the open turn.
+func (s *Store) load() error {
+	v, closer, err := s.db.Get(keyFormat)
+	switch {
+	case err == pebble.ErrNotFound:
+		b := s.db.NewBatch()
+		b.Set(keyFormat, []byte(strconv.Itoa(formatVersion)), nil)
+		t0 := Turn{Num: 0, Kind: KindInitial, Start: time.Now().UTC(), End: time.Now().UTC(), FirstSeq: 1, LastSeq: 0}
+		putJSON(b, turnKey(0), t0)
+		if err := s.commit(b, pebble.Sync); err != nil {
+			return err
+		}
+		b.Close()
+		if err := s.wal.SyncWAL(); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("versionstore: %w", err)
+	default:
+		n, perr := strconv.Atoi(string(v))
+		closer.Close()
+		if perr != nil {
+			return fmt.Errorf("%w: format version %q", ErrCorrupt, v)
+		}
+		if n > formatVersion {
+			return fmt.Errorf("%w (format %d; this ckptfs reads up to %d): upgrade ckptfs", ErrNewerFormat, n, formatVersion)
+		}
+	}
+	// Latest turn and next sequence number: the last keys of their kinds.
+	last, err := s.lastKey(prefixTurn)
+	if err != nil {
+		return err
+	}
+	if s.latest, err = decodeU64Key(prefixTurn, last); err != nil {
+		return err
+	}
+	s.nextSeq = 1
+	if lastEv, err := s.lastKey(prefixEvent); err != nil {
+		return err
+	} else if lastEv != nil {
+		seq, err := decodeU64Key(prefixEvent, lastEv)
+		if err != nil {
+			return err
+		}
+		s.nextSeq = seq + 1
+	}
+	t, err := s.Turn(s.latest)
+	if err != nil {
+		return err
+	}
+	s.touched = map[string]uint8{}
+	s.programs = map[string]bool{}
+	if t.Open {
+		s.cur = &t
+		for _, p := range t.Programs {
+			s.programs[p] = true
+		}
+		// Rebuild the touched set from the open turn's events.
+		err := s.scanEvents(t.FirstSeq, s.nextSeq, func(r *record) (bool, error) {
+			s.touch(r)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if s.attic != nil {
+		names, _ := s.attic.Readdirnames(-1)
+		for _, n := range names {
+			if v, err := strconv.ParseUint(n, 16, 64); err == nil && v >= s.atticSeq {
+				s.atticSeq = v + 1
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) lastKey(prefix byte) ([]byte, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: upper(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return nil, it.Error()
+	}
+	return append([]byte(nil), it.Key()...), nil
+}
+
+// commit applies a batch, mapping a full disk to ErrStoreFull.
+func (s *Store) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
+	if err := b.Commit(o); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("%w: %v", ErrStoreFull, err)
+		}
+		return fmt.Errorf("versionstore: %w", err)
+	}
+	return nil
+}
+
+func putJSON(b *pebble.Batch, key []byte, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic("versionstore: BUG: " + err.Error())
+	}
+	b.Set(key, data, nil)
+}
+
+// Close closes the store. An open turn stays open (it is closed by the next
+// Begin or End, also after reopening).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.db.Flush()
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	s.closeFiles()
+	return err
+}
+
+// Dir returns the store directory as given to Open.
+func (s *Store) Dir() string { return s.dir }
+
+// DiskUsage returns the bytes the store occupies (Pebble and attic).
+func (s *Store) DiskUsage() (int64, error) {
+	if s.dirf == nil {
+		return int64(s.db.Metrics().DiskSpaceUsage()), nil
+	}
+	var total int64
+	err := filepath.Walk(fmt.Sprintf("/proc/self/fd/%d", s.dirf.Fd()), func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			total += fi.Size()
+		}
+		return nil
+	})
+	return total, err
+}
+
+// Begin opens a new turn, closing the open one first. ref, if not empty,
+// is attached to the new turn.
+func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Turn{}, ErrClosed
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if ref != "" {
+		if err := s.checkRef(ref, s.latest+1); err != nil {
+			return Turn{}, err
+		}
+	}
+	if s.cur != nil {
+		s.closeTurn(b, s.cur)
+	}
+	t := s.newTurn(b, kind, label)
+	if ref != "" {
+		t.Refs = []string{ref}
+		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
+		putJSON(b, turnKey(t.Num), t)
+	}
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return Turn{}, err
+	}
+	if err := s.wal.SyncWAL(); err != nil {
+		return Turn{}, fmt.Errorf("versionstore: %w", err)
+	}
+	s.cur = t
+	s.latest = t.Num
+	s.touched = map[string]uint8{}
+	s.programs = map[string]bool{}
+	return *t, nil
+}
+
+// newTurn writes a new open turn into b (s.mu held).
+func (s *Store) newTurn(b *pebble.Batch, kind Kind, label string) *Turn {
+	t := &Turn{Num: s.latest + 1, Kind: kind, Label: label, Start: time.Now().UTC(),
+		Open: true, FirstSeq: s.nextSeq, LastSeq: s.nextSeq - 1}
+	putJSON(b, turnKey(t.Num), t)
+	return t
+}
+
+func (s *Store) closeTurn(b *pebble.Batch, t *Turn) {
+	t.Open = false
+	t.End = time.Now().UTC()
+	t.LastSeq = s.nextSeq - 1
+	putJSON(b, turnKey(t.Num), t)
+}
+
+func (s *Store) checkRef(ref string, num uint64) error {
+	if strings.ContainsAny(ref, "\x00\n") || len(ref) > 512 {
+		return fmt.Errorf("versionstore: bad ref %q", ref)
+	}
+	v, closer, err := s.db.Get(refKey(ref))
+	if err == pebble.ErrNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if n, _ := decodeU64Key(prefixTurn, append([]byte{prefixTurn}, v...)); n != num {
+		return fmt.Errorf("%w: ref %q names turn %d", ErrRefTaken, ref, n)
+	}
+	return nil
+}
+
+// End closes the open turn, adding ref to it if not empty. The closed turn
+// is durable (fsynced) when End returns.
+func (s *Store) End(ref string) (Turn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Turn{}, ErrClosed
+	}
+	if s.cur == nil {
+		return Turn{}, ErrNoOpenTurn
+	}
+	if ref != "" {
+		if err := s.checkRef(ref, s.cur.Num); err != nil {
+			return Turn{}, err
+		}
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	t := *s.cur
+	if ref != "" && !contains(t.Refs, ref) {
+		t.Refs = append(t.Refs, ref)
+		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
+	}
+	s.closeTurn(b, &t)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return Turn{}, err
+	}
+	if err := s.wal.SyncWAL(); err != nil {
+		return Turn{}, fmt.Errorf("versionstore: %w", err)
+	}
+	s.cur = nil
+	s.touched = map[string]uint8{}
+	s.programs = map[string]bool{}
+	return t, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Current returns the open turn, if any.
+func (s *Store) Current() (Turn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return Turn{}, false
+	}
+	t := *s.cur
+	t.LastSeq = s.nextSeq - 1
+	return t, true
+}
+
+// Latest returns the highest turn number (0 when only turn 0 exists).
+func (s *Store) Latest() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latest
+}
+
+// Turn returns turn n.
+func (s *Store) Turn(n uint64) (Turn, error) {
+	var t Turn
+	v, closer, err := s.db.Get(turnKey(n))
+	if err == pebble.ErrNotFound {
+		return t, fmt.Errorf("%w: %d", ErrTurnNotFound, n)
+	}
+	if err != nil {
+		return t, fmt.Errorf("versionstore: %w", err)
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(v, &t); err != nil {
+		return t, fmt.Errorf("%w: turn %d: %v", ErrCorrupt, n, err)
+	}
+	return t, nil
+}
+
+// Turns returns up to limit turns (all if limit <= 0), newest first.
+func (s *Store) Turns(limit int) ([]Turn, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTurn}, UpperBound: upper(prefixTurn)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []Turn
+	for ok := it.Last(); ok && (limit <= 0 || len(out) < limit); ok = it.Prev() {
+		var t Turn
+		if err := json.Unmarshal(it.Value(), &t); err != nil {
+			return nil, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
+		}
+		out = append(out, t)
+	}
+	return out, it.Error()
+}
+
+// SetStats stores the statistics of turn n.
+func (s *Store) SetStats(n uint64, st Stats) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.Turn(n)
+	if err != nil {
+		return err
+	}
+	if t.Open {
+		return fmt.Errorf("versionstore: turn %d is still open", n)
+	}
+	t.Stats = &st
+	b := s.db.NewBatch()
+	defer b.Close()
+	putJSON(b, turnKey(n), t)
+	return s.commit(b, pebble.NoSync)
+}
+
+// Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number. An
+// unknown turn is an error that names the turns that exist.
+func (s *Store) Resolve(spec string) (uint64, error) {
+	latest := s.Latest()
+	if strings.HasPrefix(spec, "ref:") {
+		ref := spec[4:]
+		v, closer, err := s.db.Get(refKey(ref))
+		if err == pebble.ErrNotFound {
+			return 0, fmt.Errorf("%w: no turn has ref %q", ErrTurnNotFound, ref)
+		}
+		if err != nil {
+			return 0, err
+		}
+		defer closer.Close()
+		return decodeU64Key(prefixTurn, append([]byte{prefixTurn}, v...))
+	}
+	n, err := strconv.ParseUint(spec, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q is not a turn (a number or ref:ID; turns are 0-%d)", ErrTurnNotFound, spec, latest)
+	}
+	if n > latest {
+		return 0, fmt.Errorf("%w: no turn %d (turns are 0-%d)", ErrTurnNotFound, n, latest)
+	}
+	return n, nil
+}
+
+// KindInitial is the kind of turn 0.
+const KindInitial Kind = "initial"
+
+// NewTestStore returns a store on an in-memory filesystem, closed when t
+// ends. It has no attic: prior bytes are always copied.
+func NewTestStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := Open("/store", Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// sortedKeys returns the keys of a set, sorted.
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var _ = io.EOF
