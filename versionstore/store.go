@@ -41,6 +41,8 @@ type Store struct {
 	attic  *os.File // nil without an attic
 	closed bool
 
+	rewindMu sync.Mutex // one rewind at a time
+
 	mu       sync.Mutex
 	cur      *Turn            // the open turn, nil if none
 	latest   uint64           // highest turn number

@@ -1,0 +1,522 @@
+package versionstore
+
+import (
+	"encoding/json"
+		"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"ckptfs/internal/fsstate"
+)
+
+// RewindOptions modify Rewind.
+type RewindOptions struct {
+	DryRun bool     // compute and return the changes; touch nothing
+	Paths  []string // restore: only these paths (and everything below them)
+	Label  string   // label of the rewind turn
+	Who    Program
+}
+
+// RewindResult says what a rewind did (or would do, with DryRun).
+type RewindResult struct {
+	Turn    Turn     // the new turn of kind rewind (zero with DryRun or no change)
+	Changes []Change // per path: Before = now, After = the target state
+}
+
+// rewindJournal is kept under keyJournal while a rewind runs, so that a
+// crash half-way is finished on the next Recover.
+//
+// A whole-tree rewind undoes the change log backwards: event seq Next, then
+// Next-1, … down to Stop+1. Every undo step is idempotent ("make the path
+// be this state", "rename back if not yet renamed back"), so after a crash
+// the step at Next is simply done again.
+//
+// A restore (Paths) is a list of Actions computed up front; Next is the
+// index of the next one to do.
+type rewindJournal struct {
+	Target  uint64   `json:"target"`
+	Turn    uint64   `json:"turn"`
+	Next    uint64   `json:"next"`
+	Stop    uint64   `json:"stop"`
+	Actions []action `json:"actions,omitempty"`
+	Restore bool     `json:"restore,omitempty"`
+}
+
+// action makes Path have State, with bytes from Content or the live path
+// Live (restore only).
+type action struct {
+	Path    string      `json:"p"`
+	State   State       `json:"s"`
+	Content *contentRef `json:"c,omitempty"`
+	Live    string      `json:"l,omitempty"`
+}
+
+// Rewind makes the tree equal its state at the end of turn target, or with
+// opts.Paths only those paths and what lies below them. The change is
+// recorded as a new turn of kind rewind, which can itself be rewound. The
+// plan is journaled before anything changes: Recover finishes it after a
+// crash. The caller must keep other writers out of the tree meanwhile.
+func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResult, error) {
+	s.rewindMu.Lock()
+	defer s.rewindMu.Unlock()
+	var res RewindResult
+	if _, err := s.Turn(target); err != nil {
+		return res, err
+	}
+	var prefixes []string
+	for _, p := range opts.Paths {
+		c, ok := fsstate.Clean(p)
+		if !ok {
+			return res, fmt.Errorf("%w: %q", ErrBadPath, p)
+		}
+		prefixes = append(prefixes, c)
+	}
+	changes, err := s.Changes(Now, target, live)
+	if err != nil {
+		return res, err
+	}
+	if opts.Paths != nil {
+		changes = filterChanges(changes, prefixes)
+	}
+	res.Changes = changes
+	if opts.DryRun || len(changes) == 0 {
+		return res, nil
+	}
+	stop, err := s.endSeq(target)
+	if err != nil {
+		return res, err
+	}
+	var actions []action
+	if opts.Paths != nil {
+		if actions, err = s.planRestore(stop, prefixes, live); err != nil {
+			return res, err
+		}
+	}
+	label := opts.Label
+	if label == "" {
+		label = fmt.Sprintf("rewind to %d", target)
+		if opts.Paths != nil {
+			label = fmt.Sprintf("restore %s from %d", strings.Join(prefixes, " "), target)
+		}
+	}
+	t, err := s.Begin(KindRewind, label, "")
+	if err != nil {
+		return res, err
+	}
+	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil}
+	if j.Restore {
+		j.Next = 0
+	}
+	if err := s.putJournal(j, t.Num, target); err != nil {
+		return res, err
+	}
+	if err := s.runJournal(j, live, opts.Who); err != nil {
+		return res, err
+	}
+	res.Turn, err = s.finishJournal(j)
+	return res, err
+}
+
+func filterChanges(cs []Change, prefixes []string) []Change {
+	var out []Change
+	for _, c := range cs {
+		for _, p := range prefixes {
+			_, a := fsstate.Under(c.Path, p)
+			_, b := fsstate.Under(c.From, p)
+			if a || (c.From != "" && b) {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// planRestore computes the actions that give every path under prefixes its
+// state right after event stop: existing things first, parents before
+// children, then removals, children before parents.
+func (s *Store) planRestore(stop uint64, prefixes []string, live Tree) ([]action, error) {
+	seen := map[string]bool{}
+	var cands []string
+	under := func(p string) bool {
+		for _, pre := range prefixes {
+			if _, ok := fsstate.Under(p, pre); ok {
+				return true
+			}
+		}
+		return false
+	}
+	add := func(p string) {
+		if under(p) && !seen[p] {
+			seen[p] = true
+			cands = append(cands, p)
+		}
+	}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	err := s.scanEvents(stop+1, end, func(r *record) (bool, error) {
+		add(r.Path)
+		if r.To != "" {
+			add(r.To)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rs, err := s.resolveMany(stop, cands, live)
+	if err != nil {
+		return nil, err
+	}
+	// A directory whose earlier self now lives elsewhere (renamed away):
+	// what lies below it is found below its live location.
+	for i := 0; i < len(cands); i++ {
+		r := rs[i]
+		if r.State.Type == fsstate.Dir && !r.FromLog && r.Live != cands[i] {
+			names, err := live.ReadDir(r.Live)
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range names {
+				p := fsstate.Join(cands[i], n)
+				if !seen[p] {
+					seen[p] = true
+					cands = append(cands, p)
+					st, err := live.Lstat(fsstate.Join(r.Live, n))
+					if err != nil {
+						return nil, err
+					}
+					rs = append(rs, resolved{State: st, Live: fsstate.Join(r.Live, n)})
+				}
+			}
+		}
+	}
+	var mk, rm []action
+	for i, p := range cands {
+		r := rs[i]
+		a := action{Path: p, State: r.State, Content: r.Content}
+		if !r.FromLog {
+			if r.Live == p {
+				continue // unchanged since then
+			}
+			a.Live = r.Live
+		}
+		if r.State.Type == fsstate.Absent {
+			rm = append(rm, a)
+		} else {
+			mk = append(mk, a)
+		}
+	}
+	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
+	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
+	return append(mk, rm...), nil
+}
+
+func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	putJSON(b, keyJournal, j)
+	s.mu.Lock()
+	if s.cur != nil && s.cur.Num == turn {
+		t := *s.cur
+		tg := target
+		t.Target = &tg
+		putJSON(b, turnKey(turn), t)
+		s.cur = &t
+	}
+	s.mu.Unlock()
+	return s.commit(b, pebble.Sync)
+}
+
+func (s *Store) saveProgress(j *rewindJournal) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	putJSON(b, keyJournal, j)
+	return s.commit(b, pebble.Sync)
+}
+
+// runJournal carries out a journaled rewind from j.Next on.
+func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
+	if j.Restore {
+		for j.Next < uint64(len(j.Actions)) {
+			a := j.Actions[j.Next]
+			if err := s.ensure(live, a.Path, a.State, a.Content, a.Live, who); err != nil {
+				return fmt.Errorf("versionstore: restore %s: %w", a.Path, err)
+			}
+			j.Next++
+			if err := s.saveProgress(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for j.Next > j.Stop {
+		var rec *record
+		err := s.scanEventsReverse(j.Stop+1, j.Next+1, func(r *record) (bool, error) {
+			rec = r
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			j.Next = j.Stop
+			break
+		}
+		if err := s.undo(rec, live, who); err != nil {
+			return fmt.Errorf("versionstore: rewind: undo event %d (%s %s): %w", rec.Seq, rec.Op, rec.Path, err)
+		}
+		j.Next = rec.Seq - 1
+		if err := s.saveProgress(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishJournal closes the rewind turn and drops the journal.
+func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
+	var t Turn
+	var err error
+	if cur, ok := s.Current(); ok && cur.Num == j.Turn {
+		t, err = s.End("")
+	} else {
+		t, err = s.Turn(j.Turn)
+	}
+	if err != nil {
+		return t, err
+	}
+	if err := s.db.Delete(keyJournal, pebble.Sync); err != nil {
+		return t, fmt.Errorf("versionstore: %w", err)
+	}
+	return t, s.wal.SyncWAL()
+}
+
+// Recover finishes a rewind that a crash interrupted. It reports whether
+// there was one. Call it before the tree is served again.
+func (s *Store) Recover(live Tree) (bool, error) {
+	v, closer, err := s.db.Get(keyJournal)
+	if err == pebble.ErrNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("versionstore: %w", err)
+	}
+	j := &rewindJournal{}
+	jerr := json.Unmarshal(v, j)
+	closer.Close()
+	if jerr != nil {
+		return false, fmt.Errorf("%w: rewind journal: %v", ErrCorrupt, jerr)
+	}
+	// The rewind turn must be the open one; reopen it if a crash left it
+	// closed (End ran but the journal was not yet deleted).
+	if cur, ok := s.Current(); !ok || cur.Num != j.Turn {
+		if _, err := s.finishJournal(j); err != nil {
+			return true, err
+		}
+		return true, nil
+	}
+	if err := s.runJournal(j, live, Program{Comm: "ckptfs-recover"}); err != nil {
+		return true, err
+	}
+	_, err = s.finishJournal(j)
+	return true, err
+}
+
+// undo reverses one event on the live tree, recording what it changes in
+// the open (rewind) turn.
+func (s *Store) undo(r *record, live Tree, who Program) error {
+	switch r.Op {
+	case opPrior:
+		return s.ensure(live, r.Path, r.State, r.Content, "", who)
+	case opMeta:
+		cur, err := live.Lstat(r.Path)
+		if err != nil || cur.Type != fsstate.Regular {
+			return err
+		}
+		if cur.Mode == r.State.Mode && cur.UID == r.State.UID && cur.GID == r.State.GID {
+			return nil
+		}
+		if err := s.Record(Capture{Path: r.Path, Prior: cur, MetaOnly: true}, who); err != nil {
+			return err
+		}
+		return setMeta(live, r.Path, cur, r.State)
+	case opRename:
+		// The event renamed Path to To: rename To back to Path, unless a
+		// crash-interrupted run did so already.
+		to, err := live.Lstat(r.To)
+		if err != nil {
+			return err
+		}
+		if !to.Exists() {
+			return nil
+		}
+		from, err := live.Lstat(r.Path)
+		if err != nil {
+			return err
+		}
+		if from.Exists() {
+			if err := s.captureTree(live, r.Path, from, who); err != nil {
+				return err
+			}
+			if err := live.RemoveAll(r.Path); err != nil {
+				return err
+			}
+		}
+		return s.rename(live, r.To, r.Path, false, who)
+	case opExchange:
+		return s.rename(live, r.To, r.Path, true, who)
+	}
+	return fmt.Errorf("%w: unknown event op %q", ErrCorrupt, r.Op)
+}
+
+func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) error {
+	commit, err := s.RecordRename(from, to, exchange, who)
+	if err != nil {
+		return err
+	}
+	if exchange {
+		err = live.Exchange(from, to)
+	} else {
+		err = live.Rename(from, to)
+	}
+	commit(err == nil)
+	return err
+}
+
+// ensure makes path have state st (bytes from content, or from the live
+// path src), recording its current state in the open turn first.
+func (s *Store) ensure(live Tree, path string, st State, content *contentRef, src string, who Program) error {
+	cur, err := live.Lstat(path)
+	if err != nil {
+		return err
+	}
+	switch st.Type {
+	case fsstate.Absent:
+		if !cur.Exists() {
+			return nil
+		}
+		if err := s.captureTree(live, path, cur, who); err != nil {
+			return err
+		}
+		return live.RemoveAll(path)
+	case fsstate.Dir:
+		if cur.Type == fsstate.Dir {
+			if cur.Mode == st.Mode && cur.UID == st.UID && cur.GID == st.GID {
+				return nil
+			}
+			if err := s.capture(live, path, cur, who); err != nil {
+				return err
+			}
+			return setMeta(live, path, cur, st)
+		}
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+		if err := live.Mkdir(path, st.Mode); err != nil {
+			return err
+		}
+		return setMeta(live, path, State{Mode: st.Mode}, st)
+	case fsstate.Symlink:
+		if cur.Type == fsstate.Symlink && cur.Target == st.Target {
+			return nil
+		}
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+		if err := live.Symlink(st.Target, path); err != nil {
+			return err
+		}
+		if cur.UID != st.UID || cur.GID != st.GID {
+			live.Lchown(path, st.UID, st.GID) // best effort
+		}
+		return nil
+	case fsstate.Regular:
+		var rc io.ReadCloser
+		if content != nil {
+			rc, err = s.openContent(content)
+		} else if src != "" {
+			rc, err = live.Open(src)
+		} else {
+			err = fmt.Errorf("%w: no bytes for %q", ErrCorrupt, path)
+		}
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		if cur.Type == fsstate.Dir {
+			if err := s.replace(live, path, cur, who); err != nil {
+				return err
+			}
+		} else if cur.Exists() {
+			if err := s.capture(live, path, cur, who); err != nil {
+				return err
+			}
+		} else if err := s.capture(live, path, cur, who); err != nil {
+			return err
+		}
+		// WriteFile replaces atomically with a new inode: fresh mtime, and
+		// processes holding the old file keep the old bytes.
+		return live.WriteFile(path, st, rc)
+	}
+	return nil // Special: passed through unversioned
+}
+
+// replace records and removes whatever is at path.
+func (s *Store) replace(live Tree, path string, cur State, who Program) error {
+	if err := s.captureTree(live, path, cur, who); err != nil {
+		return err
+	}
+	if cur.Exists() {
+		return live.RemoveAll(path)
+	}
+	return nil
+}
+
+func setMeta(live Tree, path string, cur, st State) error {
+	if cur.UID != st.UID || cur.GID != st.GID {
+		if err := live.Lchown(path, st.UID, st.GID); err != nil && os.Geteuid() == 0 {
+			return err
+		}
+	}
+	return live.Chmod(path, st.Mode) // after chown, which clears setuid bits
+}
+
+// capture records path's current state in the open turn. Bytes are
+// copied, not linked: a process may still hold the file open for writing.
+func (s *Store) capture(live Tree, path string, cur State, who Program) error {
+	c := Capture{Path: path, Prior: cur}
+	if cur.Type == fsstate.Regular {
+		c.Open = func() (*os.File, error) { return live.Open(path) }
+	}
+	return s.Record(c, who)
+}
+
+// captureTree records path and, for a directory, everything below it,
+// children first, so that undoing the records (newest first) recreates the
+// directory before its children.
+func (s *Store) captureTree(live Tree, path string, cur State, who Program) error {
+	if cur.Type == fsstate.Dir {
+		names, err := live.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := fsstate.Join(path, n)
+			st, err := live.Lstat(p)
+			if err != nil {
+				return err
+			}
+			if err := s.captureTree(live, p, st, who); err != nil {
+				return err
+			}
+		}
+	}
+	return s.capture(live, path, cur, who)
+}
