@@ -1,0 +1,462 @@
+package versionstore
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/fsstate"
+)
+
+// snapEntry is one path of a tree snapshot.
+type snapEntry struct {
+	Type   fsstate.Type
+	Mode   uint32
+	Target string
+	Data   string
+}
+
+type snapshot map[string]snapEntry
+
+func (e snapEntry) String() string {
+	d := e.Data
+	if len(d) > 20 {
+		d = d[:20] + "…"
+	}
+	return fmt.Sprintf("%v %o %q %q", e.Type, e.Mode, e.Target, d)
+}
+
+// takeSnapshot walks a real directory (skipping names starting with
+// ".store").
+func takeSnapshot(t testing.TB, root string) snapshot {
+	t.Helper()
+	snap := snapshot{}
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		if strings.HasPrefix(rel, ".store") {
+			return filepath.SkipDir
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		e := snapEntry{Mode: st.Mode & 0o7777}
+		switch fi.Mode().Type() {
+		case 0:
+			e.Type = fsstate.Regular
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			e.Data = string(b)
+		case os.ModeDir:
+			e.Type = fsstate.Dir
+		case os.ModeSymlink:
+			e.Type, e.Mode = fsstate.Symlink, 0o777
+			e.Target, _ = os.Readlink(p)
+		}
+		snap[rel] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func diffSnap(want, got snapshot) string {
+	var out []string
+	keys := map[string]bool{}
+	for k := range want {
+		keys[k] = true
+	}
+	for k := range got {
+		keys[k] = true
+	}
+	var sorted []string
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		w, wok := want[k]
+		g, gok := got[k]
+		if wok != gok || w != g {
+			out = append(out, fmt.Sprintf("  %s: want %v (%v) got %v (%v)", k, w, wok, g, gok))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// sim applies random mutations to a real directory the way the overlay
+// does: capture the prior state, then make the change.
+type sim struct {
+	t     testing.TB
+	rng   *rand.Rand
+	root  string
+	tree  *backing.Tree
+	store *Store
+	link  bool // offer Link for unlink and rename-over
+	ops   int
+}
+
+var names = []string{"a", "b", "c", "d.txt"}
+
+func (m *sim) randPath() string {
+	depth := 1 + m.rng.Intn(3)
+	var els []string
+	for i := 0; i < depth; i++ {
+		els = append(els, names[m.rng.Intn(len(names))])
+	}
+	return strings.Join(els, "/")
+}
+
+func (m *sim) abs(p string) string { return filepath.Join(m.root, p) }
+
+func (m *sim) lstat(p string) State {
+	st, err := m.tree.Lstat(p)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return st
+}
+
+func (m *sim) capture(p string, withLink bool) {
+	st := m.lstat(p)
+	c := Capture{Path: p, Prior: st}
+	if st.Type == fsstate.Regular {
+		c.Open = func() (*os.File, error) { return m.tree.Open(p) }
+		if withLink && m.link {
+			c.Link = func(dir *os.File, name string) error { return m.tree.Link(p, dir, name) }
+		}
+	}
+	if err := m.store.Record(c, Program{Comm: "sim"}); err != nil {
+		m.t.Fatalf("record %s: %v", p, err)
+	}
+}
+
+func (m *sim) randData() []byte {
+	n := m.rng.Intn(64)
+	if m.rng.Intn(20) == 0 {
+		n = 40000 + m.rng.Intn(300000) // multi-chunk now and then
+	}
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = "abc\n"[m.rng.Intn(4)]
+	}
+	return b
+}
+
+func parentIsDir(m *sim, p string) bool {
+	d := filepath.Dir(p)
+	if d == "." {
+		return true
+	}
+	return m.lstat(d).Type == fsstate.Dir
+}
+
+// step applies one random operation.
+func (m *sim) step() {
+	p := m.randPath()
+	st := m.lstat(p)
+	m.ops++
+	switch op := m.rng.Intn(10); {
+	case op <= 2: // write (create, overwrite or append)
+		if !parentIsDir(m, p) || (st.Exists() && st.Type != fsstate.Regular) {
+			return
+		}
+		if m.store.NeedsCapture(p, false) {
+			m.capture(p, false)
+		}
+		flags := os.O_WRONLY | os.O_CREATE
+		if m.rng.Intn(2) == 0 {
+			flags |= os.O_APPEND
+		} else {
+			flags |= os.O_TRUNC
+		}
+		f, err := os.OpenFile(m.abs(p), flags, 0o644)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		f.Write(m.randData())
+		f.Close()
+	case op == 3: // mkdir
+		if st.Exists() || !parentIsDir(m, p) {
+			return
+		}
+		m.capture(p, false)
+		if err := os.Mkdir(m.abs(p), 0o755); err != nil {
+			m.t.Fatal(err)
+		}
+	case op == 4: // unlink or rmdir
+		if !st.Exists() {
+			return
+		}
+		if st.Type == fsstate.Dir {
+			if ents, _ := os.ReadDir(m.abs(p)); len(ents) > 0 {
+				return
+			}
+		}
+		m.capture(p, true)
+		if err := os.Remove(m.abs(p)); err != nil {
+			m.t.Fatal(err)
+		}
+	case op == 5: // rename
+		q := m.randPath()
+		qs := m.lstat(q)
+		if !st.Exists() || p == q || !parentIsDir(m, q) {
+			return
+		}
+		if _, under := fsstate.Under(q, p); under {
+			return
+		}
+		if _, under := fsstate.Under(p, q); under {
+			return
+		}
+		if qs.Exists() {
+			if qs.Type == fsstate.Dir || st.Type == fsstate.Dir {
+				return // keep to the simple, always-valid cases
+			}
+			m.capture(q, true)
+		}
+		commit, err := m.store.RecordRename(p, q, false, Program{Comm: "mv"})
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		err = os.Rename(m.abs(p), m.abs(q))
+		commit(err == nil)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+	case op == 6: // chmod
+		if !st.Exists() || st.Type == fsstate.Symlink {
+			return
+		}
+		if m.store.NeedsCapture(p, true) {
+			c := Capture{Path: p, Prior: st, MetaOnly: true}
+			if st.Type != fsstate.Regular {
+				c.MetaOnly = false
+			}
+			if err := m.store.Record(c, Program{Comm: "chmod"}); err != nil {
+				m.t.Fatal(err)
+			}
+		}
+		mode := []os.FileMode{0o755, 0o644, 0o600, 0o700, 0o4755}[m.rng.Intn(5)]
+		if st.Type == fsstate.Dir {
+			mode |= 0o700
+		}
+		if err := os.Chmod(m.abs(p), mode); err != nil {
+			m.t.Fatal(err)
+		}
+	case op == 7: // symlink
+		if st.Exists() || !parentIsDir(m, p) {
+			return
+		}
+		m.capture(p, false)
+		if err := os.Symlink([]string{"../x", "a", "/etc/passwd"}[m.rng.Intn(3)], m.abs(p)); err != nil {
+			m.t.Fatal(err)
+		}
+	case op == 8: // truncate
+		if st.Type != fsstate.Regular {
+			return
+		}
+		if m.store.NeedsCapture(p, false) {
+			m.capture(p, false)
+		}
+		if err := os.Truncate(m.abs(p), int64(m.rng.Intn(10))); err != nil {
+			m.t.Fatal(err)
+		}
+	case op == 9: // exchange
+		q := m.randPath()
+		qs := m.lstat(q)
+		if !st.Exists() || !qs.Exists() || p == q {
+			return
+		}
+		if _, under := fsstate.Under(q, p); under {
+			return
+		}
+		if _, under := fsstate.Under(p, q); under {
+			return
+		}
+		commit, err := m.store.RecordRename(p, q, true, Program{Comm: "mv"})
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		err = m.tree.Exchange(p, q)
+		commit(err == nil)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+	}
+}
+
+// checkHistory checks the store's answer for every path of every snapshot.
+func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []uint64) {
+	t.Helper()
+	all := map[string]bool{}
+	for _, sn := range snaps {
+		for p := range sn {
+			all[p] = true
+		}
+	}
+	paths := sortedKeys(all)
+	for i, n := range turns {
+		after, err := s.endSeq(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.resolveMany(after, paths, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, p := range paths {
+			want, ok := snaps[i][p]
+			got := rs[k].State
+			if !ok {
+				if got.Exists() {
+					t.Fatalf("turn %d: %s should be absent, store says %v", n, p, got.Type)
+				}
+				continue
+			}
+			if got.Type != want.Type || (got.Type != fsstate.Symlink && got.Mode != want.Mode) || got.Target != want.Target {
+				t.Fatalf("turn %d: %s: want %v, store says %v %o %q", n, p, want, got.Type, got.Mode, got.Target)
+			}
+			if want.Type == fsstate.Regular {
+				rc, err := s.open(rs[k], tree)
+				if err != nil {
+					t.Fatalf("turn %d: %s: %v", n, p, err)
+				}
+				b, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil || !bytes.Equal(b, []byte(want.Data)) {
+					t.Fatalf("turn %d: %s: bytes differ (%d vs %d, %v)", n, p, len(b), len(want.Data), err)
+				}
+			}
+		}
+	}
+}
+
+// modelOps is how many random operations one model run makes (fewer under
+// the race detector, which slows it tenfold).
+func modelOps() int {
+	if raceEnabled {
+		return 400
+	}
+	return 1500
+}
+
+func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps int) {
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	m := &sim{t: t, rng: rand.New(rand.NewSource(seed)), root: root, tree: tree, store: s, link: link}
+	snaps := []snapshot{takeSnapshot(t, root)}
+	turns := []uint64{0}
+	for m.ops < nOps {
+		if _, err := s.Begin(KindAgent, fmt.Sprintf("t%d", len(turns)), ""); err != nil {
+			t.Fatal(err)
+		}
+		k := 1 + m.rng.Intn(25)
+		for i := 0; i < k; i++ {
+			m.step()
+		}
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, takeSnapshot(t, root))
+		turns = append(turns, tn.Num)
+	}
+	checkHistory(t, s, tree, snaps, turns)
+
+	// Rewind to random turns; each rewind is itself a turn whose end state
+	// is the target's snapshot.
+	for i := 0; i < 8; i++ {
+		j := m.rng.Intn(len(turns))
+		res, err := s.Rewind(turns[j], tree, RewindOptions{})
+		if err != nil {
+			t.Fatalf("seed %d: rewind to %d: %v", seed, turns[j], err)
+		}
+		got := takeSnapshot(t, root)
+		if d := diffSnap(snaps[j], got); d != "" {
+			t.Fatalf("seed %d: after rewind to %d the tree differs:\n%s", seed, turns[j], d)
+		}
+		if len(res.Changes) > 0 {
+			snaps = append(snaps, got)
+			turns = append(turns, res.Turn.Num)
+		}
+		// Some more random work after the rewind.
+		s.Begin(KindAgent, "after", "")
+		for k := 0; k < 5; k++ {
+			m.step()
+		}
+		tn, _ := s.End("")
+		snaps = append(snaps, takeSnapshot(t, root))
+		turns = append(turns, tn.Num)
+	}
+	checkHistory(t, s, tree, snaps, turns)
+
+	// Restore a few single paths.
+	for i := 0; i < 10; i++ {
+		j := m.rng.Intn(len(turns))
+		p := m.randPath()
+		p = strings.Split(p, "/")[0]
+		if _, err := s.Rewind(turns[j], tree, RewindOptions{Paths: []string{p}}); err != nil {
+			t.Fatalf("seed %d: restore %s from %d: %v", seed, p, turns[j], err)
+		}
+		got := takeSnapshot(t, root)
+		for path, want := range snaps[j] {
+			if _, ok := fsstate.Under(path, p); ok && got[path] != want {
+				stop, _ := s.endSeq(turns[j])
+				t.Logf("stop=%d events:\n%s", stop, s.dumpEvents(stop+1, ""))
+				t.Fatalf("seed %d: restore %s from %d: %s = %v, want %v", seed, p, turns[j], path, got[path], want)
+			}
+		}
+		for path := range got {
+			if _, ok := fsstate.Under(path, p); ok {
+				if _, want := snaps[j][path]; !want {
+					t.Fatalf("seed %d: restore %s from %d: %s should be absent", seed, p, turns[j], path)
+				}
+			}
+		}
+	}
+	t.Logf("seed %d: %d ops, %d turns, %d fix-ups", seed, m.ops, len(turns), fixups.Load())
+}
+
+func TestModelMemStore(t *testing.T) {
+	for seed := int64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runModel(t, seed, NewTestStore(t), t.TempDir(), false, modelOps())
+		})
+	}
+}
+
+func TestModelAtticStore(t *testing.T) {
+	for seed := int64(11); seed <= 12; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			root := t.TempDir()
+			s, err := Open(filepath.Join(root, ".store"), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			runModel(t, seed, s, root, true, modelOps())
+		})
+	}
+}

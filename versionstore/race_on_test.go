@@ -1,0 +1,5 @@
+//go:build race
+
+package versionstore
+
+const raceEnabled = true
