@@ -2,7 +2,7 @@ package versionstore
 
 import (
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"io"
 	"os"
 	"sort"
