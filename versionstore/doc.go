@@ -1,0 +1,98 @@
+// Package versionstore owns the history of one tree: turns, the prior state
+// of everything that changed, and the content bytes, in a Pebble database.
+// It knows nothing of FUSE: the overlay (fusefs) describes captures with the
+// types of internal/fsstate, and rewinds act on the tree through the
+// fsstate.Tree interface (implemented by internal/backing).
+//
+// # Model: a change log of before-images
+//
+// The live tree is the newest state. History is a log of events, numbered
+// by one global sequence (see keys.go for the byte layout):
+//
+//   - prior(P, state, bytes): P's whole state just before its first change
+//     in the open turn (type, mode, owner, symlink target, or the bytes of a
+//     regular file, or "absent"). Later changes of P in the same turn record
+//     nothing.
+//   - meta(P, mode, owner): P's mode and owner before a chmod/chown of a
+//     regular file; its bytes are not copied.
+//   - rename(P, Q) and exchange(P, Q): recorded as one event, whatever the
+//     size of the directory renamed.
+//
+// A turn is a contiguous range of events. The state of path P at the end
+// of turn N is found by one forward scan of the events after N: the first
+// prior event for P answers; a rename of P (or of a parent) moves the
+// question to the new name; a rename over P answers "absent"; an exchange
+// swaps the question; if no event answers, P is as it is in the live tree
+// now. One scan answers many paths at once (resolveMany), so the cost of
+// `show`, `diff`, `cat` and a rewind grows with the events since N, never
+// with the size of the tree.
+//
+// # Content
+//
+// Prior bytes are kept in one of two ways:
+//
+//   - chunks: content-defined chunks (a gear rolling hash, about 128 KiB
+//     each), keyed by their SHA-256, zstd-compressed when that helps, stored
+//     once however many versions share them. Every read checks the sum; a
+//     mismatch is ErrCorrupt, never returned as content.
+//   - the attic (only on a real filesystem): when the overlay is about to
+//     drop its last name for an inode (unlink, rename over it) and nothing
+//     else can write the inode, it hard-links the inode into
+//     <store>/attic/<hex> instead of copying it, so deleting or replacing a
+//     1 GiB file costs a link, not a copy. Attic files are never written
+//     again; Verify checks that each one history refers to is present
+//     with its recorded size.
+//
+// # Rewind
+//
+// Rewind(N) undoes the events after N from newest to oldest, recording
+// every change it makes as the events of a new turn of kind rewind (so a
+// rewind can be rewound). Because a turn records only first changes, the
+// tree between two events of one turn is not always reconstructible, so
+// the undo steps are lenient (a missing side of a rename is left to an
+// older event), and a fix-up pass then compares every path the log
+// mentions with its target state by forward resolution and sets whatever
+// still differs (the model tests check that it normally has nothing to
+// do). Restore(N, paths) plans the actions up front by forward resolution,
+// following renames back to the names the paths had at N.
+//
+// # Ordering rules: what is durable before what
+//
+//  1. A capture is committed to Pebble with pebble.Sync before Record
+//     returns, and the overlay changes the backing file only after Record
+//     returned. Pebble's WAL Sync is wrapped (walsync.go) so that it means
+//     "written to the kernel", not "flushed to disk": a capture survives a
+//     kill -9 of the daemon at once, and costs a write(2), not an fsync.
+//  2. Chunk data is committed without sync before the event that refers to
+//     it; the event's synced commit comes later in the same WAL and so
+//     makes the chunks durable with it.
+//  3. An attic link is made before the event that names it is committed, and
+//     the overlay unlinks its own name only after that: a crash in between
+//     leaves an unreferenced attic file, never an event without its bytes.
+//  4. Begin and End (and so every turn boundary) commit the turn record
+//     and then fsync every WAL file (SyncWAL): a closed turn survives a
+//     power loss. A WAL file being closed by Pebble (rotation) is fsynced
+//     too. A power loss can lose only events of the turn that was open.
+//  5. A rewind first opens its turn and writes its journal (synced and
+//     fsynced), then changes the tree step by step, saving its progress
+//     after each step. Every step is idempotent, so Recover, run before the
+//     tree is served again, redoes the step in progress and finishes the
+//     rewind. After a power loss the rewind still completes exactly, but
+//     the captures of the rewind turn itself may be lost (rule 4), so that
+//     one rewind may not be undoable.
+//  6. A rename is recorded before the syscall and dropped again if the
+//     syscall fails (RecordRename's commit(false)).
+//
+// # Errors
+//
+// Sentinel errors carry the "versionstore:" prefix and are matched with
+// errors.Is: ErrTurnNotFound, ErrNoOpenTurn, ErrRefTaken, ErrStoreFull (a
+// full disk under the store), ErrCorrupt, ErrNewerFormat (a store written by
+// a newer format version is refused), ErrLocked (another process holds the
+// store), ErrBadPath.
+//
+// # Known limits
+//
+// History is never garbage-collected yet: the store only grows. Extended
+// attributes, hard-link identity and device files are not versioned.
+package versionstore
