@@ -1,6 +1,7 @@
 package versionstore
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
 )
@@ -15,3 +16,5 @@ func (s *Store) dumpEvents(from uint64, filter string) string {
 	})
 	return b.String()
 }
+
+func sha256Of(b []byte) [32]byte { return sha256.Sum256(b) }

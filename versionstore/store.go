@@ -39,6 +39,7 @@ type Store struct {
 	wal    *walFS
 	db     *pebble.DB
 	attic  *os.File // nil without an attic
+	lock   *os.File // flocked while open
 	closed bool
 
 	rewindMu sync.Mutex // one rewind at a time
@@ -77,6 +78,19 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		s.dirf = f
 		root = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+		// One process at a time: flock (per open file, unlike Pebble's own
+		// fcntl lock, so it also holds within one process).
+		lock, err := os.OpenFile(root+"/lock", os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("versionstore: %w", err)
+		}
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			lock.Close()
+			f.Close()
+			return nil, fmt.Errorf("%w (%s)", ErrLocked, dir)
+		}
+		s.lock = lock
 		fs = vfs.Default
 		if err := os.MkdirAll(root+"/attic", 0o700); err != nil {
 			f.Close()
@@ -112,6 +126,9 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 func (s *Store) closeFiles() {
+	if s.lock != nil {
+		s.lock.Close()
+	}
 	if s.attic != nil {
 		s.attic.Close()
 	}

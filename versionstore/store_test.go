@@ -1,0 +1,176 @@
+package versionstore
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"ckptfs/internal/fsstate"
+)
+
+func recordBytes(t *testing.T, s *Store, path string, data []byte) {
+	t.Helper()
+	c := Capture{Path: path, Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: int64(len(data))}}
+	c.Open = func() (*os.File, error) {
+		f, err := os.CreateTemp(t.TempDir(), "c")
+		if err != nil {
+			return nil, err
+		}
+		f.Write(data)
+		f.Seek(0, 0)
+		return f, nil
+	}
+	if err := s.Record(c, Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTurnsAndRefs(t *testing.T) {
+	s := NewTestStore(t)
+	if _, err := s.End(""); !errors.Is(err, ErrNoOpenTurn) {
+		t.Fatalf("End with no open turn: %v", err)
+	}
+	t1, err := s.Begin(KindAgent, "first", "msg-1")
+	if err != nil || t1.Num != 1 || !t1.Open {
+		t.Fatalf("begin: %+v %v", t1, err)
+	}
+	// Begin closes the open turn.
+	t2, _ := s.Begin(KindAgent, "second", "")
+	if got, _ := s.Turn(1); got.Open || got.End.IsZero() {
+		t.Fatalf("turn 1 not closed by the next begin: %+v", got)
+	}
+	if _, err := s.End("msg-2-final"); err != nil {
+		t.Fatal(err)
+	}
+	for spec, want := range map[string]uint64{"ref:msg-1": 1, "ref:msg-2-final": t2.Num, "0": 0, "2": 2} {
+		if n, err := s.Resolve(spec); err != nil || n != want {
+			t.Errorf("Resolve(%q) = %d, %v; want %d", spec, n, err, want)
+		}
+	}
+	_, err = s.Resolve("9")
+	if !errors.Is(err, ErrTurnNotFound) || !strings.Contains(err.Error(), "turns are 0-2") {
+		t.Errorf("unknown turn: %v", err)
+	}
+	if _, err := s.Resolve("ref:nope"); !errors.Is(err, ErrTurnNotFound) {
+		t.Errorf("unknown ref: %v", err)
+	}
+	// A ref names one turn.
+	if _, err := s.Begin(KindAgent, "", "msg-1"); !errors.Is(err, ErrRefTaken) {
+		t.Errorf("reused ref: %v", err)
+	}
+	// Changes with no turn open land in a manual turn.
+	recordBytes(t, s, "x", []byte("hi"))
+	cur, ok := s.Current()
+	if !ok || cur.Kind != KindManual || cur.Num != 3 || len(cur.Programs) != 1 || cur.Programs[0] != "test" {
+		t.Fatalf("manual turn: %+v %v", cur, ok)
+	}
+	ts, _ := s.Turns(0)
+	if len(ts) != 4 || ts[0].Num != 3 || ts[3].Num != 0 || ts[3].Kind != KindInitial {
+		t.Fatalf("Turns: %+v", ts)
+	}
+}
+
+func TestNewerFormatRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db.Set(keyFormat, []byte("99"), pebble.Sync)
+	s.Close()
+	_, err = Open(dir, Options{})
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("newer format: %v", err)
+	}
+}
+
+func TestLockedStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+}
+
+func TestCorruptChunkDetected(t *testing.T) {
+	s := NewTestStore(t)
+	s.Begin(KindAgent, "", "")
+	data := bytes.Repeat([]byte("precious "), 1000)
+	recordBytes(t, s, "f", data)
+	s.End("")
+	// Flip a byte of the stored chunk.
+	sum := sha256Of(data)
+	key := chunkKey(sum)
+	val, closer, err := s.db.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append([]byte(nil), val...)
+	closer.Close()
+	bad[len(bad)-1] ^= 0xff
+	s.db.Set(key, bad, pebble.Sync)
+	rc, _, err := s.OpenAt(0, "f", nil)
+	if err == nil {
+		_, err = io.ReadAll(rc)
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("reading a damaged chunk: %v", err)
+	}
+	rep, err := s.Verify()
+	if err != nil || len(rep.Corrupt) != 1 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}
+
+func TestChunksShared(t *testing.T) {
+	s := NewTestStore(t)
+	rng := rand.New(rand.NewSource(1))
+	big := make([]byte, 4<<20)
+	rng.Read(big)
+	s.Begin(KindAgent, "", "")
+	recordBytes(t, s, "big", big)
+	s.End("")
+	before := s.db.Metrics().Total().TableBytesIn + uint64(s.db.Metrics().WAL.BytesWritten)
+	// The same file with 100 KiB appended: only the tail is new.
+	appended := append(append([]byte(nil), big...), make([]byte, 100<<10)...)
+	rng.Read(appended[len(big):])
+	s.Begin(KindAgent, "", "")
+	recordBytes(t, s, "big", appended)
+	s.End("")
+	after := s.db.Metrics().Total().TableBytesIn + uint64(s.db.Metrics().WAL.BytesWritten)
+	if grew := after - before; grew > 1<<20 {
+		t.Fatalf("appending 100 KiB to a 4 MiB file stored %d bytes", grew)
+	}
+	for turn, want := range map[uint64][]byte{0: big, 1: appended} {
+		rc, _, err := s.OpenAt(turn, "big", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rc)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("turn %d: %d bytes back, want %d", turn, len(got), len(want))
+		}
+	}
+}
+
+func TestRecordRejectsBadPaths(t *testing.T) {
+	s := NewTestStore(t)
+	for _, p := range []string{"../x", "/etc", "a//b", "a/../b"} {
+		if err := s.Record(Capture{Path: p}, Program{}); !errors.Is(err, ErrBadPath) {
+			t.Errorf("Record(%q): %v", p, err)
+		}
+	}
+}
+
+var _ = filepath.Join
