@@ -1,0 +1,98 @@
+package backing
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ckptfs/internal/fsstate"
+)
+
+// A symlink planted where a directory was must never lead a write, a
+// removal or a read outside the tree.
+func TestSymlinkedParentIsNeverFollowed(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("keep"), 0o644)
+	if err := os.Symlink(outside, filepath.Join(root, "dir")); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+
+	if err := tree.WriteFile("dir/victim", fsstate.State{Type: fsstate.Regular, Mode: 0o644}, strings.NewReader("pwned")); err == nil {
+		t.Error("WriteFile through a symlinked parent succeeded")
+	}
+	if err := tree.RemoveAll("dir/victim"); err != nil {
+		t.Logf("RemoveAll: %v", err)
+	}
+	if err := tree.Mkdir("dir/new", 0o755); err == nil {
+		t.Error("Mkdir through a symlinked parent succeeded")
+	}
+	if err := tree.Chmod("dir/victim", 0o777); err == nil {
+		t.Error("Chmod through a symlinked parent succeeded")
+	}
+	if err := tree.Rename("dir/victim", "stolen"); err == nil {
+		t.Error("Rename out of a symlinked parent succeeded")
+	}
+	if _, err := tree.Open("dir/victim"); err == nil {
+		t.Error("Open through a symlinked parent succeeded")
+	}
+	if st, err := tree.Lstat("dir/victim"); err != nil || st.Exists() {
+		t.Errorf("Lstat through a symlinked parent: %+v %v", st, err)
+	}
+	b, err := os.ReadFile(filepath.Join(outside, "victim"))
+	if err != nil || string(b) != "keep" {
+		t.Fatalf("the file outside the tree changed: %q %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(outside, "victim")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode outside changed: %v %v", fi.Mode(), err)
+	}
+	// RemoveAll of the symlink itself removes the link, not its target.
+	if err := tree.RemoveAll("dir"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "victim")); err != nil {
+		t.Fatal("RemoveAll followed the symlink")
+	}
+	// A final symlink is not followed by Chmod either.
+	os.Symlink(filepath.Join(outside, "victim"), filepath.Join(root, "link"))
+	if err := tree.Chmod("link", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(outside, "victim")); fi.Mode().Perm() != 0o644 {
+		t.Fatal("Chmod followed a final symlink")
+	}
+}
+
+func TestWriteFileReplacesAndKeepsMode(t *testing.T) {
+	root := t.TempDir()
+	tree, _ := Open(root)
+	defer tree.Close()
+	os.MkdirAll(filepath.Join(root, "a/b/c"), 0o755)
+	os.WriteFile(filepath.Join(root, "a/b/c/f"), []byte("x"), 0o644)
+	// A regular file replaces a whole directory.
+	if err := tree.WriteFile("a/b", fsstate.State{Type: fsstate.Regular, Mode: 0o4755}, strings.NewReader("new")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tree.Lstat("a/b")
+	if err != nil || st.Type != fsstate.Regular || st.Mode != 0o4755 || st.Size != 3 {
+		t.Fatalf("after WriteFile: %+v %v", st, err)
+	}
+	if err := tree.Mkdir("a/d", 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := tree.Lstat("a/d"); st.Mode != 0o1777 {
+		t.Fatalf("Mkdir mode %o", st.Mode)
+	}
+	names, _ := tree.ReadDir("a")
+	for _, n := range names {
+		if strings.HasPrefix(n, TempPrefix) {
+			t.Fatalf("temporary file left: %s", n)
+		}
+	}
+}
