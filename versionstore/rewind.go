@@ -45,6 +45,10 @@ type rewindJournal struct {
 	Stop    uint64   `json:"stop"`
 	Actions []action `json:"actions,omitempty"`
 	Restore bool     `json:"restore,omitempty"`
+
+	// written: what the reverse pass wrote where (not persisted: after a
+	// crash the fix-up pass compares bytes instead).
+	written map[string]*contentRef
 }
 
 // action makes Path have State, with bytes from Content or the live path
@@ -93,7 +97,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	}
 	var actions []action
 	if opts.Paths != nil {
-		if actions, err = s.planRestore(stop, prefixes, live); err != nil {
+		if actions, err = s.planRestore(stop, prefixes, live, nil); err != nil {
 			return res, err
 		}
 	}
@@ -142,6 +146,10 @@ func filterChanges(cs []Change, prefixes []string) []Change {
 	return out
 }
 
+func sameRef(a, b *contentRef) bool {
+	return a.Size == b.Size && a.Attic == b.Attic && string(a.Chunks) == string(b.Chunks)
+}
+
 // underAny reports whether some prefix lies below p (p is an ancestor).
 func underAny(prefixes []string, p string) bool {
 	for _, pre := range prefixes {
@@ -185,7 +193,11 @@ func walkLive(live Tree, dir string, fn func(rel string)) error {
 // planRestore computes the actions that give every path under prefixes its
 // state right after event stop: existing things first, parents before
 // children, then removals, children before parents.
-func (s *Store) planRestore(stop uint64, prefixes []string, live Tree) ([]action, error) {
+//
+// written, if not nil, maps paths to the stored version the caller just
+// wrote there: when the target is that same version and type, mode and size
+// match, the bytes are not read again to compare.
+func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) ([]action, error) {
 	seen := map[string]bool{}
 	var cands []string
 	under := func(p string) bool {
@@ -274,6 +286,10 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree) ([]action
 		if err != nil {
 			return nil, err
 		}
+		if w := written[p]; w != nil && r.Content != nil && sameRef(w, r.Content) &&
+			cur.Type == r.State.Type && cur.Size == r.State.Size && cur.Mode == r.State.Mode {
+			continue // just written from exactly this version
+		}
 		if k, err := s.compare(resolved{State: cur, Live: p}, r, live); err != nil {
 			return nil, err
 		} else if k == "" {
@@ -341,6 +357,14 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 			j.Next = j.Stop
 			break
 		}
+		if rec.Op == opPrior && rec.Content != nil {
+			if j.written == nil {
+				j.written = map[string]*contentRef{}
+			}
+			j.written[rec.Path] = rec.Content
+		} else if rec.Op == opRename || rec.Op == opExchange {
+			j.written = nil // paths moved: trust nothing written so far
+		}
 		if err := s.undo(rec, live, who); err != nil {
 			return fmt.Errorf("versionstore: rewind: undo event %d (%s %s): %w", rec.Seq, rec.Op, rec.Path, err)
 		}
@@ -353,7 +377,7 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 	// state (forward resolution, which does not depend on intermediate
 	// states) and set whatever still differs. Normally there is nothing to
 	// do; the model tests count it.
-	actions, err := s.planRestore(j.Stop, []string{""}, live)
+	actions, err := s.planRestore(j.Stop, []string{""}, live, j.written)
 	if err != nil {
 		return err
 	}
