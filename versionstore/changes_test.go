@@ -1,0 +1,75 @@
+package versionstore
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/fsstate"
+)
+
+// TestChangesKinds drives one turn of each kind of change through the
+// capture API and checks how Changes classifies it.
+func TestChangesKinds(t *testing.T) {
+	root := t.TempDir()
+	s := NewTestStore(t)
+	tree, _ := backing.Open(root)
+	defer tree.Close()
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	w := func(p, data string) { os.WriteFile(filepath.Join(root, p), []byte(data), 0o644) }
+	w("keep", "k")
+	w("mod", "old")
+	w("gone", "bye")
+	w("mv-src", "moving")
+	w("chm", "x")
+	os.Mkdir(filepath.Join(root, "dir"), 0o755)
+
+	s.Begin(KindAgent, "", "")
+	m.capture("mod", false)
+	w("mod", "new")
+	m.capture("gone", true)
+	os.Remove(filepath.Join(root, "gone"))
+	m.capture("added", false)
+	w("added", "hi")
+	commit, _ := s.RecordRename("mv-src", "mv-dst", false, Program{})
+	commit(os.Rename(filepath.Join(root, "mv-src"), filepath.Join(root, "mv-dst")) == nil)
+	s.Record(Capture{Path: "chm", Prior: m.lstat("chm"), MetaOnly: true}, Program{})
+	os.Chmod(filepath.Join(root, "chm"), 0o755)
+	m.capture("dir", false)
+	os.Remove(filepath.Join(root, "dir"))
+	os.Symlink("keep", filepath.Join(root, "dir"))
+	// A file written back to its old bytes is no change at all.
+	m.capture("keep", false)
+	w("keep", "k")
+	tn, _ := s.End("")
+
+	cs, err := s.Changes(tn.Num-1, tn.Num, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range cs {
+		got[c.Path] = string(c.Kind) + " " + c.From
+	}
+	want := map[string]string{
+		"mod": "modified ", "gone": "deleted ", "added": "added ",
+		"mv-dst": "renamed mv-src", "chm": "mode ", "dir": "type ",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	for p, k := range want {
+		if got[p] != k {
+			t.Errorf("%s: %q, want %q", p, got[p], k)
+		}
+	}
+	// Rewind's dry run lists the same paths, in the other direction.
+	res, err := s.Rewind(tn.Num-1, tree, RewindOptions{DryRun: true})
+	if err != nil || len(res.Changes) != len(want) {
+		t.Fatalf("dry run: %d changes, %v", len(res.Changes), err)
+	}
+	if st, _ := tree.Lstat("added"); st.Type != fsstate.Regular {
+		t.Fatal("dry run changed the tree")
+	}
+}
