@@ -1,0 +1,198 @@
+package fusefs
+
+import (
+	"context"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/fsstate"
+)
+
+// capture.go is the one hook every mutation calls before it touches the
+// backing tree. The caller holds the gate's read lock (Root.gate) from the
+// capture through its syscall, so a turn boundary cannot fall between them.
+
+// stateOf converts a stat result to the versioned state; fd is an O_PATH
+// fd of the object (for a symlink's target), or -1.
+func stateOf(st *stat, fd int) fsstate.State {
+	s := fsstate.State{Mode: st.Mode & 07777, UID: st.Uid, GID: st.Gid}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		s.Type = fsstate.Regular
+		s.Size = st.Size
+	case unix.S_IFDIR:
+		s.Type = fsstate.Dir
+	case unix.S_IFLNK:
+		s.Type = fsstate.Symlink
+		if fd >= 0 {
+			s.Target, _ = readlinkFd(fd)
+		}
+	default:
+		s.Type = fsstate.Special
+	}
+	return s
+}
+
+// caller names the program that sent the request.
+func (r *Root) caller(ctx context.Context) fsstate.Program {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return fsstate.Program{Comm: "ckptfs"}
+	}
+	pid := c.Pid
+	r.commMu.Lock()
+	comm, ok := r.comms[pid]
+	r.commMu.Unlock()
+	if !ok {
+		b, err := os.ReadFile("/proc/" + itoa(pid) + "/comm")
+		if err == nil {
+			comm = strings.TrimSpace(string(b))
+		}
+		r.commMu.Lock()
+		if len(r.comms) >= 512 {
+			r.comms = map[uint32]string{} // bounded; pids are reused anyway
+		}
+		r.comms[pid] = comm
+		r.commMu.Unlock()
+	}
+	return fsstate.Program{PID: pid, Comm: comm}
+}
+
+func itoa(u uint32) string {
+	var b [10]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+		if u == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}
+
+// recordErrno maps a Record failure to the errno the caller sees: the
+// change did not land because its prior state could not be recorded.
+func (r *Root) recordErrno(p string, err error) syscall.Errno {
+	r.logf("ckptfs: cannot record prior state of %q: %v", p, err)
+	if strings.Contains(err.Error(), "store full") {
+		return syscall.ENOSPC
+	}
+	return syscall.EIO
+}
+
+// record records c unless it is excluded or already captured.
+func (r *Root) record(ctx context.Context, c fsstate.Capture, isDir bool) syscall.Errno {
+	if r.excluded(c.Path, isDir) {
+		return 0
+	}
+	if !r.rec.NeedsCapture(c.Path, c.MetaOnly) {
+		return 0
+	}
+	if err := r.rec.Record(c, r.caller(ctx)); err != nil {
+		return r.recordErrno(c.Path, err)
+	}
+	return 0
+}
+
+// captureName captures whatever is at name inside the directory dirfd
+// (Absent if nothing), as the prior state of p. With unlinking set, the
+// name is about to go away: a regular file with a single link and no
+// writer (the caller checks that) is offered to the store as a hard link
+// instead of a copy.
+func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, unlinking bool) syscall.Errno {
+	st, err := lstatAt(dirfd, name)
+	if err == unix.ENOENT {
+		return r.record(ctx, fsstate.Capture{Path: p, Prior: fsstate.State{Type: fsstate.Absent}}, false)
+	}
+	if err != nil {
+		return errno(err)
+	}
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, false) {
+		return 0
+	}
+	fd, err := openPath(dirfd, name)
+	if err != nil {
+		return errno(err)
+	}
+	defer unix.Close(fd)
+	if st2, err := fstatFd(fd); err == nil {
+		st = st2
+	}
+	c := r.captureFor(p, fd, &st, false)
+	if unlinking && c.Prior.Type == fsstate.Regular && st.Nlink == 1 {
+		c.Link = func(dir *os.File, newName string) error {
+			return retry(func() error {
+				return unix.Linkat(dirfd, name, int(dir.Fd()), newName, 0)
+			})
+		}
+	}
+	if err := r.rec.Record(c, r.caller(ctx)); err != nil {
+		return r.recordErrno(p, err)
+	}
+	return 0
+}
+
+// captureFor builds the capture of the object behind the O_PATH fd. The
+// Open function reopens the same inode read-only; fd must stay open until
+// Record returns.
+func (r *Root) captureFor(p string, fd int, st *stat, metaOnly bool) fsstate.Capture {
+	c := fsstate.Capture{Path: p, Prior: stateOf(st, fd)}
+	if c.Prior.Type == fsstate.Regular {
+		if metaOnly {
+			c.MetaOnly = true
+		} else {
+			c.Open = func() (*os.File, error) {
+				nfd, err := reopen(fd, unix.O_RDONLY)
+				if err != nil {
+					return nil, err
+				}
+				return os.NewFile(uintptr(nfd), p), nil
+			}
+		}
+	}
+	return c
+}
+
+// captureContentLocked captures the node's content (before a write,
+// truncate, fallocate); the caller holds the gate.
+func (n *Node) captureContentLocked(ctx context.Context) syscall.Errno {
+	return n.captureSelf(ctx, false)
+}
+
+// captureSelf captures the node at its known path (every path of a hard
+// linked inode that go-fuse knows of is not available: the first known one
+// is used). A node in no directory (unlinked while open) is not in the
+// tree and needs no capture.
+func (n *Node) captureSelf(ctx context.Context, metaOnly bool) syscall.Errno {
+	p, ok := n.path()
+	if !ok {
+		return 0
+	}
+	r := n.r
+	isDir := n.StableAttr().Mode&unix.S_IFMT == unix.S_IFDIR
+	if r.excluded(p, isDir) {
+		return 0
+	}
+	if n.StableAttr().Mode&unix.S_IFMT != unix.S_IFREG {
+		metaOnly = false // dirs and symlinks: their whole state is small
+	}
+	if !r.rec.NeedsCapture(p, metaOnly) {
+		return 0
+	}
+	st, err := fstatFd(n.fd)
+	if err != nil {
+		return errno(err)
+	}
+	c := r.captureFor(p, n.fd, &st, metaOnly)
+	if err := r.rec.Record(c, r.caller(ctx)); err != nil {
+		return r.recordErrno(p, err)
+	}
+	return 0
+}

@@ -1,0 +1,69 @@
+// Package fusefs is the ckptfs overlay: a FUSE filesystem mounted over a
+// directory in place, which records the prior state of every path into the
+// history store (through the Recorder interface) before any mutation lands
+// in the backing directory.
+//
+// The backing tree is reached only through directory fds opened before the
+// mount covered it: each Node holds an O_PATH|O_NOFOLLOW fd of its backing
+// inode, directory operations are *at calls on the parent's fd with one
+// name, and files are reopened through /proc/self/fd (at.go). No absolute
+// path is ever built (it would loop into our own mount), so depth is
+// unlimited and no symlink in the tree is ever followed by the daemon.
+//
+// # Capture before every mutation
+//
+// Every mutating operation holds the gate's read lock (Root.gate) from the
+// capture through its syscall; Root.Exclusive takes the write lock, so a
+// turn boundary or a rewind never falls between a capture and the change it
+// covers. When Record fails the operation fails (EIO, or ENOSPC for a full
+// store) and the backing tree is left untouched. Excluded paths are not
+// captured.
+//
+//	operation                       captured first (paths root-relative)
+//	------------------------------  --------------------------------------------
+//	write, fallocate,               the file's content (Prior + Open), once per
+//	copy_file_range (dst),          turn (NeedsCapture)
+//	truncate (setattr size),
+//	open O_TRUNC
+//	chmod, chown                    regular file: MetaOnly; dir/symlink: Prior
+//	utimens                         nothing (times are not versioned)
+//	create, mknod, mkdir,           the new name's prior state (normally Absent)
+//	symlink, link
+//	unlink                          Prior + Open, and Link (a hard link into the
+//	                                store instead of a copy) when nlink == 1 and
+//	                                no handle has it open for writing
+//	rmdir                           Prior (a directory)
+//	rename                          the destination as for unlink if it exists
+//	                                (Absent otherwise), then RecordRename; the
+//	                                record is committed only if the syscall
+//	                                succeeded. NOREPLACE onto an existing name
+//	                                fails EEXIST before any capture.
+//	rename EXCHANGE                 RecordRename(a, b, exchange)
+//	rename across the exclude line  moving out: the source as if deleted;
+//	                                moving in: the destination's prior state
+//	setxattr, removexattr           nothing (xattrs are not versioned yet)
+//
+// A file open for writing whose writes arrive as FUSE WRITE requests is
+// captured on its first write in each turn. Read-only opens use FUSE
+// passthrough; because the kernel forbids mixing passthrough and
+// daemon-served opens of one inode, a file opened for writing while it has
+// passthrough readers is opened through passthrough as well, captured at
+// open and again at every turn boundary (Root.Exclusive) while it stays
+// open.
+//
+// A node's path is its position in go-fuse's tree. A hard-linked inode is
+// captured under the path it was reached by (go-fuse does not expose all
+// parents of a node). A node in no directory (unlinked while open) is not
+// part of the tree and is not captured.
+//
+// # The store stays invisible
+//
+// Options.Hidden names (the store directory) are left out of Readdir, Lookup
+// answers ENOENT, and creating, renaming or removing them answers EPERM.
+//
+// # Kernel caches
+//
+// Entry, attribute and negative-entry timeouts are one hour (see root.go):
+// only this daemon changes the backing tree while mounted, and rewinds
+// report what they change through Root.Invalidate.
+package fusefs

@@ -1,0 +1,182 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Node is one inode of the overlay. It holds an O_PATH|O_NOFOLLOW fd of
+// its backing inode (virtiofsd style): attributes and opens go through
+// that fd, directory operations use it as the dirfd, so no operation ever
+// resolves a path longer than one name.
+type Node struct {
+	fs.Inode
+	r  *Root
+	fd int // O_PATH fd of the backing inode; closed in OnForget
+
+	mu        sync.Mutex
+	writers   int // open writable handles served by the daemon
+	ptReaders int // open handles using FUSE passthrough (read-only)
+	ptWriters int // writable handles forced onto passthrough
+}
+
+// path returns the node's root-relative slash path, false when the node is
+// in no directory any more (unlinked while open, or dropped by Invalidate).
+func (n *Node) path() (string, bool) {
+	if n.IsRoot() {
+		return "", true
+	}
+	var segs []string
+	var in *fs.Inode = &n.Inode
+	for !in.IsRoot() {
+		name, parent := in.Parent()
+		if parent == nil {
+			return "", false
+		}
+		segs = append(segs, name)
+		in = parent
+	}
+	l := 0
+	for _, s := range segs {
+		l += len(s) + 1
+	}
+	b := make([]byte, 0, l)
+	for i := len(segs) - 1; i >= 0; i-- {
+		b = append(b, segs[i]...)
+		if i > 0 {
+			b = append(b, '/')
+		}
+	}
+	return string(b), true
+}
+
+// childPath is the path of name inside n.
+func (n *Node) childPath(name string) (string, bool) {
+	p, ok := n.path()
+	if !ok {
+		return "", false
+	}
+	if p == "" {
+		return name, true
+	}
+	return p + "/" + name, true
+}
+
+// idOf is the go-fuse identity of a backing inode: its inode number, and
+// its birth time as generation so that a reused inode number is a new node.
+func idOf(st *stat) fs.StableAttr {
+	return fs.StableAttr{Mode: st.Mode & unix.S_IFMT, Ino: st.Ino, Gen: st.btime}
+}
+
+// newChild wraps the O_PATH fd of a child into an Inode (reusing the live
+// node of the same identity, in which case fd is closed) and fills out.
+func (n *Node) newChild(ctx context.Context, fd int, st *stat, out *fuse.EntryOut) *fs.Inode {
+	out.Attr.FromStat(&st.Stat_t)
+	id := idOf(st)
+	nn := &Node{r: n.r, fd: fd}
+	got := n.r.lookupNode(id, nn)
+	if got != nn {
+		unix.Close(fd)
+		return &got.Inode
+	}
+	return n.NewInode(ctx, nn, id)
+}
+
+// OnForget closes the backing fd once the kernel and the tree forget us.
+func (n *Node) OnForget() {
+	if n.IsRoot() {
+		return
+	}
+	n.r.forgetNode(n.StableAttr(), n)
+	n.mu.Lock()
+	fd := n.fd
+	n.fd = -1
+	n.mu.Unlock()
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.r.hiddenName(n, name) {
+		return nil, syscall.ENOENT
+	}
+	fd, err := openPath(n.fd, name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	st, err := fstatFd(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, fd, &st, out), 0
+}
+
+func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	fd := n.fd
+	if h, ok := f.(interface{ fdOf() int }); ok {
+		fd = h.fdOf()
+	}
+	st, err := fstatFd(fd)
+	if err != nil {
+		return errno(err)
+	}
+	out.FromStat(&st.Stat_t)
+	return 0
+}
+
+func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	t, err := readlinkFd(n.fd)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return []byte(t), 0
+}
+
+func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var s unix.Statfs_t
+	if err := retry(func() error { return unix.Fstatfs(n.fd, &s) }); err != nil {
+		return errno(err)
+	}
+	out.Blocks = s.Blocks
+	out.Bfree = s.Bfree
+	out.Bavail = s.Bavail
+	out.Files = s.Files
+	out.Ffree = s.Ffree
+	out.Bsize = uint32(s.Bsize)
+	out.NameLen = uint32(s.Namelen)
+	out.Frsize = uint32(s.Frsize)
+	return 0
+}
+
+// Extended attributes pass through unversioned (SPEC §3: "may come later").
+// They act on the inode through /proc/self/fd, which lands on the inode
+// itself (also a symlink's) without resolving any name.
+
+func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	sz, err := unix.Getxattr(procPath(n.fd), attr, dest)
+	return uint32(max(sz, 0)), errno(err)
+}
+
+func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	sz, err := unix.Listxattr(procPath(n.fd), dest)
+	return uint32(max(sz, 0)), errno(err)
+}
+
+func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	return errno(unix.Setxattr(procPath(n.fd), attr, data, int(flags)))
+}
+
+func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	return errno(unix.Removexattr(procPath(n.fd), attr))
+}

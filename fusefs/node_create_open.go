@@ -1,0 +1,198 @@
+package fusefs
+
+import (
+	"context"
+	"os"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+var isRoot = os.Geteuid() == 0
+
+// setOwner gives a new entry the caller's uid (and gid, unless the parent
+// directory is set-group-ID, whose group new entries inherit), then puts
+// back set-user/group-ID bits that the chown cleared. Only root can chown.
+func (n *Node) setOwner(ctx context.Context, name string, mode uint32, isLink bool) {
+	if !isRoot {
+		return
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return
+	}
+	gid := int(c.Gid)
+	if pst, err := fstatFd(n.fd); err == nil && pst.Mode&unix.S_ISGID != 0 {
+		gid = -1
+	}
+	if err := unix.Fchownat(n.fd, name, int(c.Uid), gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		n.r.logf("ckptfs: chown %s: %v", name, err)
+	}
+	if !isLink && mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		unix.Fchmodat(n.fd, name, mode&07777, 0)
+	}
+}
+
+// finishCreate opens the new entry name as a node and fills out. undo
+// removes the entry if that fails.
+func (n *Node) finishCreate(ctx context.Context, name string, mode uint32, out *fuse.EntryOut, undo func()) (*fs.Inode, syscall.Errno) {
+	n.setOwner(ctx, name, mode, mode&unix.S_IFMT == unix.S_IFLNK)
+	fd, err := openPath(n.fd, name)
+	if err != nil {
+		undo()
+		return nil, errno(err)
+	}
+	st, err := fstatFd(fd)
+	if err != nil {
+		unix.Close(fd)
+		undo()
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, fd, &st, out), 0
+}
+
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if n.r.hiddenName(n, name) {
+		return nil, nil, 0, syscall.EPERM
+	}
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	if eno := n.captureChild(ctx, name, false); eno != 0 {
+		return nil, nil, 0, eno
+	}
+	oflags := int(flags)&^(unix.O_APPEND|fuse.FMODE_EXEC) | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	var fd int
+	err := retry(func() error {
+		var err error
+		fd, err = unix.Openat(n.fd, name, oflags, mode&07777)
+		return err
+	})
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	n.setOwner(ctx, name, mode, false)
+	st, err := fstatFd(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, errno(err)
+	}
+	pfd, err := openPath(n.fd, name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, errno(err)
+	}
+	ch := n.newChild(ctx, pfd, &st, out)
+	child := ch.Operations().(*Node)
+	return ch, child.newHandle(fd, int(flags), false), 0, 0
+}
+
+func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.r.hiddenName(n, name) {
+		return nil, syscall.EPERM
+	}
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	if eno := n.captureChild(ctx, name, false); eno != 0 {
+		return nil, eno
+	}
+	if err := retry(func() error { return unix.Mknodat(n.fd, name, mode, int(dev)) }); err != nil {
+		return nil, errno(err)
+	}
+	return n.finishCreate(ctx, name, mode, out, func() { unix.Unlinkat(n.fd, name, 0) })
+}
+
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.r.hiddenName(n, name) {
+		return nil, syscall.EPERM
+	}
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	if eno := n.captureChild(ctx, name, false); eno != 0 {
+		return nil, eno
+	}
+	if err := retry(func() error { return unix.Symlinkat(target, n.fd, name) }); err != nil {
+		return nil, errno(err)
+	}
+	return n.finishCreate(ctx, name, unix.S_IFLNK|0o777, out, func() { unix.Unlinkat(n.fd, name, 0) })
+}
+
+func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.r.hiddenName(n, name) {
+		return nil, syscall.EPERM
+	}
+	t, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	if eno := n.captureChild(ctx, name, false); eno != 0 {
+		return nil, eno
+	}
+	// Through /proc/self/fd with AT_SYMLINK_FOLLOW: links the inode itself
+	// (what linkat(fd, "", AT_EMPTY_PATH) does, without needing
+	// CAP_DAC_READ_SEARCH).
+	err := retry(func() error {
+		return unix.Linkat(unix.AT_FDCWD, procPath(t.fd), n.fd, name, unix.AT_SYMLINK_FOLLOW)
+	})
+	if err != nil {
+		return nil, errno(err)
+	}
+	fd, err := openPath(n.fd, name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	st, err := fstatFd(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, fd, &st, out), 0
+}
+
+// Open reopens the backing inode. Read-only opens use FUSE passthrough
+// (reads at native speed) unless the file is open for writing through the
+// daemon: the kernel does not let one inode mix passthrough and cached
+// opens. A writable open of a file that has passthrough readers must use
+// passthrough too; its writes then bypass the daemon, so its content is
+// captured now and again at every turn boundary while it stays open.
+func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	flags &^= uint32(unix.O_APPEND | fuse.FMODE_EXEC | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY)
+	trunc := flags&unix.O_TRUNC != 0
+	flags &^= unix.O_TRUNC
+	acc := flags & unix.O_ACCMODE
+	if acc == unix.O_RDONLY && !trunc {
+		fd, err := reopen(n.fd, int(flags))
+		if err != nil {
+			return nil, 0, errno(err)
+		}
+		return n.newHandle(fd, int(flags), true), 0, 0
+	}
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	if trunc {
+		if eno := n.captureContentLocked(ctx); eno != 0 {
+			return nil, 0, eno
+		}
+	}
+	fd, err := reopen(n.fd, int(flags))
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	if trunc {
+		if err := retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
+			unix.Close(fd)
+			return nil, 0, errno(err)
+		}
+	}
+	h := n.newHandle(fd, int(flags), false)
+	if _, ok := h.(*ptFile); ok {
+		if eno := n.captureContentLocked(ctx); eno != 0 {
+			h.(*ptFile).release()
+			return nil, 0, eno
+		}
+	}
+	return h, 0, 0
+}

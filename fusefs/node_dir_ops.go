@@ -1,0 +1,94 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Readdir lists the backing directory, without the hidden names.
+func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	fd, err := reopen(n.fd, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, errno(err)
+	}
+	ds, eno := fs.NewLoopbackDirStreamFd(fd)
+	if eno != 0 {
+		unix.Close(fd)
+		return nil, eno
+	}
+	if len(n.r.hidden) == 0 || (!n.IsRoot() && !n.r.nested) {
+		return ds, 0
+	}
+	return &filterStream{DirStream: ds, n: n}, 0
+}
+
+// filterStream drops hidden names from a directory stream.
+type filterStream struct {
+	fs.DirStream
+	n    *Node
+	next *fuse.DirEntry
+}
+
+func (s *filterStream) HasNext() bool {
+	for s.next == nil && s.DirStream.HasNext() {
+		e, eno := s.DirStream.Next()
+		if eno != 0 {
+			return false
+		}
+		if s.n.r.hiddenName(s.n, e.Name) {
+			continue
+		}
+		s.next = &e
+	}
+	return s.next != nil
+}
+
+func (s *filterStream) Next() (fuse.DirEntry, syscall.Errno) {
+	if !s.HasNext() {
+		return fuse.DirEntry{}, syscall.EBADF
+	}
+	e := *s.next
+	s.next = nil
+	return e, 0
+}
+
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.r.hiddenName(n, name) {
+		return nil, syscall.EPERM
+	}
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	if eno := n.captureChild(ctx, name, false); eno != 0 {
+		return nil, eno
+	}
+	if err := retry(func() error { return unix.Mkdirat(n.fd, name, mode) }); err != nil {
+		return nil, errno(err)
+	}
+	return n.finishCreate(ctx, name, mode, out, func() { unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR) })
+}
+
+func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if n.r.hiddenName(n, name) {
+		return syscall.EPERM
+	}
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	if eno := n.captureChild(ctx, name, false); eno != 0 {
+		return eno
+	}
+	return errno(retry(func() error { return unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR) }))
+}
+
+// captureChild captures the prior state of name inside n (see
+// Root.captureName). The caller holds the gate.
+func (n *Node) captureChild(ctx context.Context, name string, unlinking bool) syscall.Errno {
+	p, ok := n.childPath(name)
+	if !ok {
+		return 0 // a directory that was removed: not in the tree
+	}
+	return n.r.captureName(ctx, n.fd, name, p, unlinking)
+}

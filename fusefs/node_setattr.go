@@ -1,0 +1,127 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Setattr: chmod/chown capture the mode and owner (MetaOnly for regular
+// files), truncate captures the content, utimens is not versioned.
+func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	r := n.r
+	r.gate.RLock()
+	defer r.gate.RUnlock()
+	hfd := -1
+	if h, ok := f.(interface{ fdOf() int }); ok {
+		hfd = h.fdOf()
+	}
+	isLink := n.StableAttr().Mode&unix.S_IFMT == unix.S_IFLNK
+
+	mode, mok := in.GetMode()
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if mok || uok || gok {
+		if eno := n.captureSelf(ctx, true); eno != 0 {
+			return eno
+		}
+	}
+	if mok && !isLink {
+		if err := retry(func() error { return unix.Fchmodat(unix.AT_FDCWD, procPath(n.fd), mode&07777, 0) }); err != nil {
+			return errno(err)
+		}
+	}
+	if uok || gok {
+		su, sg := -1, -1
+		if uok {
+			su = int(uid)
+		}
+		if gok {
+			sg = int(gid)
+		}
+		if err := retry(func() error { return unix.Fchownat(n.fd, "", su, sg, unix.AT_EMPTY_PATH) }); err != nil {
+			return errno(err)
+		}
+	}
+	if sz, ok := in.GetSize(); ok {
+		if eno := n.captureContentLocked(ctx); eno != 0 {
+			return eno
+		}
+		fd := hfd
+		if fd < 0 || !f.(interface{ isWritable() bool }).isWritable() {
+			nfd, err := reopen(n.fd, unix.O_WRONLY)
+			if err != nil {
+				return errno(err)
+			}
+			defer unix.Close(nfd)
+			fd = nfd
+		}
+		if err := retry(func() error { return unix.Ftruncate(fd, int64(sz)) }); err != nil {
+			return errno(err)
+		}
+	}
+	mtime, mok2 := in.GetMTime()
+	atime, aok := in.GetATime()
+	if mok2 || aok {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if aok {
+			ts[0] = unix.NsecToTimespec(atime.UnixNano())
+		}
+		if mok2 {
+			ts[1] = unix.NsecToTimespec(mtime.UnixNano())
+		}
+		if in.Valid&fuse.FATTR_ATIME_NOW != 0 {
+			ts[0] = unix.Timespec{Nsec: unix.UTIME_NOW}
+		}
+		if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
+			ts[1] = unix.Timespec{Nsec: unix.UTIME_NOW}
+		}
+		var err error
+		if isLink {
+			// A symlink's times: through its parent and name, not
+			// following it (/proc/self/fd cannot name a symlink without
+			// following it here).
+			name, parent := n.Parent()
+			if parent == nil {
+				return syscall.ENOENT
+			}
+			pn := parent.Operations().(*Node)
+			err = unix.UtimesNanoAt(pn.fd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+		} else {
+			err = unix.UtimesNanoAt(unix.AT_FDCWD, procPath(n.fd), ts, 0)
+		}
+		if err != nil {
+			return errno(err)
+		}
+	}
+	st, err := fstatFd(n.fd)
+	if err != nil {
+		return errno(err)
+	}
+	out.FromStat(&st.Stat_t)
+	return 0
+}
+
+func (f *file) isWritable() bool { return f.writable }
+
+// CopyFileRange captures the destination, then copies in the kernel.
+func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	in, ok1 := fhIn.(interface{ fdOf() int })
+	o, ok2 := fhOut.(interface{ fdOf() int })
+	dst, ok3 := out.Operations().(*Node)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, syscall.ENOTSUP
+	}
+	r := n.r
+	r.gate.RLock()
+	defer r.gate.RUnlock()
+	if eno := dst.captureContentLocked(ctx); eno != 0 {
+		return 0, eno
+	}
+	i, j := int64(offIn), int64(offOut)
+	c, err := unix.CopyFileRange(in.fdOf(), &i, o.fdOf(), &j, int(length), int(flags))
+	return uint32(max(c, 0)), errno(err)
+}
