@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"ckptfs/fusefs"
+	"ckptfs/internal/backing"
+	"ckptfs/internal/rundir"
+	"ckptfs/versionstore"
+)
+
+// daemon serves the mount in this process until SIGTERM/SIGINT or an
+// external unmount. With o.readyFd set, it reports "ok" (or the error line)
+// on that fd once the mount is live.
+func daemon(dir string, o mountOpts, stderr io.Writer) error {
+	var ready *os.File
+	if o.readyFd >= 0 {
+		ready = os.NewFile(uintptr(o.readyFd), "ready")
+	}
+	fail := func(err error) error {
+		if ready != nil {
+			fmt.Fprintf(ready, "ckptfs: %v\n", err)
+			ready.Close()
+		}
+		return err
+	}
+	err := serve(dir, o, stderr, func() {
+		if ready != nil {
+			io.WriteString(ready, "ok\n")
+			ready.Close()
+			ready = nil
+		}
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
+	// The kernel already applied the caller's umask (FUSE-NOTES).
+	syscall.Umask(0)
+	raiseNoFile()
+	logger := log.New(stderr, "", log.LstdFlags)
+
+	ex, err := newExcluder(o.excludes)
+	if err != nil {
+		return err
+	}
+	dirFile, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fmt.Errorf("mount: %v", unwrapPath(err))
+	}
+	defer dirFile.Close()
+	// Keep our cwd in the store: off the mount, and it lets `ckptfs status`
+	// reach the hidden store through /proc/PID/cwd.
+	os.Chdir(o.store)
+
+	store, err := versionstore.Open(o.store, versionstore.Options{})
+	if err != nil {
+		if errors.Is(err, versionstore.ErrLocked) {
+			return fmt.Errorf("mount: store %s is in use by another ckptfs daemon", o.store)
+		}
+		return fmt.Errorf("mount: %v", err)
+	}
+	storeClosed := false
+	defer func() {
+		if !storeClosed {
+			store.Close()
+		}
+	}()
+	tree := backing.New(dirFile)
+	if finished, err := store.Recover(tree); err != nil {
+		return fmt.Errorf("mount: finish interrupted rewind: %v", err)
+	} else if finished {
+		logger.Printf("finished an interrupted rewind")
+	}
+
+	var hidden []string
+	if rel, err := filepath.Rel(dir, o.store); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+		hidden = append(hidden, filepath.ToSlash(rel))
+	}
+	var exclude func(string, bool) bool
+	if len(ex.pats) > 0 {
+		exclude = ex.match
+	}
+	root, err := fusefs.NewRoot(dirFile, fusefs.Options{
+		Recorder: store,
+		Hidden:   hidden,
+		Exclude:  exclude,
+		Logger:   logger,
+	})
+	if err != nil {
+		return fmt.Errorf("mount: %v", err)
+	}
+	srv, err := root.Mount(dir, o.debug)
+	if err != nil {
+		return fmt.Errorf("mount: %v", err)
+	}
+	sock, _ := rundir.Socket(dir)
+	stopControl, err := startControl(sock, store, tree, root)
+	if err != nil {
+		unmount(srv, dir, logger)
+		return fmt.Errorf("mount: control socket: %v", err)
+	}
+	if err := rundir.WriteInfo(rundir.Info{Dir: dir, Store: o.store, PID: os.Getpid(), Socket: sock, Started: time.Now()}); err != nil {
+		stopControl()
+		unmount(srv, dir, logger)
+		return fmt.Errorf("mount: %v", err)
+	}
+	logger.Printf("mounted %s (store %s)", dir, o.store)
+	live()
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	waited := make(chan struct{})
+	go func() { srv.Wait(); close(waited) }()
+	select {
+	case s := <-sigs:
+		logger.Printf("%v: closing the open turn and unmounting", s)
+	case <-waited:
+		logger.Printf("unmounted from outside")
+	}
+	stopControl()
+	// Close the open turn at a boundary no mutation straddles.
+	if err := root.Exclusive(func() error {
+		if _, open := store.Current(); open {
+			_, err := store.End("")
+			return err
+		}
+		return nil
+	}); err != nil {
+		logger.Printf("close open turn: %v", err)
+	}
+	root.Close() // its fd of the mount would keep the mount busy
+	unmount(srv, dir, logger)
+	storeClosed = true
+	if err := store.Close(); err != nil {
+		logger.Printf("close store: %v", err)
+	}
+	rundir.Remove(dir)
+	return nil
+}
+
+// unmount unmounts, retrying while busy, and detaches lazily at last.
+func unmount(srv *fuse.Server, dir string, logger *log.Logger) {
+	if !rundir.IsMounted(dir) {
+		return
+	}
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = srv.Unmount(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	logger.Printf("unmount %s: %v; detaching lazily", dir, err)
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		logger.Printf("detach %s: %v", dir, err)
+	}
+}
+
+// raiseNoFile lifts the soft fd limit to the hard one: every node the
+// kernel remembers holds an O_PATH fd.
+func raiseNoFile() {
+	var l unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &l)
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// excluder matches the gitignore-style --exclude patterns. The subset
+// implemented (no dependency needed for it):
+//
+//	name        a glob without '/': matches any path element, so the path
+//	            and everything below it is excluded ("node_modules", "*.o")
+//	dir/        trailing '/': as above, but only directories (and what is
+//	            below them)
+//	/a/b, a/b   a glob containing '/': anchored at the root, matches that
+//	            path and everything below it ("/build", "web/dist")
+//
+// Globs are path.Match globs ('*', '?', '[...]'); "**" and negation ("!")
+// are not supported and are rejected.
+type excluder struct{ pats []pattern }
+
+type pattern struct {
+	elems   []string // anchored: one glob per element
+	name    string   // unanchored: one glob for any element
+	dirOnly bool
+}
+
+func newExcluder(pats []string) (*excluder, error) {
+	e := &excluder{}
+	for _, raw := range pats {
+		p := strings.TrimSpace(raw)
+		if p == "" || strings.HasPrefix(p, "!") || strings.Contains(p, "**") {
+			return nil, usageError{fmt.Sprintf("--exclude %q: unsupported pattern", raw)}
+		}
+		var pt pattern
+		if strings.HasSuffix(p, "/") {
+			pt.dirOnly = true
+			p = strings.TrimRight(p, "/")
+		}
+		if strings.Contains(p, "/") {
+			pt.elems = strings.Split(strings.TrimPrefix(p, "/"), "/")
+		} else {
+			pt.name = p
+		}
+		for _, g := range append(pt.elems, pt.name) {
+			if _, err := path.Match(g, ""); err != nil {
+				return nil, usageError{fmt.Sprintf("--exclude %q: %v", raw, err)}
+			}
+		}
+		e.pats = append(e.pats, pt)
+	}
+	return e, nil
+}
+
+// match reports whether the root-relative path p (isDir: p is a directory)
+// is excluded.
+func (e *excluder) match(p string, isDir bool) bool {
+	if p == "" {
+		return false
+	}
+	els := strings.Split(p, "/")
+	for _, pt := range e.pats {
+		if pt.name != "" {
+			for i, el := range els {
+				// A dir-only pattern matches a non-final element (a
+				// directory by construction) or a final directory.
+				if pt.dirOnly && i == len(els)-1 && !isDir {
+					continue
+				}
+				if ok, _ := path.Match(pt.name, el); ok {
+					return true
+				}
+			}
+			continue
+		}
+		if len(els) < len(pt.elems) {
+			continue
+		}
+		if pt.dirOnly && len(els) == len(pt.elems) && !isDir {
+			continue
+		}
+		ok := true
+		for i, g := range pt.elems {
+			if m, _ := path.Match(g, els[i]); !m {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/rundir"
+)
+
+type mountOpts struct {
+	store      string
+	foreground bool
+	excludes   []string
+	debug      bool
+	readyFd    int // hidden: the pipe the parent waits on (daemon mode)
+}
+
+func runMount(args []string, stdout, stderr io.Writer) error {
+	var o mountOpts
+	fs := newFlags("mount", "mount [flags] DIR", stdout)
+	fs.StringVar(&o.store, "store", "", "history store `PATH` (default DIR/.ckptfs, hidden from the mount)")
+	fs.BoolVarP(&o.foreground, "foreground", "f", false, "stay in the foreground (default: return once the mount is live)")
+	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable)")
+	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request (with -f: to stderr)")
+	fs.IntVar(&o.readyFd, "ready-fd", -1, "")
+	fs.MarkHidden("ready-fd")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"mount: expected one DIR (try --help)"}
+	}
+	if _, err := newExcluder(o.excludes); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	dir = filepath.Clean(dir)
+	if err := clearStaleMount(dir, stderr); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("mount: %v", unwrapPath(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("mount: %s is not a directory", dir)
+	}
+	if o.store == "" {
+		o.store = filepath.Join(dir, ".ckptfs")
+	} else if o.store, err = filepath.Abs(o.store); err != nil {
+		return err
+	}
+	if err := prepareStore(o.store); err != nil {
+		return err
+	}
+	if o.foreground {
+		return daemon(dir, o, stderr)
+	}
+	return spawnDaemon(dir, o)
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %v", pe.Path, pe.Err)
+	}
+	return err
+}
+
+// clearStaleMount refuses a live ckptfs mount on dir and lazily unmounts a
+// dead one (its daemon was killed: requests fail with ENOTCONN).
+func clearStaleMount(dir string, stderr io.Writer) error {
+	if !rundir.IsMounted(dir) {
+		return nil
+	}
+	var st unix.Stat_t
+	err := unix.Stat(dir, &st)
+	if err == nil || (err != unix.ENOTCONN && err != unix.ECONNABORTED) {
+		return fmt.Errorf("mount: %s is already a ckptfs mount", dir)
+	}
+	fmt.Fprintf(stderr, "ckptfs: %s: the previous daemon died; detaching its dead mount\n", dir)
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("mount: detach dead mount of %s: %v", dir, err)
+	}
+	rundir.Remove(dir)
+	return nil
+}
+
+// prepareStore creates the store directory with a .gitignore of "*", so
+// git passes it by while the project is not mounted.
+func prepareStore(store string) error {
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		return fmt.Errorf("mount: store: %v", unwrapPath(err))
+	}
+	gi := filepath.Join(store, ".gitignore")
+	if _, err := os.Lstat(gi); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(gi, []byte("*\n"), 0o644); err != nil {
+			return fmt.Errorf("mount: store: %v", unwrapPath(err))
+		}
+	}
+	return nil
+}
+
+// spawnDaemon re-executes ckptfs as a detached daemon (its own session,
+// output to <store>/daemon.log) and waits until it reports the mount live.
+func spawnDaemon(dir string, o mountOpts) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	log, err := os.OpenFile(filepath.Join(o.store, "daemon.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("mount: %v", unwrapPath(err))
+	}
+	defer log.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	args := []string{"mount", "-f", "--ready-fd", "3", "--store", o.store}
+	for _, x := range o.excludes {
+		args = append(args, "--exclude", x)
+	}
+	if o.debug {
+		args = append(args, "--debug")
+	}
+	args = append(args, "--", dir)
+	cmd := exec.Command(exe, args...)
+	cmd.Stdin = nil
+	cmd.Stdout = log
+	cmd.Stderr = log
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		pr.Close()
+		return fmt.Errorf("mount: start daemon: %v", err)
+	}
+	pw.Close()
+	defer pr.Close()
+	done := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(pr).ReadString('\n')
+		done <- strings.TrimSpace(line)
+	}()
+	var line string
+	select {
+	case line = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		return fmt.Errorf("mount: daemon did not report readiness within 60s (see %s)", filepath.Join(o.store, "daemon.log"))
+	}
+	if line == "ok" {
+		cmd.Process.Release()
+		return nil
+	}
+	cmd.Wait()
+	if line == "" {
+		return fmt.Errorf("mount: daemon exited before the mount was live (see %s)", filepath.Join(o.store, "daemon.log"))
+	}
+	return errors.New(strings.TrimPrefix(line, "ckptfs: "))
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"ckptfs/internal/rundir"
+)
+
+// statusReport is what `ckptfs status` prints.
+type statusReport struct {
+	Dir        string `json:"dir"`
+	Mounted    bool   `json:"mounted"`
+	PID        int    `json:"pid,omitempty"`
+	Alive      bool   `json:"alive"`
+	Store      string `json:"store,omitempty"`
+	StoreBytes int64  `json:"store_bytes"`
+	Socket     string `json:"socket,omitempty"`
+	Started    string `json:"started,omitempty"`
+	// Turns is filled in over the control socket once turnctl serves it.
+	// TODO(turnctl): query the daemon for the turn count and the open turn.
+	Turns any `json:"turns,omitempty"`
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("status", "status [--json] [DIR]", stdout)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usageError{"status: expected at most one DIR (try --help)"}
+	}
+	var dir string
+	if fs.NArg() == 1 {
+		d, err := filepath.Abs(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		dir = filepath.Clean(d)
+	} else {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if dir, err = rundir.FindMount(wd); err != nil {
+			return fmt.Errorf("status: %v (name a DIR)", err)
+		}
+	}
+	rep := statusReport{Dir: dir, Mounted: rundir.IsMounted(dir)}
+	if info, err := rundir.ReadInfo(dir); err == nil {
+		rep.PID, rep.Store, rep.Socket = info.PID, info.Store, info.Socket
+		rep.Started = info.Started.Format("2006-01-02 15:04:05")
+		rep.Alive = alive(info.PID)
+	}
+	if rep.Store == "" {
+		rep.Store = filepath.Join(dir, ".ckptfs")
+	}
+	storePath := rep.Store
+	if rep.Mounted && rep.Alive {
+		// The store is hidden by the mount; the daemon's cwd is the store.
+		storePath = fmt.Sprintf("/proc/%d/cwd", rep.PID)
+	}
+	rep.StoreBytes = du(storePath + "/")
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "dir:     %s\n", rep.Dir)
+	if rep.Mounted {
+		fmt.Fprintf(stdout, "mounted: yes\n")
+	} else {
+		fmt.Fprintf(stdout, "mounted: no\n")
+	}
+	if rep.PID != 0 {
+		state := "running"
+		if !rep.Alive {
+			state = "dead"
+		}
+		fmt.Fprintf(stdout, "daemon:  pid %d (%s), since %s\n", rep.PID, state, rep.Started)
+	}
+	fmt.Fprintf(stdout, "store:   %s (%s on disk)\n", rep.Store, human(rep.StoreBytes))
+	return nil
+}
+
+// du sums the disk blocks under root.
+func du(root string) int64 {
+	var total int64
+	filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				total += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return total
+}
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
