@@ -86,8 +86,10 @@ func clearStaleMount(dir string, stderr io.Writer) error {
 	if !rundir.IsMounted(dir) {
 		return nil
 	}
-	var st unix.Stat_t
-	err := unix.Stat(dir, &st)
+	// statfs always reaches the daemon (a stat may be answered from the
+	// kernel's attribute cache): a dead one answers ENOTCONN.
+	var st unix.Statfs_t
+	err := unix.Statfs(dir, &st)
 	if err == nil || (err != unix.ENOTCONN && err != unix.ECONNABORTED) {
 		return fmt.Errorf("mount: %s is already a ckptfs mount", dir)
 	}

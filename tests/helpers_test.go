@@ -1,0 +1,333 @@
+// Package tests mounts the built ckptfs binary over temporary directories
+// and drives real programs through the mount.
+package tests
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/rundir"
+)
+
+// Paths of the binaries built once by TestMain (buildBinaries).
+var (
+	binDir     string
+	ckptfsBin  string
+	turnctlBin string // "" when cmd/turnctl does not build yet
+)
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("tests: skipped, mounting needs root")
+		os.Exit(0)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		fmt.Println("tests: skipped, no /dev/fuse")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "ckptfs-bin-")
+	if err != nil {
+		panic(err)
+	}
+	if err := buildBinaries(dir); err != nil {
+		fmt.Println(err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// moduleRoot is the repository root (the directory above tests/).
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// buildBinaries builds ckptfs (required) and turnctl (if it builds) into
+// dir and sets ckptfsBin and turnctlBin.
+func buildBinaries(dir string) error {
+	binDir = dir
+	root := moduleRoot()
+	ckptfsBin = filepath.Join(dir, "ckptfs")
+	cmd := exec.Command("go", "build", "-o", ckptfsBin, "./cmd/ckptfs")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build ckptfs: %v\n%s", err, out)
+	}
+	tb := filepath.Join(dir, "turnctl")
+	cmd = exec.Command("go", "build", "-o", tb, "./cmd/turnctl")
+	cmd.Dir = root
+	if _, err := cmd.CombinedOutput(); err == nil {
+		turnctlBin = tb
+	}
+	return nil
+}
+
+// Mount is a live ckptfs mount made by mountProject.
+type Mount struct {
+	Dir     string // the mounted directory
+	Store   string // the store directory
+	Runtime string // CKPTFS_RUNTIME_DIR of this test
+}
+
+// setRuntimeDir gives the test its own runtime directory (sockets, info
+// files) and returns it.
+func setRuntimeDir(t *testing.T) string {
+	t.Helper()
+	runtimeMu.Lock()
+	defer runtimeMu.Unlock()
+	if d, ok := runtimeDirs[t]; ok {
+		return d
+	}
+	d := t.TempDir()
+	t.Setenv("CKPTFS_RUNTIME_DIR", d)
+	runtimeDirs[t] = d
+	return d
+}
+
+var (
+	runtimeMu   sync.Mutex
+	runtimeDirs = map[*testing.T]string{}
+)
+
+// mountProject mounts ckptfs over dir (extra args go before DIR, e.g.
+// "--exclude", "build") and unmounts it when the test ends, also on
+// failure: `ckptfs umount`, then SIGKILL of the daemon and a lazy detach.
+func mountProject(t *testing.T, dir string, args ...string) *Mount {
+	t.Helper()
+	rt := setRuntimeDir(t)
+	dir, _ = filepath.Abs(dir)
+	m := &Mount{Dir: dir, Store: filepath.Join(dir, ".ckptfs"), Runtime: rt}
+	for i, a := range args {
+		if a == "--store" && i+1 < len(args) {
+			m.Store = args[i+1]
+		}
+	}
+	out, err := runCkptfs(append(append([]string{"mount"}, args...), dir)...)
+	if err != nil {
+		t.Fatalf("ckptfs mount %s: %v\n%s", dir, err, out)
+	}
+	t.Cleanup(func() { forceUnmount(t, dir) })
+	if !rundir.IsMounted(dir) {
+		t.Fatalf("ckptfs mount returned but %s is not in /proc/mounts", dir)
+	}
+	return m
+}
+
+// Unmount unmounts with `ckptfs umount` and fails the test if it fails.
+func (m *Mount) Unmount(t *testing.T) {
+	t.Helper()
+	if out, err := runCkptfs("umount", m.Dir); err != nil {
+		t.Fatalf("ckptfs umount: %v\n%s", err, out)
+	}
+	if rundir.IsMounted(m.Dir) {
+		t.Fatalf("%s still mounted after ckptfs umount", m.Dir)
+	}
+}
+
+// PID returns the daemon's pid from the info file.
+func (m *Mount) PID(t *testing.T) int {
+	t.Helper()
+	info, err := rundir.ReadInfo(m.Dir)
+	if err != nil {
+		t.Fatalf("read info: %v", err)
+	}
+	return info.PID
+}
+
+// forceUnmount leaves nothing mounted on dir, whatever state it is in.
+func forceUnmount(t *testing.T, dir string) {
+	if !rundir.IsMounted(dir) {
+		return
+	}
+	pid := 0
+	if info, err := rundir.ReadInfo(dir); err == nil {
+		pid = info.PID
+	}
+	done := make(chan error, 1)
+	go func() { _, err := runCkptfs("umount", dir); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Errorf("ckptfs umount %s hung", dir)
+	}
+	if rundir.IsMounted(dir) {
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	if rundir.IsMounted(dir) {
+		t.Errorf("%s is still mounted after cleanup", dir)
+	}
+}
+
+// runCkptfs runs the built binary and returns its combined output.
+func runCkptfs(args ...string) (string, error) {
+	cmd := exec.Command(ckptfsBin, args...)
+	var b bytes.Buffer
+	cmd.Stdout = &b
+	cmd.Stderr = &b
+	err := cmd.Run()
+	return b.String(), err
+}
+
+// runIn runs a shell script with dir as cwd, with a fixed environment so
+// that runs in different directories produce the same bytes (git dates).
+func runIn(t *testing.T, dir, script string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
+		"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z",
+		"GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(), "LC_ALL=C", "TZ=UTC",
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("script in %s: %v\n%s\n--- script:\n%s", dir, err, out, script)
+	}
+	return string(out)
+}
+
+// entry is the comparable state of one path of a tree.
+type entry struct {
+	Type   string
+	Mode   fs.FileMode
+	Sum    string // regular files: sha256 of the bytes
+	Target string // symlinks
+}
+
+func (e entry) String() string {
+	return fmt.Sprintf("%s %v %s%s", e.Type, e.Mode, e.Sum, e.Target)
+}
+
+// snapshot walks a tree and returns every path's state. skip lists
+// root-relative paths left out (with everything below them); noBytes lists
+// files whose bytes are not compared (e.g. .git/index holds inode numbers).
+func snapshot(t *testing.T, root string, skip []string, noBytes []string) map[string]entry {
+	t.Helper()
+	out := map[string]entry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		for _, s := range skip {
+			if rel == s || strings.HasPrefix(rel, s+"/") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		e := entry{Mode: fi.Mode()}
+		switch {
+		case fi.Mode().IsRegular():
+			e.Type = "file"
+			if !contains(noBytes, rel) {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				s := sha256.Sum256(b)
+				e.Sum = hex.EncodeToString(s[:8])
+			}
+		case fi.IsDir():
+			e.Type = "dir"
+		case fi.Mode()&fs.ModeSymlink != 0:
+			e.Type = "symlink"
+			e.Target, _ = os.Readlink(p)
+		default:
+			e.Type = "special"
+		}
+		out[rel] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", root, err)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// diffTrees reports every difference between two snapshots.
+func diffTrees(t *testing.T, want, got map[string]entry) {
+	t.Helper()
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	n := 0
+	for _, k := range keys {
+		w, wok := want[k]
+		g, gok := got[k]
+		switch {
+		case !gok:
+			t.Errorf("missing through ckptfs: %s (%v)", k, w)
+		case !wok:
+			t.Errorf("extra through ckptfs: %s (%v)", k, g)
+		case w != g:
+			t.Errorf("differs: %s: plain %v, ckptfs %v", k, w, g)
+		default:
+			continue
+		}
+		if n++; n > 30 {
+			t.Fatalf("too many differences")
+		}
+	}
+}
+
+// writeTree creates files from a map of relative path to content.
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

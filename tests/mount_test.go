@@ -1,0 +1,234 @@
+package tests
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"ckptfs/internal/rundir"
+)
+
+func TestMountUmount(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "hello\n", "sub/b.txt": "b\n"})
+	m := mountProject(t, dir)
+
+	b, err := os.ReadFile(filepath.Join(dir, "sub/b.txt"))
+	if err != nil || string(b) != "b\n" {
+		t.Fatalf("read through mount: %q %v", b, err)
+	}
+	info, err := rundir.ReadInfo(dir)
+	if err != nil || info.PID == 0 || info.Dir != dir {
+		t.Fatalf("info file: %+v %v", info, err)
+	}
+	// status, human and JSON.
+	out, err := runCkptfs("status", dir)
+	if err != nil || !strings.Contains(out, "mounted: yes") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	out, err = runCkptfs("status", "--json", dir)
+	var st struct {
+		Mounted    bool  `json:"mounted"`
+		Alive      bool  `json:"alive"`
+		StoreBytes int64 `json:"store_bytes"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || !st.Mounted || !st.Alive || st.StoreBytes == 0 {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	// A second mount is refused with one line.
+	out, err = runCkptfs("mount", dir)
+	if exitCode(err) != 1 || !strings.Contains(out, "already a ckptfs mount") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("second mount: %v\n%s", err, out)
+	}
+	m.Unmount(t)
+	if _, err := os.Stat(filepath.Join(dir, ".ckptfs", ".gitignore")); err != nil {
+		t.Fatalf("store .gitignore: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".ckptfs", ".gitignore")); string(b) != "*\n" {
+		t.Fatalf(".gitignore holds %q", b)
+	}
+	if _, err := rundir.ReadInfo(dir); err == nil {
+		t.Fatalf("info file left behind")
+	}
+	out, err = runCkptfs("umount", dir)
+	if exitCode(err) != 1 || !strings.Contains(out, "not a ckptfs mount") {
+		t.Fatalf("umount of unmounted dir: %v\n%s", err, out)
+	}
+	out, err = runCkptfs("status", dir)
+	if err != nil || !strings.Contains(out, "mounted: no") {
+		t.Fatalf("status after umount: %v\n%s", err, out)
+	}
+}
+
+func TestMountErrors(t *testing.T) {
+	setRuntimeDir(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, nil, 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"mount", filepath.Join(dir, "missing")}, 1, "no such file"},
+		{[]string{"mount", file}, 1, "not a directory"},
+		{[]string{"mount"}, 2, "expected one DIR"},
+		{[]string{"mount", "--bogus", dir}, 2, "unknown flag"},
+		{[]string{"mount", "--exclude", "!x", dir}, 2, "unsupported pattern"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"umount"}, 2, "expected one DIR"},
+	} {
+		out, err := runCkptfs(c.args...)
+		if exitCode(err) != c.code || !strings.Contains(out, c.want) || !strings.HasPrefix(out, "ckptfs: ") || strings.Count(out, "\n") != 1 {
+			t.Errorf("%v: exit %d, output %q; want exit %d and one line with %q", c.args, exitCode(err), out, c.code, c.want)
+		}
+	}
+	for _, cmd := range []string{"mount", "umount", "status"} {
+		out, err := runCkptfs(cmd, "--help")
+		if err != nil || !strings.Contains(out, "usage: ckptfs "+cmd) {
+			t.Errorf("%s --help: %v\n%s", cmd, err, out)
+		}
+	}
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// A store held by another daemon is refused.
+func TestStoreInUse(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	store := filepath.Join(t.TempDir(), "store")
+	mountProject(t, a, "--store", store)
+	out, err := runCkptfs("mount", "--store", store, b)
+	if exitCode(err) != 1 || !strings.Contains(out, "in use") {
+		forceUnmount(t, b)
+		t.Fatalf("second daemon on one store: %v\n%s", err, out)
+	}
+}
+
+// After a SIGKILL of the daemon the dead mount is detected, detached and
+// mounted afresh.
+func TestStaleMount(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "1"})
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100 && alive(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		t.Fatalf("stat on dead mount: %v", err)
+	}
+	out, err := runCkptfs("mount", dir)
+	if err != nil || !strings.Contains(out, "died") {
+		t.Fatalf("remount over dead mount: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "1" {
+		t.Fatalf("read after remount: %q %v", b, err)
+	}
+	if n := strings.Count(mountsOf(dir), "\n"); n != 1 {
+		t.Fatalf("%d mounts on %s after remount", n, dir)
+	}
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
+
+func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(i)) }
+
+func fmtInt(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}
+
+func mountsOf(dir string) string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out strings.Builder
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && f[4] == dir {
+			out.WriteString(l + "\n")
+		}
+	}
+	return out.String()
+}
+
+// The store directory cannot be seen, opened, created, renamed or removed
+// through the mount.
+func TestStoreInvisible(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "1", "d/x": "2"})
+	mountProject(t, dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == ".ckptfs" {
+			t.Fatalf("readdir lists .ckptfs")
+		}
+	}
+	out := runIn(t, dir, "ls -a")
+	if strings.Contains(out, ".ckptfs") {
+		t.Fatalf("ls -a shows the store:\n%s", out)
+	}
+	store := filepath.Join(dir, ".ckptfs")
+	check := func(what string, err error, want ...syscall.Errno) {
+		t.Helper()
+		for _, w := range want {
+			if errors.Is(err, w) {
+				return
+			}
+		}
+		t.Errorf("%s: got %v, want one of %v", what, err, want)
+	}
+	_, err = os.Stat(store)
+	check("stat", err, syscall.ENOENT)
+	_, err = os.Open(filepath.Join(store, "lock"))
+	check("open inside", err, syscall.ENOENT)
+	_, err = os.Create(store)
+	check("create", err, syscall.EPERM)
+	check("mkdir", os.Mkdir(store, 0o755), syscall.EPERM)
+	check("symlink", os.Symlink("a", store), syscall.EPERM)
+	check("link", os.Link(filepath.Join(dir, "a"), store), syscall.EPERM)
+	check("rename onto", os.Rename(filepath.Join(dir, "a"), store), syscall.EPERM)
+	check("rename dir onto", os.Rename(filepath.Join(dir, "d"), store), syscall.EPERM)
+	check("rename from", os.Rename(store, filepath.Join(dir, "z")), syscall.ENOENT, syscall.EPERM)
+	check("remove", os.Remove(store), syscall.ENOENT, syscall.EPERM)
+	if err := os.RemoveAll(store); err != nil { // nil: it does not exist here
+		check("rm -rf", err, syscall.EPERM)
+	}
+	// rm -rf of the whole tree through the mount leaves the store alone.
+	runIn(t, dir, "rm -rf ./* ./.[!.]* 2>/dev/null || true")
+	forceUnmount(t, dir)
+	if _, err := os.Stat(filepath.Join(store, "db")); err != nil {
+		t.Fatalf("store damaged: %v", err)
+	}
+}
