@@ -45,7 +45,9 @@ func reopen(fd int, flags int) (int, error) {
 	var nfd int
 	err := retry(func() error {
 		var err error
-		nfd, err = unix.Open(procPath(fd), flags|unix.O_CLOEXEC, 0)
+		// O_NOFOLLOW would refuse the /proc link itself; the inode is
+		// already fixed by fd, so there is nothing left to follow.
+		nfd, err = unix.Open(procPath(fd), flags&^unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})
 	return nfd, err

@@ -44,7 +44,9 @@ type Options struct {
 }
 
 // Logger is the minimal logging sink the overlay uses.
-type Logger interface{ Printf(format string, args ...any) }
+type Logger interface {
+	Printf(format string, args ...any)
+}
 
 // Cache timeouts. Long timeouts are what make a FUSE overlay cheap (BENCH.md:
 // extract 6.3× → 2.7×, git status 15× → 2.8× against native). They are safe
@@ -161,16 +163,16 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 			// allow_other + default_permissions: every user who could use
 			// the directory before can use it now, checked by the kernel
 			// exactly as the backing filesystem would.
-			AllowOther:       true,
-			Options:          []string{"default_permissions"},
-			Name:             "ckptfs",
-			FsName:           dir,
+			AllowOther:        true,
+			Options:           []string{"default_permissions"},
+			Name:              "ckptfs",
+			FsName:            dir,
 			DirectMountStrict: true,
-			DirectMountFlags: flags,
-			Debug:            debug,
-			MaxWrite:         1 << 20,
-			MaxBackground:    64,
-			EnableLocks:      true,
+			DirectMountFlags:  flags,
+			Debug:             debug,
+			MaxWrite:          1 << 20,
+			MaxBackground:     64,
+			EnableLocks:       true,
 			// No writeback cache: every write reaches us before it returns,
 			// so turn boundaries are exact.
 		},
