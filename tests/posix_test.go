@@ -1,0 +1,32 @@
+package tests
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/posixtest"
+)
+
+// posixSkip lists posixtest cases that cannot pass on a ckptfs mount, with
+// the reason.
+var posixSkip = map[string]string{}
+
+// TestPosix runs go-fuse's POSIX conformance tests against a ckptfs mount,
+// each in a fresh mounted directory.
+func TestPosix(t *testing.T) {
+	var names []string
+	for n := range posixtest.All {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := posixSkip[name]; ok {
+				t.Skip(why)
+			}
+			dir := t.TempDir()
+			mountProject(t, dir)
+			posixtest.All[name](t, dir)
+		})
+	}
+}
