@@ -166,33 +166,39 @@ func (n *Node) captureContentLocked(ctx context.Context) syscall.Errno {
 	return n.captureSelf(ctx, false)
 }
 
-// captureSelf captures the node at its known path (every path of a hard
-// linked inode that go-fuse knows of is not available: the first known one
-// is used). A node in no directory (unlinked while open) is not in the
-// tree and needs no capture.
+// captureSelf captures the node under every path it has (all names of a
+// hard-linked file that the overlay has seen). A node in no directory
+// (unlinked while open) is not in the tree and needs no capture.
 func (n *Node) captureSelf(ctx context.Context, metaOnly bool) syscall.Errno {
-	p, ok := n.path()
-	if !ok {
-		return 0
-	}
 	r := n.r
-	isDir := n.StableAttr().Mode&unix.S_IFMT == unix.S_IFDIR
-	if r.excluded(p, isDir) {
-		return 0
-	}
-	if n.StableAttr().Mode&unix.S_IFMT != unix.S_IFREG {
+	mode := n.StableAttr().Mode & unix.S_IFMT
+	isDir := mode == unix.S_IFDIR
+	if mode != unix.S_IFREG {
 		metaOnly = false // dirs and symlinks: their whole state is small
 	}
-	if !r.rec.NeedsCapture(p, metaOnly) {
+	// Fast path: the one known path was captured already.
+	if p, ok := n.path(); !ok {
 		return 0
+	} else if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
+		n.mu.Lock()
+		single := len(n.links) < 2
+		n.mu.Unlock()
+		if single {
+			return 0
+		}
 	}
 	st, err := fstatFd(n.fd)
 	if err != nil {
 		return errno(err)
 	}
-	c := r.captureFor(p, n.fd, &st, metaOnly)
-	if err := r.rec.Record(c, r.caller(ctx)); err != nil {
-		return r.recordErrno(p, err)
+	for _, p := range n.paths(&st) {
+		if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
+			continue
+		}
+		c := r.captureFor(p, n.fd, &st, metaOnly)
+		if err := r.rec.Record(c, r.caller(ctx)); err != nil {
+			return r.recordErrno(p, err)
+		}
 	}
 	return 0
 }

@@ -23,6 +23,7 @@ type Node struct {
 	writers   int // open writable handles served by the daemon
 	ptReaders int // open handles using FUSE passthrough (read-only)
 	ptWriters int // writable handles forced onto passthrough
+	links     map[linkKey]bool // names of a regular file (see addLink)
 }
 
 // path returns the node's root-relative slash path, false when the node is
@@ -75,16 +76,82 @@ func idOf(st *stat) fs.StableAttr {
 
 // newChild wraps the O_PATH fd of a child into an Inode (reusing the live
 // node of the same identity, in which case fd is closed) and fills out.
-func (n *Node) newChild(ctx context.Context, fd int, st *stat, out *fuse.EntryOut) *fs.Inode {
+func (n *Node) newChild(ctx context.Context, name string, fd int, st *stat, out *fuse.EntryOut) *fs.Inode {
 	out.Attr.FromStat(&st.Stat_t)
 	id := idOf(st)
 	nn := &Node{r: n.r, fd: fd}
 	got := n.r.lookupNode(id, nn)
 	if got != nn {
 		unix.Close(fd)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		got.addLink(n, name)
+	}
+	if got != nn {
 		return &got.Inode
 	}
 	return n.NewInode(ctx, nn, id)
+}
+
+// linkKey is one name of a regular file: a directory node and a name in it.
+type linkKey struct {
+	dir  *Node
+	name string
+}
+
+// addLink remembers a name the file was reached by. go-fuse keeps only the
+// last parent of a hard-linked inode reachable from outside; a capture must
+// cover every name (a write through one name changes them all). Stale
+// entries are harmless: paths() checks each against the backing tree.
+func (n *Node) addLink(dir *Node, name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.links == nil {
+		n.links = map[linkKey]bool{}
+	}
+	n.links[linkKey{dir, name}] = true
+}
+
+// paths returns the root-relative paths of the node: its go-fuse path and,
+// for a file with several links, every other remembered name that still
+// refers to the same inode.
+func (n *Node) paths(st *stat) []string {
+	var out []string
+	if p, ok := n.path(); ok {
+		out = append(out, p)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
+		return out
+	}
+	n.mu.Lock()
+	keys := make([]linkKey, 0, len(n.links))
+	for k := range n.links {
+		keys = append(keys, k)
+	}
+	n.mu.Unlock()
+	for _, k := range keys {
+		lst, err := lstatAt(k.dir.fd, k.name)
+		p, ok := k.dir.childPath(k.name)
+		if err != nil || lst.Ino != st.Ino || lst.Dev != st.Dev || !ok {
+			n.mu.Lock()
+			delete(n.links, k)
+			n.mu.Unlock()
+			continue
+		}
+		if !containsPath(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func containsPath(list []string, p string) bool {
+	for _, x := range list {
+		if x == p {
+			return true
+		}
+	}
+	return false
 }
 
 // OnForget closes the backing fd once the kernel and the tree forget us.
@@ -115,7 +182,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		unix.Close(fd)
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, fd, &st, out), 0
+	return n.newChild(ctx, name, fd, &st, out), 0
 }
 
 func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

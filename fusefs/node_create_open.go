@@ -50,7 +50,7 @@ func (n *Node) finishCreate(ctx context.Context, name string, mode uint32, out *
 		undo()
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, fd, &st, out), 0
+	return n.newChild(ctx, name, fd, &st, out), 0
 }
 
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -83,7 +83,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, errno(err)
 	}
-	ch := n.newChild(ctx, pfd, &st, out)
+	ch := n.newChild(ctx, name, pfd, &st, out)
 	child := ch.Operations().(*Node)
 	return ch, child.newHandle(fd, int(flags), false), 0, 0
 }
@@ -149,7 +149,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		unix.Close(fd)
 		return nil, errno(err)
 	}
-	return n.newChild(ctx, fd, &st, out), 0
+	return n.newChild(ctx, name, fd, &st, out), 0
 }
 
 // Open reopens the backing inode. Read-only opens use FUSE passthrough
