@@ -1,0 +1,358 @@
+package main
+
+// The run loop: set up the configurations, run each workload interleaved
+// across them, then the history figures, then report and clean up.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type bench struct {
+	o              options
+	stdout, stderr io.Writer
+	sz             sizes
+
+	mu      sync.Mutex
+	targets []target // every configuration started, for cleanup
+	cleaned bool
+
+	res *results
+}
+
+func newBench(o options, stdout, stderr io.Writer) *bench {
+	b := &bench{o: o, stdout: stdout, stderr: stderr, sz: fullSizes}
+	if o.quick {
+		b.sz = quickSizes
+	}
+	b.res = &results{
+		Started: time.Now().UTC().Format(time.RFC3339),
+		Quick:   o.quick,
+		Reps:    o.reps,
+		Work:    o.work,
+		Configs: map[string]configInfo{},
+	}
+	return b
+}
+
+func (b *bench) register(t target) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.targets = append(b.targets, t)
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// note records a remark that goes into the report.
+func (b *bench) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	b.res.Notes = append(b.res.Notes, s)
+	b.logf("note: %s", s)
+}
+
+func (b *bench) run(ctx context.Context) error {
+	if err := b.prepareWork(); err != nil {
+		return err
+	}
+	b.res.Host = hostInfo()
+	b.logf("work dir %s; %d repetitions; configurations %s", b.o.work, b.o.reps, strings.Join(b.o.configs, ","))
+
+	var ts []target
+	for _, name := range b.o.configs {
+		t, err := b.startTarget(ctx, name)
+		if err != nil {
+			b.res.Configs[name] = configInfo{Error: err.Error()}
+			b.logf("%s unavailable: %v", name, err)
+			continue
+		}
+		b.res.Configs[name] = configInfo{Available: true, Dir: t.Dir(), DaemonPID: t.DaemonPID()}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		return errors.New("no configuration available")
+	}
+
+	for _, wl := range workloads {
+		if !b.selected(wl.name, wl.num) {
+			continue
+		}
+		if b.o.quick && wl.skipQuick {
+			b.note("%s skipped in --quick", wl.name)
+			continue
+		}
+		if err := b.runWorkload(ctx, wl, ts); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			b.note("%s: %v", wl.name, err)
+		}
+	}
+	if b.selected("history", -1) && !b.o.noHistory {
+		if err := b.runHistory(ctx, ts); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			b.note("history: %v", err)
+		}
+	}
+
+	b.res.Finished = time.Now().UTC().Format(time.RFC3339)
+	fmt.Fprint(b.stdout, b.res.table(b.o.configs))
+	if err := b.res.writeJSON(b.o.jsonPath); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.stdout, "\nJSON: %s\n", b.o.jsonPath)
+	return nil
+}
+
+func (b *bench) selected(name string, num int) bool {
+	if len(b.o.only) == 0 {
+		return true
+	}
+	for _, w := range b.o.only {
+		if w == name || w == fmt.Sprint(num) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *bench) startTarget(ctx context.Context, name string) (target, error) {
+	switch name {
+	case "N":
+		dir := filepath.Join(b.o.work, "N")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		return &native{dir: dir}, nil
+	case "L", "L+":
+		return startLoopback(b, name)
+	case "C":
+		return startCkptfs(ctx, b)
+	}
+	return nil, fmt.Errorf("unknown configuration %q", name)
+}
+
+// runWorkload runs wl's steps reps times on each target, interleaved.
+func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) error {
+	g := &global{b: b}
+	if wl.global != nil {
+		b.logf("%s: preparing", wl.name)
+		if err := wl.global(ctx, g); err != nil {
+			return err
+		}
+	}
+	if g.note != "" {
+		b.note("%s: %s", wl.name, g.note)
+	}
+	live := map[string]bool{}
+	for _, t := range ts {
+		e := &env{global: g, t: t, dir: t.Dir()}
+		if wl.setup != nil {
+			if err := wl.setup(ctx, e); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				b.failStep(wl, "", t.Name(), fmt.Errorf("setup: %w", err))
+				continue
+			}
+		}
+		live[t.Name()] = true
+	}
+	for rep := 0; rep < b.o.reps; rep++ {
+		for _, t := range ts {
+			if !live[t.Name()] {
+				continue
+			}
+			e := &env{global: g, t: t, dir: t.Dir(), rep: rep}
+			for _, st := range wl.steps {
+				if err := b.runStep(ctx, wl, st, e); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					b.failStep(wl, st.name, t.Name(), err)
+					live[t.Name()] = false
+					break
+				}
+			}
+			if wl.after != nil && live[t.Name()] {
+				if err := wl.after(ctx, e); err != nil {
+					b.failStep(wl, "", t.Name(), fmt.Errorf("after: %w", err))
+					live[t.Name()] = false
+				}
+			}
+		}
+	}
+	for _, t := range ts {
+		if wl.teardown != nil {
+			e := &env{global: g, t: t, dir: t.Dir()}
+			if err := wl.teardown(ctx, e); err != nil {
+				b.logf("%s %s: teardown: %v", wl.name, t.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *bench) failStep(wl *workload, step, config string, err error) {
+	steps := []string{step}
+	if step == "" {
+		steps = nil
+		for _, st := range wl.steps {
+			steps = append(steps, st.name)
+		}
+	}
+	for _, s := range steps {
+		b.res.row(wl.name, s).setError(config, err.Error())
+	}
+	b.logf("%s/%s on %s failed: %v", wl.name, step, config, err)
+}
+
+// runStep prepares (untimed) and runs (timed, inside a turn for C) one step.
+func (b *bench) runStep(ctx context.Context, wl *workload, st step, e *env) error {
+	if st.prep != nil {
+		if err := st.prep(ctx, e); err != nil {
+			return fmt.Errorf("prep: %w", err)
+		}
+	}
+	s, err := measure(ctx, e.t, func() error { return st.run(ctx, e) })
+	if err != nil {
+		return err
+	}
+	b.res.row(wl.name, st.name).add(e.t.Name(), s)
+	b.logf("%-8s %-16s %-2s rep %d: %7.3f s", wl.name, st.name, e.t.Name(), e.rep+1, s.Wall)
+	return nil
+}
+
+// measure times begin + fn + end and the daemon's CPU seconds around them.
+func measure(ctx context.Context, t target, fn func() error) (sample, error) {
+	pid := t.DaemonPID()
+	cpu0 := cpuSeconds(pid)
+	start := time.Now()
+	if err := t.Begin(ctx); err != nil {
+		return sample{}, err
+	}
+	if err := fn(); err != nil {
+		t.End(ctx)
+		return sample{}, err
+	}
+	if err := t.End(ctx); err != nil {
+		return sample{}, err
+	}
+	s := sample{Wall: since(start), CPU: -1}
+	if cpu1 := cpuSeconds(pid); cpu0 >= 0 && cpu1 >= 0 {
+		s.CPU = cpu1 - cpu0
+	}
+	return s, nil
+}
+
+// prepareWork creates the work directory and empties it, detaching any
+// mount a killed earlier run left behind.
+func (b *bench) prepareWork() error {
+	if err := os.MkdirAll(b.o.work, 0o755); err != nil {
+		return err
+	}
+	for _, m := range mountsUnder(b.o.work) {
+		b.logf("detaching stale mount %s", m)
+		syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	if len(mountsUnder(b.o.work)) > 0 {
+		return fmt.Errorf("%s still has mounts under it", b.o.work)
+	}
+	return b.emptyWork(false)
+}
+
+// emptyWork removes everything in the work dir (except the JSON report if
+// keepJSON).
+func (b *bench) emptyWork(keepJSON bool) error {
+	ents, err := os.ReadDir(b.o.work)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ent := range ents {
+		p := filepath.Join(b.o.work, ent.Name())
+		if keepJSON && p == b.o.jsonPath {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanup stops every configuration and empties the work directory.
+func (b *bench) cleanup() {
+	b.mu.Lock()
+	if b.cleaned {
+		b.mu.Unlock()
+		return
+	}
+	b.cleaned = true
+	ts := b.targets
+	b.mu.Unlock()
+	for i := len(ts) - 1; i >= 0; i-- {
+		if err := ts[i].Close(); err != nil {
+			b.logf("cleanup: %v", err)
+		}
+	}
+	for _, m := range mountsUnder(b.o.work) {
+		b.logf("cleanup: detaching leftover mount %s", m)
+		syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	if b.o.keep {
+		return
+	}
+	if len(mountsUnder(b.o.work)) > 0 {
+		b.logf("cleanup: mounts remain under %s; not emptying it", b.o.work)
+		return
+	}
+	if err := b.emptyWork(true); err != nil {
+		b.logf("cleanup: %v", err)
+	}
+}
+
+// forceCleanup is the second Ctrl-C: kill the daemons, detach the mounts.
+func (b *bench) forceCleanup() {
+	b.mu.Lock()
+	ts := b.targets
+	b.mu.Unlock()
+	for _, t := range ts {
+		if d, ok := t.(interface{ kill() }); ok {
+			d.kill()
+		}
+	}
+	for _, m := range mountsUnder(b.o.work) {
+		syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+}
+
+func (d *daemon) kill() {
+	if d.cmd.Process != nil {
+		d.cmd.Process.Kill()
+	}
+}
+
+func hostInfo() map[string]string {
+	h := map[string]string{"go": runtime.Version(), "cpus": fmt.Sprint(runtime.NumCPU())}
+	if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		h["kernel"] = strings.TrimSpace(string(out))
+	}
+	if name, err := os.Hostname(); err == nil {
+		h["host"] = name
+	}
+	return h
+}

@@ -1,0 +1,399 @@
+package main
+
+// The configurations under test. Every mount is served by a child process
+// (a go-fuse server must never be used by the process that serves it), is
+// registered with the bench as soon as it exists, and is unmounted by
+// Close — with MNT_DETACH as the last resort — also on error or Ctrl-C.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var configNames = []string{"N", "L", "L+", "C"}
+
+func isConfigName(s string) bool {
+	for _, n := range configNames {
+		if s == n {
+			return true
+		}
+	}
+	return false
+}
+
+// target is one configuration, ready to run workloads in Dir.
+type target interface {
+	Name() string
+	Dir() string
+	// DaemonPID is the pid whose CPU time is charged to the configuration
+	// (0: none).
+	DaemonPID() int
+	// Begin and End bracket one timed repetition (turnctl begin/end for C).
+	Begin(ctx context.Context) error
+	End(ctx context.Context) error
+	Close() error
+}
+
+// native is N: a plain directory.
+type native struct{ dir string }
+
+func (n *native) Name() string                    { return "N" }
+func (n *native) Dir() string                     { return n.dir }
+func (n *native) DaemonPID() int                  { return 0 }
+func (n *native) Begin(ctx context.Context) error { return nil }
+func (n *native) End(ctx context.Context) error   { return nil }
+func (n *native) Close() error                    { return nil }
+
+// daemon is a child process serving a FUSE mount at mnt.
+type daemon struct {
+	name string
+	mnt  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	err  error         // cmd.Wait's result, valid after done
+	log  string        // the child's stderr
+
+	closeOnce sync.Once
+	closeErr  error
+	// unmount asks the daemon to unmount; nil: send SIGTERM.
+	unmount func() error
+}
+
+func (d *daemon) Name() string   { return d.name }
+func (d *daemon) Dir() string    { return d.mnt }
+func (d *daemon) DaemonPID() int { return d.cmd.Process.Pid }
+
+func (d *daemon) start() error {
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,            // Ctrl-C reaches only us; we unmount in order
+		Pdeathsig: syscall.SIGTERM, // if we die, the child unmounts itself
+	}
+	if err := d.cmd.Start(); err != nil {
+		return err
+	}
+	d.done = make(chan struct{})
+	go func() {
+		d.err = d.cmd.Wait()
+		close(d.done)
+	}()
+	return nil
+}
+
+func (d *daemon) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// logTail is the end of the daemon's stderr, for error messages.
+func (d *daemon) logTail() string {
+	data, _ := os.ReadFile(d.log)
+	s := strings.TrimSpace(string(data))
+	if len(s) > 400 {
+		s = "..." + s[len(s)-400:]
+	}
+	return strings.ReplaceAll(s, "\n", " | ")
+}
+
+// Close unmounts and stops the daemon, escalating to SIGKILL and a lazy
+// unmount. It is safe to call more than once and concurrently.
+func (d *daemon) Close() error {
+	d.closeOnce.Do(func() { d.closeErr = d.close() })
+	return d.closeErr
+}
+
+func (d *daemon) close() error {
+	var errs []error
+	if !d.exited() {
+		if d.unmount != nil {
+			if err := d.unmount(); err != nil {
+				errs = append(errs, err)
+			}
+		} else {
+			d.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		if !d.wait(20 * time.Second) {
+			d.cmd.Process.Signal(syscall.SIGTERM)
+			if !d.wait(10 * time.Second) {
+				d.cmd.Process.Kill()
+				d.wait(5 * time.Second)
+				errs = append(errs, fmt.Errorf("%s: daemon did not stop; killed", d.name))
+			}
+		}
+	}
+	if isMounted(d.mnt) {
+		if err := syscall.Unmount(d.mnt, syscall.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("%s: umount -l %s: %v", d.name, d.mnt, err))
+		} else {
+			errs = append(errs, fmt.Errorf("%s: %s was still mounted; detached", d.name, d.mnt))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *daemon) wait(t time.Duration) bool {
+	select {
+	case <-d.done:
+		return true
+	case <-time.After(t):
+		return false
+	}
+}
+
+// loopback is L or L+: this binary re-executed as "loopback".
+type loopback struct{ daemon }
+
+func (l *loopback) Begin(ctx context.Context) error { return nil }
+func (l *loopback) End(ctx context.Context) error   { return nil }
+
+func startLoopback(b *bench, name string) (*loopback, error) {
+	base := filepath.Join(b.o.work, configDirName(name))
+	backing, mnt := filepath.Join(base, "backing"), filepath.Join(base, "mnt")
+	for _, d := range []string{backing, mnt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"loopback"}
+	if name == "L+" {
+		args = append(args, "--plus")
+		if b.o.lplusWriteback {
+			args = append(args, "--writeback")
+		}
+	}
+	args = append(args, backing, mnt)
+	l := &loopback{daemon{name: name, mnt: mnt, cmd: exec.Command(exe, args...), log: filepath.Join(base, "daemon.log")}}
+	logf, err := os.Create(l.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	l.cmd.Stderr = logf
+	out, err := l.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.start(); err != nil {
+		return nil, err
+	}
+	b.register(l)
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- strings.TrimSpace(line)
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case line := <-ready:
+		if line != "ready" {
+			l.Close()
+			return nil, fmt.Errorf("%s: loopback did not start: %q %s", name, line, l.logTail())
+		}
+	case <-time.After(20 * time.Second):
+		l.Close()
+		return nil, fmt.Errorf("%s: loopback not ready after 20 s: %s", name, l.logTail())
+	}
+	if !isMounted(mnt) {
+		l.Close()
+		return nil, fmt.Errorf("%s: %s is not a mount after ready", name, mnt)
+	}
+	return l, nil
+}
+
+// ckptfsTarget is C: bin/ckptfs mount -f over a directory.
+type ckptfsTarget struct {
+	daemon
+	b     *bench
+	store string
+}
+
+func (c *ckptfsTarget) Begin(ctx context.Context) error {
+	_, err := c.b.turnctlCmd(ctx, c.mnt, "begin")
+	return err
+}
+
+func (c *ckptfsTarget) End(ctx context.Context) error {
+	_, err := c.b.turnctlCmd(ctx, c.mnt, "end")
+	return err
+}
+
+func startCkptfs(ctx context.Context, b *bench) (*ckptfsTarget, error) {
+	for _, p := range []string{b.o.ckptfs, b.o.turnctl} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%v (run make build)", err)
+		}
+	}
+	base := filepath.Join(b.o.work, "C")
+	dir, store := filepath.Join(base, "dir"), filepath.Join(base, "store")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &ckptfsTarget{b: b, store: store}
+	c.daemon = daemon{
+		name: "C",
+		mnt:  dir,
+		cmd:  exec.Command(b.o.ckptfs, "mount", "-f", "--store", store, dir),
+		log:  filepath.Join(base, "daemon.log"),
+	}
+	c.unmount = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, b.o.ckptfs, "umount", dir).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("C: ckptfs umount: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	logf, err := os.Create(c.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	c.cmd.Stdout, c.cmd.Stderr = logf, logf
+	if err := c.start(); err != nil {
+		return nil, err
+	}
+	b.register(c)
+	deadline := time.Now().Add(30 * time.Second)
+	for !isMounted(dir) {
+		if c.exited() {
+			c.Close()
+			return nil, fmt.Errorf("ckptfs mount exited (%v): %s", c.err, c.logTail())
+		}
+		if time.Now().After(deadline) {
+			c.Close()
+			return nil, fmt.Errorf("ckptfs mount: not mounted after 30 s: %s", c.logTail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A turn must open and close before we trust the configuration.
+	if err := c.Begin(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.End(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// turnctlCmd runs turnctl -C dir args... and returns its stdout.
+func (b *bench) turnctlCmd(ctx context.Context, dir string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.o.turnctl, append([]string{"-C", dir}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("turnctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+func configDirName(name string) string {
+	return strings.ReplaceAll(name, "+", "plus")
+}
+
+// isMounted reports whether dir is a mount point (per /proc/self/mountinfo).
+func isMounted(dir string) bool {
+	for _, m := range mountsUnder(dir) {
+		if m == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// mountsUnder lists the mount points at or below dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var ms []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			ms = append([]string{mp}, ms...)
+		}
+	}
+	return ms
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				sb.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		sb.WriteByte(s[i])
+	}
+	return sb.String()
+}
+
+// cpuSeconds is utime+stime of pid in seconds (all threads), or -1.
+func cpuSeconds(pid int) float64 {
+	if pid <= 0 {
+		return -1
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	return parseStatCPU(string(data))
+}
+
+// clockTicks is sysconf(_SC_CLK_TCK): 100 on every Linux we run on.
+const clockTicks = 100
+
+func parseStatCPU(stat string) float64 {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return -1
+	}
+	// After "pid (comm) ": state is field 3; utime and stime are 14 and 15.
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return -1
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return float64(ut+st) / clockTicks
+}

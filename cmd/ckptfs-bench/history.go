@@ -1,0 +1,376 @@
+package main
+
+// History figures, on C only: turn boundary latency against tree size (and
+// the shadow-git peer G), log and show with many turns, rewind of k changed
+// files, and bytes stored per byte changed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func (b *bench) runHistory(ctx context.Context, ts []target) error {
+	var c *ckptfsTarget
+	for _, t := range ts {
+		if ct, ok := t.(*ckptfsTarget); ok {
+			c = ct
+		}
+	}
+	if c == nil {
+		b.note("history figures skipped: C unavailable")
+		return nil
+	}
+	// Start from an empty tree, so that tree size is what we say it is.
+	if err := emptyDir(c.Dir()); err != nil {
+		return fmt.Errorf("emptying %s: %w", c.Dir(), err)
+	}
+	h := &history{b: b, c: c, reps: b.o.reps}
+	for _, f := range []func(context.Context) error{h.boundaries, h.logShow, h.rewinds, h.stored} {
+		if err := f(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			b.note("history: %v", err)
+		}
+	}
+	return nil
+}
+
+type history struct {
+	b     *bench
+	c     *ckptfsTarget
+	reps  int
+	files int // files generated under hist/ so far
+}
+
+func (h *history) p(elem ...string) string {
+	return filepath.Join(append([]string{h.c.Dir()}, elem...)...)
+}
+
+// timed runs fn and charges the C daemon's CPU to it.
+func (h *history) timed(fn func() error) (sample, error) {
+	pid := h.c.DaemonPID()
+	cpu0 := cpuSeconds(pid)
+	start := time.Now()
+	if err := fn(); err != nil {
+		return sample{}, err
+	}
+	s := sample{Wall: since(start), CPU: -1}
+	if cpu1 := cpuSeconds(pid); cpu0 >= 0 && cpu1 >= 0 {
+		s.CPU = cpu1 - cpu0
+	}
+	return s, nil
+}
+
+func (h *history) record(name, config string, s sample) {
+	h.b.res.historyRow(name).add(config, s)
+	h.b.logf("history  %-34s %-2s %7.3f s", name, config, s.Wall)
+}
+
+// boundaries: begin, a one-file change (untimed), end, on growing trees;
+// and git add -A && git commit into a shadow git dir (G) on a native tree.
+func (h *history) boundaries(ctx context.Context) error {
+	for _, n := range h.b.sz.histTrees {
+		h.b.logf("history: growing the tree to %d files", n)
+		if err := genFiles(ctx, h.p("hist"), h.files, n); err != nil {
+			return err
+		}
+		h.files = n
+		name := fmt.Sprintf("turn boundary, %d files", n)
+		for rep := 0; rep < h.reps; rep++ {
+			var begin, end sample
+			var err error
+			if begin, err = h.timed(func() error { return h.c.Begin(ctx) }); err != nil {
+				return err
+			}
+			if err := os.WriteFile(h.p("hist", "d000", "f0"), fmt.Appendf(nil, "boundary %d %d\n", n, rep), 0o644); err != nil {
+				return err
+			}
+			if end, err = h.timed(func() error { return h.c.End(ctx) }); err != nil {
+				return err
+			}
+			h.record(name, "C", sample{Wall: begin.Wall + end.Wall, CPU: begin.CPU + end.CPU})
+		}
+		if n == h.b.sz.gitTree {
+			if err := h.shadowGit(ctx, name, n); err != nil {
+				h.b.note("shadow git: %v", err)
+			}
+		}
+	}
+	return nil
+}
+
+// shadowGit measures G on a native tree of n files under WORK/G.
+func (h *history) shadowGit(ctx context.Context, name string, n int) error {
+	base := filepath.Join(h.b.o.work, "G")
+	tree, gitDir := filepath.Join(base, "tree"), filepath.Join(base, "shadow.git")
+	defer os.RemoveAll(base)
+	if err := genFiles(ctx, tree, 0, n); err != nil {
+		return err
+	}
+	g := func(args ...string) error {
+		_, err := git(ctx, tree, append([]string{"--git-dir=" + gitDir, "--work-tree=" + tree}, args...)...)
+		return err
+	}
+	if err := g("init", "-q"); err != nil {
+		return err
+	}
+	if err := g("add", "-A"); err != nil {
+		return err
+	}
+	if err := g("commit", "-q", "-m", "base"); err != nil {
+		return err
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		if err := os.WriteFile(filepath.Join(tree, "d000", "f0"), fmt.Appendf(nil, "boundary %d %d\n", n, rep), 0o644); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := g("add", "-A"); err != nil {
+			return err
+		}
+		if err := g("commit", "-q", "-m", "x"); err != nil {
+			return err
+		}
+		h.record(name, "G", sample{Wall: since(start), CPU: -1})
+	}
+	return nil
+}
+
+var numberRE = regexp.MustCompile(`\d+`)
+
+// beginTurn runs turnctl begin and returns the number it prints.
+func (h *history) beginTurn(ctx context.Context) (int, error) {
+	out, err := h.b.turnctlCmd(ctx, h.c.Dir(), "begin")
+	if err != nil {
+		return 0, err
+	}
+	m := numberRE.FindString(out)
+	if m == "" {
+		return 0, fmt.Errorf("turnctl begin printed no turn number: %q", strings.TrimSpace(out))
+	}
+	return strconv.Atoi(m)
+}
+
+// logShow builds logTurns small turns, then times log, log -n 10 and show.
+func (h *history) logShow(ctx context.Context) error {
+	k := h.b.sz.logTurns
+	h.b.logf("history: making %d turns", k)
+	if err := os.MkdirAll(h.p("turns"), 0o755); err != nil {
+		return err
+	}
+	mid := 0
+	for i := 0; i < k; i++ {
+		n, err := h.beginTurn(ctx)
+		if err != nil {
+			return err
+		}
+		if i == k/2 {
+			mid = n
+		}
+		if err := os.WriteFile(h.p("turns", fmt.Sprintf("f%02d", i%20)), fmt.Appendf(nil, "turn %d\n", i), 0o644); err != nil {
+			return err
+		}
+		if err := h.c.End(ctx); err != nil {
+			return err
+		}
+	}
+	figures := []struct {
+		name string
+		args []string
+	}{
+		{fmt.Sprintf("turnctl log (%d+ turns)", k), []string{"log"}},
+		{"turnctl log -n 10", []string{"log", "-n", "10"}},
+		{"turnctl show (one-file turn)", []string{"show", strconv.Itoa(mid)}},
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		for _, f := range figures {
+			s, err := h.timed(func() error {
+				_, err := h.b.turnctlCmd(ctx, h.c.Dir(), f.args...)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			h.record(f.name, "C", s)
+		}
+	}
+	return nil
+}
+
+// rewinds: a turn overwrites k files of hist/; rewind to the turn before.
+func (h *history) rewinds(ctx context.Context) error {
+	for _, k := range h.b.sz.rewindFiles {
+		if k > h.files {
+			if err := genFiles(ctx, h.p("hist"), h.files, k); err != nil {
+				return err
+			}
+			h.files = k
+		}
+		name := fmt.Sprintf("rewind of a %d-file turn", k)
+		for rep := 0; rep < h.reps; rep++ {
+			t, err := h.beginTurn(ctx)
+			if err != nil {
+				return err
+			}
+			changed := fmt.Appendf(nil, "rewind %d %d\n", k, rep)
+			for i := 0; i < k; i++ {
+				if err := os.WriteFile(genPath(h.p("hist"), i), changed, 0o644); err != nil {
+					return err
+				}
+			}
+			if err := h.c.End(ctx); err != nil {
+				return err
+			}
+			s, err := h.timed(func() error {
+				_, err := h.b.turnctlCmd(ctx, h.c.Dir(), "rewind", strconv.Itoa(t-1))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if got, _ := os.ReadFile(genPath(h.p("hist"), k-1)); string(got) == string(changed) {
+				return fmt.Errorf("after rewind %d, %s still has the rewound content", t-1, genPath("hist", k-1))
+			}
+			h.record(name, "C", s)
+		}
+	}
+	return nil
+}
+
+// stored measures the store's growth (du -sb) for one change of each kind.
+func (h *history) stored(ctx context.Context) error {
+	size := h.b.sz.storedBytes
+	dir := h.p("stored")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ops := []struct {
+		name    string
+		changed int64
+		do      func(p string) error
+	}{
+		{"overwrite", size, func(p string) error { return writeRandom(p, size, 2, false) }},
+		{"append", size / 4, func(p string) error { return writeRandom(p, size/4, 3, true) }},
+		{"delete", size, os.Remove},
+		{"rename", size, func(p string) error { return os.Rename(p, p+".renamed") }},
+	}
+	for _, op := range ops {
+		p := filepath.Join(dir, op.name+".dat")
+		if err := h.c.Begin(ctx); err != nil {
+			return err
+		}
+		if err := writeRandom(p, size, 1, false); err != nil {
+			return err
+		}
+		if err := h.c.End(ctx); err != nil {
+			return err
+		}
+		before, err := duBytes(ctx, h.c.store)
+		if err != nil {
+			return err
+		}
+		if err := h.c.Begin(ctx); err != nil {
+			return err
+		}
+		if err := op.do(p); err != nil {
+			return err
+		}
+		if err := h.c.End(ctx); err != nil {
+			return err
+		}
+		after, err := duBytes(ctx, h.c.store)
+		if err != nil {
+			return err
+		}
+		st := storedRow{Op: fmt.Sprintf("%s of a %d MiB file", op.name, size>>20), Changed: op.changed, Stored: after - before}
+		st.PerByte = float64(st.Stored) / float64(st.Changed)
+		h.b.res.Stored = append(h.b.res.Stored, st)
+		h.b.logf("history  stored: %s: %d bytes for %d changed", st.Op, st.Stored, st.Changed)
+	}
+	return nil
+}
+
+func duBytes(ctx context.Context, dir string) (int64, error) {
+	out, err := command(ctx, "", nil, "du", "-sb", dir)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(out)
+	if len(f) == 0 {
+		return 0, errors.New("du printed nothing")
+	}
+	return strconv.ParseInt(f[0], 10, 64)
+}
+
+// writeRandom writes n incompressible bytes to p (appending or replacing).
+func writeRandom(p string, n int64, seed uint64, appendTo bool) error {
+	flag := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendTo {
+		flag = os.O_WRONLY | os.O_APPEND
+	}
+	f, err := os.OpenFile(p, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := rand.NewChaCha8([32]byte{byte(seed)})
+	buf := make([]byte, chunk)
+	for left := n; left > 0; left -= chunk {
+		r.Read(buf)
+		m := min(left, chunk)
+		if _, err := f.Write(buf[:m]); err != nil {
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// genPath is file i of a generated tree: 100 files per directory.
+func genPath(root string, i int) string {
+	return filepath.Join(root, fmt.Sprintf("d%03d", i/100), "f"+strconv.Itoa(i%100))
+}
+
+// genFiles creates files from..to-1 of a generated tree under root.
+func genFiles(ctx context.Context, root string, from, to int) error {
+	for i := from; i < to; i++ {
+		if i%100 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		p := genPath(root, i)
+		if i%100 == 0 || i == from {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(p, fmt.Appendf(nil, "generated file %d\n", i), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emptyDir removes everything inside dir.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,183 @@
+// Command ckptfs-bench runs the workloads of ../shared/BENCH.md on several
+// configurations side by side (N native, L stock go-fuse loopback, L+ tuned
+// loopback, C ckptfs), interleaved and repeated, and reports medians, ranges,
+// the daemon's CPU time and the ratios C/N, C/L, C/L+.
+//
+// Files: main.go (flags), configs.go (the configurations and their mounts),
+// loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
+// child process), workloads.go, history.go (C-only history figures),
+// report.go (statistics, tables, JSON).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	quick          bool
+	reps           int
+	only           []string
+	configs        []string
+	work           string
+	jsonPath       string
+	ckptfs         string
+	turnctl        string
+	lplusWriteback bool
+	keep           bool
+	noHistory      bool
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "loopback" {
+		return runLoopback(args[1:], stdout, stderr)
+	}
+	var o options
+	fl := pflag.NewFlagSet("ckptfs-bench", pflag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute")
+	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
+	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures)")
+	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C"}, "configurations to run")
+	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
+	fl.StringVar(&o.jsonPath, "json", "", "write results as JSON to `FILE` (default WORK/bench.json)")
+	fl.StringVar(&o.ckptfs, "ckptfs", "bin/ckptfs", "ckptfs binary `PATH`")
+	fl.StringVar(&o.turnctl, "turnctl", "bin/turnctl", "turnctl binary `PATH`")
+	fl.BoolVar(&o.lplusWriteback, "lplus-writeback", false, "give L+ the writeback cache (the kernel then disables passthrough)")
+	fl.BoolVar(&o.keep, "keep", false, "keep the work directory's contents at the end")
+	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only)")
+	help := fl.BoolP("help", "h", false, "show this help")
+	fl.Usage = func() { usage(stdout, fl) }
+	if err := fl.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "ckptfs-bench: %v (try --help)\n", err)
+		return exitUsage
+	}
+	if *help {
+		usage(stdout, fl)
+		return exitOK
+	}
+	if fl.NArg() != 0 {
+		fmt.Fprintf(stderr, "ckptfs-bench: unexpected argument %q (try --help)\n", fl.Arg(0))
+		return exitUsage
+	}
+	if err := o.check(); err != nil {
+		fmt.Fprintf(stderr, "ckptfs-bench: %v (try --help)\n", err)
+		return exitUsage
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newBench(o, stdout, stderr)
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigc
+		fmt.Fprintln(stderr, "ckptfs-bench: interrupted; cleaning up (again to force)")
+		cancel()
+		<-sigc
+		b.forceCleanup()
+		os.Exit(130)
+	}()
+
+	err := b.run(ctx)
+	b.cleanup()
+	if err != nil {
+		fmt.Fprintf(stderr, "ckptfs-bench: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func (o *options) check() error {
+	if o.reps == 0 {
+		o.reps = 5
+		if o.quick {
+			o.reps = 2
+		}
+	}
+	if o.reps < 1 {
+		return errors.New("--reps must be at least 1")
+	}
+	seen := map[string]bool{}
+	for i, c := range o.configs {
+		c = strings.ToUpper(strings.TrimSpace(c))
+		if !isConfigName(c) {
+			return fmt.Errorf("unknown configuration %q (want N, L, L+, C)", c)
+		}
+		if seen[c] {
+			return fmt.Errorf("configuration %s given twice", c)
+		}
+		seen[c] = true
+		o.configs[i] = c
+	}
+	for i, w := range o.only {
+		w = strings.TrimSpace(w)
+		if w != "history" && findWorkload(w) == nil {
+			return fmt.Errorf("unknown workload %q", w)
+		}
+		o.only[i] = w
+	}
+	abs, err := filepath.Abs(o.work)
+	if err != nil {
+		return err
+	}
+	o.work = abs
+	if o.jsonPath == "" {
+		o.jsonPath = filepath.Join(o.work, "bench.json")
+	}
+	return nil
+}
+
+func usage(w io.Writer, fl *pflag.FlagSet) {
+	fmt.Fprintf(w, `Usage: ckptfs-bench [flags]
+
+Runs the workloads of BENCH.md on each configuration, interleaved
+(N, L, L+, C, N, L, ...), and prints median [min-max] wall seconds, the
+daemon's CPU seconds (utime+stime from /proc/PID/stat) and the ratios
+C/N, C/L, C/L+, as a table and as JSON.
+
+Configurations:
+  N    a plain directory under --work (the physical limit)
+  L    go-fuse loopback (fs.NewLoopbackRoot), default options, served by a child process
+  L+   the same loopback tuned: 1 h entry/attr/negative timeouts, cached
+       directories, max_write 1 MiB, max_background 64, passthrough
+  C    bin/ckptfs mount -f --store WORK/C/store DIR; turnctl begin/end around
+       every repetition, counted in C's time
+
+Workloads (--only takes names or numbers):
+`)
+	for _, wl := range workloads {
+		fmt.Fprintf(w, "  %2d %-8s %s\n", wl.num, wl.name, wl.desc)
+	}
+	fmt.Fprintf(w, `     history  C only: turn boundary vs tree size, shadow git (G), log/show,
+              rewind, bytes stored per byte changed
+
+Flags:
+%s
+Exit status: 0 ok, 1 failure, 2 usage error.
+`, fl.FlagUsages())
+}
+
+// since returns seconds elapsed since t.
+func since(t time.Time) float64 { return time.Since(t).Seconds() }
