@@ -102,8 +102,10 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	default:
-		if dstVer {
-			// Whatever the destination held goes away (or it was absent).
+		if dstVer && (dstExists || !srcVer) {
+			// Whatever the destination held goes away. (An absent
+			// destination needs a record only when the name does not
+			// arrive by a recorded rename.)
 			if eno := r.captureName(ctx, np.fd, newName, dstPath, dstExists && !np.hasWriterChild(newName)); eno != 0 {
 				return eno
 			}
