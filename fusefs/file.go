@@ -103,8 +103,8 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 }
 
 // Write captures the file's prior content (once per turn), then writes.
-// Writes through a shared mmap arrive here too; the kernel does not refresh
-// mtime for them, so page-aligned writes also drop the cached attributes.
+// Writes through a shared mmap arrive here too (see rawFS.Write for their
+// attributes).
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	r := f.n.r
 	r.gate.RLock()
@@ -115,9 +115,6 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	n, err := unix.Pwrite(f.fd, data, off)
 	if err != nil {
 		return 0, errno(err)
-	}
-	if off%4096 == 0 {
-		f.n.NotifyContent(-1, 0) // attributes only
 	}
 	return uint32(n), 0
 }

@@ -182,11 +182,35 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 		NullPermissions: true,
 		RootStableAttr:  &fs.StableAttr{Ino: 1},
 	}
-	srv, err := fs.Mount(dir, r.root, opts)
+	raw := &rawFS{RawFileSystem: fs.NewNodeFS(r.root, opts)}
+	srv, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
 	}
+	raw.srv = srv
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
+	}
 	return srv, nil
+}
+
+// rawFS sees the raw WRITE request, which says whether the data comes from
+// the page cache (writeback of a shared mmap, FUSE_WRITE_CACHE) rather than
+// from write(2). The kernel does not refresh mtime/ctime for mmap writes,
+// so the cached attributes are dropped after such a write (FUSE-NOTES).
+type rawFS struct {
+	fuse.RawFileSystem
+	srv *fuse.Server
+}
+
+func (f *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	n, st := f.RawFileSystem.Write(cancel, in, data)
+	if st == fuse.OK && in.WriteFlags&fuse.WRITE_CACHE != 0 && f.srv != nil {
+		f.srv.InodeNotify(in.NodeId, -1, 0) // attributes only
+	}
+	return n, st
 }
 
 // Exclusive flushes the kernel's dirty pages of the mount (shared mmap

@@ -104,3 +104,27 @@ func TestProgramsDifferential(t *testing.T) {
 	m.Unmount(t)
 	diffTrees(t, snapshot(t, plain, skip, noBytes), snapshot(t, dir, skip, noBytes))
 }
+
+// After a write through a shared mmap, stat through the mount shows the new
+// mtime at once (the daemon drops the cached attributes; FUSE-NOTES).
+func TestMmapWriteRefreshesMtime(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"m.bin": strings.Repeat("\x00", 8192)})
+	mountProject(t, dir)
+	out := runIn(t, dir, `python3 - <<'PY'
+import mmap, os, time
+st0 = os.stat("m.bin").st_mtime_ns
+time.sleep(0.05)
+fd = os.open("m.bin", os.O_RDWR)
+m = mmap.mmap(fd, 8192, mmap.MAP_SHARED)
+m[100:104] = b"abcd"
+m.flush()
+m.close()
+os.close(fd)
+st1 = os.stat("m.bin").st_mtime_ns
+print("advanced" if st1 > st0 else "stale %d %d" % (st0, st1))
+PY`)
+	if !strings.Contains(out, "advanced") {
+		t.Fatalf("mtime after mmap write: %s", out)
+	}
+}
