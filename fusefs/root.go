@@ -292,7 +292,11 @@ func (r *Root) Invalidate(path string) {
 		}
 	}
 	child := parent.GetChild(name)
-	if child != nil {
+	if child != nil && !r.sameInode(parent, name, child) {
+		// The name now holds another inode (or nothing): go-fuse must
+		// forget the old one under this name. One that is still there
+		// (a chmod) stays, so handles open on it keep a path and their
+		// writes keep being captured.
 		parent.RmChild(name)
 	}
 	r.notify(func() {
@@ -301,6 +305,16 @@ func (r *Root) Invalidate(path string) {
 			child.NotifyContent(0, 0)
 		}
 	})
+}
+
+// sameInode reports whether name in parent still is child's backing inode.
+func (r *Root) sameInode(parent *fs.Inode, name string, child *fs.Inode) bool {
+	pn, ok := parent.Operations().(*Node)
+	if !ok {
+		return false
+	}
+	st, err := lstatAt(pn.fd, name)
+	return err == nil && idOf(&st) == child.StableAttr()
 }
 
 func (r *Root) notify(fn func()) {

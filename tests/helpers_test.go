@@ -331,3 +331,18 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 		}
 	}
 }
+
+// runTurnctl runs the built turnctl with -C dir and returns its combined
+// output; it skips the test when cmd/turnctl does not build yet.
+func runTurnctl(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	if turnctlBin == "" {
+		t.Skip("cmd/turnctl does not build yet")
+	}
+	cmd := exec.Command(turnctlBin, append([]string{"-C", dir}, args...)...)
+	var b bytes.Buffer
+	cmd.Stdout = &b
+	cmd.Stderr = &b
+	err := cmd.Run()
+	return b.String(), err
+}
