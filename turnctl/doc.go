@@ -1,0 +1,106 @@
+// Package turnctl is the control protocol of a ckptfs mount: the wire
+// types, a Client, the server (Listen, Serve) and the Service that carries
+// out each command on the history store (versionstore).
+//
+// The daemon calls Listen, NewService and Serve; the turnctl command talks
+// to it with a Client, or, when the project is not mounted, runs a Service
+// in its own process on the store it opened. Both implement Handler, so the
+// command-line code is the same either way.
+//
+// # Transport
+//
+// HTTP/1.1 over the mount's unix socket (its path: internal/rundir.Socket
+// of the mounted directory, mode 0600). Any HTTP client works:
+//
+//	curl --unix-socket SOCK http://ckptfs/v1/log
+//	curl --unix-socket SOCK -d '{"label":"fix tests","ref":"msg-17"}' http://ckptfs/v1/begin
+//
+// The host name is ignored. Only the user the daemon runs as is served: the
+// server checks the peer's uid with SO_PEERCRED and answers anyone else
+// 403. Each connection is served on its own goroutine; a client that
+// connects and sends nothing is dropped after 10 s without holding up
+// anyone else.
+//
+// # Requests
+//
+// Every endpoint is POST /v1/NAME with a JSON object as the body (at most
+// 1 MiB; an empty body is the empty object). Unknown fields are an error.
+// GET is accepted too, without a body, for log, status and verify.
+//
+//	endpoint        request                                   reply
+//	/v1/begin       {"label"?, "ref"?}                        BeginReply
+//	/v1/end         {"ref"?}                                  EndReply
+//	/v1/status      {}                                        StatusReply
+//	/v1/log         {"n"?}                                    LogReply
+//	/v1/show        {"turn", "patch"?}                        ShowReply
+//	/v1/diff        {"from", "to"?, "paths"?}                 DiffReply
+//	/v1/cat         {"turn", "path"}                          raw bytes
+//	/v1/rewind      {"turn", "dry_run"?}                      RewindReply
+//	/v1/undo        {"dry_run"?}                              RewindReply
+//	/v1/restore     {"turn", "paths", "dry_run"?}             RewindReply
+//	/v1/verify      {}                                        VerifyReply
+//
+// A turn ("turn", "from", "to") is a string: a number ("3"), "0" (the tree
+// when history began) or "ref:ID" (a ref given at begin or end). For diff,
+// "to" may be omitted or "now": the live tree. Paths are relative to the
+// project root, slash-separated, without "." or ".." elements; "" is the
+// root. A path covers everything below it.
+//
+// What each command does:
+//
+//   - begin opens a new turn of kind agent, first closing the open turn
+//     (an agent's or the automatic manual turn that collects changes made
+//     while no turn is open). All writes that returned before begin belong
+//     to the closed turn. Reply: the new turn, and the closed one if any.
+//   - end closes the open turn, adding ref to it, and replies with the
+//     turn, its stats, and a one-line summary ("turn 4 closed: 3 files
+//     (+12 -4) by sed, go"). No open turn: 409.
+//   - status: the open turn (if any) and what it changed so far.
+//   - log: turns newest first, each with its stats (files, lines +/-) and
+//     the programs that wrote.
+//   - show: what one turn changed, per path; with "patch", unified diffs.
+//   - diff: what differs between the end of turn "from" and the end of
+//     turn "to", with unified diffs.
+//   - cat: the bytes of a regular file at the end of a turn, as
+//     application/octet-stream, with headers Ckptfs-Turn, Ckptfs-Mode
+//     (octal) and Ckptfs-Size. Absent at that turn: 404; not a regular
+//     file: 400.
+//   - rewind makes the whole tree equal its state at the end of the turn,
+//     recorded as a new turn of kind rewind (closing the open turn).
+//     "dry_run" only reports what would change.
+//   - undo rewinds to the state before the most recent turn that changed
+//     anything (the open turn included). An undo is such a turn itself, so
+//     undo twice is a redo. Nothing to undo: 409.
+//   - restore is rewind limited to paths. A path absent both at that turn
+//     and now is 404.
+//   - verify checks every stored chunk and attic file; "ok" is false when
+//     anything is corrupt (the reply is still 200).
+//
+// # Replies
+//
+// 200 with a JSON body (see the *Reply types; times are RFC 3339). A
+// FileChange says, for one path: "kind" (added, modified, deleted, renamed
+// — "from" then holds the old path — mode, or type), "before" and "after"
+// (each {"type","mode","size","target"}, absent when the path did not
+// exist), "lines_added", "lines_deleted", "binary" (not text, or larger
+// than 8 MiB: no line counts) and, where asked for, "patch" in git's diff
+// format. For rewind, undo and restore, "before" is the state now and
+// "after" the state the path is (or would be) given.
+//
+// # Errors
+//
+// Any failure is a non-200 status with the body
+//
+//	{"code": "not_found", "error": "no turn 9 (turns are 0-7)"}
+//
+// "error" is one line meant for a person; "code" is one of
+//
+//	bad_request  400  malformed JSON, unknown field, bad path or argument
+//	forbidden    403  the peer is not the daemon's user
+//	not_found    404  unknown endpoint, turn, ref, or path
+//	method       405  not POST (or GET where allowed)
+//	conflict     409  no open turn, ref already used, nothing to undo
+//	too_large    413  request body over 1 MiB
+//	corrupt      500  the store found corrupt data
+//	internal     500  anything else (a bug: the daemon keeps serving)
+package turnctl

@@ -1,0 +1,325 @@
+package turnctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"ckptfs/internal/fsstate"
+	"ckptfs/versionstore"
+)
+
+// Service implements the control commands on top of the history store. It
+// is safe for concurrent use: the store is, and every command that changes
+// the tree or a turn boundary runs inside gate.Exclusive.
+type Service struct {
+	store *versionstore.Store
+	tree  fsstate.Tree
+	gate  Gate // nil: the project is not mounted (offline)
+}
+
+var _ Handler = (*Service)(nil)
+
+// NewService returns a Service on store and the backing tree. gate may be
+// nil when the project is not mounted: then nothing else can write the tree
+// and the commands run without exclusion.
+func NewService(store *versionstore.Store, tree fsstate.Tree, gate Gate) *Service {
+	return &Service{store: store, tree: tree, gate: gate}
+}
+
+// exclusive runs fn with all mutations through the mount blocked.
+func (s *Service) exclusive(fn func() error) error {
+	if s.gate == nil {
+		return fn()
+	}
+	return s.gate.Exclusive(fn)
+}
+
+// liveTree is the tree the store changes in a rewind: with a gate, every
+// change also invalidates the kernel's caches for the paths it touched.
+func (s *Service) liveTree() fsstate.Tree {
+	if s.gate == nil {
+		return s.tree
+	}
+	return invalidatingTree{Tree: s.tree, gate: s.gate}
+}
+
+// resolve turns a TURN argument into a turn number, with an error that
+// names the turns that exist.
+func (s *Service) resolve(spec string) (uint64, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return 0, errorf(CodeBadRequest, "missing turn (a number, 0, or ref:ID)")
+	}
+	n, err := s.store.Resolve(spec)
+	if err == nil {
+		return n, nil
+	}
+	if !errors.Is(err, versionstore.ErrTurnNotFound) {
+		return 0, s.wrap(err)
+	}
+	turns := fmt.Sprintf("turns are 0-%d", s.store.Latest())
+	if ref, ok := strings.CutPrefix(spec, "ref:"); ok {
+		return 0, errorf(CodeNotFound, "no turn has ref %q (%s)", ref, turns)
+	}
+	if n, perr := strconv.ParseUint(spec, 10, 64); perr == nil {
+		return 0, errorf(CodeNotFound, "no turn %d (%s)", n, turns)
+	}
+	return 0, errorf(CodeBadRequest, "%q is not a turn: use a number, 0, or ref:ID (%s)", spec, turns)
+}
+
+// wrap turns a store error into an *Error with a code and a message
+// without the "versionstore:" prefix.
+func (s *Service) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	msg := strings.ReplaceAll(err.Error(), "versionstore: ", "")
+	code := CodeInternal
+	switch {
+	case errors.Is(err, versionstore.ErrTurnNotFound):
+		code = CodeNotFound
+	case errors.Is(err, versionstore.ErrNoOpenTurn):
+		code, msg = CodeConflict, "no turn is open (turnctl begin opens one)"
+	case errors.Is(err, versionstore.ErrRefTaken), errors.Is(err, versionstore.ErrLocked):
+		code = CodeConflict
+	case errors.Is(err, versionstore.ErrBadPath):
+		code = CodeBadRequest
+	case errors.Is(err, versionstore.ErrCorrupt):
+		code = CodeCorrupt
+	case errors.Is(err, versionstore.ErrStoreFull):
+		code = CodeConflict
+	case strings.Contains(msg, "bad ref"):
+		code = CodeBadRequest
+	}
+	return &Error{Code: code, Message: msg}
+}
+
+// Begin opens a new turn, closing the open one.
+func (s *Service) Begin(ctx context.Context, req BeginRequest) (*BeginReply, error) {
+	if err := checkText("label", req.Label); err != nil {
+		return nil, err
+	}
+	var rep BeginReply
+	err := s.exclusive(func() error {
+		if cur, ok := s.store.Current(); ok {
+			rep.Closed = &cur
+		}
+		t, err := s.store.Begin(versionstore.KindAgent, req.Label, req.Ref)
+		rep.Turn = t
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	if rep.Closed != nil {
+		if t, err := s.store.Turn(rep.Closed.Num); err == nil {
+			rep.Closed = &t
+		}
+	}
+	return &rep, nil
+}
+
+// End closes the open turn and records its Stats.
+func (s *Service) End(ctx context.Context, req EndRequest) (*EndReply, error) {
+	var t versionstore.Turn
+	err := s.exclusive(func() error {
+		var err error
+		t, err = s.store.End(req.Ref)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	// The turn is closed: its end state is fixed, so the stats can be
+	// computed with the mount open again.
+	if st, err := s.turnStats(t); err == nil {
+		t.Stats = &st
+		s.store.SetStats(t.Num, st) // best effort: log recomputes it if lost
+	}
+	return &EndReply{Turn: t, Summary: Summary(t)}, nil
+}
+
+// Summary is the one-line description `end` prints:
+//
+//	turn 4 closed: 3 files (+12 -4) by sed, go
+func Summary(t versionstore.Turn) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "turn %d closed: ", t.Num)
+	switch {
+	case t.Stats == nil:
+		b.WriteString("changes not counted")
+	case t.Stats.Files == 0 && t.Empty():
+		b.WriteString("no changes")
+	default:
+		fmt.Fprintf(&b, "%s (+%d -%d)", plural(t.Stats.Files, "file"), t.Stats.LinesAdded, t.Stats.LinesDeleted)
+	}
+	if len(t.Programs) > 0 {
+		fmt.Fprintf(&b, " by %s", strings.Join(t.Programs, ", "))
+	}
+	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// turnStats computes what turn t changed.
+func (s *Service) turnStats(t versionstore.Turn) (versionstore.Stats, error) {
+	if t.Num == 0 || t.Empty() {
+		return versionstore.Stats{}, nil
+	}
+	_, st, err := s.turnChanges(t.Num, false)
+	return st, err
+}
+
+// turnChanges lists what turn n changed (an open turn: so far).
+func (s *Service) turnChanges(n uint64, patch bool) ([]FileChange, versionstore.Stats, error) {
+	if n == 0 {
+		return []FileChange{}, versionstore.Stats{}, nil
+	}
+	cs, err := s.store.Changes(n-1, n, s.tree)
+	if err != nil {
+		return nil, versionstore.Stats{}, err
+	}
+	return s.fileChanges(n-1, n, cs, patch)
+}
+
+// Status reports the open turn and what it changed so far.
+func (s *Service) Status(ctx context.Context, req StatusRequest) (*StatusReply, error) {
+	rep := &StatusReply{Latest: s.store.Latest(), Changes: []FileChange{}}
+	cur, ok := s.store.Current()
+	if !ok {
+		return rep, nil
+	}
+	rep.Open, rep.Turn = true, &cur
+	cs, err := s.store.Changes(cur.Num-1, versionstore.Now, s.tree)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	if rep.Changes, rep.Stats, err = s.fileChanges(cur.Num-1, versionstore.Now, cs, false); err != nil {
+		return nil, s.wrap(err)
+	}
+	return rep, nil
+}
+
+// Log lists turns newest first, computing missing Stats (and storing them
+// for closed turns).
+func (s *Service) Log(ctx context.Context, req LogRequest) (*LogReply, error) {
+	if req.N < 0 {
+		return nil, errorf(CodeBadRequest, "n must not be negative")
+	}
+	turns, err := s.store.Turns(req.N)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	cur, curOK := s.store.Current()
+	for i := range turns {
+		t := &turns[i]
+		if curOK && t.Num == cur.Num {
+			*t = cur // the stored record of the open turn lags behind
+		}
+		if t.Stats != nil {
+			continue
+		}
+		st, err := s.turnStats(*t)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		t.Stats = &st
+		if !t.Open {
+			s.store.SetStats(t.Num, st) // best effort: a cache
+		}
+	}
+	if turns == nil {
+		turns = []versionstore.Turn{}
+	}
+	return &LogReply{Turns: turns}, nil
+}
+
+// Verify checks the store's integrity.
+func (s *Service) Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, error) {
+	rep, err := s.store.Verify()
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return &VerifyReply{VerifyReport: rep, OK: len(rep.Corrupt) == 0}, nil
+}
+
+// checkText rejects control characters in a one-line field.
+func checkText(name, v string) error {
+	if len(v) > 4096 {
+		return errorf(CodeBadRequest, "%s is too long (%d bytes; at most 4096)", name, len(v))
+	}
+	if strings.ContainsAny(v, "\x00\n\r") {
+		return errorf(CodeBadRequest, "%s must be one line", name)
+	}
+	return nil
+}
+
+// cleanPath checks a root-relative path from a request.
+func cleanPath(p string) (string, error) {
+	c, ok := fsstate.Clean(p)
+	if !ok {
+		return "", errorf(CodeBadRequest, "bad path %q: paths are relative to the project root, without ..", p)
+	}
+	return c, nil
+}
+
+// invalidatingTree tells the gate about every path a rewind changes.
+type invalidatingTree struct {
+	fsstate.Tree
+	gate Gate
+}
+
+func (t invalidatingTree) RemoveAll(p string) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.RemoveAll(p)
+}
+
+func (t invalidatingTree) Mkdir(p string, mode uint32) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.Mkdir(p, mode)
+}
+
+func (t invalidatingTree) Symlink(target, p string) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.Symlink(target, p)
+}
+
+func (t invalidatingTree) WriteFile(p string, st fsstate.State, r io.Reader) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.WriteFile(p, st, r)
+}
+
+func (t invalidatingTree) Chmod(p string, mode uint32) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.Chmod(p, mode)
+}
+
+func (t invalidatingTree) Lchown(p string, uid, gid uint32) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.Lchown(p, uid, gid)
+}
+
+func (t invalidatingTree) Rename(from, to string) error {
+	defer t.gate.Invalidate(to)
+	defer t.gate.Invalidate(from)
+	return t.Tree.Rename(from, to)
+}
+
+func (t invalidatingTree) Exchange(a, b string) error {
+	defer t.gate.Invalidate(b)
+	defer t.gate.Invalidate(a)
+	return t.Tree.Exchange(a, b)
+}

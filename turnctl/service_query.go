@@ -1,0 +1,120 @@
+package turnctl
+
+import (
+	"context"
+	"strings"
+
+	"ckptfs/internal/fsstate"
+	"ckptfs/versionstore"
+)
+
+// Show lists what one turn changed.
+func (s *Service) Show(ctx context.Context, req ShowRequest) (*ShowReply, error) {
+	n, err := s.resolve(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.Turn(n)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	if cur, ok := s.store.Current(); ok && cur.Num == n {
+		t = cur
+	}
+	fcs, st, err := s.turnChanges(n, req.Patch)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	if t.Stats == nil && !t.Open {
+		s.store.SetStats(n, st) // best effort: a cache for log
+	}
+	t.Stats = &st
+	return &ShowReply{Turn: t, Changes: fcs, Stats: st}, nil
+}
+
+// Diff compares the state at the end of one turn with another (or with the
+// live tree), optionally only below some paths.
+func (s *Service) Diff(ctx context.Context, req DiffRequest) (*DiffReply, error) {
+	from, err := s.resolve(req.From)
+	if err != nil {
+		return nil, err
+	}
+	to := versionstore.Now
+	rep := &DiffReply{From: from}
+	if spec := strings.TrimSpace(req.To); spec != "" && spec != "now" {
+		if to, err = s.resolve(spec); err != nil {
+			return nil, err
+		}
+		rep.To = &to
+	}
+	var prefixes []string
+	for _, p := range req.Paths {
+		c, err := cleanPath(p)
+		if err != nil {
+			return nil, err
+		}
+		prefixes = append(prefixes, c)
+	}
+	cs, err := s.store.Changes(from, to, s.tree)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	if req.Paths != nil {
+		cs = filterChanges(cs, prefixes)
+	}
+	if rep.Changes, rep.Stats, err = s.fileChanges(from, to, cs, true); err != nil {
+		return nil, s.wrap(err)
+	}
+	return rep, nil
+}
+
+// filterChanges keeps the changes at or below one of prefixes (either side
+// of a rename).
+func filterChanges(cs []versionstore.Change, prefixes []string) []versionstore.Change {
+	out := []versionstore.Change{}
+	for _, c := range cs {
+		if underAny(c.Path, prefixes) || c.From != "" && underAny(c.From, prefixes) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func underAny(p string, prefixes []string) bool {
+	for _, d := range prefixes {
+		if _, ok := fsstate.Under(p, d); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Cat returns a regular file's bytes at the end of a turn.
+func (s *Service) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
+	n, err := s.resolve(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cleanPath(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if p == "" {
+		return nil, errorf(CodeBadRequest, "cat needs a file path")
+	}
+	rc, st, err := s.store.OpenAt(n, p, s.tree)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	if st.Type != fsstate.Regular {
+		rc.Close()
+		switch st.Type {
+		case fsstate.Absent:
+			return nil, errorf(CodeNotFound, "%s did not exist at the end of turn %d", p, n)
+		case fsstate.Symlink:
+			return nil, errorf(CodeBadRequest, "%s is not a file at the end of turn %d: a symlink to %s", p, n, st.Target)
+		}
+		return nil, errorf(CodeBadRequest, "%s is not a file at the end of turn %d: a %s", p, n, st.Type)
+	}
+	return &CatReply{Turn: n, State: *wireState(st), Body: rc}, nil
+}

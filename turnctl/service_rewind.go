@@ -1,0 +1,156 @@
+package turnctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"ckptfs/versionstore"
+)
+
+// Rewind makes the whole tree equal its state at the end of a turn.
+func (s *Service) Rewind(ctx context.Context, req RewindRequest) (*RewindReply, error) {
+	n, err := s.resolve(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	return s.rewind(func() (uint64, error) { return n, nil }, nil, req.DryRun, fmt.Sprintf("rewind to %d", n))
+}
+
+// Undo rewinds to the state before the most recent turn that changed
+// something (an open turn included). An undo is itself such a turn, so a
+// second undo redoes.
+func (s *Service) Undo(ctx context.Context, req UndoRequest) (*RewindReply, error) {
+	var undone uint64
+	target := func() (uint64, error) {
+		n, err := s.lastChangedTurn()
+		undone = n
+		return n - 1, err
+	}
+	rep, err := s.rewind(target, nil, req.DryRun, "")
+	if err != nil {
+		return nil, err
+	}
+	rep.Undone = &undone
+	return rep, nil
+}
+
+// lastChangedTurn finds the newest turn whose end state differs from the
+// one before it. It walks back over empty turns only.
+func (s *Service) lastChangedTurn() (uint64, error) {
+	cur, curOK := s.store.Current()
+	for n := s.store.Latest(); n >= 1; n-- {
+		t, err := s.store.Turn(n)
+		if err != nil {
+			return 0, err
+		}
+		if curOK && cur.Num == n {
+			t = cur
+		}
+		if t.Empty() {
+			continue
+		}
+		cs, err := s.store.Changes(n-1, n, s.tree)
+		if err != nil {
+			return 0, err
+		}
+		if len(cs) > 0 {
+			return n, nil
+		}
+	}
+	return 0, errorf(CodeConflict, "nothing to undo: no turn changed anything")
+}
+
+// Restore rewinds only the given paths (and everything below them).
+func (s *Service) Restore(ctx context.Context, req RestoreRequest) (*RewindReply, error) {
+	n, err := s.resolve(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Paths) == 0 {
+		return nil, errorf(CodeBadRequest, "restore needs at least one path (rewind restores everything)")
+	}
+	paths := make([]string, 0, len(req.Paths))
+	for _, p := range req.Paths {
+		c, err := cleanPath(p)
+		if err != nil {
+			return nil, err
+		}
+		// A path that is absent both then and now names nothing: most
+		// likely a typo, which a silent "nothing to do" would hide.
+		then, err := s.store.StateAt(n, c, s.tree)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		now, err := s.tree.Lstat(c)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		if !then.Exists() && !now.Exists() {
+			return nil, errorf(CodeNotFound, "%s did not exist at the end of turn %d and does not exist now", displayPath(c), n)
+		}
+		paths = append(paths, c)
+	}
+	label := fmt.Sprintf("restore %s from %d", strings.Join(paths, " "), n)
+	return s.rewindPaths(n, paths, req.DryRun, label)
+}
+
+func (s *Service) rewindPaths(n uint64, paths []string, dry bool, label string) (*RewindReply, error) {
+	return s.rewind(func() (uint64, error) { return n, nil }, paths, dry, label)
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+// rewind runs store.Rewind inside the gate (target is evaluated there too,
+// so that undo picks its turn with the tree quiet), then counts lines
+// outside it.
+func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, label string) (*RewindReply, error) {
+	var n uint64
+	var res versionstore.RewindResult
+	run := func() error {
+		var err error
+		if n, err = target(); err != nil {
+			return err
+		}
+		if label == "" {
+			label = fmt.Sprintf("undo: rewind to %d", n)
+		}
+		res, err = s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
+			DryRun: dry, Paths: paths, Label: label, Who: versionstore.Program{Comm: "turnctl"},
+		})
+		return err
+	}
+	var err error
+	if dry {
+		err = run()
+	} else {
+		err = s.exclusive(run)
+	}
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	rep := &RewindReply{Target: n, DryRun: dry, Changes: []FileChange{}}
+	// Before is the state now (before the rewind), After the target state.
+	from, to := versionstore.Now, n
+	if !dry && res.Turn.Num != 0 {
+		t := res.Turn
+		rep.Turn = &t
+		from, to = t.Num-1, t.Num
+	} else if !dry {
+		return rep, nil // nothing differed
+	}
+	if rep.Changes, rep.Stats, err = s.fileChanges(from, to, res.Changes, false); err != nil {
+		return nil, s.wrap(err)
+	}
+	if rep.Turn != nil {
+		st := rep.Stats
+		rep.Turn.Stats = &st
+		s.store.SetStats(rep.Turn.Num, st) // best effort: a cache for log
+	}
+	return rep, nil
+}

@@ -1,0 +1,229 @@
+package turnctl
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"ckptfs/internal/fsstate"
+	"ckptfs/versionstore"
+)
+
+// Wire types: the JSON bodies of the control protocol (see the package doc
+// for the endpoints). Every request is a JSON object; unknown fields are
+// rejected, missing fields take their zero value.
+
+// BeginRequest opens a new turn (POST /v1/begin).
+type BeginRequest struct {
+	Label string `json:"label,omitempty"`
+	Ref   string `json:"ref,omitempty"`
+}
+
+// BeginReply names the new turn and the turn it closed, if one was open.
+type BeginReply struct {
+	Turn   versionstore.Turn  `json:"turn"`
+	Closed *versionstore.Turn `json:"closed,omitempty"`
+}
+
+// EndRequest closes the open turn (POST /v1/end).
+type EndRequest struct {
+	Ref string `json:"ref,omitempty"`
+}
+
+// EndReply is the closed turn (with its Stats) and a one-line summary.
+type EndReply struct {
+	Turn    versionstore.Turn `json:"turn"`
+	Summary string            `json:"summary"`
+}
+
+// StatusRequest asks for the open turn (POST /v1/status).
+type StatusRequest struct{}
+
+// StatusReply is the open turn, if any, and what it changed so far.
+type StatusReply struct {
+	Open    bool               `json:"open"`
+	Turn    *versionstore.Turn `json:"turn,omitempty"`
+	Latest  uint64             `json:"latest"` // highest turn number
+	Changes []FileChange       `json:"changes"`
+	Stats   versionstore.Stats `json:"stats"`
+}
+
+// LogRequest lists turns newest first (POST /v1/log, also GET).
+type LogRequest struct {
+	N int `json:"n,omitempty"` // at most N turns; 0: all
+}
+
+// LogReply lists turns newest first, each with its Stats.
+type LogReply struct {
+	Turns []versionstore.Turn `json:"turns"`
+}
+
+// ShowRequest asks what one turn changed (POST /v1/show).
+type ShowRequest struct {
+	Turn  string `json:"turn"`            // "3", "0", "ref:ID"
+	Patch bool   `json:"patch,omitempty"` // include unified diffs
+}
+
+// ShowReply is one turn and its changes.
+type ShowReply struct {
+	Turn    versionstore.Turn  `json:"turn"`
+	Changes []FileChange       `json:"changes"`
+	Stats   versionstore.Stats `json:"stats"`
+}
+
+// DiffRequest compares two states (POST /v1/diff).
+type DiffRequest struct {
+	From  string   `json:"from"`            // TURN
+	To    string   `json:"to,omitempty"`    // TURN; "" or "now": the live tree
+	Paths []string `json:"paths,omitempty"` // limit to these paths (and below), root-relative
+}
+
+// DiffReply lists what differs between the two states, with patches.
+type DiffReply struct {
+	From    uint64             `json:"from"`
+	To      *uint64            `json:"to,omitempty"` // nil: the live tree
+	Changes []FileChange       `json:"changes"`
+	Stats   versionstore.Stats `json:"stats"`
+}
+
+// CatRequest asks for a file's bytes at the end of a turn (POST /v1/cat).
+// The reply body is the raw bytes, not JSON.
+type CatRequest struct {
+	Turn string `json:"turn"`
+	Path string `json:"path"` // root-relative
+}
+
+// CatReply carries the bytes of a file. Body must be closed.
+type CatReply struct {
+	Turn  uint64        `json:"turn"`
+	State FileState     `json:"state"`
+	Body  io.ReadCloser `json:"-"`
+}
+
+// RewindRequest makes the tree equal its state at the end of a turn
+// (POST /v1/rewind).
+type RewindRequest struct {
+	Turn   string `json:"turn"`
+	DryRun bool   `json:"dry_run,omitempty"`
+}
+
+// UndoRequest undoes the most recent turn that changed something
+// (POST /v1/undo).
+type UndoRequest struct {
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// RestoreRequest rewinds only some paths (POST /v1/restore).
+type RestoreRequest struct {
+	Turn   string   `json:"turn"`
+	Paths  []string `json:"paths"` // root-relative; "" is the whole tree
+	DryRun bool     `json:"dry_run,omitempty"`
+}
+
+// RewindReply says what a rewind, undo or restore changed (or would
+// change, with DryRun): per path, Before is the state now and After the
+// target state.
+type RewindReply struct {
+	Target  uint64             `json:"target"`
+	Undone  *uint64            `json:"undone,omitempty"` // undo: the turn it undid
+	DryRun  bool               `json:"dry_run,omitempty"`
+	Turn    *versionstore.Turn `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
+	Changes []FileChange       `json:"changes"`
+	Stats   versionstore.Stats `json:"stats"`
+}
+
+// VerifyRequest checks the store's integrity (POST /v1/verify).
+type VerifyRequest struct{}
+
+// VerifyReply is the store's verify report; OK is false when anything is
+// corrupt.
+type VerifyReply struct {
+	versionstore.VerifyReport
+	OK bool `json:"ok"`
+}
+
+// FileChange is one path that differs between two states. Before is the
+// state at the earlier side of the comparison (at From for a rename), After
+// the state at the later side (at Path); nil means absent.
+type FileChange struct {
+	Path         string                  `json:"path"`
+	From         string                  `json:"from,omitempty"` // renamed only
+	Kind         versionstore.ChangeKind `json:"kind"`
+	Before       *FileState              `json:"before,omitempty"`
+	After        *FileState              `json:"after,omitempty"`
+	LinesAdded   int                     `json:"lines_added"`
+	LinesDeleted int                     `json:"lines_deleted"`
+	// Binary says the bytes differ but are not text (a NUL byte) or are
+	// too large to diff: no line counts, no patch hunks.
+	Binary bool `json:"binary,omitempty"`
+	// Patch is the unified diff (show --patch, diff), in git's format.
+	Patch string `json:"patch,omitempty"`
+}
+
+// FileState is one side of a FileChange.
+type FileState struct {
+	Type   string `json:"type"` // file, dir, symlink, special
+	Mode   string `json:"mode"` // octal permission bits, "0644"
+	Size   int64  `json:"size,omitempty"`
+	Target string `json:"target,omitempty"` // symlink only
+}
+
+func wireState(st fsstate.State) *FileState {
+	if !st.Exists() {
+		return nil
+	}
+	return &FileState{Type: st.Type.String(), Mode: fmt.Sprintf("%04o", st.Mode), Size: st.Size, Target: st.Target}
+}
+
+// ModeBits parses Mode ("0644"); 0 if malformed.
+func (fs *FileState) ModeBits() uint32 {
+	if fs == nil {
+		return 0
+	}
+	m, _ := strconv.ParseUint(fs.Mode, 8, 32)
+	return uint32(m)
+}
+
+// Error is the JSON body of every error reply, and the error type the
+// Service and the Client return for errors the user should see.
+type Error struct {
+	Code    string `json:"code"`  // one of the Code* constants
+	Message string `json:"error"` // one line, no "turnctl:" prefix
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Error codes, each with its HTTP status.
+const (
+	CodeBadRequest = "bad_request" // 400: malformed request or argument
+	CodeForbidden  = "forbidden"   // 403: peer is not the daemon's user
+	CodeNotFound   = "not_found"   // 404: unknown endpoint, turn or path
+	CodeMethod     = "method"      // 405: not POST (GET allowed for log and status)
+	CodeConflict   = "conflict"    // 409: no open turn, ref taken, store busy
+	CodeTooLarge   = "too_large"   // 413: request body over 1 MiB
+	CodeCorrupt    = "corrupt"     // 500: the store detected corruption
+	CodeInternal   = "internal"    // 500: anything else
+)
+
+func (e *Error) status() int {
+	switch e.Code {
+	case CodeBadRequest:
+		return http.StatusBadRequest
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeMethod:
+		return http.StatusMethodNotAllowed
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusInternalServerError
+}
+
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
