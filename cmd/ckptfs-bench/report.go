@@ -262,7 +262,9 @@ func (r *results) table(configs []string) string {
 		}
 	}
 
-	sb.WriteString("\nwall seconds: median (min–max); ratios of medians\n")
+	if len(r.Rows) > 0 {
+		sb.WriteString("\nwall seconds: median (min–max); ratios of medians\n")
+	}
 	header := []string{"workload"}
 	header = append(header, live...)
 	var pairs [][2]string
@@ -273,6 +275,9 @@ func (r *results) table(configs []string) string {
 		}
 	}
 	var rows, cpuRows [][]string
+	if len(r.Rows) == 0 {
+		header = nil
+	}
 	for _, x := range r.Rows {
 		x.summarize()
 		cells := []string{x.Step}
@@ -298,7 +303,9 @@ func (r *results) table(configs []string) string {
 		rows = append(rows, cells)
 		cpuRows = append(cpuRows, cpu)
 	}
-	sb.WriteString(formatTable(header, rows))
+	if header != nil {
+		sb.WriteString(formatTable(header, rows))
+	}
 
 	cpuHeader := []string{"daemon CPU s (median)"}
 	for _, c := range live {
@@ -333,13 +340,17 @@ func (r *results) table(configs []string) string {
 				if c != "C" {
 					name += " [" + c + "]"
 				}
-				hrows = append(hrows, []string{name, fmtSecs(sm.Median), fmtSecs(sm.Min) + "–" + fmtSecs(sm.Max), fmt.Sprint(sm.N), cpu})
+				vsC := "-"
+				if c != "C" {
+					vsC = fmtRatio(x.ratio(c, "C"))
+				}
+				hrows = append(hrows, []string{name, fmtSecs(sm.Median), fmtSecs(sm.Min) + "–" + fmtSecs(sm.Max), fmt.Sprint(sm.N), cpu, vsC})
 			}
 			for c, e := range x.Errors {
 				errs = append(errs, fmt.Sprintf("  history / %s on %s: %s", x.Step, c, e))
 			}
 		}
-		sb.WriteString(formatTable([]string{"figure", "median", "min–max", "n", "daemon CPU"}, hrows))
+		sb.WriteString(formatTable([]string{"figure", "median", "min–max", "n", "daemon CPU", "vs C"}, hrows))
 	}
 	if len(r.Stored) > 0 {
 		sb.WriteString("\nbytes stored per byte changed (C; du -sb of the store)\n")

@@ -53,7 +53,7 @@ var fullSizes = sizes{
 var quickSizes = sizes{
 	srcDirs:     []string{"go", "net", "encoding", "image", "os"}, // ~1.5k files
 	churnFiles:  2000,
-	seqBytes:    64 << 20,
+	seqBytes:    256 << 20,
 	randBytes:   32 << 20,
 	sedFiles:    500,
 	statRounds:  5,
