@@ -10,7 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var isRoot = os.Geteuid() == 0
+var (
+	isRoot = os.Geteuid() == 0
+	euid   = os.Geteuid()
+	egid   = os.Getegid()
+)
 
 // setOwner gives a new entry the caller's uid (and gid, unless the parent
 // directory is set-group-ID, whose group new entries inherit), then puts
@@ -21,6 +25,11 @@ func (n *Node) setOwner(ctx context.Context, name string, mode uint32, isLink bo
 	}
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
+		return
+	}
+	if int(c.Uid) == euid && int(c.Gid) == egid {
+		// Created as the caller would have been (a set-group-ID parent
+		// gives its group either way): nothing to change.
 		return
 	}
 	gid := int(c.Gid)

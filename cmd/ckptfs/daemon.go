@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,13 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	// The kernel already applied the caller's umask (FUSE-NOTES).
 	syscall.Umask(0)
 	raiseNoFile()
+	if p := os.Getenv("CKPTFS_CPUPROFILE"); p != "" {
+		// For profiling the daemon (BENCH.md: profile before guessing).
+		if f, err := os.Create(p); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	logger := log.New(stderr, "", log.LstdFlags)
 
 	ex, err := newExcluder(o.excludes)

@@ -1,0 +1,56 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// Another user works in the mount as in the plain directory: entries get
+// that user's ownership, set-ID bits survive the daemon's chown, and
+// permissions are enforced (default_permissions + allow_other).
+func TestOtherUser(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Mkdir(filepath.Join(dir, "pub"), 0o777)
+	os.Chmod(filepath.Join(dir, "pub"), 0o777)
+	os.WriteFile(filepath.Join(dir, "secret"), []byte("s"), 0o600)
+	mountProject(t, dir)
+	asNobody := func(script string) error {
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+		return cmd.Run()
+	}
+	if err := asNobody("umask 022; echo hi > pub/f && mkdir pub/d && chmod 06755 pub/f && ln -s f pub/l"); err != nil {
+		t.Fatalf("nobody in pub: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		mode os.FileMode
+	}{{"pub/f", 0o755 | os.ModeSetuid | os.ModeSetgid}, {"pub/d", 0o755 | os.ModeDir}} {
+		fi, err := os.Lstat(filepath.Join(dir, c.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != 65534 || st.Gid != 65534 || fi.Mode() != c.mode {
+			t.Errorf("%s: uid %d gid %d mode %v, want 65534/65534 %v", c.name, st.Uid, st.Gid, fi.Mode(), c.mode)
+		}
+	}
+	// Created with set-ID bits directly (the daemon chowns after create).
+	if err := asNobody("umask 0; python3 -c \"import os; os.close(os.open('pub/g', os.O_CREAT|os.O_WRONLY, 0o6755))\""); err != nil {
+		t.Fatalf("create with set-ID bits: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "pub/g")); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != os.ModeSetuid|os.ModeSetgid {
+		t.Errorf("pub/g mode %v %v, want setuid and setgid kept", fi.Mode(), err)
+	}
+	if err := asNobody("cat secret"); err == nil {
+		t.Errorf("nobody read a 0600 root file through the mount")
+	}
+	if err := asNobody("echo x > newfile"); err == nil {
+		t.Errorf("nobody created a file in a 0755 root directory")
+	}
+}
