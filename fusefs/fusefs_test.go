@@ -374,3 +374,50 @@ func TestHiddenStore(t *testing.T) {
 		t.Errorf("rename onto: %v", err)
 	}
 }
+
+// A file opened for writing while it has passthrough readers is written
+// through passthrough too (the kernel forbids mixing): it is captured at
+// open and again at each turn boundary while open.
+func TestPassthroughWriterRecapturedAtBoundary(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a"), []byte("one"), 0o644)
+	fr := newFakeRec(t)
+	r := mountFake(t, dir, Options{Recorder: fr})
+	rd, err := os.Open(filepath.Join(dir, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	wr, err := os.OpenFile(filepath.Join(dir, "a"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("writable open next to a passthrough reader: %v", err)
+	}
+	rs, _ := fr.take()
+	if len(rs) != 1 || rs[0].Data != "one" {
+		t.Fatalf("capture at writable open: %+v", rs)
+	}
+	if _, err := wr.WriteAt([]byte("TWO"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fr.newTurn()
+	r.Exclusive(func() error { return nil })
+	rs, _ = fr.take()
+	if len(rs) != 1 || rs[0].Data != "TWO" {
+		t.Fatalf("capture at the boundary: %+v", rs)
+	}
+	wr.Close()
+	for i := 0; i < 100; i++ { // RELEASE reaches the daemon after close returns
+		r.ptMu.Lock()
+		n := len(r.ptWriters)
+		r.ptMu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fr.newTurn()
+	r.Exclusive(func() error { return nil })
+	if rs, _ = fr.take(); len(rs) != 0 {
+		t.Fatalf("capture at the boundary after close: %+v", rs)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"ckptfs/internal/backing"
 	"ckptfs/versionstore"
@@ -108,4 +110,50 @@ func containsStr(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// A kill -9 of the daemon loses no history of operations that returned:
+// after remounting (which detaches the dead mount) the store still holds
+// every prior state.
+func TestKill9KeepsHistory(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "orig-a", "d/b": "orig-b", "c": "orig-c"})
+	s0 := snapshot(t, dir, []string{".ckptfs"}, nil)
+	m := mountProject(t, dir)
+	runIn(t, dir, "echo new >> a && rm d/b && mv c c2 && mkdir e && echo x > e/f && chmod 600 a")
+	pid := m.PID(t)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 200 && alive(pid); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out, err := runCkptfs("mount", dir); err != nil {
+		t.Fatalf("remount after kill -9: %v\n%s", err, out)
+	}
+	m.Unmount(t)
+	store, tree := openStore(t, m)
+	if _, err := store.Rewind(0, tree, versionstore.RewindOptions{}); err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+	diffTrees(t, s0, snapshot(t, dir, []string{".ckptfs"}, nil))
+}
+
+// Excluded paths pass through unversioned: a rewind leaves them alone.
+func TestExcludeIsUnversioned(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"src/a": "a", "build/old.o": "old", "x.log": "l"})
+	m := mountProject(t, dir, "--exclude", "build/", "--exclude", "*.log")
+	runIn(t, dir, "echo 2 > src/a && echo new > build/new.o && rm build/old.o && echo more >> x.log && echo y > y.log")
+	m.Unmount(t)
+	store, tree := openStore(t, m)
+	changes, err := store.Changes(0, versionstore.Now, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, c := range changes {
+		paths = append(paths, c.Path)
+	}
+	if strings.Join(paths, ",") != "src/a" {
+		t.Errorf("changes since turn 0: %v, want only src/a", paths)
+	}
 }
