@@ -1,0 +1,113 @@
+// Package fakeoverlay changes a real directory the way the capturing
+// overlay (fusefs) would: it records each path's prior state in the store
+// before changing it. Tests of turnctl and cmd/turnctl use it to build a
+// history without a FUSE mount.
+package fakeoverlay
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/fsstate"
+	"ckptfs/versionstore"
+)
+
+// Overlay changes Dir, recording into Store as Comm.
+type Overlay struct {
+	T     testing.TB
+	Dir   string
+	Tree  *backing.Tree
+	Store *versionstore.Store
+	Comm  string
+}
+
+// New returns an Overlay on dir (the caller's temporary directory).
+func New(t testing.TB, dir string, store *versionstore.Store) *Overlay {
+	t.Helper()
+	tree, err := backing.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tree.Close() })
+	return &Overlay{T: t, Dir: dir, Tree: tree, Store: store, Comm: "test"}
+}
+
+func (o *Overlay) capture(p string) {
+	o.T.Helper()
+	st, err := o.Tree.Lstat(p)
+	if err != nil {
+		o.T.Fatal(err)
+	}
+	c := fsstate.Capture{Path: p, Prior: st, Open: func() (*os.File, error) { return o.Tree.Open(p) }}
+	if err := o.Store.Record(c, fsstate.Program{PID: 1, Comm: o.Comm}); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Write creates or replaces the regular file p (parents must exist).
+func (o *Overlay) Write(p, data string) {
+	o.T.Helper()
+	o.capture(p)
+	if err := os.WriteFile(filepath.Join(o.Dir, p), []byte(data), 0o644); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Mkdir creates the directory p.
+func (o *Overlay) Mkdir(p string) {
+	o.T.Helper()
+	o.capture(p)
+	if err := os.Mkdir(filepath.Join(o.Dir, p), 0o755); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Chmod changes p's mode.
+func (o *Overlay) Chmod(p string, mode os.FileMode) {
+	o.T.Helper()
+	st, _ := o.Tree.Lstat(p)
+	if err := o.Store.Record(fsstate.Capture{Path: p, Prior: st, MetaOnly: true}, fsstate.Program{PID: 1, Comm: o.Comm}); err != nil {
+		o.T.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(o.Dir, p), mode); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Remove removes the file or empty directory p.
+func (o *Overlay) Remove(p string) {
+	o.T.Helper()
+	o.capture(p)
+	if err := os.Remove(filepath.Join(o.Dir, p)); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Rename renames from to to.
+func (o *Overlay) Rename(from, to string) {
+	o.T.Helper()
+	if st, _ := o.Tree.Lstat(to); st.Exists() {
+		o.capture(to)
+	}
+	commit, err := o.Store.RecordRename(from, to, false, fsstate.Program{PID: 1, Comm: o.Comm})
+	if err != nil {
+		o.T.Fatal(err)
+	}
+	err = os.Rename(filepath.Join(o.Dir, from), filepath.Join(o.Dir, to))
+	commit(err == nil)
+	if err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Read returns the bytes of p in the directory.
+func (o *Overlay) Read(p string) string {
+	o.T.Helper()
+	data, err := os.ReadFile(filepath.Join(o.Dir, p))
+	if err != nil {
+		o.T.Fatal(err)
+	}
+	return string(data)
+}

@@ -1,0 +1,277 @@
+package turnctl
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"ckptfs/turnctl/internal/fakeoverlay"
+	"ckptfs/versionstore"
+)
+
+// fakeGate counts calls.
+type fakeGate struct {
+	mu          sync.Mutex
+	exclusive   int
+	invalidated []string
+}
+
+func (g *fakeGate) Exclusive(fn func() error) error {
+	g.mu.Lock()
+	g.exclusive++
+	g.mu.Unlock()
+	return fn()
+}
+
+func (g *fakeGate) Invalidate(p string) {
+	g.mu.Lock()
+	g.invalidated = append(g.invalidated, p)
+	g.mu.Unlock()
+}
+
+type fixture struct {
+	t    *testing.T
+	ov   *fakeoverlay.Overlay
+	gate *fakeGate
+	svc  *Service
+	ctx  context.Context
+}
+
+func newFixture(t *testing.T) *fixture {
+	store := versionstore.NewTestStore(t)
+	ov := fakeoverlay.New(t, t.TempDir(), store)
+	g := &fakeGate{}
+	return &fixture{t: t, ov: ov, gate: g, svc: NewService(store, ov.Tree, g), ctx: context.Background()}
+}
+
+func (f *fixture) begin(label string) uint64 {
+	f.t.Helper()
+	rep, err := f.svc.Begin(f.ctx, BeginRequest{Label: label})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rep.Turn.Num
+}
+
+func (f *fixture) end() *EndReply {
+	f.t.Helper()
+	rep, err := f.svc.End(f.ctx, EndRequest{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rep
+}
+
+// history builds turns 1-3:
+//
+//	1: a.txt "one\ntwo\n", dir d/, d/b.txt
+//	2: a.txt "one\n2\nthree\n", rename d/b.txt -> d/c.txt
+//	3: delete a.txt
+func (f *fixture) history() {
+	f.begin("first")
+	f.ov.Write("a.txt", "one\ntwo\n")
+	f.ov.Mkdir("d")
+	f.ov.Write("d/b.txt", "bee\n")
+	f.end()
+	f.begin("second")
+	f.ov.Write("a.txt", "one\n2\nthree\n")
+	f.ov.Rename("d/b.txt", "d/c.txt")
+	f.end()
+	f.begin("third")
+	f.ov.Remove("a.txt")
+	f.end()
+}
+
+func TestBeginEndStats(t *testing.T) {
+	f := newFixture(t)
+	f.begin("first")
+	f.ov.Write("a.txt", "one\ntwo\n")
+	f.ov.Write("bin", "x\x00y")
+	rep := f.end()
+	if rep.Turn.Num != 1 || rep.Turn.Stats == nil {
+		t.Fatalf("end: %+v", rep)
+	}
+	st := rep.Turn.Stats
+	if st.Files != 2 || st.Added != 2 || st.LinesAdded != 2 || st.LinesDeleted != 0 {
+		t.Errorf("stats: %+v", st)
+	}
+	if want := "turn 1 closed: 2 files (+2 -0) by test"; rep.Summary != want {
+		t.Errorf("summary %q, want %q", rep.Summary, want)
+	}
+	if f.gate.exclusive != 2 {
+		t.Errorf("gate.Exclusive called %d times, want 2", f.gate.exclusive)
+	}
+	if _, err := f.svc.End(f.ctx, EndRequest{}); !isCode(err, CodeConflict) {
+		t.Errorf("end with no open turn: %v", err)
+	}
+}
+
+func isCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+func TestShowDiffCat(t *testing.T) {
+	f := newFixture(t)
+	f.history()
+	show, err := f.svc.Show(f.ctx, ShowRequest{Turn: "2", Patch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{}
+	for _, c := range show.Changes {
+		kinds[c.Path] = string(c.Kind)
+	}
+	if kinds["a.txt"] != "modified" || kinds["d/c.txt"] != "renamed" || len(kinds) != 2 {
+		t.Fatalf("show 2: %+v", show.Changes)
+	}
+	if show.Stats.LinesAdded != 2 || show.Stats.LinesDeleted != 1 {
+		t.Errorf("show 2 stats: %+v", show.Stats)
+	}
+	var patch string
+	for _, c := range show.Changes {
+		patch += c.Patch
+	}
+	for _, want := range []string{"--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n-two\n+2\n+three\n", "rename from d/b.txt\nrename to d/c.txt\n"} {
+		if !strings.Contains(patch, want) {
+			t.Errorf("patch lacks %q:\n%s", want, patch)
+		}
+	}
+	diff, err := f.svc.Diff(f.ctx, DiffRequest{From: "1", Paths: []string{"a.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diff.Changes) != 1 || diff.Changes[0].Kind != versionstore.Deleted || !strings.Contains(diff.Changes[0].Patch, "+++ /dev/null") {
+		t.Fatalf("diff 1 now a.txt: %+v", diff.Changes)
+	}
+	cat, err := f.svc.Cat(f.ctx, CatRequest{Turn: "1", Path: "a.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(cat.Body)
+	cat.Body.Close()
+	if string(data) != "one\ntwo\n" {
+		t.Errorf("cat 1 a.txt = %q", data)
+	}
+	if _, err := f.svc.Cat(f.ctx, CatRequest{Turn: "3", Path: "a.txt"}); !isCode(err, CodeNotFound) {
+		t.Errorf("cat of an absent file: %v", err)
+	}
+	if _, err := f.svc.Cat(f.ctx, CatRequest{Turn: "1", Path: "d"}); !isCode(err, CodeBadRequest) {
+		t.Errorf("cat of a directory: %v", err)
+	}
+	_, err = f.svc.Show(f.ctx, ShowRequest{Turn: "9"})
+	if !isCode(err, CodeNotFound) || err.Error() != "no turn 9 (turns are 0-3)" {
+		t.Errorf("show 9: %v", err)
+	}
+}
+
+func TestLogComputesStats(t *testing.T) {
+	f := newFixture(t)
+	f.history()
+	f.ov.Write("manual.txt", "m\n") // opens a manual turn 4
+	rep, err := f.svc.Log(f.ctx, LogRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Turns) != 5 || rep.Turns[0].Num != 4 || !rep.Turns[0].Open || rep.Turns[0].Kind != versionstore.KindManual {
+		t.Fatalf("log: %+v", rep.Turns)
+	}
+	for _, tn := range rep.Turns {
+		if tn.Stats == nil {
+			t.Fatalf("turn %d without stats", tn.Num)
+		}
+	}
+	if st := rep.Turns[1].Stats; st.Deleted != 1 || st.LinesDeleted != 3 {
+		t.Errorf("turn 3 stats: %+v", st)
+	}
+	if rep, _ := f.svc.Log(f.ctx, LogRequest{N: 2}); len(rep.Turns) != 2 {
+		t.Errorf("log -n 2: %d turns", len(rep.Turns))
+	}
+}
+
+func TestRewindUndoRestore(t *testing.T) {
+	f := newFixture(t)
+	f.history()
+	dry, err := f.svc.Rewind(f.ctx, RewindRequest{Turn: "1", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Changes) != 2 || dry.Turn != nil {
+		t.Fatalf("dry run: %+v", dry)
+	}
+	rep, err := f.svc.Rewind(f.ctx, RewindRequest{Turn: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Turn == nil || rep.Turn.Kind != versionstore.KindRewind || rep.Target != 1 {
+		t.Fatalf("rewind: %+v", rep)
+	}
+	if got := f.ov.Read("a.txt"); got != "one\ntwo\n" {
+		t.Errorf("a.txt after rewind = %q", got)
+	}
+	if got := f.ov.Read("d/b.txt"); got != "bee\n" {
+		t.Errorf("d/b.txt after rewind = %q", got)
+	}
+	if len(f.gate.invalidated) == 0 {
+		t.Error("rewind invalidated nothing")
+	}
+	// Undo undoes the rewind (turn 4): back to the state of turn 3.
+	undo, err := f.svc.Undo(f.ctx, UndoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *undo.Undone != 4 || undo.Target != 3 {
+		t.Fatalf("undo: %+v", undo)
+	}
+	if st, _ := f.ov.Tree.Lstat("a.txt"); st.Exists() {
+		t.Error("a.txt exists after undoing the rewind")
+	}
+	// Restore one file from turn 2.
+	res, err := f.svc.Restore(f.ctx, RestoreRequest{Turn: "2", Paths: []string{"a.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 1 || f.ov.Read("a.txt") != "one\n2\nthree\n" {
+		t.Fatalf("restore: %+v", res.Changes)
+	}
+	if _, err := f.svc.Restore(f.ctx, RestoreRequest{Turn: "2", Paths: []string{"nope"}}); !isCode(err, CodeNotFound) {
+		t.Errorf("restore of a path that never existed: %v", err)
+	}
+	if _, err := f.svc.Restore(f.ctx, RestoreRequest{Turn: "2", Paths: []string{"../x"}}); !isCode(err, CodeBadRequest) {
+		t.Errorf("restore of a path outside: %v", err)
+	}
+}
+
+func TestUndoNothing(t *testing.T) {
+	f := newFixture(t)
+	f.begin("empty")
+	if _, err := f.svc.Undo(f.ctx, UndoRequest{}); !isCode(err, CodeConflict) {
+		t.Errorf("undo with no changes: %v", err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	f := newFixture(t)
+	rep, err := f.svc.Status(f.ctx, StatusRequest{})
+	if err != nil || rep.Open {
+		t.Fatalf("status with no turn: %+v %v", rep, err)
+	}
+	f.begin("x")
+	f.ov.Write("a", "1\n2\n")
+	rep, err = f.svc.Status(f.ctx, StatusRequest{})
+	if err != nil || !rep.Open || len(rep.Changes) != 1 || rep.Stats.LinesAdded != 2 {
+		t.Fatalf("status: %+v %v", rep, err)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	f := newFixture(t)
+	f.history()
+	rep, err := f.svc.Verify(f.ctx, VerifyRequest{})
+	if err != nil || !rep.OK || rep.Chunks == 0 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}
