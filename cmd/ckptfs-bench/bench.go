@@ -73,11 +73,11 @@ func (b *bench) run(ctx context.Context) error {
 	for _, name := range b.o.configs {
 		t, err := b.startTarget(ctx, name)
 		if err != nil {
-			b.res.Configs[name] = configInfo{Error: err.Error()}
+			b.res.Configs[name] = configInfo{Error: err.Error(), What: b.describe(name)}
 			b.logf("%s unavailable: %v", name, err)
 			continue
 		}
-		b.res.Configs[name] = configInfo{Available: true, Dir: t.Dir(), DaemonPID: t.DaemonPID()}
+		b.res.Configs[name] = configInfo{Available: true, Dir: t.Dir(), DaemonPID: t.DaemonPID(), What: b.describe(name)}
 		ts = append(ts, t)
 	}
 	if len(ts) == 0 {
@@ -127,6 +127,24 @@ func (b *bench) selected(name string, num int) bool {
 		}
 	}
 	return false
+}
+
+func (b *bench) describe(name string) string {
+	switch name {
+	case "N":
+		return "plain directory " + filepath.Join(b.o.work, "N")
+	case "L":
+		return "go-fuse v2.12.1 loopback, fs.Mount defaults (1 s entry/attr timeouts, max_write 128 KiB, max_background 12, passthrough negotiated by default)"
+	case "L+":
+		s := "loopback + 1 h entry/attr/negative timeouts, FOPEN_CACHE_DIR|KEEP_CACHE, max_write 1 MiB, max_background 64, HANDLE_KILLPRIV_V2, passthrough"
+		if b.o.lplusWriteback {
+			s += ", writeback cache (kernel then disables passthrough)"
+		}
+		return s
+	case "C":
+		return b.o.ckptfs + " mount -f --store " + filepath.Join(b.o.work, "C", "store") + " " + filepath.Join(b.o.work, "C", "dir") + "; turnctl begin/end around each repetition"
+	}
+	return ""
 }
 
 func (b *bench) startTarget(ctx context.Context, name string) (target, error) {

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -147,17 +148,31 @@ func (h *history) shadowGit(ctx context.Context, name string, n int) error {
 
 var numberRE = regexp.MustCompile(`\d+`)
 
-// beginTurn runs turnctl begin and returns the number it prints.
+// beginTurn runs turnctl --json begin and returns the new turn's number.
 func (h *history) beginTurn(ctx context.Context) (int, error) {
-	out, err := h.b.turnctlCmd(ctx, h.c.Dir(), "begin")
+	out, err := h.b.turnctlCmd(ctx, h.c.Dir(), "--json", "begin")
 	if err != nil {
 		return 0, err
 	}
-	m := numberRE.FindString(out)
-	if m == "" {
+	return parseBegin(out)
+}
+
+// parseBegin reads the turn number from turnctl begin's output: JSON
+// {"turn": {"num": N}}, else a bare number, else the last number printed.
+func parseBegin(out string) (int, error) {
+	var reply struct {
+		Turn *struct {
+			Num *int `json:"num"`
+		} `json:"turn"`
+	}
+	if json.Unmarshal([]byte(out), &reply) == nil && reply.Turn != nil && reply.Turn.Num != nil {
+		return *reply.Turn.Num, nil
+	}
+	ms := numberRE.FindAllString(out, -1)
+	if len(ms) == 0 {
 		return 0, fmt.Errorf("turnctl begin printed no turn number: %q", strings.TrimSpace(out))
 	}
-	return strconv.Atoi(m)
+	return strconv.Atoi(ms[len(ms)-1])
 }
 
 // logShow builds logTurns small turns, then times log, log -n 10 and show.

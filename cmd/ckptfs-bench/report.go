@@ -23,6 +23,7 @@ type configInfo struct {
 	Error     string `json:"error,omitempty"`
 	Dir       string `json:"dir,omitempty"`
 	DaemonPID int    `json:"daemon_pid,omitempty"`
+	What      string `json:"what"`
 }
 
 // row is one measured step on every configuration.

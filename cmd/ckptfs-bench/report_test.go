@@ -115,3 +115,18 @@ func TestTableMarksUnavailable(t *testing.T) {
 		t.Errorf("table:\n%s", out)
 	}
 }
+
+func TestParseBegin(t *testing.T) {
+	for out, want := range map[string]int{
+		`{"turn":{"num":12,"kind":"agent"},"closed":{"num":11}}` + "\n": 12,
+		"7\n":                            7,
+		"closed turn 5 (manual); turn 6": 6,
+	} {
+		if got, err := parseBegin(out); err != nil || got != want {
+			t.Errorf("parseBegin(%q) = %d, %v; want %d", out, got, err, want)
+		}
+	}
+	if _, err := parseBegin("no number"); err == nil {
+		t.Error("parseBegin without a number: no error")
+	}
+}
