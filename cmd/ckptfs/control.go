@@ -1,5 +1,3 @@
-//go:build turnctl
-
 package main
 
 import (

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"ckptfs/internal/rundir"
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
 )
 
 // statusReport is what `ckptfs status` prints.
@@ -22,9 +26,10 @@ type statusReport struct {
 	StoreBytes int64  `json:"store_bytes"`
 	Socket     string `json:"socket,omitempty"`
 	Started    string `json:"started,omitempty"`
-	// Turns is filled in over the control socket once turnctl serves it.
-	// TODO(turnctl): query the daemon for the turn count and the open turn.
-	Turns any `json:"turns,omitempty"`
+	// From the daemon over the control socket (mounted only).
+	Latest   *uint64            `json:"latest_turn,omitempty"`
+	OpenTurn *versionstore.Turn `json:"open_turn,omitempty"`
+	Error    string             `json:"error,omitempty"` // the daemon did not answer
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -67,6 +72,19 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		storePath = fmt.Sprintf("/proc/%d/cwd", rep.PID)
 	}
 	rep.StoreBytes = du(storePath + "/")
+	if rep.Mounted && rep.Alive && rep.Socket != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := turnctl.NewClient(rep.Socket).Status(ctx, turnctl.StatusRequest{})
+		cancel()
+		if err != nil {
+			rep.Error = err.Error()
+		} else {
+			rep.Latest = &st.Latest
+			if st.Open {
+				rep.OpenTurn = st.Turn
+			}
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -86,6 +104,16 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "daemon:  pid %d (%s), since %s\n", rep.PID, state, rep.Started)
 	}
 	fmt.Fprintf(stdout, "store:   %s (%s on disk)\n", rep.Store, human(rep.StoreBytes))
+	if rep.Latest != nil {
+		fmt.Fprintf(stdout, "turns:   %d\n", *rep.Latest)
+		if t := rep.OpenTurn; t != nil {
+			fmt.Fprintf(stdout, "open:    turn %d (%s) since %s\n", t.Num, t.Kind, t.Start.Format("2006-01-02 15:04:05"))
+		} else {
+			fmt.Fprintf(stdout, "open:    none\n")
+		}
+	} else if rep.Error != "" {
+		fmt.Fprintf(stdout, "turns:   unknown (%s)\n", rep.Error)
+	}
 	return nil
 }
 
