@@ -66,7 +66,11 @@ func buildBinaries(dir string) error {
 	binDir = dir
 	root := moduleRoot()
 	ckptfsBin = filepath.Join(dir, "ckptfs")
-	cmd := exec.Command("go", "build", "-o", ckptfsBin, "./cmd/ckptfs")
+	args := []string{"build", "-o", ckptfsBin}
+	if os.Getenv("CKPTFS_RACE") != "" {
+		args = append(args, "-race") // the daemon under the race detector
+	}
+	cmd := exec.Command("go", append(args, "./cmd/ckptfs")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build ckptfs: %v\n%s", err, out)
