@@ -177,6 +177,10 @@ func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) erro
 	}
 	live := map[string]bool{}
 	for _, t := range ts {
+		if err := daemonGone(t); err != nil {
+			b.failStep(wl, "", t.Name(), err)
+			continue
+		}
 		e := &env{global: g, t: t, dir: t.Dir()}
 		if wl.setup != nil {
 			if err := wl.setup(ctx, e); err != nil {
@@ -224,6 +228,17 @@ func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) erro
 	return nil
 }
 
+// daemonGone reports a configuration whose daemon has exited.
+func daemonGone(t target) error {
+	if d, ok := t.(interface {
+		exited() bool
+		logTail() string
+	}); ok && d.exited() {
+		return fmt.Errorf("daemon exited: %s", d.logTail())
+	}
+	return nil
+}
+
 func (b *bench) failStep(wl *workload, step, config string, err error) {
 	steps := []string{step}
 	if step == "" {
@@ -245,6 +260,9 @@ func (b *bench) runStep(ctx context.Context, wl *workload, st step, e *env) erro
 			return fmt.Errorf("prep: %w", err)
 		}
 	}
+	// Write back what earlier steps (any configuration's) left dirty, so
+	// that this step does not pay for it.
+	syscall.Sync()
 	s, err := measure(ctx, e.t, func() error { return st.run(ctx, e) })
 	if err != nil {
 		return err
