@@ -114,7 +114,17 @@ func (s *Service) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
 		case fsstate.Symlink:
 			return nil, errorf(CodeBadRequest, "%s is not a file at the end of turn %d: a symlink to %s", p, n, st.Target)
 		}
-		return nil, errorf(CodeBadRequest, "%s is not a file at the end of turn %d: a %s", p, n, st.Type)
+		return nil, errorf(CodeBadRequest, "%s is not a file at the end of turn %d: a %s", p, n, typeName(st.Type))
 	}
 	return &CatReply{Turn: n, State: *wireState(st), Body: rc}, nil
+}
+
+func typeName(t fsstate.Type) string {
+	switch t {
+	case fsstate.Dir:
+		return "directory"
+	case fsstate.Special:
+		return "device, FIFO or socket"
+	}
+	return t.String()
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"ckptfs/turnctl/internal/fakeoverlay"
+	"ckptfs/turnctl/turnctltest"
 	"ckptfs/versionstore"
 )
 
@@ -34,7 +34,7 @@ func (g *fakeGate) Invalidate(p string) {
 
 type fixture struct {
 	t    *testing.T
-	ov   *fakeoverlay.Overlay
+	ov   *turnctltest.Overlay
 	gate *fakeGate
 	svc  *Service
 	ctx  context.Context
@@ -42,7 +42,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	store := versionstore.NewTestStore(t)
-	ov := fakeoverlay.New(t, t.TempDir(), store)
+	ov := turnctltest.New(t, t.TempDir(), store)
 	g := &fakeGate{}
 	return &fixture{t: t, ov: ov, gate: g, svc: NewService(store, ov.Tree, g), ctx: context.Background()}
 }

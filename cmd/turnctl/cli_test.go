@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ckptfs/turnctl/turnctltest"
+	"ckptfs/versionstore"
+)
+
+// testProject makes a project directory with a store in DIR/.ckptfs holding:
+//
+//	turn 1 (agent "first"): a.txt "one\ntwo\n", sub/, sub/b.txt
+//	turn 2 (agent "second", ref:m2): a.txt "one\n2\nthree\n", sub/b.txt -> sub/c.txt
+//	turn 3 (agent "third"): a.txt deleted
+//
+// The store is closed again, so turnctl opens it offline.
+func testProject(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("CKPTFS_DIR", "")
+	t.Setenv("NO_COLOR", "1")
+	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := turnctltest.New(t, dir, store)
+	step := func(label, ref string, fn func()) {
+		if _, err := store.Begin(versionstore.KindAgent, label, ref); err != nil {
+			t.Fatal(err)
+		}
+		fn()
+		if _, err := store.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("first", "", func() {
+		ov.Write("a.txt", "one\ntwo\n")
+		ov.Mkdir("sub")
+		ov.Write("sub/b.txt", "bee\n")
+	})
+	step("second", "m2", func() {
+		ov.Write("a.txt", "one\n2\nthree\n")
+		ov.Rename("sub/b.txt", "sub/c.txt")
+	})
+	step("third", "", func() { ov.Remove("a.txt") })
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// tc runs turnctl in-process and returns stdout, stderr and the
+// exit status.
+func tc(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runWith(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestLogOffline(t *testing.T) {
+	dir := testProject(t)
+	out, errs, code := tc(t, "-C", dir, "log")
+	if code != 0 {
+		t.Fatalf("log: %d %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("log printed %d lines:\n%s", len(lines), out)
+	}
+	for i, want := range []string{"3 ", "2 ", "1 ", "0 "} {
+		if !strings.HasPrefix(lines[i], want) {
+			t.Errorf("line %d = %q, want it to start with %q", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[1], "second ref:m2") || !strings.Contains(lines[1], "2 files") || !strings.Contains(lines[1], "+2 -1") {
+		t.Errorf("turn 2 line: %q", lines[1])
+	}
+	out, _, code = tc(t, "-C", dir, "--json", "log", "-n", "2")
+	var rep struct{ Turns []versionstore.Turn }
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Turns) != 2 || rep.Turns[0].Stats == nil {
+		t.Fatalf("log --json -n 2: %d %s", code, out)
+	}
+}
+
+func TestShowDiffCatOffline(t *testing.T) {
+	dir := testProject(t)
+	out, errs, code := tc(t, "-C", dir, "show", "ref:m2", "--patch")
+	if code != 0 {
+		t.Fatalf("show: %d %s", code, errs)
+	}
+	for _, want := range []string{"turn 2", "modified  a.txt", "renamed   sub/b.txt -> sub/c.txt", "+2 -1", "@@ -1,2 +1,3 @@"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = tc(t, "-C", filepath.Join(dir, "sub"), "diff", "1", "2", "--", "../a.txt")
+	if code != 0 || !strings.Contains(out, "-two\n+2\n+three\n") || strings.Contains(out, "sub/") {
+		t.Errorf("diff 1 2 -- ../a.txt: %d\n%s", code, out)
+	}
+	out, _, code = tc(t, "-C", dir, "cat", "1", "a.txt")
+	if code != 0 || out != "one\ntwo\n" {
+		t.Errorf("cat 1 a.txt: %d %q", code, out)
+	}
+	_, errs, code = tc(t, "-C", dir, "cat", "3", "a.txt")
+	if code != 1 || errs != "turnctl: a.txt did not exist at the end of turn 3\n" {
+		t.Errorf("cat of an absent file: %d %q", code, errs)
+	}
+	_, errs, code = tc(t, "-C", dir, "show", "9")
+	if code != 1 || errs != "turnctl: no turn 9 (turns are 0-3)\n" {
+		t.Errorf("show 9: %d %q", code, errs)
+	}
+}
+
+func TestRewindOffline(t *testing.T) {
+	dir := testProject(t)
+	out, errs, code := tc(t, "-C", dir, "rewind", "--dry-run", "1")
+	if code != 0 || !strings.Contains(out, "would change") {
+		t.Fatalf("rewind --dry-run: %d %s %s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err == nil {
+		t.Fatal("dry run changed the tree")
+	}
+	out, errs, code = tc(t, "-C", dir, "rewind", "1")
+	if code != 0 || !strings.Contains(out, "done as turn 4") {
+		t.Fatalf("rewind: %d %s %s", code, out, errs)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(data) != "one\ntwo\n" {
+		t.Errorf("a.txt after rewind: %q", data)
+	}
+	out, errs, code = tc(t, "-C", dir, "undo")
+	if code != 0 || !strings.Contains(out, "undo of turn 4") {
+		t.Fatalf("undo: %d %s %s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err == nil {
+		t.Error("a.txt back after undoing the rewind")
+	}
+	out, errs, code = tc(t, "-C", filepath.Join(dir, "sub"), "restore", "2", "--", "../a.txt")
+	if code != 0 {
+		t.Fatalf("restore: %d %s %s", code, out, errs)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(data) != "one\n2\nthree\n" {
+		t.Errorf("a.txt after restore: %q", data)
+	}
+	_, errs, code = tc(t, "-C", dir, "restore", "2", "--", "/etc/passwd")
+	if code != 1 || !strings.Contains(errs, "outside the project") {
+		t.Errorf("restore outside: %d %q", code, errs)
+	}
+	_, errs, code = tc(t, "-C", dir, "restore", "2", "--", "nope")
+	if code != 1 || !strings.Contains(errs, "nope did not exist") {
+		t.Errorf("restore of a path that never existed: %d %q", code, errs)
+	}
+	out, errs, code = tc(t, "-C", dir, "verify")
+	if code != 0 || !strings.Contains(out, "ok") {
+		t.Errorf("verify: %d %s %s", code, out, errs)
+	}
+}
+
+func TestUsageAndMountOnly(t *testing.T) {
+	dir := testProject(t)
+	cases := []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"-C", dir, "begin"}, 1, "turnctl: not inside a ckptfs mount (use -C DIR)\n"},
+		{[]string{"-C", dir, "status"}, 1, "turnctl: not inside a ckptfs mount (use -C DIR)\n"},
+		{[]string{"-C", dir, "run", "--", "true"}, 1, "turnctl: not inside a ckptfs mount (use -C DIR)\n"},
+		{[]string{"-C", dir, "bogus"}, 2, "turnctl: unknown command \"bogus\" (see turnctl --help)\n"},
+		{[]string{"-C", dir, "show"}, 2, ""},
+		{[]string{"-C", dir, "show", "1", "2"}, 2, ""},
+		{[]string{"-C", dir, "log", "--nope"}, 2, ""},
+		{[]string{}, 2, ""},
+		{[]string{"-C", t.TempDir(), "log"}, 1, ""},
+	}
+	for _, c := range cases {
+		_, errs, code := tc(t, c.args...)
+		if code != c.code || (c.err != "" && errs != c.err) || strings.Count(errs, "\n") > 1 && code != 2 {
+			t.Errorf("%q: exit %d %q; want %d %q", c.args, code, errs, c.code, c.err)
+		}
+	}
+	for _, c := range commands {
+		out, _, code := tc(t, c.name, "--help")
+		if code != 0 || !strings.Contains(out, "Usage: turnctl") || !strings.Contains(out, "Exit status") {
+			t.Errorf("%s --help: %d %s", c.name, code, out)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/rundir"
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
+)
+
+// project says where the project is and how to reach its history.
+type project struct {
+	root    string // the project directory (mount point), absolute
+	base    string // the directory relative paths on the command line start from
+	mounted bool
+	store   string // offline: the store directory
+}
+
+var errNotMounted = errors.New("not inside a ckptfs mount (use -C DIR)")
+
+// findProject locates the project: the ckptfs mount containing -C DIR, else
+// the current directory, else $CKPTFS_DIR. Without a mount it looks for
+// the store (DIR/.ckptfs, in DIR or a parent) unless the command needs a
+// live mount.
+func findProject(g globals, needMount bool) (*project, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	start := cwd
+	explicit := false
+	switch {
+	case g.dir != "":
+		start, explicit = absIn(cwd, g.dir), true
+	default:
+		if _, err := rundir.FindMount(realPath(cwd)); err != nil {
+			if d := os.Getenv("CKPTFS_DIR"); d != "" {
+				start, explicit = absIn(cwd, d), true
+			}
+		}
+	}
+	if fi, err := os.Stat(start); err != nil {
+		return nil, fmt.Errorf("%s: %w", start, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", start)
+	}
+	start = realPath(start)
+	p := &project{base: start}
+	if !explicit {
+		p.base = realPath(cwd)
+	}
+	if m, err := rundir.FindMount(start); err == nil {
+		p.root, p.mounted = m, true
+		return p, nil
+	}
+	if needMount {
+		return nil, errNotMounted
+	}
+	if g.store != "" {
+		p.root, p.store = start, absIn(cwd, g.store)
+		return p, nil
+	}
+	for d := start; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, ".ckptfs")); err == nil && fi.IsDir() {
+			p.root, p.store = d, filepath.Join(d, ".ckptfs")
+			return p, nil
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%s is neither inside a ckptfs mount nor a project with a history store (.ckptfs); use -C DIR", start)
+}
+
+// connect returns the Handler for the project: a Client on the daemon's
+// socket, or a Service on the store opened in this process.
+func (p *project) connect() (turnctl.Handler, func(), error) {
+	if p.mounted {
+		sock, err := rundir.Socket(p.root)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := turnctl.Dial(sock)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the ckptfs daemon of %s does not answer (%v); if it died, run: ckptfs umount %s", p.root, errors.Unwrap(err), p.root)
+		}
+		return c, func() { c.Close() }, nil
+	}
+	if fi, err := os.Stat(p.store); err != nil || !fi.IsDir() {
+		return nil, nil, fmt.Errorf("no history store at %s", p.store)
+	}
+	store, err := versionstore.Open(p.store, versionstore.Options{})
+	if err != nil {
+		if errors.Is(err, versionstore.ErrLocked) {
+			return nil, nil, fmt.Errorf("the history store %s is in use (is %s mounted elsewhere?)", p.store, p.root)
+		}
+		return nil, nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "versionstore: "))
+	}
+	tree, err := backing.Open(p.root)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return turnctl.NewService(store, tree, nil), func() { tree.Close(); store.Close() }, nil
+}
+
+// rel converts a path given on the command line (relative to p.base, or
+// absolute) into a project-relative one.
+func (p *project) rel(arg string) (string, error) {
+	abs := absIn(p.base, arg)
+	r, err := filepath.Rel(p.root, abs)
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		// The path may reach the project through a symlink.
+		if rp := realPath(abs); rp != abs {
+			if r2, err2 := filepath.Rel(p.root, rp); err2 == nil && r2 != ".." && !strings.HasPrefix(r2, "../") {
+				r, err = r2, nil
+			}
+		}
+	}
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return "", fmt.Errorf("%s is outside the project %s", arg, p.root)
+	}
+	if r == "." {
+		return "", nil
+	}
+	return filepath.ToSlash(r), nil
+}
+
+func absIn(base, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
+
+// realPath resolves symlinks where it can (mountinfo shows real paths).
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"ckptfs/turnctl"
+)
+
+var diffCmd = &command{
+	name:  "diff",
+	args:  "TURN [TURN2] [-- PATH...]",
+	short: "unified diff between two states (default TURN2: now)",
+	long: `Compares the tree at the end of TURN with the tree at the end of TURN2, or
+with the tree as it is now. PATHs (relative to the current directory) limit
+the diff to those files and directories. The output is in git's format;
+binary files are reported as "Binary files ... differ".`,
+	opts: func() options { return &diffOptions{} },
+}
+
+type diffOptions struct{}
+
+func (o *diffOptions) addFlags(fs *pflag.FlagSet) {}
+
+func (o *diffOptions) run(e *env, args []string) error {
+	turns, paths, err := splitDash(e, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(turns, 1, 2); err != nil {
+		return err
+	}
+	req := turnctl.DiffRequest{From: turns[0]}
+	if len(turns) == 2 {
+		req.To = turns[1]
+	}
+	if req.Paths, err = e.relPaths(paths); err != nil {
+		return err
+	}
+	rep, err := e.h.Diff(e.ctx, req)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(rep)
+	}
+	e.printPatches(rep.Changes)
+	return nil
+}
+
+// splitDash splits the positional arguments at "--".
+func splitDash(e *env, args []string) (before, after []string, err error) {
+	if e.dash < 0 {
+		return args, nil, nil
+	}
+	return args[:e.dash], args[e.dash:], nil
+}
+
+// relPaths converts command-line paths into project-relative ones (nil
+// for none).
+func (e *env) relPaths(args []string) ([]string, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		r, err := e.proj.rel(a)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

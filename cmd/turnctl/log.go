@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
+)
+
+var logCmd = &command{
+	name:  "log",
+	args:  "[-n N]",
+	short: "turns, newest first, with what they changed and which programs wrote",
+	long: `The time is when the turn ended (an open turn: when it began). Kinds: agent
+(begin/end), manual (changes made while no turn was open), rewind (rewind,
+undo, restore), initial (turn 0: the tree when history began).`,
+	opts: func() options { return &logOptions{} },
+}
+
+type logOptions struct {
+	n int
+}
+
+func (o *logOptions) addFlags(fs *pflag.FlagSet) {
+	fs.IntVarP(&o.n, "max-count", "n", 0, "show at most `N` turns (0: all)")
+}
+
+func (o *logOptions) run(e *env, args []string) error {
+	if err := wantArgs(args, 0, 0); err != nil {
+		return err
+	}
+	if o.n < 0 {
+		return usagef("-n must not be negative")
+	}
+	rep, err := e.h.Log(e.ctx, turnctl.LogRequest{N: o.n})
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(rep)
+	}
+	rows := make([][]cell, 0, len(rep.Turns))
+	for _, t := range rep.Turns {
+		rows = append(rows, logRow(t))
+	}
+	e.printTable(rows, "")
+	return nil
+}
+
+func logRow(t versionstore.Turn) []cell {
+	tm := when(t.End)
+	if t.Open {
+		tm = "open"
+	}
+	var label []string
+	if t.Label != "" {
+		label = append(label, t.Label)
+	}
+	for _, r := range t.Refs {
+		label = append(label, "ref:"+r)
+	}
+	files, lines := "", ""
+	if st := t.Stats; st != nil && (st.Files > 0 || !t.Empty()) {
+		files = plural(st.Files, "file")
+		lines = fmt.Sprintf("+%d -%d", st.LinesAdded, st.LinesDeleted)
+	}
+	kindColor := ""
+	switch t.Kind {
+	case versionstore.KindAgent:
+		kindColor = cBlue
+	case versionstore.KindRewind:
+		kindColor = cRed
+	case versionstore.KindManual:
+		kindColor = cCyan
+	}
+	if t.Open {
+		tm = "open"
+	}
+	return []cell{
+		{text: fmt.Sprint(t.Num), color: cYellow, right: true},
+		{text: tm, color: cDim},
+		{text: string(t.Kind), color: kindColor},
+		{text: strings.Join(label, " ")},
+		{text: files, right: true},
+		{text: lines},
+		{text: strings.Join(t.Programs, ","), color: cDim},
+	}
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
+)
+
+// useColor: only on a terminal, never with NO_COLOR or TERM=dumb.
+func useColor(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+const (
+	cReset  = "\x1b[0m"
+	cBold   = "\x1b[1m"
+	cDim    = "\x1b[2m"
+	cRed    = "\x1b[31m"
+	cGreen  = "\x1b[32m"
+	cYellow = "\x1b[33m"
+	cBlue   = "\x1b[34m"
+	cCyan   = "\x1b[36m"
+)
+
+// paint wraps s in a colour when e prints colour.
+func (e *env) paint(color, s string) string {
+	if !e.color || s == "" {
+		return s
+	}
+	return color + s + cReset
+}
+
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// cell is one table cell: its text and colour.
+type cell struct {
+	text  string
+	color string
+	right bool // right-aligned
+}
+
+// printTable prints rows with columns aligned by their visible width, two
+// spaces apart; the last column is not padded.
+func (e *env) printTable(rows [][]cell, indent string) {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c.text))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		b.WriteString(indent)
+		// Trailing empty cells are dropped so lines do not end in blanks.
+		n := len(r)
+		for n > 0 && r[n-1].text == "" {
+			n--
+		}
+		for i, c := range r[:n] {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c.text))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if c.right {
+				b.WriteString(pad)
+			}
+			b.WriteString(e.paint(c.color, c.text))
+			if !c.right && i < n-1 {
+				b.WriteString(pad)
+			}
+		}
+		fmt.Fprintln(e.stdout, b.String())
+	}
+}
+
+// changeRows renders file changes as table rows: kind, path, details.
+func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
+	rows := make([][]cell, 0, len(cs))
+	for _, c := range cs {
+		path := c.Path
+		if (c.After != nil && c.After.Type == "dir") || (c.After == nil && c.Before != nil && c.Before.Type == "dir") {
+			path += "/"
+		}
+		if c.Kind == versionstore.Renamed {
+			path = c.From + " -> " + path
+		}
+		rows = append(rows, []cell{
+			{text: string(c.Kind), color: kindColor(c.Kind)},
+			{text: path},
+			{text: lines(c), color: ""},
+			{text: details(c), color: cDim},
+		})
+	}
+	return rows
+}
+
+func kindColor(k versionstore.ChangeKind) string {
+	switch k {
+	case versionstore.Added:
+		return cGreen
+	case versionstore.Deleted:
+		return cRed
+	case versionstore.Renamed:
+		return cCyan
+	}
+	return cYellow
+}
+
+// lines renders the +/- count of a change ("" when there is none).
+func lines(c turnctl.FileChange) string {
+	switch {
+	case c.Binary:
+		return "binary"
+	case c.LinesAdded == 0 && c.LinesDeleted == 0:
+		return ""
+	}
+	return fmt.Sprintf("+%d -%d", c.LinesAdded, c.LinesDeleted)
+}
+
+// details: what else changed (mode, type, symlink target).
+func details(c turnctl.FileChange) string {
+	var parts []string
+	b, a := c.Before, c.After
+	if b != nil && a != nil {
+		if b.Type != a.Type {
+			parts = append(parts, b.Type+" -> "+a.Type)
+		} else if b.Mode != a.Mode {
+			parts = append(parts, b.Mode+" -> "+a.Mode)
+		}
+		if a.Type == "symlink" && b.Target != a.Target {
+			parts = append(parts, "-> "+a.Target)
+		}
+	} else if a != nil && a.Type == "symlink" {
+		parts = append(parts, "-> "+a.Target)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// statsLine: "3 files (+12 -4)".
+func statsLine(st versionstore.Stats) string {
+	if st.Files == 0 {
+		return "no files changed"
+	}
+	return fmt.Sprintf("%s (+%d -%d)", plural(st.Files, "file"), st.LinesAdded, st.LinesDeleted)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// when renders a time compactly: the clock today, else the date too.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	t = t.Local()
+	now := time.Now()
+	switch {
+	case t.Year() == now.Year() && t.YearDay() == now.YearDay():
+		return t.Format("15:04:05")
+	case t.Year() == now.Year():
+		return t.Format("Jan 02 15:04")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// turnTitle: `turn 4  agent  "fix tests"  ref:msg-3`.
+func (e *env) turnTitle(t versionstore.Turn) string {
+	parts := []string{e.paint(cBold+cYellow, fmt.Sprintf("turn %d", t.Num)), string(t.Kind)}
+	if t.Open {
+		parts = append(parts, e.paint(cGreen, "open"))
+	}
+	if t.Label != "" {
+		parts = append(parts, fmt.Sprintf("%q", t.Label))
+	}
+	for _, r := range t.Refs {
+		parts = append(parts, "ref:"+r)
+	}
+	return strings.Join(parts, "  ")
+}
+
+// printPatches prints the patches of changes, coloured on a terminal.
+func (e *env) printPatches(cs []turnctl.FileChange) {
+	for _, c := range cs {
+		if c.Patch == "" {
+			continue
+		}
+		if !e.color {
+			io.WriteString(e.stdout, c.Patch)
+			continue
+		}
+		for _, l := range strings.SplitAfter(c.Patch, "\n") {
+			switch {
+			case l == "":
+			case strings.HasPrefix(l, "diff --git"), strings.HasPrefix(l, "--- "), strings.HasPrefix(l, "+++ "):
+				io.WriteString(e.stdout, e.paint(cBold, strings.TrimSuffix(l, "\n"))+"\n")
+			case strings.HasPrefix(l, "@@"):
+				io.WriteString(e.stdout, e.paint(cCyan, strings.TrimSuffix(l, "\n"))+"\n")
+			case strings.HasPrefix(l, "+"):
+				io.WriteString(e.stdout, e.paint(cGreen, strings.TrimSuffix(l, "\n"))+"\n")
+			case strings.HasPrefix(l, "-"):
+				io.WriteString(e.stdout, e.paint(cRed, strings.TrimSuffix(l, "\n"))+"\n")
+			default:
+				io.WriteString(e.stdout, l)
+			}
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/turnctl"
+)
+
+var restoreCmd = &command{
+	name:  "restore",
+	args:  "TURN [--dry-run] -- PATH...",
+	short: "rewind only these paths (files or whole directories)",
+	long: `Each PATH (relative to the current directory) becomes what it was at the end
+of TURN, with everything below it; the rest of the tree is left alone. A path
+that existed neither then nor now is an error. Recorded as a rewind turn.`,
+	opts: func() options { return &restoreOptions{} },
+}
+
+type restoreOptions struct {
+	dryRun bool
+}
+
+func (o *restoreOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVarP(&o.dryRun, "dry-run", "n", false, "list what would change; change nothing")
+}
+
+func (o *restoreOptions) run(e *env, args []string) error {
+	turns, paths, _ := splitDash(e, args)
+	if e.dash < 0 && len(args) > 1 {
+		// "restore 3 a b" without "--" is clear enough.
+		turns, paths = args[:1], args[1:]
+	}
+	if err := wantArgs(turns, 1, 1); err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return usagef("missing PATH (to restore everything, use rewind)")
+	}
+	rel, err := e.relPaths(paths)
+	if err != nil {
+		return err
+	}
+	rep, err := e.h.Restore(e.ctx, turnctl.RestoreRequest{Turn: turns[0], Paths: rel, DryRun: o.dryRun})
+	if err != nil {
+		return err
+	}
+	shown := make([]string, len(rel))
+	for i, r := range rel {
+		shown[i] = r
+		if r == "" {
+			shown[i] = "."
+		}
+	}
+	return e.printRewind(rep, fmt.Sprintf("restore of %s from turn %d", strings.Join(shown, " "), rep.Target))
+}

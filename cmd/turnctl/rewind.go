@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/turnctl"
+)
+
+var rewindCmd = &command{
+	name:  "rewind",
+	args:  "TURN [--dry-run]",
+	short: "make the tree equal its state at the end of TURN",
+	long: `Every versioned path becomes exactly what it was when TURN ended: bytes, mode,
+type, symlink target, existence of files and directories. The rewind is
+recorded as a new turn of kind rewind (closing the open turn), so it can
+itself be rewound or undone. --dry-run lists what would change.`,
+	opts: func() options { return &rewindOptions{} },
+}
+
+type rewindOptions struct {
+	dryRun bool
+}
+
+func (o *rewindOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVarP(&o.dryRun, "dry-run", "n", false, "list what would change; change nothing")
+}
+
+func (o *rewindOptions) run(e *env, args []string) error {
+	if err := wantArgs(args, 1, 1); err != nil {
+		return err
+	}
+	rep, err := e.h.Rewind(e.ctx, turnctl.RewindRequest{Turn: args[0], DryRun: o.dryRun})
+	if err != nil {
+		return err
+	}
+	return e.printRewind(rep, fmt.Sprintf("rewind to turn %d", rep.Target))
+}
+
+// printRewind reports a rewind, undo or restore.
+func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
+	if e.json {
+		return e.printJSON(rep)
+	}
+	switch {
+	case len(rep.Changes) == 0:
+		fmt.Fprintf(e.stdout, "%s: nothing to change\n", what)
+		return nil
+	case rep.DryRun:
+		fmt.Fprintf(e.stdout, "%s would change %s:\n", what, statsLine(rep.Stats))
+	case rep.Turn != nil:
+		fmt.Fprintf(e.stdout, "%s done as turn %d: %s\n", what, rep.Turn.Num, statsLine(rep.Stats))
+	}
+	e.printTable(e.changeRows(rep.Changes), "  ")
+	return nil
+}

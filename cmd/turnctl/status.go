@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/turnctl"
+)
+
+var statusCmd = &command{
+	name:  "status",
+	args:  "",
+	short: "the open turn and what it has changed so far",
+	mount: true,
+	opts:  func() options { return &statusOptions{} },
+}
+
+type statusOptions struct{}
+
+func (o *statusOptions) addFlags(fs *pflag.FlagSet) {}
+
+func (o *statusOptions) run(e *env, args []string) error {
+	if err := wantArgs(args, 0, 0); err != nil {
+		return err
+	}
+	rep, err := e.h.Status(e.ctx, turnctl.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(rep)
+	}
+	if !rep.Open {
+		fmt.Fprintf(e.stdout, "no turn open (latest turn: %d)\n", rep.Latest)
+		return nil
+	}
+	t := rep.Turn
+	line := e.turnTitle(*t) + "  since " + when(t.Start)
+	if len(t.Programs) > 0 {
+		line += "  by " + strings.Join(t.Programs, ", ")
+	}
+	fmt.Fprintln(e.stdout, line)
+	e.printTable(e.changeRows(rep.Changes), "  ")
+	fmt.Fprintln(e.stdout, statsLine(rep.Stats))
+	return nil
+}

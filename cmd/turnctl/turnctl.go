@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/turnctl"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // one line "turnctl: ..." on stderr
+	exitUsage   = 2
+)
+
+const exitCodesHelp = `Exit status: 0 ok, 1 failure (one line "turnctl: ..." on stderr), 2 usage error.`
+
+// command is one subcommand. Each lives in its own file with an options
+// struct that binds its flags and runs it.
+type command struct {
+	name  string
+	args  string // usage after the name
+	short string
+	long  string
+	// mount: the command needs a live mount (the daemon marks turns).
+	mount bool
+	// interspersed: flags may follow positional arguments (false for run,
+	// whose arguments are another command's).
+	noInterspersed bool
+	opts           func() options
+}
+
+type options interface {
+	addFlags(fs *pflag.FlagSet)
+	run(e *env, args []string) error
+}
+
+var commands = []*command{
+	beginCmd, endCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd,
+	rewindCmd, undoCmd, restoreCmd, runCmd, verifyCmd,
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// globals are the options before the command.
+type globals struct {
+	dir   string // -C
+	store string // --store
+	json  bool
+}
+
+// env is what a command runs with.
+type env struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	json   bool
+	color  bool
+	dash   int             // index in args of the first argument after "--", or -1
+	proj   *project        // where the project is and how we reach it
+	h      turnctl.Handler // the daemon (Client) or an in-process Service
+}
+
+// usageError is a wrong invocation: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// exitError ends turnctl with a given status and no message of its own
+// (run: the command's exit status; verify: corruption, already reported).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	return runWith(context.Background(), args, os.Stdin, stdout, stderr)
+}
+
+func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var g globals
+	fs := pflag.NewFlagSet("turnctl", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SetInterspersed(false)
+	fs.StringVarP(&g.dir, "dir", "C", "", "run as if started in `DIR` (default: the current directory, else $CKPTFS_DIR)")
+	fs.StringVar(&g.store, "store", "", "history store `PATH` when the project is not mounted (default DIR/.ckptfs)")
+	fs.BoolVar(&g.json, "json", false, "print results as JSON")
+	help := fs.BoolP("help", "h", false, "show this help")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "turnctl: %v (see turnctl --help)\n", err)
+		return exitUsage
+	}
+	if *help || fs.NArg() == 0 {
+		w := stdout
+		if !*help {
+			w = stderr
+		}
+		mainHelp(w, fs)
+		if !*help {
+			return exitUsage
+		}
+		return exitOK
+	}
+	name := fs.Arg(0)
+	if name == "help" {
+		if fs.NArg() > 1 && lookup(fs.Arg(1)) != nil {
+			commandHelp(stdout, lookup(fs.Arg(1)))
+		} else {
+			mainHelp(stdout, fs)
+		}
+		return exitOK
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "turnctl: unknown command %q (see turnctl --help)\n", name)
+		return exitUsage
+	}
+	o := c.opts()
+	cfs := commandFlags(c, o, &g)
+	if err := cfs.Parse(fs.Args()[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			commandHelp(stdout, c)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "turnctl %s: %v (see turnctl %s --help)\n", name, err, name)
+		return exitUsage
+	}
+	if h, _ := cfs.GetBool("help"); h {
+		commandHelp(stdout, c)
+		return exitOK
+	}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash()}
+	e.color = useColor(stdout)
+	err := func() error {
+		p, err := findProject(g, c.mount)
+		if err != nil {
+			return err
+		}
+		e.proj = p
+		h, closer, err := p.connect()
+		if err != nil {
+			return err
+		}
+		defer closer()
+		e.h = h
+		return o.run(e, cfs.Args())
+	}()
+	return report(stderr, name, err)
+}
+
+// report prints err as one line and returns the exit status.
+func report(stderr io.Writer, name string, err error) int {
+	var ue *usageError
+	var xe *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "turnctl %s: %s (see turnctl %s --help)\n", name, ue.msg, name)
+		return exitUsage
+	case errors.As(err, &xe):
+		if xe.msg != "" {
+			fmt.Fprintf(stderr, "turnctl: %s\n", xe.msg)
+		}
+		return xe.code
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	fmt.Fprintf(stderr, "turnctl: %s\n", msg)
+	return exitFailure
+}
+
+func commandFlags(c *command, o options, g *globals) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("turnctl "+c.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SetInterspersed(!c.noInterspersed)
+	o.addFlags(fs)
+	fs.BoolVar(&g.json, "json", g.json, "print results as JSON")
+	fs.BoolP("help", "h", false, "show this help")
+	return fs
+}
+
+func mainHelp(w io.Writer, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, `Usage: turnctl [-C DIR] [--json] COMMAND [ARGS]
+
+Marks the turns of whoever works in a ckptfs-mounted project, and shows,
+compares and rewinds its history. turnctl finds the mount that contains the
+current directory (or -C DIR, or $CKPTFS_DIR). When the project is not
+mounted, the commands that only read history, and rewind, undo, restore and
+verify, open the store directly.
+
+Commands:
+`)
+	for _, c := range commands {
+		use := c.name + " " + c.args
+		if len(use) > 34 {
+			fmt.Fprintf(w, "  %s\n  %-34s %s\n", use, "", c.short)
+			continue
+		}
+		fmt.Fprintf(w, "  %-34s %s\n", use, c.short)
+	}
+	fmt.Fprintf(w, `
+TURN is a turn number (3), 0 (the tree when history began), or ref:ID (a ref
+given at begin or end).
+
+Options:
+%s
+Run "turnctl COMMAND --help" for more about a command.
+%s
+`, flagUsages(fs), exitCodesHelp)
+}
+
+func commandHelp(w io.Writer, c *command) {
+	fs := commandFlags(c, c.opts(), &globals{})
+	fmt.Fprintf(w, "Usage: turnctl [-C DIR] [--json] %s %s\n\n%s\n", c.name, c.args, c.short)
+	if c.long != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
+	}
+	fmt.Fprintf(w, "\nOptions:\n%s\n%s\n", flagUsages(fs), exitCodesHelp)
+}
+
+// flagUsages lists flags as pflag does, without its "[=true|false]" after
+// boolean flags.
+func flagUsages(fs *pflag.FlagSet) string {
+	type line struct{ left, usage string }
+	var lines []line
+	width := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		l := "      --" + f.Name
+		if f.Shorthand != "" {
+			l = "  -" + f.Shorthand + ", --" + f.Name
+		}
+		name, usage := pflag.UnquoteUsage(f)
+		if f.Value.Type() != "bool" && name != "" {
+			l += " " + name
+		}
+		lines = append(lines, line{l, usage})
+		width = max(width, len(l))
+	})
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%-*s   %s\n", width, l.left, l.usage)
+	}
+	return b.String()
+}
+
+// wantArgs checks the number of positional arguments.
+func wantArgs(args []string, min, max int) error {
+	switch {
+	case len(args) < min:
+		return usagef("missing argument")
+	case max >= 0 && len(args) > max:
+		return usagef("unexpected argument %q", args[max])
+	}
+	return nil
+}
