@@ -85,6 +85,9 @@ func (o *runOptions) run(e *env, args []string) error {
 func runChild(e *env, args []string) (int, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	if e.proj != nil {
+		cmd.Dir = e.proj.base // the current directory, or -C DIR
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)

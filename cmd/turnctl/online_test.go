@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ckptfs/turnctl"
+	"ckptfs/turnctl/turnctltest"
+	"ckptfs/versionstore"
+)
+
+// onlineEnv serves a Service on a socket, as the daemon does, and returns
+// an env whose Handler is a Client on it (the mounted case without a
+// mount).
+func onlineEnv(t *testing.T) (*env, *bytes.Buffer, *bytes.Buffer, *turnctltest.Overlay) {
+	t.Helper()
+	dir := t.TempDir()
+	store := versionstore.NewTestStore(t)
+	ov := turnctltest.New(t, dir, store)
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := turnctl.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go turnctl.Serve(ln, turnctl.NewService(store, ov.Tree, nil))
+	t.Cleanup(func() { ln.Close() })
+	c := turnctl.NewClient(sock)
+	t.Cleanup(func() { c.Close() })
+	var out, errb bytes.Buffer
+	e := &env{ctx: context.Background(), stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
+		dash: -1, proj: &project{root: dir, base: dir, mounted: true}, h: c}
+	return e, &out, &errb, ov
+}
+
+func TestBeginEndStatusOnline(t *testing.T) {
+	e, out, _, ov := onlineEnv(t)
+	if err := (&beginOptions{label: "fix", ref: "m1"}).run(e, nil); err != nil || out.String() != "1\n" {
+		t.Fatalf("begin: %v %q", err, out)
+	}
+	ov.Write("a.go", "package a\n")
+	out.Reset()
+	if err := (&statusOptions{}).run(e, nil); err != nil || !strings.Contains(out.String(), "added  a.go  +1 -0") {
+		t.Fatalf("status: %v %q", err, out)
+	}
+	out.Reset()
+	if err := (&endOptions{}).run(e, nil); err != nil || out.String() != "turn 1 closed: 1 file (+1 -0) by test\n" {
+		t.Fatalf("end: %v %q", err, out)
+	}
+	out.Reset()
+	if err := (&statusOptions{}).run(e, nil); err != nil || out.String() != "no turn open (latest turn: 1)\n" {
+		t.Fatalf("status after end: %v %q", err, out)
+	}
+	err := (&endOptions{}).run(e, nil)
+	if code := report(e.stderr, "end", err); code != 1 {
+		t.Errorf("end without an open turn: exit %d", code)
+	}
+}
+
+func TestRunOnline(t *testing.T) {
+	e, out, errb, _ := onlineEnv(t)
+	err := (&runOptions{}).run(e, []string{"sh", "-c", "pwd; exit 3"})
+	if code := report(e.stderr, "run", err); code != 3 {
+		t.Fatalf("run: exit %d, %v", code, err)
+	}
+	if strings.TrimSpace(out.String()) != e.proj.base {
+		t.Errorf("run: command ran in %q, want %q", out, e.proj.base)
+	}
+	if !strings.Contains(errb.String(), "turn 1 closed") {
+		t.Errorf("run: summary %q", errb)
+	}
+	rep, _ := e.h.Log(e.ctx, turnctl.LogRequest{})
+	if len(rep.Turns) != 2 || rep.Turns[0].Open || rep.Turns[0].Label != "sh -c pwd; exit 3" {
+		t.Errorf("run: turns %+v", rep.Turns)
+	}
+	errb.Reset()
+	err = (&runOptions{}).run(e, []string{"/nonexistent/cmd"})
+	if code := report(e.stderr, "run", err); code != 127 || !strings.Contains(errb.String(), "cannot run /nonexistent/cmd") {
+		t.Errorf("run of a missing command: %d %q", code, errb)
+	}
+}
