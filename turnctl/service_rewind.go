@@ -118,7 +118,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 			return err
 		}
 		if label == "" {
-			label = fmt.Sprintf("undo: rewind to %d", n)
+			label = fmt.Sprintf("undo turn %d", n+1)
 		}
 		res, err = s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
 			DryRun: dry, Paths: paths, Label: label, Who: versionstore.Program{Comm: "turnctl"},

@@ -76,16 +76,22 @@ func logRow(t versionstore.Turn) []cell {
 	case versionstore.KindManual:
 		kindColor = cCyan
 	}
-	if t.Open {
-		tm = "open"
-	}
 	return []cell{
 		{text: fmt.Sprint(t.Num), color: cYellow, right: true},
 		{text: tm, color: cDim},
 		{text: string(t.Kind), color: kindColor},
-		{text: strings.Join(label, " ")},
+		{text: truncate(strings.Join(label, " "), 60)},
 		{text: files, right: true},
 		{text: lines},
-		{text: strings.Join(t.Programs, ","), color: cDim},
+		{text: strings.Join(t.Programs, ", "), color: cDim},
 	}
+}
+
+// truncate shortens s to at most n runes, marking the cut with "...".
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-3]) + "..."
 }
