@@ -52,7 +52,7 @@ var fullSizes = sizes{
 }
 
 var quickSizes = sizes{
-	srcDirs:     []string{"go", "net", "encoding", "image", "os"}, // ~1.5k files
+	srcDirs:     []string{"go", "net", "encoding"}, // ~1.1k files
 	churnFiles:  2000,
 	seqBytes:    256 << 20,
 	randBytes:   32 << 20,
@@ -60,8 +60,8 @@ var quickSizes = sizes{
 	statRounds:  5,
 	histTrees:   []int{1000, 3000},
 	gitTree:     3000,
-	logTurns:    100,
-	rewindFiles: []int{10, 1000},
+	logTurns:    50,
+	rewindFiles: []int{10, 300},
 	storedBytes: 8 << 20,
 }
 
