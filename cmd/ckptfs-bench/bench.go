@@ -69,8 +69,15 @@ func (b *bench) run(ctx context.Context) error {
 	b.res.Host = hostInfo()
 	b.logf("work dir %s; %d repetitions; configurations %s", b.o.work, b.o.reps, strings.Join(b.o.configs, ","))
 
+	anyWorkload := false
+	for _, wl := range workloads {
+		anyWorkload = anyWorkload || b.selected(wl.name, wl.num)
+	}
 	var ts []target
 	for _, name := range b.o.configs {
+		if !anyWorkload && name != "C" {
+			continue // history figures only: C alone
+		}
 		t, err := b.startTarget(ctx, name)
 		if err != nil {
 			b.res.Configs[name] = configInfo{Error: err.Error(), What: b.describe(name)}

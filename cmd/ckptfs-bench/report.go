@@ -258,7 +258,7 @@ func (r *results) table(configs []string) string {
 	fmt.Fprintf(&sb, "\nckptfs-bench  %s  reps=%d quick=%v  kernel %s, %s cpus, %s\n",
 		r.Started, r.Reps, r.Quick, r.Host["kernel"], r.Host["cpus"], r.Host["go"])
 	for _, c := range configs {
-		if ci := r.Configs[c]; !ci.Available {
+		if ci, ok := r.Configs[c]; ok && !ci.Available {
 			fmt.Fprintf(&sb, "%s unavailable: %s\n", c, ci.Error)
 		}
 	}
