@@ -26,8 +26,10 @@ const (
 	// dribbles its headers) is dropped after this; it never holds up
 	// others, who are served on their own connections meanwhile.
 	readHeaderTimeout = 10 * time.Second
-	// readTimeout bounds reading a whole request (headers and body).
-	readTimeout = 30 * time.Second
+	// bodyTimeout bounds reading a request body. (Not http.Server's
+	// ReadTimeout: its deadline would stay armed while a long rewind runs,
+	// and expire into a cancelled request context.)
+	bodyTimeout = 30 * time.Second
 	// idleTimeout closes kept-alive connections nobody uses.
 	idleTimeout = 60 * time.Second
 )
@@ -124,7 +126,6 @@ func Serve(ln net.Listener, h Handler) error {
 	srv := &http.Server{
 		Handler:           NewHTTPHandler(h, os.Getuid()),
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          log.New(io.Discard, "", 0),
@@ -222,8 +223,11 @@ func decode(w http.ResponseWriter, r *http.Request, get bool, v any) bool {
 		writeError(w, errorf(CodeMethod, "%s %s: use POST", r.Method, r.URL.Path))
 		return false
 	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	data, err := io.ReadAll(body)
+	rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
