@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -27,6 +28,9 @@ var _ Handler = (*Service)(nil)
 // nil when the project is not mounted: then nothing else can write the tree
 // and the commands run without exclusion.
 func NewService(store *versionstore.Store, tree fsstate.Tree, gate Gate) *Service {
+	if v := reflect.ValueOf(gate); gate != nil && v.Kind() == reflect.Pointer && v.IsNil() {
+		gate = nil // a nil *fusefs.Root: not mounted
+	}
 	return &Service{store: store, tree: tree, gate: gate}
 }
 

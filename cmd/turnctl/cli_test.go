@@ -100,9 +100,13 @@ func TestShowDiffCatOffline(t *testing.T) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, code = tc(t, "-C", filepath.Join(dir, "sub"), "diff", "1", "2", "--", "../a.txt")
+	out, _, code = tc(t, "-C", filepath.Join(dir, "sub"), "diff", "1", "2", "../a.txt")
 	if code != 0 || !strings.Contains(out, "-two\n+2\n+three\n") || strings.Contains(out, "sub/") {
 		t.Errorf("diff 1 2 -- ../a.txt: %d\n%s", code, out)
+	}
+	out, _, code = tc(t, "-C", filepath.Join(dir, "sub"), "diff", "1", "--", "../a.txt")
+	if code != 0 || !strings.Contains(out, "+++ /dev/null") || strings.Contains(out, "sub/") {
+		t.Errorf("diff 1 -- ../a.txt: %d\n%s", code, out)
 	}
 	out, _, code = tc(t, "-C", dir, "cat", "1", "a.txt")
 	if code != 0 || out != "one\ntwo\n" {

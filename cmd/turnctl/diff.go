@@ -1,6 +1,9 @@
 package main
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/spf13/pflag"
 
 	"ckptfs/turnctl"
@@ -26,6 +29,15 @@ func (o *diffOptions) run(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if e.dash < 0 && len(turns) > 1 {
+		// Without "--", what does not look like a turn is a path, as in
+		// "turnctl diff 3 src/".
+		i := 1
+		if looksLikeTurn(turns[1]) {
+			i = 2
+		}
+		turns, paths = turns[:i], turns[i:]
+	}
 	if err := wantArgs(turns, 1, 2); err != nil {
 		return err
 	}
@@ -45,6 +57,15 @@ func (o *diffOptions) run(e *env, args []string) error {
 	}
 	e.printPatches(rep.Changes)
 	return nil
+}
+
+// looksLikeTurn: a number, "now" or "ref:ID".
+func looksLikeTurn(s string) bool {
+	if s == "now" || strings.HasPrefix(s, "ref:") {
+		return true
+	}
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
 }
 
 // splitDash splits the positional arguments at "--".
