@@ -239,9 +239,9 @@ func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) erro
 func daemonGone(t target) error {
 	if d, ok := t.(interface {
 		exited() bool
-		logTail() string
+		exitStatus() string
 	}); ok && d.exited() {
-		return fmt.Errorf("daemon exited: %s", d.logTail())
+		return fmt.Errorf("daemon exited: %s", d.exitStatus())
 	}
 	return nil
 }
@@ -270,7 +270,20 @@ func (b *bench) runStep(ctx context.Context, wl *workload, st step, e *env) erro
 	// Write back what earlier steps (any configuration's) left dirty, so
 	// that this step does not pay for it.
 	syscall.Sync()
+	// A hung daemon would block this process in a syscall for ever; past
+	// the limit, kill it: the mount then fails every call (ENOTCONN).
+	limit := 15 * time.Minute
+	if b.o.quick {
+		limit = 3 * time.Minute
+	}
+	watchdog := time.AfterFunc(limit, func() {
+		if d, ok := e.t.(interface{ kill() }); ok {
+			b.logf("%s/%s on %s: no progress after %v; killing its daemon", wl.name, st.name, e.t.Name(), limit)
+			d.kill()
+		}
+	})
 	s, err := measure(ctx, e.t, func() error { return st.run(ctx, e) })
+	watchdog.Stop()
 	if err != nil {
 		return err
 	}

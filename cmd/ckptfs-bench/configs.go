@@ -99,6 +99,18 @@ func (d *daemon) exited() bool {
 	}
 }
 
+// exitStatus says how the daemon ended, after exited.
+func (d *daemon) exitStatus() string {
+	s := fmt.Sprint(d.err)
+	if d.err == nil {
+		s = "exit status 0"
+	}
+	if t := d.logTail(); t != "" {
+		s += ": " + t
+	}
+	return s
+}
+
 // logTail is the end of the daemon's stderr, for error messages.
 func (d *daemon) logTail() string {
 	data, _ := os.ReadFile(d.log)
