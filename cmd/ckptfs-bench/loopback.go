@@ -98,8 +98,10 @@ func mountLoopback(backing, mnt string, plus, writeback, debug bool) (*fuse.Serv
 		// security.capability before every write (file_remove_privs), even
 		// through passthrough: 4 KiB writes ran at 81 MB/s and cost the
 		// daemon 0.7 CPU-s per 20k writes; with it, 550 MB/s and ~0. The
-		// backing filesystem clears setuid bits on the daemon's behalf when
-		// the data lands there (passthrough writes go straight to it).
+		// price: the daemon must then clear setuid/setgid bits itself
+		// (FUSE_WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID), which the stock
+		// loopback ignores, so a write by a non-root caller keeps them here.
+		// A real overlay can honour the flags at no round-trip cost.
 		opts.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 		if writeback {
 			opts.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
