@@ -143,11 +143,13 @@ func (b *bench) describe(name string) string {
 	case "L":
 		return "go-fuse v2.12.1 loopback, fs.Mount defaults (1 s entry/attr timeouts, max_write 128 KiB, max_background 12, passthrough negotiated by default)"
 	case "L+":
-		s := "loopback + 1 h entry/attr/negative timeouts, FOPEN_CACHE_DIR|KEEP_CACHE, max_write 1 MiB, max_background 64, HANDLE_KILLPRIV_V2, passthrough"
-		if b.o.lplusWriteback {
-			s += ", writeback cache (kernel then disables passthrough)"
+		var parts []string
+		for _, o := range lplusOptions {
+			if contains(b.o.lplus, o.name) {
+				parts = append(parts, o.what)
+			}
 		}
-		return s
+		return "loopback + " + strings.Join(parts, "; ")
 	case "C":
 		return b.o.ckptfs + " mount -f --store " + filepath.Join(b.o.work, "C", "store") + " " + filepath.Join(b.o.work, "C", "dir") + "; turnctl begin/end around each repetition"
 	}

@@ -186,10 +186,7 @@ func startLoopback(b *bench, name string) (*loopback, error) {
 	}
 	args := []string{"loopback"}
 	if name == "L+" {
-		args = append(args, "--plus")
-		if b.o.lplusWriteback {
-			args = append(args, "--writeback")
-		}
+		args = append(args, "--opts", strings.Join(b.o.lplus, ","))
 	}
 	args = append(args, backing, mnt)
 	l := &loopback{daemon{name: name, mnt: mnt, cmd: exec.Command(exe, args...), log: filepath.Join(base, "daemon.log")}}

@@ -4,7 +4,7 @@ package main
 // bench, so that the process doing file operations never serves its own
 // mount (go-fuse deadlocks otherwise).
 //
-//	ckptfs-bench loopback [--plus [--writeback]] BACKING MNT
+//	ckptfs-bench loopback [--opts OPT,...] [--debug] BACKING MNT
 //
 // It mounts with DirectMountStrict (no fusermount here; we are root), prints
 // "ready" on stdout, serves until SIGTERM, then unmounts (lazily if busy).
@@ -26,11 +26,14 @@ import (
 func runLoopback(args []string, stdout, stderr io.Writer) int {
 	fl := pflag.NewFlagSet("loopback", pflag.ContinueOnError)
 	fl.SetOutput(stderr)
-	plus := fl.Bool("plus", false, "tuned options (L+)")
-	writeback := fl.Bool("writeback", false, "with --plus: writeback cache")
+	opts := fl.StringSlice("opts", nil, "tuning options (see lplusOptions); none: stock loopback (L)")
 	debug := fl.Bool("debug", false, "log every FUSE request to stderr")
 	if err := fl.Parse(args); err != nil || fl.NArg() != 2 {
-		fmt.Fprintln(stderr, "usage: ckptfs-bench loopback [--plus [--writeback]] BACKING MNT")
+		fmt.Fprintln(stderr, "usage: ckptfs-bench loopback [--opts OPT,...] [--debug] BACKING MNT")
+		return exitUsage
+	}
+	if err := checkLplusOptions(*opts); err != nil {
+		fmt.Fprintf(stderr, "loopback: %v\n", err)
 		return exitUsage
 	}
 	backing, mnt := fl.Arg(0), fl.Arg(1)
@@ -38,7 +41,7 @@ func runLoopback(args []string, stdout, stderr io.Writer) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 
-	server, err := mountLoopback(backing, mnt, *plus, *writeback, *debug)
+	server, err := mountLoopback(backing, mnt, *opts, *debug)
 	if err != nil {
 		fmt.Fprintf(stderr, "loopback: mount %s: %v\n", mnt, err)
 		return exitFail
@@ -60,40 +63,80 @@ func runLoopback(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// lplusOptions are the tuning options L+ may get, in the order documented.
+var lplusOptions = []struct{ name, what string }{
+	{"timeouts", "1 h entry and attribute timeouts"},
+	{"negative", "1 h negative-entry timeout"},
+	{"cachedir", "FOPEN_CACHE_DIR|FOPEN_KEEP_CACHE on opendir, KEEP_CACHE on open"},
+	{"maxwrite", "max_write 1 MiB"},
+	{"background", "max_background 64"},
+	{"killpriv2", "HANDLE_KILLPRIV_V2: no GETXATTR security.capability per write"},
+	{"writeback", "writeback cache (the kernel then disables passthrough)"},
+}
+
+// defaultLplus is L+ unless --lplus says otherwise: everything but the
+// writeback cache.
+var defaultLplus = []string{"timeouts", "negative", "cachedir", "maxwrite", "background", "killpriv2"}
+
+func checkLplusOptions(opts []string) error {
+	for _, o := range opts {
+		ok := false
+		for _, l := range lplusOptions {
+			ok = ok || l.name == o
+		}
+		if !ok {
+			return fmt.Errorf("unknown L+ option %q", o)
+		}
+	}
+	return nil
+}
+
 // mountLoopback mounts fs.NewLoopbackRoot(backing) on mnt.
 //
-// L gets exactly what fs.Mount(..., nil) would give (1 s entry and attribute
-// timeouts, no negative caching, max_write 128 KiB, max_background 12).
-// go-fuse v2.12.1 negotiates FUSE passthrough by default (CAP_PASSTHROUGH is
-// in its default capability set and LoopbackFile implements
-// FilePassthroughFder), so L already reads and writes through passthrough
-// when we are root on a 6.9+ kernel.
+// With no options (L) it gets exactly what fs.Mount(..., nil) would give:
+// 1 s entry and attribute timeouts, no negative caching, max_write 128 KiB,
+// max_background 12. go-fuse v2.12.1 negotiates FUSE passthrough by default
+// (CAP_PASSTHROUGH is in its default capability set and LoopbackFile
+// implements FilePassthroughFder), so even L reads and writes through
+// passthrough when we are root on a 6.9+ kernel.
 //
-// L+ adds what the measurements in BENCH.md justify: 1 h entry, attribute
-// and negative timeouts (safe: the loopback is the only writer of the
-// backing directory), cached directory listings kept across opens,
-// max_write 1 MiB, max_background 64, HANDLE_KILLPRIV_V2 (see below). The writeback cache is off unless
-// asked for: the kernel does not combine it with passthrough, and
-// passthrough is what makes reads native.
-func mountLoopback(backing, mnt string, plus, writeback, debug bool) (*fuse.Server, error) {
+// L+ adds what measurements justify (see lplusOptions). Long timeouts are
+// safe here: the loopback is the only writer of the backing directory. The
+// writeback cache is off by default: the kernel does not combine it with
+// passthrough, and passthrough is what makes reads native.
+func mountLoopback(backing, mnt string, opt []string, debug bool) (*fuse.Server, error) {
+	has := func(name string) bool {
+		for _, o := range opt {
+			if o == name {
+				return true
+			}
+		}
+		return false
+	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(backing, &st); err != nil {
 		return nil, err
 	}
-	second := time.Second
+	second, hour := time.Second, time.Hour
 	opts := &fs.Options{EntryTimeout: &second, AttrTimeout: &second}
 	opts.MaxBackground = 12
 	opts.DirectMountStrict = true
 	opts.FsName = backing
 	opts.Name = "loopback"
 	opts.Debug = debug
-
-	var root fs.InodeEmbedder
-	if plus {
-		hour := time.Hour
-		opts.EntryTimeout, opts.AttrTimeout, opts.NegativeTimeout = &hour, &hour, &hour
+	if has("timeouts") {
+		opts.EntryTimeout, opts.AttrTimeout = &hour, &hour
+	}
+	if has("negative") {
+		opts.NegativeTimeout = &hour
+	}
+	if has("maxwrite") {
 		opts.MaxWrite = 1 << 20
+	}
+	if has("background") {
 		opts.MaxBackground = 64
+	}
+	if has("killpriv2") {
 		// Without HANDLE_KILLPRIV_V2 the kernel asks GETXATTR
 		// security.capability before every write (file_remove_privs), even
 		// through passthrough: 4 KiB writes ran at 81 MB/s and cost the
@@ -103,9 +146,12 @@ func mountLoopback(backing, mnt string, plus, writeback, debug bool) (*fuse.Serv
 		// loopback ignores, so a write by a non-root caller keeps them here.
 		// A real overlay can honour the flags at no round-trip cost.
 		opts.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
-		if writeback {
-			opts.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
-		}
+	}
+	if has("writeback") {
+		opts.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+	}
+	var root fs.InodeEmbedder
+	if has("cachedir") {
 		lr := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
 		root = &cachedNode{LoopbackNode: &fs.LoopbackNode{RootData: lr}}
 		lr.RootNode = root

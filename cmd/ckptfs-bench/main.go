@@ -36,17 +36,17 @@ func main() {
 }
 
 type options struct {
-	quick          bool
-	reps           int
-	only           []string
-	configs        []string
-	work           string
-	jsonPath       string
-	ckptfs         string
-	turnctl        string
-	lplusWriteback bool
-	keep           bool
-	noHistory      bool
+	quick     bool
+	reps      int
+	only      []string
+	configs   []string
+	work      string
+	jsonPath  string
+	ckptfs    string
+	turnctl   string
+	lplus     []string
+	keep      bool
+	noHistory bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&o.jsonPath, "json", "", "write results as JSON to `FILE` (default WORK/bench.json)")
 	fl.StringVar(&o.ckptfs, "ckptfs", "bin/ckptfs", "ckptfs binary `PATH`")
 	fl.StringVar(&o.turnctl, "turnctl", "bin/turnctl", "turnctl binary `PATH`")
-	fl.BoolVar(&o.lplusWriteback, "lplus-writeback", false, "give L+ the writeback cache (the kernel then disables passthrough)")
+	fl.StringSliceVar(&o.lplus, "lplus", defaultLplus, "L+ tuning `OPTION`s, for ablations (see above)")
 	fl.BoolVar(&o.keep, "keep", false, "keep the work directory's contents at the end")
 	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only)")
 	help := fl.BoolP("help", "h", false, "show this help")
@@ -138,6 +138,16 @@ func (o *options) check() error {
 		}
 		o.only[i] = w
 	}
+	var lplus []string
+	for _, x := range o.lplus {
+		if x = strings.TrimSpace(x); x != "" {
+			lplus = append(lplus, x)
+		}
+	}
+	o.lplus = lplus
+	if err := checkLplusOptions(o.lplus); err != nil {
+		return err
+	}
 	abs, err := filepath.Abs(o.work)
 	if err != nil {
 		return err
@@ -160,13 +170,12 @@ C/N, C/L, C/L+, as a table and as JSON.
 Configurations:
   N    a plain directory under --work (the physical limit)
   L    go-fuse loopback (fs.NewLoopbackRoot), default options, served by a child process
-  L+   the same loopback tuned: 1 h entry/attr/negative timeouts, cached
-       directories, max_write 1 MiB, max_background 64, passthrough
-  C    bin/ckptfs mount -f --store WORK/C/store DIR; turnctl begin/end around
+  L+   the same loopback tuned by the --lplus options (default: all but writeback):
+%s  C    bin/ckptfs mount -f --store WORK/C/store DIR; turnctl begin/end around
        every repetition, counted in C's time
 
 Workloads (--only takes names or numbers):
-`)
+`, lplusHelp())
 	for _, wl := range workloads {
 		fmt.Fprintf(w, "  %2d %-8s %s\n", wl.num, wl.name, wl.desc)
 	}
@@ -177,6 +186,14 @@ Flags:
 %s
 Exit status: 0 ok, 1 failure, 2 usage error.
 `, fl.FlagUsages())
+}
+
+func lplusHelp() string {
+	var sb strings.Builder
+	for _, o := range lplusOptions {
+		fmt.Fprintf(&sb, "         %-10s %s\n", o.name, o.what)
+	}
+	return sb.String()
 }
 
 // since returns seconds elapsed since t.
