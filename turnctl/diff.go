@@ -37,20 +37,24 @@ type side struct {
 	binary bool   // not text, or too large: no line diff
 }
 
-// readSide loads what path was at the end of turn (versionstore.Now: the
-// live tree), for a state st already known to the caller.
-func (s *Service) readSide(turn uint64, path string, st fsstate.State) (side, error) {
+// readSide loads one side of a store Change (after: the later state). The
+// store hands out the version it already resolved, so reading k changed
+// files costs one pass over the log, not k.
+func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
+	st := c.Before
+	if after {
+		st = c.After
+	}
 	sd := side{st: st}
 	switch st.Type {
 	case fsstate.Symlink:
 		sd.data = []byte(st.Target)
 	case fsstate.Regular:
-		rc, got, err := s.store.OpenAt(turn, path, s.tree)
+		rc, err := s.store.OpenChange(c, after, s.tree)
 		if err != nil {
 			return sd, err
 		}
 		defer rc.Close()
-		sd.st = got
 		data, err := io.ReadAll(io.LimitReader(rc, maxDiffBytes+1))
 		if err != nil {
 			return sd, err
@@ -82,10 +86,10 @@ func (s *Service) fileChange(from, to uint64, c versionstore.Change, patch bool)
 	if c.Kind != versionstore.ModeOnly {
 		// Only mode or owner changed: the bytes are the same, skip them.
 		var err error
-		if a, err = s.readSide(from, oldPath, c.Before); err != nil {
+		if a, err = s.readSide(c, false); err != nil {
 			return fc, err
 		}
-		if b, err = s.readSide(to, c.Path, c.After); err != nil {
+		if b, err = s.readSide(c, true); err != nil {
 			return fc, err
 		}
 	}

@@ -95,6 +95,8 @@ type Change struct {
 	Kind   ChangeKind `json:"kind"`
 	Before State      `json:"-"`
 	After  State      `json:"-"`
+
+	before, after resolved // where the two versions' bytes are (OpenChange)
 }
 
 // Now stands for the live tree wherever a turn number is expected as the

@@ -214,7 +214,7 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 			return nil, err
 		}
 		if k != "" {
-			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State}
+			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State, before: before[i], after: after[i]}
 		}
 	}
 	// A path that disappeared while another appeared through a rename
@@ -226,7 +226,7 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 			cy, oky := out[y]
 			if okx && oky && cx.Kind == Deleted && cy.Kind == Added && cx.Before.Type == cy.After.Type {
 				delete(out, x)
-				out[y] = Change{Path: y, From: x, Kind: Renamed, Before: cx.Before, After: cy.After}
+				out[y] = Change{Path: y, From: x, Kind: Renamed, Before: cx.Before, After: cy.After, before: cx.before, after: cy.after}
 			}
 		}
 	}
@@ -236,6 +236,16 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
 	return list, nil
+}
+
+// OpenChange streams the bytes of one side of a Change returned by Changes
+// (after: the later state) without resolving its path again: listing the
+// lines of k changed files costs one pass over the log, not k.
+func (s *Store) OpenChange(c Change, after bool, live Tree) (io.ReadCloser, error) {
+	if after {
+		return s.open(c.after, live)
+	}
+	return s.open(c.before, live)
 }
 
 // compare classifies the difference between two resolved states ("" if

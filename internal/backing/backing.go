@@ -11,13 +11,13 @@
 package backing
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"strconv"
-	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -290,8 +290,6 @@ func (t *Tree) Symlink(target, p string) error {
 	return pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) }))
 }
 
-var tmpSeq atomic.Uint64
-
 // TempPrefix starts the names of the temporary files WriteFile creates.
 const TempPrefix = ".ckptfs-tmp-"
 
@@ -302,10 +300,20 @@ func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	tmp := TempPrefix + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(tmpSeq.Add(1), 10)
-	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// The temporary name derives from the target's, so a step redone after
+	// a crash overwrites (and then renames away) its own leftover.
+	sum := sha256.Sum256([]byte(name))
+	tmp := TempPrefix + hex.EncodeToString(sum[:8])
+	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return pathErr("create", p, err)
+		// Something else sits there (a symlink, a directory): remove it.
+		if rerr := removeAt(pfd, tmp); rerr != nil {
+			return pathErr("create", p, err)
+		}
+		fd, err = unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return pathErr("create", p, err)
+		}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	ok := false
