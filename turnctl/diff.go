@@ -2,8 +2,10 @@ package turnctl
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/aymanbagabas/go-udiff/lcs"
@@ -51,6 +53,12 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 		sd.data = []byte(st.Target)
 	case fsstate.Regular:
 		rc, err := s.store.OpenChange(c, after, s.tree)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A live file that vanished since Changes looked (the mount is
+			// in use): its bytes are unknown, not an error of the command.
+			sd.binary = true
+			return sd, nil
+		}
 		if err != nil {
 			return sd, err
 		}
@@ -73,10 +81,9 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 	return sd, nil
 }
 
-// fileChange turns a store Change between the end of turn `from` and the
-// end of turn `to` into a FileChange with line counts and, if patch, a
-// unified diff.
-func (s *Service) fileChange(from, to uint64, c versionstore.Change, patch bool) (FileChange, error) {
+// fileChange turns a store Change into a FileChange with line counts and,
+// if patch, a unified diff.
+func (s *Service) fileChange(c versionstore.Change, patch bool) (FileChange, error) {
 	fc := FileChange{Path: c.Path, From: c.From, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
 	oldPath := c.Path
 	if c.From != "" {
@@ -117,10 +124,10 @@ func (s *Service) fileChange(from, to uint64, c versionstore.Change, patch bool)
 }
 
 // fileChanges converts a list of store Changes and sums their Stats.
-func (s *Service) fileChanges(from, to uint64, cs []versionstore.Change, patch bool) ([]FileChange, versionstore.Stats, error) {
+func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]FileChange, versionstore.Stats, error) {
 	out := make([]FileChange, 0, len(cs))
 	for _, c := range cs {
-		fc, err := s.fileChange(from, to, c, patch)
+		fc, err := s.fileChange(c, patch)
 		if err != nil {
 			return nil, versionstore.Stats{}, fmt.Errorf("%s: %w", c.Path, err)
 		}

@@ -143,18 +143,40 @@ func (s *Service) End(ctx context.Context, req EndRequest) (*EndReply, error) {
 		return nil, s.wrap(err)
 	}
 	// The turn is closed: its end state is fixed, so the stats can be
-	// computed with the mount open again.
-	if st, err := s.turnStats(t); err == nil {
-		t.Stats = &st
-		s.store.SetStats(t.Num, st) // best effort: log recomputes it if lost
+	// computed with the mount open again. A huge turn (npm install) is
+	// only counted, not diffed, so that end stays fast; log diffs it later.
+	rep := &EndReply{Turn: t}
+	if t.Num > 0 && !t.Empty() {
+		cs, err := s.store.Changes(t.Num-1, t.Num, s.tree)
+		if err == nil && len(cs) > maxLineCountedFiles {
+			fcs := make([]FileChange, len(cs))
+			for i, c := range cs {
+				fcs[i] = FileChange{Path: c.Path, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
+			}
+			st := sumStats(fcs)
+			rep.Turn.Stats, rep.LinesPending = &st, true
+		} else if err == nil {
+			if _, st, err := s.fileChanges(cs, false); err == nil {
+				rep.Turn.Stats = &st
+				s.store.SetStats(t.Num, st) // best effort: log recomputes it if lost
+			}
+		}
+	} else {
+		rep.Turn.Stats = &versionstore.Stats{}
+		s.store.SetStats(t.Num, versionstore.Stats{})
 	}
-	return &EndReply{Turn: t, Summary: Summary(t)}, nil
+	rep.Summary = summary(rep.Turn, rep.LinesPending)
+	return rep, nil
 }
 
-// Summary is the one-line description `end` prints:
+// maxLineCountedFiles: end counts lines only for turns that changed at
+// most this many paths.
+var maxLineCountedFiles = 2000
+
+// summary is the one-line description `end` prints:
 //
 //	turn 4 closed: 3 files (+12 -4) by sed, go
-func Summary(t versionstore.Turn) string {
+func summary(t versionstore.Turn, linesPending bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "turn %d closed: ", t.Num)
 	switch {
@@ -162,6 +184,8 @@ func Summary(t versionstore.Turn) string {
 		b.WriteString("changes not counted")
 	case t.Stats.Files == 0 && t.Empty():
 		b.WriteString("no changes")
+	case linesPending:
+		fmt.Fprintf(&b, "%s (lines not counted yet: see turnctl log)", plural(t.Stats.Files, "file"))
 	default:
 		fmt.Fprintf(&b, "%s (+%d -%d)", plural(t.Stats.Files, "file"), t.Stats.LinesAdded, t.Stats.LinesDeleted)
 	}
@@ -196,7 +220,7 @@ func (s *Service) turnChanges(n uint64, patch bool) ([]FileChange, versionstore.
 	if err != nil {
 		return nil, versionstore.Stats{}, err
 	}
-	return s.fileChanges(n-1, n, cs, patch)
+	return s.fileChanges(cs, patch)
 }
 
 // Status reports the open turn and what it changed so far.
@@ -211,7 +235,7 @@ func (s *Service) Status(ctx context.Context, req StatusRequest) (*StatusReply, 
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	if rep.Changes, rep.Stats, err = s.fileChanges(cur.Num-1, versionstore.Now, cs, false); err != nil {
+	if rep.Changes, rep.Stats, err = s.fileChanges(cs, false); err != nil {
 		return nil, s.wrap(err)
 	}
 	return rep, nil

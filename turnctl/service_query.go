@@ -62,7 +62,7 @@ func (s *Service) Diff(ctx context.Context, req DiffRequest) (*DiffReply, error)
 	if req.Paths != nil {
 		cs = filterChanges(cs, prefixes)
 	}
-	if rep.Changes, rep.Stats, err = s.fileChanges(from, to, cs, true); err != nil {
+	if rep.Changes, rep.Stats, err = s.fileChanges(cs, true); err != nil {
 		return nil, s.wrap(err)
 	}
 	return rep, nil

@@ -136,15 +136,19 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	}
 	rep := &RewindReply{Target: n, DryRun: dry, Changes: []FileChange{}}
 	// Before is the state now (before the rewind), After the target state.
-	from, to := versionstore.Now, n
+	cs := res.Changes
 	if !dry && res.Turn.Num != 0 {
+		// The changes were resolved before the rewind, against a live
+		// tree that has changed since: ask again, for the rewind turn.
 		t := res.Turn
 		rep.Turn = &t
-		from, to = t.Num-1, t.Num
+		if cs, err = s.store.Changes(t.Num-1, t.Num, s.tree); err != nil {
+			return nil, s.wrap(err)
+		}
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
-	if rep.Changes, rep.Stats, err = s.fileChanges(from, to, res.Changes, false); err != nil {
+	if rep.Changes, rep.Stats, err = s.fileChanges(cs, false); err != nil {
 		return nil, s.wrap(err)
 	}
 	if rep.Turn != nil {

@@ -275,3 +275,20 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
 }
+
+func TestEndOfHugeTurnCountsNoLines(t *testing.T) {
+	f := newFixture(t)
+	defer func(n int) { maxLineCountedFiles = n }(maxLineCountedFiles)
+	maxLineCountedFiles = 1
+	f.begin("npm install")
+	f.ov.Write("a", "1\n")
+	f.ov.Write("b", "2\n")
+	rep := f.end()
+	if !rep.LinesPending || rep.Turn.Stats.Files != 2 || rep.Summary != "turn 1 closed: 2 files (lines not counted yet: see turnctl log) by test" {
+		t.Fatalf("end: %+v", rep)
+	}
+	log, err := f.svc.Log(f.ctx, LogRequest{N: 1})
+	if err != nil || log.Turns[0].Stats.LinesAdded != 2 {
+		t.Fatalf("log counts the lines later: %+v %v", log, err)
+	}
+}

@@ -35,6 +35,9 @@ type EndRequest struct {
 type EndReply struct {
 	Turn    versionstore.Turn `json:"turn"`
 	Summary string            `json:"summary"`
+	// LinesPending: the turn changed so many paths that end counted them
+	// but not their lines (Stats.Lines* are 0); log counts them later.
+	LinesPending bool `json:"lines_pending,omitempty"`
 }
 
 // StatusRequest asks for the open turn (POST /v1/status).
