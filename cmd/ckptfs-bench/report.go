@@ -16,6 +16,10 @@ import (
 type sample struct {
 	Wall float64 `json:"wall_s"`
 	CPU  float64 `json:"cpu_s"`
+	// SettleWall and SettleCPU: how long the daemon stayed busy after the
+	// repetition ended, and the CPU it used meanwhile (C only).
+	SettleWall float64 `json:"settle_wall_s,omitempty"`
+	SettleCPU  float64 `json:"settle_cpu_s,omitempty"`
 }
 
 type configInfo struct {
@@ -43,6 +47,9 @@ type summary struct {
 	Min       float64  `json:"min_s"`
 	Max       float64  `json:"max_s"`
 	CPUMedian *float64 `json:"cpu_median_s,omitempty"`
+	// SettleCPUMedian is the median CPU the daemon used after the
+	// repetition, until idle (C only).
+	SettleCPUMedian *float64 `json:"settle_cpu_median_s,omitempty"`
 }
 
 type results struct {
@@ -134,15 +141,23 @@ func ratio(a, b float64) (float64, bool) {
 }
 
 func summarizeSamples(ss []sample) summary {
+	var sm summary
 	walls := make([]float64, len(ss))
-	var cpus []float64
+	var cpus, settles []float64
 	for i, s := range ss {
 		walls[i] = s.Wall
 		if s.CPU >= 0 {
 			cpus = append(cpus, s.CPU)
 		}
+		if s.SettleWall > 0 {
+			settles = append(settles, s.SettleCPU)
+		}
 	}
-	sm := summary{N: len(ss)}
+	if len(settles) > 0 {
+		m, _, _ := stats(settles)
+		sm.SettleCPUMedian = &m
+	}
+	sm.N = len(ss)
 	sm.Median, sm.Min, sm.Max = stats(walls)
 	if len(cpus) > 0 {
 		m, _, _ := stats(cpus)
@@ -292,7 +307,11 @@ func (r *results) table(configs []string) string {
 			cells = append(cells, cell)
 			if c != "N" {
 				if ok && sm.CPUMedian != nil {
-					cpu = append(cpu, fmtSecs(*sm.CPUMedian))
+					cell := fmtSecs(*sm.CPUMedian)
+					if sm.SettleCPUMedian != nil && *sm.SettleCPUMedian >= 0.01 {
+						cell += " +" + fmtSecs(*sm.SettleCPUMedian)
+					}
+					cpu = append(cpu, cell)
 				} else {
 					cpu = append(cpu, "-")
 				}
@@ -308,7 +327,7 @@ func (r *results) table(configs []string) string {
 		sb.WriteString(formatTable(header, rows))
 	}
 
-	cpuHeader := []string{"daemon CPU s (median)"}
+	cpuHeader := []string{"daemon CPU s (median; +after end)"}
 	for _, c := range live {
 		if c != "N" {
 			cpuHeader = append(cpuHeader, c)
