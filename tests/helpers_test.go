@@ -128,7 +128,10 @@ func mountProject(t *testing.T, dir string, args ...string) *Mount {
 	if err != nil {
 		t.Fatalf("ckptfs mount %s: %v\n%s", dir, err, out)
 	}
-	t.Cleanup(func() { forceUnmount(t, dir) })
+	t.Cleanup(func() {
+		forceUnmount(t, dir)
+		checkDaemonLog(t, m.Store)
+	})
 	if !rundir.IsMounted(dir) {
 		t.Fatalf("ckptfs mount returned but %s is not in /proc/mounts", dir)
 	}
@@ -349,4 +352,21 @@ func runTurnctl(t *testing.T, dir string, args ...string) (string, error) {
 	cmd.Stderr = &b
 	err := cmd.Run()
 	return b.String(), err
+}
+
+// checkDaemonLog fails the test if the daemon logged a data race or a
+// panic (its stderr goes to <store>/daemon.log).
+func checkDaemonLog(t *testing.T, store string) {
+	b, err := os.ReadFile(filepath.Join(store, "daemon.log"))
+	if err != nil {
+		return
+	}
+	s := string(b)
+	for _, bad := range []string{"DATA RACE", "panic:", "BUG:"} {
+		if i := strings.Index(s, bad); i >= 0 {
+			end := min(len(s), i+3000)
+			t.Errorf("daemon log has %q:\n%s", bad, s[i:end])
+			return
+		}
+	}
 }

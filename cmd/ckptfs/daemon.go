@@ -113,6 +113,11 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)
 	}
+	// Catch the stop signals before the mount exists: a SIGTERM from here
+	// on must unmount, not leave a dead mount behind.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	srv, err := root.Mount(dir, o.debug)
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)
@@ -131,8 +136,6 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	logger.Printf("mounted %s (store %s)", dir, o.store)
 	live()
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	waited := make(chan struct{})
 	go func() { srv.Wait(); close(waited) }()
 	select {

@@ -90,7 +90,13 @@ func clearStaleMount(dir string, stderr io.Writer) error {
 	// kernel's attribute cache): a dead one answers ENOTCONN.
 	var st unix.Statfs_t
 	err := unix.Statfs(dir, &st)
-	if err == nil || (err != unix.ENOTCONN && err != unix.ECONNABORTED) {
+	dead := err == unix.ENOTCONN || err == unix.ECONNABORTED
+	if err != nil && !dead {
+		// Some other failure: dead only if its daemon is gone too.
+		info, ierr := rundir.ReadInfo(dir)
+		dead = ierr == nil && !alive(info.PID)
+	}
+	if !dead {
 		return fmt.Errorf("mount: %s is already a ckptfs mount", dir)
 	}
 	fmt.Fprintf(stderr, "ckptfs: %s: the previous daemon died; detaching its dead mount\n", dir)
