@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -146,6 +147,9 @@ type panicky struct{ *Service }
 func (panicky) Log(context.Context, LogRequest) (*LogReply, error) { panic("boom") }
 
 func TestProtocolPanicIs500(t *testing.T) {
+	var logged strings.Builder
+	log.SetOutput(&logged)
+	defer log.SetOutput(os.Stderr)
 	f := newFixture(t)
 	sock := serve(t, panicky{f.svc})
 	status, body := raw(t, sock, "POST", "/v1/log", "{}")
@@ -154,6 +158,9 @@ func TestProtocolPanicIs500(t *testing.T) {
 	}
 	if status, _ := raw(t, sock, "POST", "/v1/status", "{}"); status != 200 {
 		t.Errorf("after a panic: %d", status)
+	}
+	if !strings.Contains(logged.String(), "BUG: panic serving /v1/log: boom") {
+		t.Errorf("panic not logged: %q", logged.String())
 	}
 }
 
