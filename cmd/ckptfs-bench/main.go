@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fl := pflag.NewFlagSet("ckptfs-bench", pflag.ContinueOnError)
 	fl.SetOutput(stderr)
-	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute")
+	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
 	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures)")
 	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C"}, "configurations to run")
