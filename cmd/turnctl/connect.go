@@ -106,6 +106,13 @@ func (p *project) connect() (turnctl.Handler, func(), error) {
 		store.Close()
 		return nil, nil, err
 	}
+	// A daemon that died during a rewind left it to the next user of the
+	// store to finish, before anyone reads history or the tree.
+	if _, err := store.Recover(tree); err != nil {
+		tree.Close()
+		store.Close()
+		return nil, nil, fmt.Errorf("finishing an interrupted rewind: %s", strings.TrimPrefix(err.Error(), "versionstore: "))
+	}
 	return turnctl.NewService(store, tree, nil), func() { tree.Close(); store.Close() }, nil
 }
 
