@@ -88,9 +88,31 @@ func (b *bench) run(ctx context.Context) error {
 		ts = append(ts, t)
 	}
 	if len(ts) == 0 {
-		return errors.New("no configuration available")
+		var errs []string
+		for _, name := range b.o.configs {
+			if ci, ok := b.res.Configs[name]; ok {
+				errs = append(errs, name+": "+ci.Error)
+			}
+		}
+		return fmt.Errorf("no configuration available (%s)", strings.Join(errs, "; "))
 	}
 
+	err := b.runAll(ctx, ts)
+	if err != nil {
+		b.note("interrupted: partial results")
+	}
+	b.res.Finished = time.Now().UTC().Format(time.RFC3339)
+	fmt.Fprint(b.stdout, b.res.table(b.o.configs))
+	if err := b.res.writeJSON(b.o.jsonPath); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.stdout, "\nJSON: %s\n", b.o.jsonPath)
+	return err
+}
+
+// runAll runs the selected workloads, then the history figures. Only an
+// interruption stops it early.
+func (b *bench) runAll(ctx context.Context, ts []target) error {
 	for _, wl := range workloads {
 		if !b.selected(wl.name, wl.num) {
 			continue
@@ -114,13 +136,6 @@ func (b *bench) run(ctx context.Context) error {
 			b.note("history: %v", err)
 		}
 	}
-
-	b.res.Finished = time.Now().UTC().Format(time.RFC3339)
-	fmt.Fprint(b.stdout, b.res.table(b.o.configs))
-	if err := b.res.writeJSON(b.o.jsonPath); err != nil {
-		return err
-	}
-	fmt.Fprintf(b.stdout, "\nJSON: %s\n", b.o.jsonPath)
 	return nil
 }
 
