@@ -289,6 +289,7 @@ func (h *history) stored(ctx context.Context) error {
 		if err := h.c.End(ctx); err != nil {
 			return err
 		}
+		h.idle()
 		before, err := duBytes(ctx, h.c.store)
 		if err != nil {
 			return err
@@ -302,6 +303,7 @@ func (h *history) stored(ctx context.Context) error {
 		if err := h.c.End(ctx); err != nil {
 			return err
 		}
+		h.idle()
 		after, err := duBytes(ctx, h.c.store)
 		if err != nil {
 			return err
@@ -312,6 +314,14 @@ func (h *history) stored(ctx context.Context) error {
 		h.b.logf("history  stored: %s: %d bytes for %d changed", st.Op, st.Stored, st.Changed)
 	}
 	return nil
+}
+
+// idle waits until the daemon has finished what it deferred.
+func (h *history) idle() {
+	pid := h.c.DaemonPID()
+	if c := cpuSeconds(pid); c >= 0 {
+		settle(pid, c, 30*time.Second)
+	}
 }
 
 func duBytes(ctx context.Context, dir string) (int64, error) {

@@ -373,7 +373,7 @@ func (r *results) table(configs []string) string {
 		sb.WriteString(formatTable([]string{"figure", "median", "min–max", "n", "daemon CPU", "vs C"}, hrows))
 	}
 	if len(r.Stored) > 0 {
-		sb.WriteString("\nbytes stored per byte changed (C; du -sb of the store before the turn and right after its end)\n")
+		sb.WriteString("\nbytes stored per byte changed (C; du -sb of the store before the turn and after its end, daemon idle)\n")
 		var srows [][]string
 		for _, s := range r.Stored {
 			srows = append(srows, []string{s.Op, fmt.Sprint(s.Changed), fmt.Sprint(s.Stored), fmt.Sprintf("%.3f", s.PerByte)})
