@@ -134,9 +134,11 @@ func (s *Service) Begin(ctx context.Context, req BeginRequest) (*BeginReply, err
 // End closes the open turn and records its Stats.
 func (s *Service) End(ctx context.Context, req EndRequest) (*EndReply, error) {
 	var t versionstore.Turn
+	var m mark
 	err := s.exclusive(func() error {
 		var err error
 		t, err = s.store.End(req.Ref)
+		m = s.mark()
 		return err
 	})
 	if err != nil {
@@ -158,15 +160,39 @@ func (s *Service) End(ctx context.Context, req EndRequest) (*EndReply, error) {
 		} else if err == nil {
 			if _, st, err := s.fileChanges(cs, false); err == nil {
 				rep.Turn.Stats = &st
-				s.store.SetStats(t.Num, st) // best effort: log recomputes it if lost
+				s.cacheStats(t.Num, st, m)
 			}
 		}
 	} else {
 		rep.Turn.Stats = &versionstore.Stats{}
-		s.store.SetStats(t.Num, versionstore.Stats{})
+		s.cacheStats(t.Num, versionstore.Stats{}, m)
 	}
 	rep.Summary = summary(rep.Turn, rep.LinesPending)
 	return rep, nil
+}
+
+// mark says how far history has gone: it moves whenever anything is
+// recorded.
+type mark struct{ latest, lastSeq uint64 }
+
+func (s *Service) mark() mark {
+	m := mark{latest: s.store.Latest()}
+	if cur, ok := s.store.Current(); ok {
+		m.lastSeq = cur.LastSeq
+	}
+	return m
+}
+
+// cacheStats stores st as turn n's Stats, unless anything was recorded
+// since m: then a live file the computation read may already hold later
+// bytes than the turn's, and the next log counts again. (The store reads
+// a path from the live tree only when no event since the turn names it,
+// and records an event before any change lands.) Best effort: a lost
+// cache entry is recomputed.
+func (s *Service) cacheStats(n uint64, st versionstore.Stats, m mark) {
+	if s.mark() == m {
+		s.store.SetStats(n, st)
+	}
 }
 
 // maxLineCountedFiles: end counts lines only for turns that changed at
@@ -252,6 +278,7 @@ func (s *Service) Log(ctx context.Context, req LogRequest) (*LogReply, error) {
 		return nil, s.wrap(err)
 	}
 	cur, curOK := s.store.Current()
+	m := s.mark()
 	for i := range turns {
 		t := &turns[i]
 		if curOK && t.Num == cur.Num {
@@ -266,7 +293,7 @@ func (s *Service) Log(ctx context.Context, req LogRequest) (*LogReply, error) {
 		}
 		t.Stats = &st
 		if !t.Open {
-			s.store.SetStats(t.Num, st) // best effort: a cache
+			s.cacheStats(t.Num, st, m)
 		}
 	}
 	if turns == nil {

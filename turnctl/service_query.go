@@ -21,12 +21,13 @@ func (s *Service) Show(ctx context.Context, req ShowRequest) (*ShowReply, error)
 	if cur, ok := s.store.Current(); ok && cur.Num == n {
 		t = cur
 	}
+	m := s.mark()
 	fcs, st, err := s.turnChanges(n, req.Patch)
 	if err != nil {
 		return nil, s.wrap(err)
 	}
 	if t.Stats == nil && !t.Open {
-		s.store.SetStats(n, st) // best effort: a cache for log
+		s.cacheStats(n, st, m)
 	}
 	t.Stats = &st
 	return &ShowReply{Turn: t, Changes: fcs, Stats: st}, nil

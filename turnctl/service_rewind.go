@@ -92,11 +92,7 @@ func (s *Service) Restore(ctx context.Context, req RestoreRequest) (*RewindReply
 		paths = append(paths, c)
 	}
 	label := fmt.Sprintf("restore %s from %d", strings.Join(paths, " "), n)
-	return s.rewindPaths(n, paths, req.DryRun, label)
-}
-
-func (s *Service) rewindPaths(n uint64, paths []string, dry bool, label string) (*RewindReply, error) {
-	return s.rewind(func() (uint64, error) { return n, nil }, paths, dry, label)
+	return s.rewind(func() (uint64, error) { return n, nil }, paths, req.DryRun, label)
 }
 
 func displayPath(p string) string {
@@ -112,6 +108,7 @@ func displayPath(p string) string {
 func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, label string) (*RewindReply, error) {
 	var n uint64
 	var res versionstore.RewindResult
+	var m mark
 	run := func() error {
 		var err error
 		if n, err = target(); err != nil {
@@ -123,6 +120,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 		res, err = s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
 			DryRun: dry, Paths: paths, Label: label, Who: versionstore.Program{Comm: "turnctl"},
 		})
+		m = s.mark()
 		return err
 	}
 	var err error
@@ -154,7 +152,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	if rep.Turn != nil {
 		st := rep.Stats
 		rep.Turn.Stats = &st
-		s.store.SetStats(rep.Turn.Num, st) // best effort: a cache for log
+		s.cacheStats(rep.Turn.Num, st, m)
 	}
 	return rep, nil
 }

@@ -292,3 +292,23 @@ func TestEndOfHugeTurnCountsNoLines(t *testing.T) {
 		t.Fatalf("log counts the lines later: %+v %v", log, err)
 	}
 }
+
+func TestStatsCachedOnlyWhenNothingWasRecorded(t *testing.T) {
+	f := newFixture(t)
+	f.begin("x")
+	f.ov.Write("a", "1\n")
+	if _, err := f.svc.store.End(""); err != nil {
+		t.Fatal(err)
+	}
+	m := f.svc.mark()
+	f.ov.Write("a", "2\n") // a capture lands while stats are computed
+	f.svc.cacheStats(1, versionstore.Stats{Files: 1}, m)
+	if tn, _ := f.svc.store.Turn(1); tn.Stats != nil {
+		t.Errorf("stats cached although history moved: %+v", tn.Stats)
+	}
+	m = f.svc.mark()
+	f.svc.cacheStats(1, versionstore.Stats{Files: 1}, m)
+	if tn, _ := f.svc.store.Turn(1); tn.Stats == nil {
+		t.Error("stats not cached")
+	}
+}
