@@ -54,7 +54,9 @@
 //     to the closed turn. Reply: the new turn, and the closed one if any.
 //   - end closes the open turn, adding ref to it, and replies with the
 //     turn, its stats, and a one-line summary ("turn 4 closed: 3 files
-//     (+12 -4) by sed, go"). No open turn: 409.
+//     (+12 -4) by sed, go"). A turn that changed more than 2000 paths is
+//     counted but not diffed, so that end stays fast: "lines_pending" is
+//     true and log counts the lines later. No open turn: 409.
 //   - status: the open turn (if any) and what it changed so far.
 //   - log: turns newest first, each with its stats (files, lines +/-) and
 //     the programs that wrote.

@@ -61,7 +61,7 @@ func TestBeginEndStatusOnline(t *testing.T) {
 
 func TestRunOnline(t *testing.T) {
 	e, out, errb, _ := onlineEnv(t)
-	err := (&runOptions{}).run(e, []string{"sh", "-c", "pwd; exit 3"})
+	err := (&runOptions{}).run(e, []string{"sh", "-c", "pwd\n exit 3"})
 	if code := report(e.stderr, "run", err); code != 3 {
 		t.Fatalf("run: exit %d, %v", code, err)
 	}
@@ -72,7 +72,7 @@ func TestRunOnline(t *testing.T) {
 		t.Errorf("run: summary %q", errb)
 	}
 	rep, _ := e.h.Log(e.ctx, turnctl.LogRequest{})
-	if len(rep.Turns) != 2 || rep.Turns[0].Open || rep.Turns[0].Label != "sh -c pwd; exit 3" {
+	if len(rep.Turns) != 2 || rep.Turns[0].Open || rep.Turns[0].Label != "sh -c pwd exit 3" {
 		t.Errorf("run: turns %+v", rep.Turns)
 	}
 	errb.Reset()

@@ -50,10 +50,8 @@ func (o *runOptions) run(e *env, args []string) error {
 	}
 	label := o.label
 	if label == "" {
-		label = strings.Join(args, " ")
-		if len(label) > 200 {
-			label = label[:200] + "..."
-		}
+		label = strings.Join(strings.Fields(strings.Join(args, " ")), " ")
+		label = truncate(label, 200)
 	}
 	begin, err := e.h.Begin(e.ctx, turnctl.BeginRequest{Label: label, Ref: o.ref})
 	if err != nil {
