@@ -127,7 +127,12 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if err := s.runJournal(j, live, opts.Who); err != nil {
 		return res, err
 	}
-	res.Turn, err = s.finishJournal(j)
+	if res.Turn, err = s.finishJournal(j); err != nil {
+		return res, err
+	}
+	// The changes as they are now recorded: "before" from the rewind turn's
+	// own captures, not from live paths the rewind has just changed.
+	res.Changes, err = s.Changes(res.Turn.Num-1, res.Turn.Num, live)
 	return res, err
 }
 
