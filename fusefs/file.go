@@ -116,6 +116,9 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if err != nil {
 		return 0, errno(err)
 	}
+	if killRequested(ctx) {
+		killSuidgid(f.fd) // the content capture above covered the mode too
+	}
 	return uint32(n), 0
 }
 

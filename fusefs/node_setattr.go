@@ -63,6 +63,13 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno(err)
 		}
 	}
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && !mok {
+		// An unprivileged truncate or chown (HANDLE_KILLPRIV_V2); the
+		// captures above covered the mode.
+		if err := killSuidgid(n.fd); err != nil {
+			return errno(err)
+		}
+	}
 	mtime, mok2 := in.GetMTime()
 	atime, aok := in.GetATime()
 	if mok2 || aok {

@@ -47,6 +47,16 @@ func TestOtherUser(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "pub/g")); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != os.ModeSetuid|os.ModeSetgid {
 		t.Errorf("pub/g mode %v %v, want setuid and setgid kept", fi.Mode(), err)
 	}
+	// A write or truncate by an unprivileged owner clears the set-ID bits,
+	// as on the plain filesystem.
+	if err := asNobody("cp -p pub/g pub/g2 && echo x >> pub/g && truncate -s 1 pub/g2"); err != nil {
+		t.Fatalf("write set-ID file: %v", err)
+	}
+	for _, n := range []string{"pub/g", "pub/g2"} {
+		if fi, err := os.Stat(filepath.Join(dir, n)); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("%s after an unprivileged write: mode %v %v, want set-ID bits cleared", n, fi.Mode(), err)
+		}
+	}
 	if err := asNobody("cat secret"); err == nil {
 		t.Errorf("nobody read a 0600 root file through the mount")
 	}
