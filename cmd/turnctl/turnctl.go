@@ -34,7 +34,12 @@ type command struct {
 	// interspersed: flags may follow positional arguments (false for run,
 	// whose arguments are another command's).
 	noInterspersed bool
-	opts           func() options
+	// self: the command finds the project itself (or needs none).
+	self bool
+	// neverFails: the command exits 0 whatever happens, with a notice on
+	// stderr (hook-event: an agent must not fail a turn because of us).
+	neverFails bool
+	opts       func() options
 }
 
 type options interface {
@@ -45,6 +50,7 @@ type options interface {
 var commands = []*command{
 	beginCmd, endCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd,
 	rewindCmd, undoCmd, restoreCmd, runCmd, verifyCmd,
+	hookEventCmd, hooksCmd,
 }
 
 func lookup(name string) *command {
@@ -72,6 +78,7 @@ type env struct {
 	json   bool
 	color  bool
 	dash   int             // index in args of the first argument after "--", or -1
+	g      globals         // the options before the command
 	proj   *project        // where the project is and how we reach it
 	h      turnctl.Handler // the daemon (Client) or an in-process Service
 }
@@ -143,6 +150,10 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			commandHelp(stdout, c)
 			return exitOK
 		}
+		if c.neverFails {
+			fmt.Fprintf(stderr, "turnctl %s: %v; nothing recorded\n", name, err)
+			return exitOK
+		}
 		fmt.Fprintf(stderr, "turnctl %s: %v (see turnctl %s --help)\n", name, err, name)
 		return exitUsage
 	}
@@ -150,8 +161,11 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		commandHelp(stdout, c)
 		return exitOK
 	}
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash()}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g}
 	e.color = useColor(stdout)
+	if c.self {
+		return report(stderr, name, o.run(e, cfs.Args()))
+	}
 	err := func() error {
 		p, err := findProject(g, c.mount)
 		if err != nil {

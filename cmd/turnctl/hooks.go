@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/internal/rundir"
+	"ckptfs/turnctl/agenthooks"
+)
+
+var hooksCmd = &command{
+	name:  "hooks",
+	args:  "install|uninstall|show AGENT [--project|--user]",
+	short: "wire an agent's hooks to hook-event (claude-code, codex, gemini, aider)",
+	long: `install merges into the agent's settings file the hooks that run
+"turnctl hook-event AGENT" when the user submits a prompt and when the agent
+has answered, so each prompt becomes one turn. Everything else in the file
+keeps its bytes; the file as it was is kept beside it as FILE.turnctl.bak.
+uninstall removes exactly what install added (and the file, if nothing else
+is left in it). show prints the configuration instead of writing it.
+
+  claude-code   .claude/settings.json     UserPromptSubmit, Stop
+  codex         .codex/hooks.json         UserPromptSubmit, Stop (older
+                                          releases: [features] codex_hooks
+                                          = true; or notify, see show)
+  gemini        .gemini/settings.json     BeforeAgent, AfterAgent
+  aider         .aider.conf.yml           notifications-command (aider has
+                                          no prompt hook: each answer ends
+                                          a turn; see show)
+
+--project (the default) edits the file under the project (-C DIR, else the
+ckptfs mount containing the current directory, else the current directory);
+--user the one under your home directory. Install before you mount, or with
+--user: a project file written through the mount is itself history, and a
+rewind to before it would take the hooks away again.`,
+	self: true,
+	opts: func() options { return &hooksOptions{} },
+}
+
+type hooksOptions struct {
+	project, user bool
+	command       string
+}
+
+func (o *hooksOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.project, "project", false, "the project's settings file (default)")
+	fs.BoolVar(&o.user, "user", false, "your settings file under $HOME, for every project")
+	fs.StringVar(&o.command, "turnctl", "", "how the hooks run turnctl (default: turnctl if PATH finds this binary, else its absolute path)")
+}
+
+func (o *hooksOptions) run(e *env, args []string) error {
+	if err := wantArgs(args, 2, 2); err != nil {
+		return err
+	}
+	verb := args[0]
+	if verb != "install" && verb != "uninstall" && verb != "show" {
+		return usagef("unknown action %q: install, uninstall or show", verb)
+	}
+	if o.project && o.user {
+		return usagef("--project and --user exclude each other")
+	}
+	agent, err := agenthooks.Lookup(args[1])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	path, err := o.settingsPath(e, agent)
+	if err != nil {
+		return err
+	}
+	self := o.turnctlCommand()
+	if !agent.HasHooks() {
+		return aiderHooks(e, verb, path, self)
+	}
+	switch verb {
+	case "show":
+		snip, err := agent.Snippet(self)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "# %s: merge into %s (or run: turnctl hooks install %s%s)\n", agent.Title, path, agent.Name, o.scopeFlag())
+		if agent.Name == "codex" {
+			fmt.Fprintf(e.stderr, "# Codex releases without hooks: notify = [%q, \"hook-event\", \"codex\"] in ~/.codex/config.toml ends a turn per answer\n", self)
+		}
+		fmt.Fprint(e.stdout, snip)
+		return nil
+	case "install":
+		res, err := agent.Install(path, self)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !res.Changed:
+			fmt.Fprintf(e.stdout, "%s hooks already in %s\n", agent.Title, path)
+		case res.Created:
+			fmt.Fprintf(e.stdout, "%s hooks written to %s (new file)\n", agent.Title, path)
+		default:
+			fmt.Fprintf(e.stdout, "%s hooks added to %s (backup: %s)\n", agent.Title, path, res.Backup)
+		}
+		if agent.Name == "gemini" && res.Changed {
+			fmt.Fprintln(e.stdout, `note: Gemini CLI releases where hooks are experimental also need "hooksConfig": {"enabled": true}`)
+		}
+		return nil
+	}
+	res, err := agent.Uninstall(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !res.Changed:
+		fmt.Fprintf(e.stdout, "no turnctl hooks in %s\n", path)
+	case res.Removed:
+		fmt.Fprintf(e.stdout, "%s hooks removed; %s held nothing else and is gone (backup: %s)\n", agent.Title, path, res.Backup)
+	default:
+		fmt.Fprintf(e.stdout, "%s hooks removed from %s (backup: %s)\n", agent.Title, path, res.Backup)
+	}
+	return nil
+}
+
+func (o *hooksOptions) scopeFlag() string {
+	if o.user {
+		return " --user"
+	}
+	return ""
+}
+
+// settingsPath is the file the command edits.
+func (o *hooksOptions) settingsPath(e *env, a *agenthooks.Agent) (string, error) {
+	if o.user {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		return a.SettingsPath("", home, true), nil
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if e.g.dir != "" {
+		root = absIn(root, e.g.dir)
+	} else if m, err := rundir.FindMount(realPath(root)); err == nil {
+		root = m
+	}
+	file := a.ProjectFile
+	if file == "" {
+		file = aiderConf
+	}
+	return filepath.Join(root, file), nil
+}
+
+// turnctlCommand is how the hooks should call turnctl.
+func (o *hooksOptions) turnctlCommand() string {
+	if o.command != "" {
+		return o.command
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "turnctl"
+	}
+	self, _ = filepath.EvalSymlinks(self)
+	if p, err := exec.LookPath("turnctl"); err == nil {
+		if rp, _ := filepath.EvalSymlinks(p); rp == self {
+			return "turnctl"
+		}
+	}
+	if strings.ContainsAny(self, " \t'\"\\$`") {
+		return "'" + strings.ReplaceAll(self, "'", `'\''`) + "'"
+	}
+	return self
+}

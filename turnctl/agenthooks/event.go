@@ -1,0 +1,175 @@
+package agenthooks
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Action is what an agent's event means for the turns.
+type Action int
+
+const (
+	Ignore Action = iota // an event that marks no boundary
+	Begin                // the user submitted a prompt: open a turn
+	End                  // the agent finished answering: close the turn
+)
+
+func (a Action) String() string {
+	return [...]string{"ignore", "begin", "end"}[a]
+}
+
+// Event is an agent's hook event mapped onto turns.
+type Event struct {
+	Action Action
+	Name   string // the agent's name for the event (UserPromptSubmit, ...)
+	Label  string // Begin: the prompt's first line
+	Ref    string // the agent's id for the prompt or the answer; may be ""
+	Cwd    string // the agent's working directory, if the payload says
+	// Gemini CLI parses a hook's standard output as JSON: print {} there.
+	WantsJSON bool
+}
+
+// MaxLabel is the longest label (in runes) an event gets.
+const MaxLabel = 200
+
+// payload holds the fields turnctl reads from every agent's hook input.
+//
+// Claude Code (docs.anthropic.com/en/docs/claude-code/hooks, "Hook Input"):
+// every event has session_id, transcript_path, cwd, hook_event_name;
+// UserPromptSubmit adds prompt, Stop adds stop_hook_active.
+//
+// Codex CLI (codex-rs/hooks/schema/generated/*.command.input.schema.json
+// in openai/codex): the same fields plus turn_id (one id per turn, the same
+// in its UserPromptSubmit and Stop) and model; Stop adds
+// last_assistant_message. Its older notify program gets one JSON argument
+// instead: {"type": "agent-turn-complete", "thread-id", "turn-id", "cwd",
+// "input-messages": [...], "last-assistant-message"}.
+//
+// Gemini CLI (docs/hooks/reference.md in google-gemini/gemini-cli):
+// session_id, transcript_path, cwd, hook_event_name, timestamp;
+// BeforeAgent adds prompt; AfterAgent adds prompt, prompt_response,
+// stop_hook_active.
+type payload struct {
+	HookEventName  string `json:"hook_event_name"`
+	SessionID      string `json:"session_id"`
+	TranscriptPath string `json:"transcript_path"`
+	Cwd            string `json:"cwd"`
+	Prompt         string `json:"prompt"`
+	TurnID         string `json:"turn_id"`
+
+	// Codex notify.
+	Type          string   `json:"type"`
+	NotifyTurnID  string   `json:"turn-id"`
+	InputMessages []string `json:"input-messages"`
+}
+
+// Parse maps one hook invocation of agent to an Event. input is what the
+// agent wrote on standard input (nil if nothing); args are the arguments
+// after the agent's name (Codex's notify passes its JSON there).
+func Parse(a *Agent, input []byte, args []string) (Event, error) {
+	switch a.Name {
+	case "aider":
+		// --notifications-command runs with no payload when aider has
+		// answered and waits for input: close whatever collected its edits.
+		return Event{Action: End, Name: "notification"}, nil
+	case "codex":
+		for _, arg := range args {
+			if strings.HasPrefix(strings.TrimSpace(arg), "{") {
+				return parseCodexNotify([]byte(arg))
+			}
+		}
+	}
+	if len(bytes.TrimSpace(input)) == 0 {
+		return Event{}, fmt.Errorf("no hook input on standard input")
+	}
+	var p payload
+	if err := json.Unmarshal(input, &p); err != nil {
+		return Event{}, fmt.Errorf("hook input is not JSON: %v", err)
+	}
+	ev := Event{Name: p.HookEventName, Cwd: p.Cwd, WantsJSON: a.Name == "gemini"}
+	switch p.HookEventName {
+	case a.BeginEvent:
+		ev.Action = Begin
+		ev.Label = FirstLine(p.Prompt)
+		ev.Ref = promptRef(a, p)
+	case a.EndEvent:
+		ev.Action = End
+		ev.Ref = endRef(a, p)
+	default:
+		ev.Action = Ignore
+	}
+	return ev, nil
+}
+
+// promptRef is the ref of the turn a prompt opens: Codex's turn_id, else
+// the session id and a digest of the prompt. The digest makes a repeated
+// delivery of the same event recognisable (it names the open turn); the
+// same text sent again later gets a suffix from the caller (see
+// UniqueRef).
+func promptRef(a *Agent, p payload) string {
+	if a.Name == "codex" && p.TurnID != "" {
+		return p.TurnID
+	}
+	if p.SessionID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(p.Prompt))
+	return p.SessionID + ":" + hex.EncodeToString(sum[:4])
+}
+
+// endRef is the ref the closing turn gets: Claude Code's last assistant
+// message (its uuid in the transcript), Codex's turn_id. Gemini CLI's
+// AfterAgent names no message, so its turns keep the prompt's ref only.
+func endRef(a *Agent, p payload) string {
+	switch a.Name {
+	case "claude-code":
+		if p.TranscriptPath != "" {
+			if id, err := LastAssistantID(p.TranscriptPath); err == nil {
+				return id
+			}
+		}
+	case "codex":
+		return p.TurnID
+	}
+	return ""
+}
+
+func parseCodexNotify(arg []byte) (Event, error) {
+	var p payload
+	if err := json.Unmarshal(arg, &p); err != nil {
+		return Event{}, fmt.Errorf("notify argument is not JSON: %v", err)
+	}
+	ev := Event{Name: p.Type, Cwd: p.Cwd, Ref: p.NotifyTurnID}
+	if p.Type == "agent-turn-complete" {
+		ev.Action = End
+	}
+	return ev, nil
+}
+
+// FirstLine is the first non-blank line of s, trimmed, at most MaxLabel
+// runes, without control characters.
+func FirstLine(s string) string {
+	for line := range strings.SplitSeq(s, "\n") {
+		line = strings.Map(func(r rune) rune {
+			if r < ' ' || r == 0x7f {
+				return ' '
+			}
+			return r
+		}, line)
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if utf8.RuneCountInString(line) > MaxLabel {
+			r := []rune(line)
+			line = string(r[:MaxLabel-3]) + "..."
+		}
+		return line
+	}
+	return ""
+}
