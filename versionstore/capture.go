@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/fsstate"
 )
@@ -109,14 +110,21 @@ func (s *Store) Record(c Capture, who Program) error {
 		r.Op = opMeta
 		r.State.Size = 0
 	}
+	var size int64
+	if r.Op == opPrior && c.Prior.Type == fsstate.Regular {
+		size = c.Prior.Size
+	}
+	if err := s.checkSpace(size); err != nil {
+		return s.noteErr(err)
+	}
 	if r.Op == opPrior && c.Prior.Type == fsstate.Regular {
 		ref, err := s.keepBytes(c)
 		if err != nil {
-			return err
+			return s.noteErr(err)
 		}
 		r.Content = ref
 	}
-	return s.append(r, who, true)
+	return s.noteErr(s.append(r, who, true))
 }
 
 // keepBytes keeps the prior bytes of a regular file: linked into the attic
@@ -128,7 +136,13 @@ func (s *Store) keepBytes(c Capture) (*contentRef, error) {
 		s.atticSeq++
 		s.mu.Unlock()
 		if err := c.Link(s.attic, name); err == nil {
-			return &contentRef{Size: c.Prior.Size, Attic: name}, nil
+			ref := &contentRef{Size: c.Prior.Size, Attic: name}
+			var st unix.Stat_t
+			if err := unix.Fstatat(int(s.attic.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+				ref.Size = st.Size // what the attic holds, whatever the caller saw
+				ref.Ino, ref.MTime = st.Ino, st.Mtim.Nano()
+			}
+			return ref, nil
 		}
 	}
 	if c.Open == nil {
@@ -215,8 +229,11 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 	}
 	// The touched set moves only on commit(true): until the rename has
 	// happened, the names still mean what they meant.
+	if err := s.checkSpace(0); err != nil {
+		return nil, s.noteErr(err)
+	}
 	if err := s.append(r, who, false); err != nil {
-		return nil, err
+		return nil, s.noteErr(err)
 	}
 	return func(ok bool) {
 		s.mu.Lock()

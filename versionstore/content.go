@@ -83,6 +83,12 @@ type contentRef struct {
 	Size   int64  `json:"n"`
 	Chunks []byte `json:"h,omitempty"` // concatenated SHA-256 sums
 	Attic  string `json:"a,omitempty"` // name in the attic directory
+	// An attic file's inode number and mtime (ns) when it was linked: a
+	// write to it or a replacement changes them. Attic bytes are not
+	// checksummed (that would mean reading the file at the moment it is
+	// deleted, which the attic exists to avoid). Zero: not recorded.
+	Ino   uint64 `json:"i,omitempty"`
+	MTime int64  `json:"t,omitempty"`
 }
 
 // putContent reads r to the end and stores it as chunks, committing chunk
@@ -206,11 +212,23 @@ func (s *Store) openContent(ref *contentRef) (io.ReadCloser, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
 		}
-		if st, err := f.Stat(); err != nil || st.Size() != ref.Size {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("%w: attic file %s changed size", ErrCorrupt, ref.Attic)
+			return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
 		}
-		return f, nil
+		switch {
+		case st.Size != ref.Size:
+			f.Close()
+			return nil, fmt.Errorf("%w: attic file %s changed size (%d, recorded %d)", ErrCorrupt, ref.Attic, st.Size, ref.Size)
+		case ref.Ino != 0 && st.Ino != ref.Ino:
+			f.Close()
+			return nil, fmt.Errorf("%w: attic file %s was replaced", ErrCorrupt, ref.Attic)
+		case ref.MTime != 0 && st.Mtim.Nano() != ref.MTime:
+			f.Close()
+			return nil, fmt.Errorf("%w: attic file %s was modified", ErrCorrupt, ref.Attic)
+		}
+		return &sizedReader{f: f, left: ref.Size, name: ref.Attic}, nil
 	}
 	return &chunkReader{s: s, chunks: ref.Chunks}, nil
 }
@@ -247,4 +265,35 @@ func openAt(dir *os.File, name string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// sizedReader reads an attic file and fails with ErrCorrupt if it does not
+// hold exactly the recorded number of bytes (it shrank while being read).
+type sizedReader struct {
+	f    *os.File
+	left int64
+	name string
+}
+
+func (r *sizedReader) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	r.left -= int64(n)
+	if r.left < 0 || (err == io.EOF && r.left != 0) {
+		return n, fmt.Errorf("%w: attic file %s changed size while read", ErrCorrupt, r.name)
+	}
+	return n, err
+}
+
+func (r *sizedReader) Close() error { return r.f.Close() }
+
+// WriteTo lets io.Copy into an *os.File keep its in-kernel copy
+// (copy_file_range, through *io.LimitedReader) while checking the size.
+func (r *sizedReader) WriteTo(w io.Writer) (int64, error) {
+	want := r.left
+	n, err := io.Copy(w, &io.LimitedReader{R: r.f, N: want + 1})
+	r.left -= n
+	if err == nil && r.left != 0 {
+		err = fmt.Errorf("%w: attic file %s changed size while read", ErrCorrupt, r.name)
+	}
+	return n, err
 }

@@ -40,8 +40,11 @@
 //     else can write the inode, it hard-links the inode into
 //     <store>/attic/<hex> instead of copying it, so deleting or replacing a
 //     1 GiB file costs a link, not a copy. Attic files are never written
-//     again; Verify checks that each one history refers to is present
-//     with its recorded size.
+//     again. Their bytes are not checksummed (that would mean reading the
+//     file at the moment it is deleted); instead the size, inode number and
+//     mtime seen when it was linked are recorded, and every read (and
+//     Verify) refuses a file that differs: a write into it or a
+//     replacement is ErrCorrupt, silent bit rot is not detected.
 //
 // # Rewind
 //
@@ -90,6 +93,21 @@
 // full disk under the store), ErrCorrupt, ErrNewerFormat (a store written by
 // a newer format version is refused), ErrLocked (another process holds the
 // store), ErrBadPath.
+//
+// # Store faults
+//
+// Pebble treats a failed WAL or MANIFEST write as fatal (Logger.Fatalf:
+// "pebble: fatal commit error"); Options.Fatal is called and the process
+// exits. The daemon therefore dies rather than go on without history: its
+// mount is left dead (ENOTCONN), so no change lands unrecorded, and the
+// next mount replays the WAL. To keep a full disk from ever getting that
+// far, Record checks the free space first and refuses with ErrStoreFull,
+// and a ballast file gives Pebble's own background writes room when they
+// meet ENOSPC anyway (space.go). A failed fsync at a turn boundary is
+// returned by Begin or End, the turn being opened or closed all the same.
+// Failed sstable writes (flush, compaction) are retried by Pebble; the
+// captures wait in the WAL meanwhile. Health reports the last error and
+// whether the store is full.
 //
 // # Known limits
 //

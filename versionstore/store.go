@@ -2,7 +2,6 @@ package versionstore
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +26,13 @@ const formatVersion = 1
 type Options struct {
 	// FS is the filesystem Pebble lives on; nil means the real one. Tests
 	// pass vfs.NewMem() or vfs.NewCrashableMem(). With a non-nil FS there
-	// is no attic: prior bytes are always copied into the store.
+	// is no attic (prior bytes are always copied into the store) and no
+	// free-space check (space.go).
 	FS vfs.FS
+	// Fatal is called when Pebble meets an error it cannot continue from
+	// (a failed WAL or MANIFEST write: see space.go); it must not return.
+	// nil: print the message to stderr and exit with status 1.
+	Fatal func(msg string)
 }
 
 // Store is the history of one tree. Its methods are safe for concurrent use.
@@ -44,13 +47,17 @@ type Store struct {
 
 	rewindMu sync.Mutex // one rewind at a time
 
-	mu       sync.Mutex
-	cur      *Turn            // the open turn, nil if none
-	latest   uint64           // highest turn number
-	nextSeq  uint64           // next event sequence number
-	touched  map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
-	programs map[string]bool  // programs of the open turn
-	atticSeq uint64
+	mu        sync.Mutex
+	full      bool      // captures refused for want of space (space.go)
+	spaceAt   time.Time // when the free space was last found sufficient
+	lastErr   error     // the last error of Record, Begin or End
+	lastErrAt time.Time
+	cur       *Turn            // the open turn, nil if none
+	latest    uint64           // highest turn number
+	nextSeq   uint64           // next event sequence number
+	touched   map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
+	programs  map[string]bool  // programs of the open turn
+	atticSeq  uint64
 }
 
 const (
@@ -101,11 +108,16 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("versionstore: %w", err)
 		}
 	}
-	s.wal = newWalFS(fs)
+	if s.dirf != nil {
+		if _, total, err := s.statfs(); err == nil {
+			s.makeBallast(ballastSize(total)) // best effort (space.go)
+		}
+	}
+	s.wal = newWalFS(vfs.OnDiskFull(fs, s.onDiskFull))
 	popts := &pebble.Options{
 		FS:                 s.wal,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             quietLogger{},
+		Logger:             quietLogger{fatal: opts.Fatal},
 		MemTableSize:       32 << 20,
 	}
 	db, err := pebble.Open(filepath.Join(root, "db"), popts)
@@ -137,14 +149,40 @@ func (s *Store) closeFiles() {
 	}
 }
 
-type quietLogger struct{}
+// quietLogger drops Pebble's info lines, prints its errors (at most a few
+// a second: Pebble retries a failing flush at once, and the daemon's log
+// may sit on the very disk that is failing), and hands a fatal error to
+// Options.Fatal.
+type quietLogger struct{ fatal func(string) }
+
+var errLimit struct {
+	sync.Mutex
+	second     int64 // unix second of the current window
+	n, dropped int
+}
 
 func (quietLogger) Infof(string, ...interface{}) {}
 func (quietLogger) Errorf(format string, args ...interface{}) {
+	errLimit.Lock()
+	defer errLimit.Unlock()
+	if now := time.Now().Unix(); now != errLimit.second {
+		if errLimit.dropped > 0 {
+			fmt.Fprintf(os.Stderr, "pebble: (%d more errors not shown)\n", errLimit.dropped)
+		}
+		errLimit.second, errLimit.n, errLimit.dropped = now, 0, 0
+	}
+	if errLimit.n++; errLimit.n > 5 {
+		errLimit.dropped++
+		return
+	}
 	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
 }
-func (quietLogger) Fatalf(format string, args ...interface{}) {
-	fmt.Fprintf(os.Stderr, "pebble: fatal: "+format+"\n", args...)
+func (l quietLogger) Fatalf(format string, args ...interface{}) {
+	msg := "pebble: fatal: " + fmt.Sprintf(format, args...)
+	if l.fatal != nil {
+		l.fatal(msg)
+	}
+	fmt.Fprintln(os.Stderr, msg)
 	os.Exit(1)
 }
 
@@ -241,7 +279,7 @@ func (s *Store) lastKey(prefix byte) ([]byte, error) {
 // commit applies a batch, mapping a full disk to ErrStoreFull.
 func (s *Store) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
 	if err := b.Commit(o); err != nil {
-		if errors.Is(err, syscall.ENOSPC) {
+		if isENOSPC(err) {
 			return fmt.Errorf("%w: %v", ErrStoreFull, err)
 		}
 		return fmt.Errorf("versionstore: %w", err)
@@ -317,15 +355,20 @@ func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
 		putJSON(b, turnKey(t.Num), t)
 	}
 	if err := s.commit(b, pebble.Sync); err != nil {
+		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return Turn{}, err
 	}
-	if err := s.wal.SyncWAL(); err != nil {
-		return Turn{}, fmt.Errorf("versionstore: %w", err)
-	}
+	// The turn is open from here on, whether or not the fsync works: the
+	// in-memory state must follow what is committed.
 	s.cur = t
 	s.latest = t.Num
 	s.touched = map[string]uint8{}
 	s.programs = map[string]bool{}
+	if err := s.wal.SyncWAL(); err != nil {
+		err = fmt.Errorf("versionstore: turn %d opened, but the log could not be synced to disk: %w", t.Num, err)
+		s.lastErr, s.lastErrAt = err, time.Now().UTC()
+		return *t, err
+	}
 	return *t, nil
 }
 
@@ -387,14 +430,18 @@ func (s *Store) End(ref string) (Turn, error) {
 	}
 	s.closeTurn(b, &t)
 	if err := s.commit(b, pebble.Sync); err != nil {
+		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return Turn{}, err
 	}
-	if err := s.wal.SyncWAL(); err != nil {
-		return Turn{}, fmt.Errorf("versionstore: %w", err)
-	}
+	// Closed from here on, whether or not the fsync works (as in Begin).
 	s.cur = nil
 	s.touched = map[string]uint8{}
 	s.programs = map[string]bool{}
+	if err := s.wal.SyncWAL(); err != nil {
+		err = fmt.Errorf("versionstore: turn %d closed, but the log could not be synced to disk: %w", t.Num, err)
+		s.lastErr, s.lastErrAt = err, time.Now().UTC()
+		return t, err
+	}
 	return t, nil
 }
 

@@ -1,0 +1,180 @@
+package versionstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// space.go keeps the store from running its disk completely full, and
+// remembers what went wrong last (Health).
+//
+// Why: Pebble treats a failed WAL or MANIFEST write as fatal (v2.1.7
+// db.go: "pebble: fatal commit error", version_set.go: "MANIFEST ... failed"
+// are Logger.Fatalf, which exits the process). An ENOSPC that reaches Pebble
+// would kill the daemon and leave the mount dead. So, on a real filesystem:
+//
+//   - Record refuses a capture with ErrStoreFull (the caller's operation
+//     fails with ENOSPC, the backing tree is untouched) when the free space
+//     under the store would drop below headroom after storing the capture's
+//     bytes twice (once in the WAL, once in the sstable a flush writes).
+//   - A ballast file (<store>/ballast) holds back room for Pebble's own
+//     background work (a memtable flush, a compaction, the MANIFEST). When
+//     any write of Pebble's still meets ENOSPC, vfs.OnDiskFull deletes the
+//     ballast and the write is retried once; the store is then "full" until
+//     the free space has grown back past the ballast and the headroom, when
+//     the ballast is recreated and captures are accepted again.
+//
+// Turn boundaries (Begin, End) are always allowed: they are tiny, and
+// refusing them would leave the user unable to close a turn.
+const (
+	// headroom is kept free beyond a capture's own bytes.
+	headroom = 4 << 20
+	// maxBallast bounds the ballast: twice the memtable size, so that one
+	// memtable flush always fits once the ballast is gone.
+	maxBallast = 64 << 20
+	// spaceCheckEvery: a Record storing no bytes re-reads the free space at
+	// most this often (fstatfs is cheap, but not free on every syscall).
+	spaceCheckEvery = 50 * time.Millisecond
+)
+
+// Health says whether the store is accepting captures and what failed last.
+type Health struct {
+	// Full is set while captures are refused for want of disk space.
+	Full bool `json:"full,omitempty"`
+	// Avail is the free space under the store in bytes (-1 if unknown).
+	Avail int64 `json:"avail_bytes"`
+	// LastError is the most recent error of Record, Begin or End, with
+	// its time; empty if none happened since Open.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitempty"`
+}
+
+// Health reports the store's state for `ckptfs status`.
+func (s *Store) Health() Health {
+	avail := int64(-1)
+	if s.dirf != nil {
+		if a, _, err := s.statfs(); err == nil {
+			avail = a
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := Health{Full: s.full, Avail: avail, LastErrorAt: s.lastErrAt}
+	if s.lastErr != nil {
+		h.LastError = s.lastErr.Error()
+	}
+	return h
+}
+
+// noteErr remembers err as the last error (s.mu not held) and returns it.
+func (s *Store) noteErr(err error) error {
+	if err == nil || errors.Is(err, ErrBadPath) {
+		return err
+	}
+	s.mu.Lock()
+	s.lastErr, s.lastErrAt = err, time.Now().UTC()
+	if errors.Is(err, ErrStoreFull) {
+		s.full = true
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// statfs returns the bytes available to us and the filesystem's size.
+func (s *Store) statfs() (avail, total int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(s.dirf.Fd()), &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), int64(st.Blocks) * int64(st.Bsize), nil
+}
+
+// ballastSize is the ballast for a filesystem of total bytes: an eighth of
+// it, at most maxBallast.
+func ballastSize(total int64) int64 { return min(total/8, maxBallast) }
+
+func (s *Store) ballastPath() string {
+	return fmt.Sprintf("/proc/self/fd/%d/ballast", s.dirf.Fd())
+}
+
+// makeBallast creates the ballast file if it is missing (best effort: a
+// filesystem without fallocate gets none). s.mu need not be held.
+func (s *Store) makeBallast(size int64) error {
+	p := s.ballastPath()
+	if fi, err := os.Stat(p); err == nil && fi.Size() >= size {
+		return nil
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	f.Close()
+	if err != nil {
+		os.Remove(p)
+	}
+	return err
+}
+
+// onDiskFull runs when a write of Pebble's meets ENOSPC (vfs.OnDiskFull):
+// it gives Pebble the ballast's room and stops accepting captures.
+func (s *Store) onDiskFull() {
+	if s.dirf != nil {
+		os.Remove(s.ballastPath())
+	}
+	s.mu.Lock()
+	s.full = true
+	s.lastErr, s.lastErrAt = fmt.Errorf("%w: the disk under the store ran out of space", ErrStoreFull), time.Now().UTC()
+	s.mu.Unlock()
+}
+
+// checkSpace returns ErrStoreFull when storing size more bytes would leave
+// the store's disk too full; when space has come back after the store was
+// full, it recreates the ballast and accepts captures again.
+func (s *Store) checkSpace(size int64) error {
+	if s.dirf == nil {
+		return nil
+	}
+	s.mu.Lock()
+	full := s.full
+	recent := size == 0 && !full && time.Since(s.spaceAt) < spaceCheckEvery
+	s.mu.Unlock()
+	if recent {
+		return nil
+	}
+	avail, total, err := s.statfs()
+	if err != nil {
+		return nil // cannot tell: let the write try
+	}
+	need := 2*size + headroom
+	if full {
+		// Back in business only with room for the ballast as well.
+		bsize := ballastSize(total)
+		extra := bsize
+		if fi, err := os.Stat(s.ballastPath()); err == nil && fi.Size() >= bsize {
+			extra = 0
+		}
+		if avail < need+extra || s.makeBallast(bsize) != nil {
+			return fmt.Errorf("%w: %d bytes free under %s", ErrStoreFull, avail, s.dir)
+		}
+		s.mu.Lock()
+		s.full = false
+		s.mu.Unlock()
+		return nil
+	}
+	if avail < need {
+		return fmt.Errorf("%w: %d bytes free under %s, %d needed", ErrStoreFull, avail, s.dir, need)
+	}
+	s.mu.Lock()
+	s.spaceAt = time.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+// isENOSPC reports whether err is a full disk.
+func isENOSPC(err error) bool { return errors.Is(err, syscall.ENOSPC) }
