@@ -1,0 +1,315 @@
+package agenthooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixture reads testdata/name with its placeholders filled in.
+func fixture(t *testing.T, name, project string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, _ := filepath.Abs("testdata")
+	data = bytes.ReplaceAll(data, []byte("TESTDATA"), []byte(td))
+	return bytes.ReplaceAll(data, []byte("PROJECT"), []byte(project))
+}
+
+func agent(t *testing.T, name string) *Agent {
+	t.Helper()
+	a, err := Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestParseFixtures(t *testing.T) {
+	claudeRef := "9f1c6a52-3d4e-4b8a-9a0f-2c7d1e5b6a11:"
+	cases := []struct {
+		agent, file string
+		args        []string
+		action      Action
+		label, ref  string // ref ending in ":" is a prefix
+	}{
+		{"claude-code", "claude-code/user-prompt-submit.json", nil, Begin, "Fix the failing test in parser.go", claudeRef},
+		{"claude-code", "claude-code/user-prompt-submit-2.json", nil, Begin, "Also update the README", claudeRef},
+		{"claude-code", "claude-code/stop.json", nil, End, "", "a2b7c4e0-0000-4000-8000-cccccccccccc"},
+		{"claude-code", "claude-code/pre-tool-use.json", nil, Ignore, "", ""},
+		{"codex", "codex/user-prompt-submit.json", nil, Begin, "add a --dry-run flag to the deploy script", "019d036d-c7fa-72d2-b6fd-78878bfe34e4"},
+		{"codex", "codex/stop.json", nil, End, "", "019d036d-c7fa-72d2-b6fd-78878bfe34e4"},
+		{"codex", "", []string{"codex/notify.json"}, End, "", "019d036e-3164-72c3-a170-98925564c4fc"},
+		{"gemini", "gemini/before-agent.json", nil, Begin, "Write unit tests for utils.ts", "3c2b1a09-8f7e-4d6c-b5a4-392817161514:"},
+		{"gemini", "gemini/after-agent.json", nil, End, "", ""},
+		{"aider", "", nil, End, "", ""},
+	}
+	for _, c := range cases {
+		var input []byte
+		if c.file != "" {
+			input = fixture(t, c.file, "/p")
+		}
+		var args []string
+		for _, a := range c.args {
+			args = append(args, string(fixture(t, a, "/p")))
+		}
+		ev, err := Parse(agent(t, c.agent), input, args)
+		if err != nil {
+			t.Errorf("%s %s: %v", c.agent, c.file, err)
+			continue
+		}
+		refOK := ev.Ref == c.ref || strings.HasSuffix(c.ref, ":") && strings.HasPrefix(ev.Ref, c.ref) && len(ev.Ref) == len(c.ref)+8
+		if ev.Action != c.action || ev.Label != c.label || !refOK {
+			t.Errorf("%s %s%v: got %v %q ref %q; want %v %q ref %q", c.agent, c.file, c.args, ev.Action, ev.Label, ev.Ref, c.action, c.label, c.ref)
+		}
+		if c.agent != "aider" && ev.Cwd != "/p" {
+			t.Errorf("%s %s: cwd %q", c.agent, c.file, ev.Cwd)
+		}
+	}
+	// The same prompt gives the same ref (a repeated event is recognised);
+	// another prompt another.
+	a := agent(t, "claude-code")
+	e1, _ := Parse(a, fixture(t, "claude-code/user-prompt-submit.json", "/p"), nil)
+	e2, _ := Parse(a, fixture(t, "claude-code/user-prompt-submit.json", "/p"), nil)
+	e3, _ := Parse(a, fixture(t, "claude-code/user-prompt-submit-2.json", "/p"), nil)
+	if e1.Ref != e2.Ref || e1.Ref == e3.Ref {
+		t.Errorf("prompt refs: %q %q %q", e1.Ref, e2.Ref, e3.Ref)
+	}
+	for _, bad := range []string{"", "   ", "not json", `{"hook_event_name": 3}`} {
+		if _, err := Parse(a, []byte(bad), nil); err == nil {
+			t.Errorf("Parse(%q): no error", bad)
+		}
+	}
+}
+
+func TestFirstLine(t *testing.T) {
+	long := strings.Repeat("é", 300)
+	for in, want := range map[string]string{
+		"fix it":                  "fix it",
+		"\n\n  two\tthree  \nmore": "two three",
+		"a\r\nb":                  "a",
+		"":                        "",
+		long:                      strings.Repeat("é", MaxLabel-3) + "...",
+	} {
+		if got := FirstLine(in); got != want {
+			t.Errorf("FirstLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestLastAssistantID(t *testing.T) {
+	id, err := LastAssistantID("testdata/claude-code/transcript.jsonl")
+	if err != nil || id != "a2b7c4e0-0000-4000-8000-cccccccccccc" {
+		t.Errorf("fixture: %q %v", id, err)
+	}
+	// A long session: only the tail is read; an assistant entry followed
+	// by a tool result larger than the first tail, and a half-written
+	// last line.
+	dir := t.TempDir()
+	p := filepath.Join(dir, "t.jsonl")
+	var b bytes.Buffer
+	for i := range 2000 {
+		b.WriteString(`{"type":"assistant","uuid":"old-` + string(rune('a'+i%26)) + `","message":{}}` + "\n")
+	}
+	b.WriteString(`{"type":"assistant","uuid":"the-last","message":{"content":[{"type":"text","text":"done"}]}}` + "\n")
+	b.WriteString(`{"type":"user","uuid":"u","message":{"content":"` + strings.Repeat("x", 200<<10) + `"}}` + "\n")
+	b.WriteString(`{"type":"assistant","uuid":"partial`)
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := LastAssistantID(p); err != nil || id != "the-last" {
+		t.Errorf("long transcript: %q %v", id, err)
+	}
+	os.WriteFile(p, []byte(`{"type":"user","uuid":"u"}`+"\n"), 0o644)
+	if _, err := LastAssistantID(p); err == nil {
+		t.Error("no assistant entry: no error")
+	}
+	if _, err := LastAssistantID(filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing transcript: no error")
+	}
+}
+
+// topLevel decodes a settings file (comments stripped by the editor's own
+// parser: re-encode what it sees) into its members.
+func topLevel(t *testing.T, doc []byte) map[string]string {
+	t.Helper()
+	root, err := parseDoc(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, mem := range root.members {
+		m[mem.key] = string(doc[mem.val.start:mem.val.end])
+	}
+	return m
+}
+
+func TestInstallUninstall(t *testing.T) {
+	cases := []struct{ agent, file string }{
+		{"claude-code", "claude-settings.json"},
+		{"codex", "codex-hooks.json"},
+		{"gemini", "gemini-settings.json"},
+		{"claude-code", "oneline.json"},
+		{"gemini", "claude-settings.json"},
+	}
+	for _, c := range cases {
+		t.Run(c.agent+"/"+c.file, func(t *testing.T) {
+			a := agent(t, c.agent)
+			orig, err := os.ReadFile(filepath.Join("testdata/settings", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "settings.json")
+			os.WriteFile(path, orig, 0o600)
+			res, err := a.Install(path, "turnctl")
+			if err != nil || !res.Changed || res.Created {
+				t.Fatalf("install: %+v %v", res, err)
+			}
+			got, _ := os.ReadFile(path)
+			if bak, _ := os.ReadFile(path + BackupSuffix); !bytes.Equal(bak, orig) {
+				t.Errorf("backup differs from the original:\n%s", bak)
+			}
+			if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+				t.Errorf("mode %v, want 0600", fi.Mode())
+			}
+			// Every other top-level setting keeps its bytes; the user's
+			// hooks are all still there.
+			before, after := topLevel(t, orig), topLevel(t, got)
+			for k, v := range before {
+				if k != "hooks" && after[k] != v {
+					t.Errorf("%s changed: %s -> %s", k, v, after[k])
+				}
+			}
+			for _, h := range []string{"prettier", "notify-send", "session_start.py", "scan_secrets.py", "block-secrets.sh"} {
+				if bytes.Contains(orig, []byte(h)) && !bytes.Contains(got, []byte(h)) {
+					t.Errorf("hook %s lost", h)
+				}
+			}
+			if !bytes.Contains(orig, []byte("//")) && !json.Valid(got) {
+				t.Errorf("not JSON after install:\n%s", got)
+			}
+			var cfg struct {
+				Hooks map[string][]struct {
+					Hooks []struct{ Type, Command string }
+				}
+			}
+			if !bytes.Contains(orig, []byte("//")) {
+				json.Unmarshal(got, &cfg)
+				for _, ev := range []string{a.BeginEvent, a.EndEvent} {
+					g := cfg.Hooks[ev]
+					if len(g) == 0 || g[len(g)-1].Hooks[0].Command != "turnctl hook-event "+a.Name {
+						t.Errorf("%s: %+v", ev, g)
+					}
+				}
+			}
+			if ok, _ := a.Installed(path); !ok {
+				t.Error("Installed: false after install")
+			}
+			// A second install changes nothing.
+			if res, err := a.Install(path, "turnctl"); err != nil || res.Changed {
+				t.Errorf("second install: %+v %v", res, err)
+			}
+			res, err = a.Uninstall(path)
+			if err != nil || !res.Changed || res.Removed {
+				t.Fatalf("uninstall: %+v %v", res, err)
+			}
+			if back, _ := os.ReadFile(path); !bytes.Equal(back, orig) {
+				t.Errorf("uninstall did not give the original back:\n%s\n---- want\n%s", back, orig)
+			}
+			if res, err := a.Uninstall(path); err != nil || res.Changed {
+				t.Errorf("second uninstall: %+v %v", res, err)
+			}
+		})
+	}
+}
+
+func TestInstallNewFileAndUserEdits(t *testing.T) {
+	a := agent(t, "claude-code")
+	path := filepath.Join(t.TempDir(), ".claude", "settings.json")
+	res, err := a.Install(path, "/opt/bin/turnctl")
+	if err != nil || !res.Created || res.Backup != "" {
+		t.Fatalf("install into a new file: %+v %v", res, err)
+	}
+	snip, _ := a.Snippet("/opt/bin/turnctl")
+	if got, _ := os.ReadFile(path); string(got) != snip || !json.Valid(got) {
+		t.Errorf("new file:\n%s\nsnippet:\n%s", got, snip)
+	}
+	// The user adds a hook of their own next to ours: uninstall keeps it.
+	got, _ := os.ReadFile(path)
+	edited := bytes.Replace(got, []byte(`"Stop": [`), []byte(`"Stop": [{"hooks": [{"type": "command", "command": "say done"}]},`), 1)
+	os.WriteFile(path, edited, 0o644)
+	if res, err := a.Uninstall(path); err != nil || res.Removed {
+		t.Fatalf("uninstall: %+v %v", res, err)
+	}
+	left, _ := os.ReadFile(path)
+	var cfg map[string]map[string][]any
+	if err := json.Unmarshal(left, &cfg); err != nil || len(cfg["hooks"]) != 1 || len(cfg["hooks"]["Stop"]) != 1 || bytes.Contains(left, []byte("hook-event")) {
+		t.Errorf("after uninstall:\n%s", left)
+	}
+	// Without the user's hook, the file goes away entirely.
+	os.Remove(path)
+	a.Install(path, "turnctl")
+	if res, err := a.Uninstall(path); err != nil || !res.Removed {
+		t.Errorf("uninstall of a file install created: %+v %v", res, err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("file still there: %v", err)
+	}
+}
+
+func TestInstallRefusesOddFiles(t *testing.T) {
+	a := agent(t, "claude-code")
+	for _, doc := range []string{`[1]`, `{"hooks": []}`, `{"hooks": {"Stop": {}}}`, `{"a": }`, `{"a": 1} x`, `{"a": "b` + "\n" + `"}`, `/* open`} {
+		path := filepath.Join(t.TempDir(), "s.json")
+		os.WriteFile(path, []byte(doc), 0o644)
+		if _, err := a.Install(path, "turnctl"); err == nil {
+			t.Errorf("install into %q: no error", doc)
+		}
+		if got, _ := os.ReadFile(path); string(got) != doc {
+			t.Errorf("%q changed to %q", doc, got)
+		}
+		if _, err := os.Stat(path + BackupSuffix); err == nil {
+			t.Errorf("%q: backup written though nothing changed", doc)
+		}
+	}
+}
+
+func TestAiderBlock(t *testing.T) {
+	orig, _ := os.ReadFile("testdata/settings/aider.conf.yml")
+	path := filepath.Join(t.TempDir(), ".aider.conf.yml")
+	os.WriteFile(path, orig, 0o644)
+	res, err := InstallAider(path, "turnctl")
+	if err != nil || !res.Changed {
+		t.Fatal(res, err)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.HasPrefix(got, orig) || !bytes.Contains(got, []byte("notifications-command: 'turnctl hook-event aider'\n")) {
+		t.Errorf("after install:\n%s", got)
+	}
+	if bak, _ := os.ReadFile(path + BackupSuffix); !bytes.Equal(bak, orig) {
+		t.Error("no backup")
+	}
+	if res, _ := InstallAider(path, "turnctl"); res.Changed {
+		t.Error("second install changed the file")
+	}
+	if _, err := UninstallAider(path); err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := os.ReadFile(path); !bytes.Equal(back, orig) {
+		t.Errorf("after uninstall:\n%s", back)
+	}
+	os.WriteFile(path, []byte("notifications-command: say hi\n"), 0o644)
+	if _, err := InstallAider(path, "turnctl"); err == nil {
+		t.Error("install over the user's own notifications-command: no error")
+	}
+	os.Remove(path)
+	InstallAider(path, "turnctl")
+	if res, _ := UninstallAider(path); !res.Removed {
+		t.Error("a file install created is not removed")
+	}
+}
