@@ -251,7 +251,7 @@ func (s *Service) turnChanges(n uint64, patch bool) ([]FileChange, versionstore.
 
 // Status reports the open turn and what it changed so far.
 func (s *Service) Status(ctx context.Context, req StatusRequest) (*StatusReply, error) {
-	rep := &StatusReply{Latest: s.store.Latest(), Changes: []FileChange{}}
+	rep := &StatusReply{Latest: s.store.Latest(), Changes: []FileChange{}, Store: s.store.Health()}
 	cur, ok := s.store.Current()
 	if !ok {
 		return rep, nil

@@ -50,6 +50,9 @@ type StatusReply struct {
 	Latest  uint64             `json:"latest"` // highest turn number
 	Changes []FileChange       `json:"changes"`
 	Stats   versionstore.Stats `json:"stats"`
+	// Store: whether the store accepts captures (full: writes fail with
+	// ENOSPC) and the last store error.
+	Store versionstore.Health `json:"store"`
 }
 
 // LogRequest lists turns newest first (POST /v1/log, also GET).

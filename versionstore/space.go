@@ -153,11 +153,13 @@ func (s *Store) checkSpace(size int64) error {
 	}
 	need := 2*size + headroom
 	if full {
-		// Back in business only with room for the ballast as well.
+		// Back in business only with a margin of a ballast's size (so that
+		// the store does not flip between full and not with every small
+		// capture), plus room to recreate the ballast if it was used.
 		bsize := ballastSize(total)
-		extra := bsize
+		extra := 2 * bsize
 		if fi, err := os.Stat(s.ballastPath()); err == nil && fi.Size() >= bsize {
-			extra = 0
+			extra = bsize
 		}
 		if avail < need+extra || s.makeBallast(bsize) != nil {
 			return fmt.Errorf("%w: %d bytes free under %s", ErrStoreFull, avail, s.dir)

@@ -76,7 +76,14 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	// reach the hidden store through /proc/PID/cwd.
 	os.Chdir(o.store)
 
-	store, err := versionstore.Open(o.store, versionstore.Options{})
+	store, err := versionstore.Open(o.store, versionstore.Options{
+		// Pebble cannot go on after a failed WAL or MANIFEST write. Exit:
+		// the mount is left dead (ENOTCONN), so nothing lands unrecorded,
+		// and the next mount replays the log (versionstore/doc.go).
+		Fatal: func(msg string) {
+			logger.Printf("ckptfs: fatal store error, exiting (remount to recover): %s", msg)
+		},
+	})
 	if err != nil {
 		if errors.Is(err, versionstore.ErrLocked) {
 			return fmt.Errorf("mount: store %s is in use by another ckptfs daemon", o.store)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +31,13 @@ type statusReport struct {
 	Latest   *uint64            `json:"latest_turn,omitempty"`
 	OpenTurn *versionstore.Turn `json:"open_turn,omitempty"`
 	Error    string             `json:"error,omitempty"` // the daemon did not answer
+	// The store's health, from the daemon: full (changes fail with ENOSPC)
+	// and its last error. FreeBytes is measured here (-1: unknown).
+	StoreFull  bool   `json:"store_full"`
+	StoreError string `json:"store_error,omitempty"`
+	FreeBytes  int64  `json:"store_free_bytes"`
+	// The fatal error a dead daemon logged, if any.
+	Fatal string `json:"fatal,omitempty"`
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -72,6 +80,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		storePath = fmt.Sprintf("/proc/%d/cwd", rep.PID)
 	}
 	rep.StoreBytes = du(storePath + "/")
+	rep.FreeBytes = -1
+	var sfs syscall.Statfs_t
+	if syscall.Statfs(storePath+"/", &sfs) == nil {
+		rep.FreeBytes = int64(sfs.Bavail) * int64(sfs.Bsize)
+	}
+	if rep.PID != 0 && !rep.Alive {
+		rep.Fatal = lastFatal(filepath.Join(storePath, "daemon.log"))
+	}
 	if rep.Mounted && rep.Alive && rep.Socket != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		st, err := turnctl.NewClient(rep.Socket).Status(ctx, turnctl.StatusRequest{})
@@ -83,6 +99,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			if st.Open {
 				rep.OpenTurn = st.Turn
 			}
+			rep.StoreFull, rep.StoreError = st.Store.Full, st.Store.LastError
 		}
 	}
 	if *asJSON {
@@ -103,7 +120,20 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "daemon:  pid %d (%s), since %s\n", rep.PID, state, rep.Started)
 	}
-	fmt.Fprintf(stdout, "store:   %s (%s on disk)\n", rep.Store, human(rep.StoreBytes))
+	free := ""
+	if rep.FreeBytes >= 0 {
+		free = ", " + human(rep.FreeBytes) + " free"
+	}
+	fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, human(rep.StoreBytes), free)
+	if rep.StoreFull {
+		fmt.Fprintf(stdout, "problem: store full: changes through the mount fail with ENOSPC until space is freed under the store\n")
+	}
+	if rep.StoreError != "" {
+		fmt.Fprintf(stdout, "error:   %s\n", rep.StoreError)
+	}
+	if rep.Fatal != "" {
+		fmt.Fprintf(stdout, "fatal:   %s\n", rep.Fatal)
+	}
 	if rep.Latest != nil {
 		fmt.Fprintf(stdout, "turns:   %d\n", *rep.Latest)
 		if t := rep.OpenTurn; t != nil {
@@ -115,6 +145,21 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "turns:   unknown (%s)\n", rep.Error)
 	}
 	return nil
+}
+
+// lastFatal returns the last fatal store error in a daemon log, or "".
+func lastFatal(log string) string {
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return ""
+	}
+	last := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "fatal") {
+			last = strings.TrimSpace(line)
+		}
+	}
+	return last
 }
 
 // du sums the disk blocks under root.

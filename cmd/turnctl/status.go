@@ -32,6 +32,11 @@ func (o *statusOptions) run(e *env, args []string) error {
 	if e.json {
 		return e.printJSON(rep)
 	}
+	if rep.Store.Full {
+		fmt.Fprintf(e.stdout, "store full: changes through the mount fail with ENOSPC until space is freed\n")
+	} else if rep.Store.LastError != "" {
+		fmt.Fprintf(e.stdout, "last store error (%s): %s\n", when(rep.Store.LastErrorAt), rep.Store.LastError)
+	}
 	if !rep.Open {
 		fmt.Fprintf(e.stdout, "no turn open (latest turn: %d)\n", rep.Latest)
 		return nil

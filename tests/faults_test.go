@@ -1,0 +1,201 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Store faults end to end: the store's disk full, and damaged stored
+// content. (Injected I/O errors are unit tests: versionstore/faults_test.go.)
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory and unmounts
+// it when the test ends (after any FUSE mount made later: cleanups run in
+// reverse).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+	})
+	return dir
+}
+
+// ckptfsStatus runs `ckptfs status --json DIR`.
+func ckptfsStatus(t *testing.T, m *Mount) map[string]any {
+	t.Helper()
+	cmd := exec.Command(ckptfsBin, "status", "--json", m.Dir)
+	cmd.Env = append(os.Environ(), "CKPTFS_RUNTIME_DIR="+m.Runtime)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ckptfs status: %v\n%s", err, out)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("ckptfs status --json: %v\n%s", err, out)
+	}
+	return rep
+}
+
+func isFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO)
+}
+
+// TestStoreDiskFull puts the store on a small tmpfs and overwrites files
+// through the mount until the store is full. Every refused change fails
+// with ENOSPC and does not land; reads, status and turn boundaries keep
+// working; `ckptfs status` says the store is full; once the tmpfs grows,
+// changes are accepted again; and every closed turn rewinds exactly.
+func TestStoreDiskFull(t *testing.T) {
+	needTurnctl(t)
+	fsDir := mountTmpfs(t, "64m")
+	proj := t.TempDir()
+	const nfiles, size = 6, 1 << 20
+	rng := rand.New(rand.NewSource(1))
+	model := map[string][]byte{} // the live tree as the successful operations left it
+	for i := 0; i < nfiles; i++ {
+		b := make([]byte, size)
+		rng.Read(b)
+		p := fmt.Sprintf("f%d", i)
+		model[p] = b
+		os.WriteFile(filepath.Join(proj, p), b, 0o644)
+	}
+	m := mountProject(t, proj, "--store", filepath.Join(fsDir, "store"))
+	copyModel := func() map[string][]byte {
+		c := map[string][]byte{}
+		for k, v := range model {
+			c[k] = v
+		}
+		return c
+	}
+	atEnd := map[int]map[string][]byte{}
+	refused := 0
+	var turn int
+	// Overwrite every file with new random bytes in each turn (each turn
+	// stores nfiles*size of prior bytes), until writes are refused.
+	for turn = 1; turn < 100 && refused == 0; turn++ {
+		m.turnctl(t, "begin")
+		for i := 0; i < nfiles; i++ {
+			p := fmt.Sprintf("f%d", i)
+			b := make([]byte, size)
+			rng.Read(b)
+			err := os.WriteFile(filepath.Join(proj, p), b, 0o644)
+			if err != nil {
+				if !isFull(err) {
+					t.Fatalf("turn %d: write %s: %v, want ENOSPC or EIO", turn, p, err)
+				}
+				refused++
+				continue
+			}
+			model[p] = b
+		}
+		if refused == 0 {
+			m.turnctl(t, "end")
+			atEnd[turn] = copyModel()
+		}
+	}
+	if refused == 0 {
+		t.Fatal("the store never filled up")
+	}
+	full := turn - 1 // the turn that met the full store, still open
+	t.Logf("store full in turn %d (%d writes refused)", full, refused)
+	// More kinds of change, all refused now: unlink, rename over, create.
+	for what, err := range map[string]error{
+		"unlink":      os.Remove(filepath.Join(proj, "f5")),
+		"rename over": os.Rename(filepath.Join(proj, "f4"), filepath.Join(proj, "f3")),
+		"create":      os.WriteFile(filepath.Join(proj, "new"), []byte("x"), 0o644),
+		"mkdir":       os.Mkdir(filepath.Join(proj, "newdir"), 0o755),
+	} {
+		if !isFull(err) {
+			t.Errorf("%s with the store full: %v, want ENOSPC", what, err)
+		}
+		refused++
+	}
+	// Reads keep working, and show what the successful operations wrote.
+	for p, want := range model {
+		if b, err := os.ReadFile(filepath.Join(proj, p)); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("read %s with the store full: %d bytes, %v", p, len(b), err)
+		}
+	}
+	st := ckptfsStatus(t, m)
+	if st["store_full"] != true || !strings.Contains(fmt.Sprint(st["store_error"]), "store full") {
+		t.Errorf("ckptfs status with the store full: %v", st)
+	}
+	out, _ := exec.Command(ckptfsBin, "status", m.Dir).CombinedOutput()
+	if !strings.Contains(string(out), "store full") {
+		t.Errorf("ckptfs status does not say the store is full:\n%s", out)
+	}
+	if out := m.turnctl(t, "status"); !strings.Contains(out, "store full") {
+		t.Errorf("turnctl status does not say the store is full:\n%s", out)
+	}
+	m.turnctl(t, "log")
+	m.turnctl(t, "end") // a boundary still works
+	atEnd[full] = copyModel()
+
+	// Space comes back: the tmpfs grows.
+	if err := unix.Mount("tmpfs", fsDir, "tmpfs", unix.MS_REMOUNT, "size=512m"); err != nil {
+		t.Fatalf("grow tmpfs: %v", err)
+	}
+	m.turnctl(t, "begin")
+	for i := 0; i < nfiles; i++ {
+		p := fmt.Sprintf("f%d", i)
+		b := []byte(fmt.Sprintf("after %d\n", i))
+		if err := os.WriteFile(filepath.Join(proj, p), b, 0o644); err != nil {
+			t.Fatalf("write %s after space was freed: %v", p, err)
+		}
+		model[p] = b
+	}
+	m.turnctl(t, "end")
+	last := full + 1
+	atEnd[last] = copyModel()
+	if st := ckptfsStatus(t, m); st["store_full"] != false {
+		t.Errorf("ckptfs status after space came back: %v", st)
+	}
+	m.Unmount(t)
+	// Nothing unrecorded landed: the backing tree is exactly the model.
+	checkModel(t, proj, model)
+
+	// Every closed turn rewinds exactly (newest first: each rewind stores
+	// the current bytes again).
+	m = mountProject(t, proj, "--store", filepath.Join(fsDir, "store"))
+	for n := last; n >= 1; n-- {
+		want, ok := atEnd[n]
+		if !ok {
+			continue
+		}
+		m.turnctl(t, "rewind", fmt.Sprint(n))
+		checkModel(t, proj, want)
+	}
+	if out := m.turnctl(t, "verify"); strings.Contains(out, "corrupt") && !strings.Contains(out, "0 corrupt") {
+		t.Errorf("verify after the store was full:\n%s", out)
+	}
+}
+
+// checkModel fails unless the files of dir (store excluded) are exactly
+// model.
+func checkModel(t *testing.T, dir string, model map[string][]byte) {
+	t.Helper()
+	got := snapshot(t, dir, []string{".ckptfs"}, nil)
+	want := map[string]entry{}
+	tmp := t.TempDir()
+	for p, b := range model {
+		os.WriteFile(filepath.Join(tmp, p), b, 0o644)
+	}
+	want = snapshot(t, tmp, nil, nil)
+	diffTrees(t, want, got)
+}
