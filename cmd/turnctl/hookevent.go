@@ -102,25 +102,15 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 		}
 		return nil
 	}
-	g := globals{dir: e.g.dir}
-	if g.dir == "" {
-		g.dir = ev.Cwd
-	}
-	p, err := findProject(g, true)
-	if errors.Is(err, errNotMounted) {
-		where := g.dir
-		if where == "" {
-			where, _ = os.Getwd()
+	h := e.h // tests set it
+	if h == nil {
+		var closer func()
+		h, closer, err = connectForHook(e, ev)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("%s is not inside a ckptfs mount; %s not recorded", where, ev.Action)
-	} else if err != nil {
-		return fmt.Errorf("%v; %s not recorded", err, ev.Action)
+		defer closer()
 	}
-	h, closer, err := p.connect()
-	if err != nil {
-		return fmt.Errorf("%v; %s not recorded", err, ev.Action)
-	}
-	defer closer()
 	ctx, cancel := context.WithTimeout(e.ctx, hookTimeout)
 	defer cancel()
 	what, err := applyEvent(ctx, h, ev)
@@ -131,6 +121,30 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 		fmt.Fprintf(e.stderr, "turnctl: %s\n", what)
 	}
 	return nil
+}
+
+// connectForHook reaches the daemon of the mount containing the agent's
+// cwd (-C DIR first, the current directory last).
+func connectForHook(e *env, ev agenthooks.Event) (turnctl.Handler, func(), error) {
+	g := globals{dir: e.g.dir}
+	if g.dir == "" {
+		g.dir = ev.Cwd
+	}
+	p, err := findProject(g, true)
+	if errors.Is(err, errNotMounted) {
+		where := g.dir
+		if where == "" {
+			where, _ = os.Getwd()
+		}
+		return nil, nil, fmt.Errorf("%s is not inside a ckptfs mount; %s not recorded", where, ev.Action)
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("%v; %s not recorded", err, ev.Action)
+	}
+	h, closer, err := p.connect()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%v; %s not recorded", err, ev.Action)
+	}
+	return h, closer, nil
 }
 
 // applyEvent carries out ev and says what it did. Repeated and

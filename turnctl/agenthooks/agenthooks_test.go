@@ -90,11 +90,11 @@ func TestParseFixtures(t *testing.T) {
 func TestFirstLine(t *testing.T) {
 	long := strings.Repeat("é", 300)
 	for in, want := range map[string]string{
-		"fix it":                  "fix it",
+		"fix it":                   "fix it",
 		"\n\n  two\tthree  \nmore": "two three",
-		"a\r\nb":                  "a",
-		"":                        "",
-		long:                      strings.Repeat("é", MaxLabel-3) + "...",
+		"a\r\nb":                   "a",
+		"":                         "",
+		long:                       strings.Repeat("é", MaxLabel-3) + "...",
 	} {
 		if got := FirstLine(in); got != want {
 			t.Errorf("FirstLine(%q) = %q, want %q", in, got, want)

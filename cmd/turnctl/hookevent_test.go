@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
+)
+
+// payload reads a hook payload from turnctl/agenthooks/testdata with its
+// placeholders filled in.
+func payload(t *testing.T, name, project string) string {
+	t.Helper()
+	td, _ := filepath.Abs("../../turnctl/agenthooks/testdata")
+	data, err := os.ReadFile(filepath.Join(td, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.ReplaceAll(string(data), "TESTDATA", td)
+	return strings.ReplaceAll(s, "PROJECT", project)
+}
+
+// hook runs hook-event AGENT with input on stdin against e's daemon and
+// returns stdout and stderr.
+func hook(t *testing.T, e *env, input string, args ...string) (string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	he := *e
+	he.stdin, he.stdout, he.stderr = strings.NewReader(input), &out, &errb
+	if err := (&hookEventOptions{}).run(&he, args); err != nil {
+		t.Fatalf("hook-event returned %v", err)
+	}
+	return out.String(), errb.String()
+}
+
+// turns returns the log, oldest first, without turn 0.
+func turns(t *testing.T, e *env) []versionstore.Turn {
+	t.Helper()
+	rep, err := e.h.Log(context.Background(), turnctl.LogRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []versionstore.Turn
+	for _, tu := range slices.Backward(rep.Turns) {
+		if tu.Num != 0 {
+			ts = append(ts, tu)
+		}
+	}
+	return ts
+}
+
+func TestHookEventClaudeCode(t *testing.T) {
+	e, _, _, ov := onlineEnv(t)
+	dir := e.proj.root
+	ups := payload(t, "claude-code/user-prompt-submit.json", dir)
+	ups2 := payload(t, "claude-code/user-prompt-submit-2.json", dir)
+	stop := payload(t, "claude-code/stop.json", dir)
+	const lastMsg = "a2b7c4e0-0000-4000-8000-cccccccccccc"
+
+	// A prompt, an edit, the answer: one turn, labelled with the prompt's
+	// first line, with the prompt's ref and the answer's message id.
+	if out, errs := hook(t, e, ups, "claude-code"); out != "" || errs != "" {
+		t.Fatalf("UserPromptSubmit printed %q %q", out, errs)
+	}
+	ov.Write("parser.go", "package parser\n")
+	if out, errs := hook(t, e, stop, "claude-code"); out != "" || errs != "" {
+		t.Fatalf("Stop printed %q %q", out, errs)
+	}
+	ts := turns(t, e)
+	if len(ts) != 1 || ts[0].Open || ts[0].Kind != versionstore.KindAgent || ts[0].Label != "Fix the failing test in parser.go" ||
+		len(ts[0].Refs) != 2 || !strings.HasPrefix(ts[0].Refs[0], "9f1c6a52-3d4e-4b8a-9a0f-2c7d1e5b6a11:") || ts[0].Refs[1] != lastMsg {
+		t.Fatalf("after prompt and stop: %+v", ts)
+	}
+	// The turn is reachable by the answer's id.
+	if rep, err := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: "ref:" + lastMsg}); err != nil || rep.Turn.Num != 1 || len(rep.Changes) != 1 {
+		t.Errorf("show ref:%s: %+v %v", lastMsg, rep, err)
+	}
+
+	// The same Stop again: nothing open, nothing happens.
+	hook(t, e, stop, "claude-code")
+	if ts := turns(t, e); len(ts) != 1 {
+		t.Fatalf("repeated Stop made turns: %+v", ts)
+	}
+
+	// Stop without a prompt (the hook was installed mid-turn): the edits
+	// collected in the manual turn are closed by it; its ref (already the
+	// ref of turn 1) is not reused.
+	ov.Write("README", "hi\n")
+	hook(t, e, stop, "claude-code")
+	ts = turns(t, e)
+	if len(ts) != 2 || ts[1].Open || ts[1].Kind != versionstore.KindManual || len(ts[1].Refs) != 0 {
+		t.Fatalf("Stop without a prompt: %+v", ts[1:])
+	}
+
+	// The same prompt event delivered twice opens one turn.
+	hook(t, e, ups2, "claude-code")
+	hook(t, e, ups2, "claude-code")
+	ts = turns(t, e)
+	if len(ts) != 3 || !ts[2].Open || ts[2].Label != "Also update the README" {
+		t.Fatalf("repeated prompt: %+v", ts[2:])
+	}
+	// Two prompts in a row: the second closes the first.
+	ov.Write("README", "hi there\n")
+	hook(t, e, ups, "claude-code")
+	ts = turns(t, e)
+	if len(ts) != 4 || ts[2].Open || !ts[3].Open || ts[3].Label != "Fix the failing test in parser.go" {
+		t.Fatalf("two prompts in a row: %+v", ts[2:])
+	}
+	// The same text as turn 1's prompt: a ref of its own.
+	if ts[3].Refs[0] == ts[0].Refs[0] || !strings.HasPrefix(ts[3].Refs[0], ts[0].Refs[0]+".") {
+		t.Errorf("refs of a repeated prompt text: %q, %q", ts[0].Refs, ts[3].Refs)
+	}
+	if ts[2].Stats == nil || ts[2].Stats.Files != 1 {
+		t.Errorf("turn 3 should hold the README edit: %+v", ts[2].Stats)
+	}
+
+	// Events that mark no boundary change nothing.
+	hook(t, e, payload(t, "claude-code/pre-tool-use.json", dir), "claude-code")
+	if ts := turns(t, e); len(ts) != 4 || !ts[3].Open {
+		t.Errorf("PreToolUse changed the turns: %+v", ts[3:])
+	}
+}
+
+func TestHookEventCodexGeminiAider(t *testing.T) {
+	e, _, _, ov := onlineEnv(t)
+	dir := e.proj.root
+	const codexTurn = "019d036d-c7fa-72d2-b6fd-78878bfe34e4"
+	hook(t, e, payload(t, "codex/user-prompt-submit.json", dir), "codex")
+	ov.Write("deploy", "#!/bin/sh\n")
+	hook(t, e, payload(t, "codex/stop.json", dir), "codex")
+	// Older Codex: notify passes its JSON as the last argument, stdin unused.
+	ov.Write("deploy.sh", "#!/bin/sh\n")
+	hook(t, e, "", "codex", payload(t, "codex/notify.json", dir))
+
+	out, errs := hook(t, e, payload(t, "gemini/before-agent.json", dir), "gemini")
+	if out != "{}\n" || errs != "" {
+		t.Errorf("gemini BeforeAgent printed %q %q; want {} on stdout only", out, errs)
+	}
+	ov.Write("utils.test.ts", "test\n")
+	hook(t, e, payload(t, "gemini/after-agent.json", dir), "gemini")
+
+	// Aider: the notifications command ends the turn with its edits; it
+	// must not read standard input (aider's terminal).
+	ov.Write("app.py", "print()\n")
+	if _, errs := hook(t, e, "this would be the user's typing", "aider"); errs != "" {
+		t.Errorf("aider: %q", errs)
+	}
+
+	ts := turns(t, e)
+	want := []struct {
+		kind  versionstore.Kind
+		label string
+		refs  []string
+	}{
+		{versionstore.KindAgent, "add a --dry-run flag to the deploy script", []string{codexTurn}},
+		{versionstore.KindManual, "", []string{"019d036e-3164-72c3-a170-98925564c4fc"}},
+		{versionstore.KindAgent, "Write unit tests for utils.ts", nil},
+		{versionstore.KindManual, "", nil},
+	}
+	if len(ts) != len(want) {
+		t.Fatalf("turns: %+v", ts)
+	}
+	for i, w := range want {
+		got := ts[i]
+		if got.Open || got.Kind != w.kind || got.Label != w.label || (w.refs != nil && !slices.Equal(got.Refs, w.refs)) || got.Stats == nil || got.Stats.Files != 1 {
+			t.Errorf("turn %d: %+v %+v; want %+v", i+1, got, got.Stats, w)
+		}
+	}
+	if len(ts[2].Refs) != 1 || !strings.HasPrefix(ts[2].Refs[0], "3c2b1a09-8f7e-4d6c-b5a4-392817161514:") {
+		t.Errorf("gemini turn refs %q", ts[2].Refs)
+	}
+}
+
+// TestHookEventNeverFails: whatever goes wrong, exit 0, one line on stderr,
+// nothing on stdout.
+func TestHookEventNeverFails(t *testing.T) {
+	dir := testProject(t) // a store, not mounted
+	ups := payload(t, "claude-code/user-prompt-submit.json", dir)
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"unmounted", ups, []string{"hook-event", "claude-code"}, "is not inside a ckptfs mount; begin not recorded"},
+		{"unmounted -C", ups, []string{"-C", dir, "hook-event", "codex"}, "not inside a ckptfs mount"},
+		{"missing cwd", strings.ReplaceAll(ups, dir, "/nonexistent/dir"), []string{"hook-event", "claude-code"}, "/nonexistent/dir"},
+		{"garbage", "{not json", []string{"hook-event", "claude-code"}, "not JSON"},
+		{"empty", "", []string{"hook-event", "gemini"}, "no hook input"},
+		{"unknown agent", ups, []string{"hook-event", "cursor"}, "unknown agent"},
+		{"no agent", ups, []string{"hook-event"}, "missing AGENT"},
+		{"bad flag", ups, []string{"hook-event", "--frobnicate", "claude-code"}, "unknown flag"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := runWith(context.Background(), c.args, strings.NewReader(c.stdin), &out, &errb)
+		if code != 0 || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 0 and one line with %q", c.name, code, errb.String(), c.want)
+		}
+		if out.String() != "" && !(strings.Contains(strings.Join(c.args, " "), "gemini") && out.String() == "{}\n") {
+			t.Errorf("%s: stdout %q", c.name, out.String())
+		}
+	}
+}

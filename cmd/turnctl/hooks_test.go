@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestHooksInstallUninstallCLI(t *testing.T) {
+	dir := t.TempDir()
+	orig, err := os.ReadFile("../../turnctl/agenthooks/testdata/settings/claude-settings.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, orig, 0o644)
+
+	out, errs, code := tc(t, "-C", dir, "hooks", "install", "claude-code", "--turnctl", "turnctl")
+	if code != 0 || !strings.Contains(out, "added to "+path) || !strings.Contains(out, "backup: "+path+".turnctl.bak") {
+		t.Fatalf("install: %d %q %q", code, out, errs)
+	}
+	got, _ := os.ReadFile(path)
+	if !strings.Contains(string(got), `"command": "turnctl hook-event claude-code"`) {
+		t.Errorf("installed file:\n%s", got)
+	}
+	out, _, _ = tc(t, "-C", dir, "hooks", "install", "claude-code")
+	if !strings.Contains(out, "already in") {
+		t.Errorf("second install: %q", out)
+	}
+	out, errs, code = tc(t, "-C", dir, "hooks", "uninstall", "claude")
+	if code != 0 || !strings.Contains(out, "removed from "+path) {
+		t.Fatalf("uninstall: %d %q %q", code, out, errs)
+	}
+	if back, _ := os.ReadFile(path); string(back) != string(orig) {
+		t.Errorf("uninstall did not restore the file:\n%s", back)
+	}
+
+	// --user: under $HOME; a new file, removed again by uninstall.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	out, _, code = tc(t, "hooks", "install", "gemini", "--user", "--turnctl", "turnctl")
+	upath := filepath.Join(home, ".gemini", "settings.json")
+	if code != 0 || !strings.Contains(out, upath+" (new file)") {
+		t.Fatalf("install --user: %d %q", code, out)
+	}
+	out, _, _ = tc(t, "hooks", "uninstall", "gemini", "--user")
+	if _, err := os.Stat(upath); !os.IsNotExist(err) || !strings.Contains(out, "is gone") {
+		t.Errorf("uninstall --user: %q %v", out, err)
+	}
+
+	out, errs, code = tc(t, "-C", dir, "hooks", "show", "codex", "--turnctl", "turnctl")
+	if code != 0 || !strings.Contains(out, `"UserPromptSubmit"`) || !strings.Contains(errs, filepath.Join(dir, ".codex", "hooks.json")) {
+		t.Errorf("show codex: %d %q %q", code, out, errs)
+	}
+	out, _, code = tc(t, "-C", dir, "hooks", "show", "aider", "--turnctl", "turnctl")
+	if code != 0 || !strings.Contains(out, "notifications-command: 'turnctl hook-event aider'") {
+		t.Errorf("show aider: %d %q", code, out)
+	}
+	for _, args := range [][]string{
+		{"hooks"}, {"hooks", "install"}, {"hooks", "frob", "claude-code"}, {"hooks", "install", "cursor"},
+		{"hooks", "install", "claude-code", "--user", "--project"},
+	} {
+		if _, _, code := tc(t, args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
