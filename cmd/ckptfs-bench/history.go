@@ -100,6 +100,22 @@ func (h *history) boundaries(ctx context.Context) error {
 			}
 			h.record(name, "C", sample{Wall: begin.Wall + end.Wall, CPU: begin.CPU + end.CPU})
 		}
+		if n == h.b.sz.histTrees[0] {
+			// What an agent's hook pays on top: two turnctl processes.
+			for rep := 0; rep < h.reps; rep++ {
+				cli, err := h.timed(func() error {
+					if _, err := h.b.turnctlCmd(ctx, h.c.Dir(), "begin"); err != nil {
+						return err
+					}
+					_, err := h.b.turnctlCmd(ctx, h.c.Dir(), "end")
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				h.record(fmt.Sprintf("turn boundary via the turnctl CLI, %d files", n), "C", cli)
+			}
+		}
 		if n == h.b.sz.gitTree {
 			if err := h.shadowGit(ctx, name, n); err != nil {
 				h.b.note("shadow git: %v", err)
