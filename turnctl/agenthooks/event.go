@@ -108,9 +108,8 @@ func Parse(a *Agent, input []byte, args []string) (Event, error) {
 
 // promptRef is the ref of the turn a prompt opens: Codex's turn_id, else
 // the session id and a digest of the prompt. The digest makes a repeated
-// delivery of the same event recognisable (it names the open turn); the
-// same text sent again later gets a suffix from the caller (see
-// UniqueRef).
+// delivery of the same event recognisable (it names the open turn); when
+// the same text is sent again later, hook-event adds a suffix.
 func promptRef(a *Agent, p payload) string {
 	if a.Name == "codex" && p.TurnID != "" {
 		return p.TurnID

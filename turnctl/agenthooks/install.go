@@ -185,7 +185,8 @@ func (a *Agent) Installed(path string) (bool, error) {
 // Uninstall removes the hooks Install added, and the "hooks" entries that
 // held nothing else; if the file is left holding only {}, it is removed.
 // After an Install and no other edit of those entries, the file is what it
-// was before, byte for byte.
+// was before, byte for byte — except that an empty "hooks": {} or event
+// list the file held before goes too (nothing records that it was there).
 func (a *Agent) Uninstall(path string) (Result, error) {
 	res := Result{Path: path}
 	orig, err := os.ReadFile(path)
