@@ -45,11 +45,19 @@
 //
 // A file open for writing whose writes arrive as FUSE WRITE requests is
 // captured on its first write in each turn. Read-only opens use FUSE
-// passthrough; because the kernel forbids mixing passthrough and
-// daemon-served opens of one inode, a file opened for writing while it has
-// passthrough readers is opened through passthrough as well, captured at
-// open and again at every turn boundary (Root.Exclusive) while it stays
-// open.
+// passthrough, and so do writable opens of a file whose prior state in the
+// current turn is recorded already (created, truncated or written earlier
+// in the turn): their writes go from the kernel to the backing file without
+// a round trip through the daemon. Because the kernel forbids mixing
+// passthrough and daemon-served opens of one inode, a file opened for
+// writing while it has passthrough readers is opened through passthrough as
+// well, captured at open. Every file open for writing through passthrough
+// is captured again at each turn boundary (Root.Exclusive) while it stays
+// open, so the new turn holds its prior state before any such write lands.
+// A write racing with the boundary itself may be seen by that capture in
+// part (passthrough writes do not wait for the daemon's lock); writes that
+// returned before the boundary began, and writes issued after it returned,
+// land in their own turns.
 //
 // A node's path is its position in go-fuse's tree. A hard-linked inode is
 // captured under the path it was reached by (go-fuse does not expose all

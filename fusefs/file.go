@@ -21,7 +21,7 @@ type file struct {
 }
 
 const (
-	kindReader   = iota // read-only, served by the daemon
+	kindReader   = iota // read-only, served by the daemon (n.readers)
 	kindWriter          // writable, served by the daemon (n.writers)
 	kindPTReader        // read-only through passthrough (n.ptReaders)
 	kindPTWriter        // writable through passthrough (n.ptWriters)
@@ -33,18 +33,26 @@ type ptFile struct{ *file }
 func (f *ptFile) PassthroughFd() (int, bool) { return f.fd, true }
 
 // newHandle wraps an open fd; the passthrough decision is made here, under
-// the node's lock, so the counters match what the kernel is told.
+// the node's lock, so the counters match what the kernel is told. wantPT
+// says passthrough is safe for this open: always for a read-only one; for
+// a writable one when the file's prior state in this turn is recorded
+// already (Node.priorRecorded), so its writes need not pass through the
+// daemon. The kernel forbids mixing passthrough and daemon-served opens of
+// one inode: while one kind is open, a new open takes the same kind (a
+// writer forced onto passthrough is captured by the caller at open).
 func (n *Node) newHandle(fd int, flags int, wantPT bool) fs.FileHandle {
 	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	pt := n.ptReaders > 0 || n.ptWriters > 0 || (wantPT && n.readers == 0 && n.writers == 0)
 	switch {
-	case !f.writable && wantPT && n.writers == 0:
+	case !f.writable && pt:
 		f.kind = kindPTReader
 		n.ptReaders++
 	case !f.writable:
 		f.kind = kindReader
-	case n.ptReaders > 0 || n.ptWriters > 0:
+		n.readers++
+	case pt:
 		f.kind = kindPTWriter
 		n.ptWriters++
 		n.r.ptMu.Lock()
@@ -73,6 +81,8 @@ func (f *file) release() {
 	n := f.n
 	n.mu.Lock()
 	switch f.kind {
+	case kindReader:
+		n.readers--
 	case kindWriter:
 		n.writers--
 	case kindPTReader:

@@ -20,9 +20,10 @@ type Node struct {
 	fd int // O_PATH fd of the backing inode; closed in OnForget
 
 	mu        sync.Mutex
+	readers   int              // open read-only handles served by the daemon
 	writers   int              // open writable handles served by the daemon
 	ptReaders int              // open handles using FUSE passthrough (read-only)
-	ptWriters int              // writable handles forced onto passthrough
+	ptWriters int              // writable handles using FUSE passthrough
 	links     map[linkKey]bool // names of a regular file (see addLink)
 }
 

@@ -94,7 +94,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	ch := n.newChild(ctx, name, pfd, &st, out)
 	child := ch.Operations().(*Node)
-	return ch, child.newHandle(fd, int(flags), false), 0, 0
+	return ch, child.newHandle(fd, int(flags), child.priorRecorded(&st)), 0, 0
 }
 
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -162,11 +162,13 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 // Open reopens the backing inode. Read-only opens use FUSE passthrough
-// (reads at native speed) unless the file is open for writing through the
-// daemon: the kernel does not let one inode mix passthrough and cached
-// opens. A writable open of a file that has passthrough readers must use
-// passthrough too; its writes then bypass the daemon, so its content is
-// captured now and again at every turn boundary while it stays open.
+// (reads at native speed) unless the file is open through the daemon: the
+// kernel does not let one inode mix passthrough and cached opens. A
+// writable open uses passthrough too when the file's prior state in this
+// turn is recorded already (truncated now, created or written earlier in
+// the turn), or when the file has passthrough readers; its writes then
+// bypass the daemon, so its content is captured now (if it was not) and
+// again at every turn boundary while it stays open.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	flags &^= uint32(unix.O_APPEND | fuse.FMODE_EXEC | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY)
 	trunc := flags&unix.O_TRUNC != 0
@@ -196,7 +198,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return nil, 0, errno(err)
 		}
 	}
-	h := n.newHandle(fd, int(flags), false)
+	wantPT := false
+	if st, err := fstatFd(fd); err == nil {
+		wantPT = n.priorRecorded(&st)
+	}
+	h := n.newHandle(fd, int(flags), wantPT)
 	if _, ok := h.(*ptFile); ok {
 		if eno := n.captureContentLocked(ctx); eno != 0 {
 			h.(*ptFile).release()
@@ -204,4 +210,18 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 	}
 	return h, 0, 0
+}
+
+// priorRecorded reports whether a write to the file needs no capture in
+// the current turn: its one path's prior state is recorded already (or is
+// excluded from history). The caller holds the gate, so no boundary falls
+// between this answer and the handle's registration. Hard-linked files and
+// set-ID files (whose bits a passthrough write by the daemon's credentials
+// would not clear) stay on the daemon-served path.
+func (n *Node) priorRecorded(st *stat) bool {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		return false
+	}
+	p, ok := n.path()
+	return ok && (n.r.excluded(p, false) || !n.r.rec.NeedsCapture(p, false))
 }
