@@ -176,7 +176,7 @@ func (s *Store) getChunk(sum []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: chunk %x missing", ErrCorrupt, sum[:8])
 	}
 	if err != nil {
-		return nil, err
+		return nil, pebbleErr(err)
 	}
 	defer closer.Close()
 	plain, err := decodeChunk(val)

@@ -118,7 +118,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		FS:                 s.wal,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             quietLogger{fatal: opts.Fatal},
-		MemTableSize:       32 << 20,
+		// Pebble's default for a failed block checksum is fatal; we want
+		// the read to fail with ErrCorrupt (pebbleErr) and the rest of
+		// history to stay readable, so that verify can report it.
+		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			quietLogger{}.Errorf("corruption: %s", info.Path)
+			s.noteErr(fmt.Errorf("%w: %s: %v", ErrCorrupt, info.Path, info.Details))
+		}},
+		MemTableSize: 32 << 20,
 	}
 	db, err := pebble.Open(filepath.Join(root, "db"), popts)
 	if err != nil {
@@ -285,6 +292,15 @@ func (s *Store) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
 		return fmt.Errorf("versionstore: %w", err)
 	}
 	return nil
+}
+
+// pebbleErr wraps an error of Pebble's, marking its corruption errors as
+// ErrCorrupt.
+func pebbleErr(err error) error {
+	if pebble.IsCorruptionError(err) {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return fmt.Errorf("versionstore: %w", err)
 }
 
 func putJSON(b *pebble.Batch, key []byte, v any) {

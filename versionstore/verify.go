@@ -3,6 +3,7 @@ package versionstore
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -38,7 +39,10 @@ func (s *Store) Verify() (VerifyReport, error) {
 		}
 	}
 	if err := it.Close(); err != nil {
-		return rep, err
+		if !pebble.IsCorruptionError(err) {
+			return rep, err
+		}
+		rep.Corrupt = append(rep.Corrupt, fmt.Sprintf("chunks after %d checked: %v", rep.Chunks, err))
 	}
 	s.mu.Lock()
 	end := s.nextSeq
@@ -67,5 +71,9 @@ func (s *Store) Verify() (VerifyReport, error) {
 		}
 		return true, nil
 	})
+	if err != nil && (pebble.IsCorruptionError(err) || errors.Is(err, ErrCorrupt)) {
+		rep.Corrupt = append(rep.Corrupt, fmt.Sprintf("history: %v", err))
+		err = nil
+	}
 	return rep, err
 }
