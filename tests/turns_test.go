@@ -210,18 +210,24 @@ func TestSigkillMidTurn(t *testing.T) {
 // TestSigkillMidRewind kills the daemon while a large rewind runs. The
 // next mount finishes a journaled rewind before it serves anything, so the
 // tree is exactly the target — or, if the kill came before the rewind
-// began, exactly what it was — never a mix.
+// began, exactly what it was — never a mix. make test rewinds 300 files
+// and kills twice; make test-long 2000 files, four times.
 func TestSigkillMidRewind(t *testing.T) {
+	files := scale(t, 300, 2000)
+	delays := []time.Duration{300 * time.Millisecond, 700 * time.Millisecond, 1200 * time.Millisecond, 2 * time.Second}
+	if !long(t) {
+		delays = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond}
+	}
 	proj := t.TempDir()
-	runIn(t, proj, `mkdir d && for i in $(seq 1 2000); do echo v0 $i > d/f$i; done`)
+	runIn(t, proj, fmt.Sprintf(`mkdir d && for i in $(seq 1 %d); do echo v0 $i > d/f$i; done`, files))
 	m := mountProject(t, proj)
 	t0 := tree(t, proj)
 	m.turnctl(t, "begin")
-	runIn(t, proj, `for i in $(seq 1 2000); do echo v1 $i > d/f$i; done`)
+	runIn(t, proj, fmt.Sprintf(`for i in $(seq 1 %d); do echo v1 $i > d/f$i; done`, files))
 	m.turnctl(t, "end")
 	t1 := tree(t, proj)
 	midway := 0
-	for _, delay := range []time.Duration{300 * time.Millisecond, 700 * time.Millisecond, 1200 * time.Millisecond, 2 * time.Second} {
+	for _, delay := range delays {
 		cmd := m.turnctlCmd("rewind", "0")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -232,19 +238,19 @@ func TestSigkillMidRewind(t *testing.T) {
 		// Count the files already rewound in the dead daemon's backing tree.
 		unix.Unmount(proj, unix.MNT_DETACH)
 		rewound := 0
-		for i := 1; i <= 2000; i++ {
+		for i := 1; i <= files; i++ {
 			if b, _ := os.ReadFile(filepath.Join(proj, fmt.Sprintf("d/f%d", i))); strings.HasPrefix(string(b), "v0") {
 				rewound++
 			}
 		}
-		if rewound > 0 && rewound < 2000 {
+		if rewound > 0 && rewound < files {
 			midway++
 		}
 		m = mountProject(t, proj)
 		got := tree(t, proj)
 		switch {
 		case equalTrees(got, t0):
-			t.Logf("kill after %v: %d of 2000 files rewound when killed; rewind completed on remount", delay, rewound)
+			t.Logf("kill after %v: %d of %d files rewound when killed; rewind completed on remount", delay, rewound, files)
 		case equalTrees(got, t1):
 			t.Logf("kill after %v: the rewind had not begun", delay)
 		default:
