@@ -1,0 +1,33 @@
+package versionstore
+
+import (
+	"testing"
+
+	"ckptfs/internal/fsstate"
+)
+
+// Names that are not UTF-8 come back byte for byte, not as U+FFFD.
+func TestInvalidUTF8NamesKept(t *testing.T) {
+	s := NewTestStore(t)
+	s.Begin(KindAgent, "", "")
+	name, target := "bad\xff\xfename", "to\xc3"
+	recordBytes(t, s, name, []byte("data"))
+	if err := s.Record(Capture{Path: "ln\x80", Prior: State{Type: fsstate.Symlink, Mode: 0o777, Target: target}}, Program{}); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := s.RecordRename(name, "other\xfa", false, Program{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(true)
+	s.End("")
+	var got []record
+	s.scanEvents(1, 100, func(r *record) (bool, error) { got = append(got, *r); return true, nil })
+	if len(got) != 3 || got[0].Path != name || got[1].Path != "ln\x80" || got[1].State.Target != target ||
+		got[2].Path != name || got[2].To != "other\xfa" {
+		t.Fatalf("records read back: %+v", got)
+	}
+	if b, err := readAt(t, s, 0, name); err != nil || string(b) != "data" {
+		t.Fatalf("%q at 0: %q %v", name, b, err)
+	}
+}
