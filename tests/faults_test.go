@@ -208,7 +208,7 @@ func TestCorruptStoreRefused(t *testing.T) {
 	needTurnctl(t)
 	proj := t.TempDir()
 	aOld := bytes.Repeat([]byte("original line of a\n"), 20000) // stored as chunks
-	bOld := []byte("the only copy of b\n")                       // kept in the attic
+	bOld := []byte("the only copy of b\n")                      // kept in the attic
 	os.WriteFile(filepath.Join(proj, "a"), aOld, 0o644)
 	os.WriteFile(filepath.Join(proj, "b"), bOld, 0o644)
 	m := mountProject(t, proj)

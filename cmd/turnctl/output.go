@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -99,12 +101,12 @@ func (e *env) printTable(rows [][]cell, indent string) {
 func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 	rows := make([][]cell, 0, len(cs))
 	for _, c := range cs {
-		path := c.Path
+		path := printable(c.Path)
 		if (c.After != nil && c.After.Type == "dir") || (c.After == nil && c.Before != nil && c.Before.Type == "dir") {
 			path += "/"
 		}
 		if c.Kind == versionstore.Renamed {
-			path = c.From + " -> " + path
+			path = printable(c.From) + " -> " + path
 		}
 		rows = append(rows, []cell{
 			{text: string(c.Kind), color: kindColor(c.Kind)},
@@ -114,6 +116,16 @@ func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 		})
 	}
 	return rows
+}
+
+// printable returns a path as is if it is valid UTF-8 without control
+// characters, else quoted with Go escapes ("new\nline", "bad\xff"), so
+// that one path is always one line of output.
+func printable(p string) string {
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 func kindColor(k versionstore.ChangeKind) string {
