@@ -191,10 +191,23 @@ func unmount(srv *fuse.Server, dir string, logger *log.Logger) {
 }
 
 // raiseNoFile lifts the soft fd limit to the hard one: every node the
-// kernel remembers holds an O_PATH fd.
+// kernel remembers holds an O_PATH fd, so a tree with more cached inodes
+// than the limit fails with EMFILE. As root, the hard limit is raised too,
+// to the kernel's fs.nr_open.
 func raiseNoFile() {
 	var l unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &l) != nil {
+		return
+	}
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil && os.Geteuid() == 0 {
+		var n uint64
+		if _, err := fmt.Sscan(string(b), &n); err == nil && n > l.Max {
+			if unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}) == nil {
+				return
+			}
+		}
+	}
+	if l.Cur < l.Max {
 		l.Cur = l.Max
 		unix.Setrlimit(unix.RLIMIT_NOFILE, &l)
 	}
