@@ -39,6 +39,9 @@ func stateOf(st *stat, fd int) fsstate.State {
 
 // caller names the program that sent the request.
 func (r *Root) caller(ctx context.Context) fsstate.Program {
+	if ctx == boundaryCtx {
+		return fsstate.Program{}
+	}
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
 		return fsstate.Program{Comm: "ckptfs"}

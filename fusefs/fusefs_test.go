@@ -48,6 +48,8 @@ func (f *fakeRec) NeedsCapture(p string, metaOnly bool) bool {
 	return !metaOnly || t&2 == 0
 }
 
+func (f *fakeRec) Credit(who fsstate.Program) error { return nil }
+
 func (f *fakeRec) Record(c fsstate.Capture, who fsstate.Program) error {
 	f.mu.Lock()
 	fail := f.fail

@@ -94,7 +94,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	ch := n.newChild(ctx, name, pfd, &st, out)
 	child := ch.Operations().(*Node)
-	return ch, child.newHandle(fd, int(flags), child.priorRecorded(&st)), 0, 0
+	// The new node is linked under name only after Create returns.
+	p, ok := n.childPath(name)
+	h := child.newHandle(fd, int(flags), ok && n.r.priorRecorded(p, &st))
+	n.r.creditPassthrough(ctx, h)
+	return ch, h, 0, 0
 }
 
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -200,7 +204,8 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	wantPT := false
 	if st, err := fstatFd(fd); err == nil {
-		wantPT = n.priorRecorded(&st)
+		p, ok := n.path()
+		wantPT = ok && n.r.priorRecorded(p, &st)
 	}
 	h := n.newHandle(fd, int(flags), wantPT)
 	if _, ok := h.(*ptFile); ok {
@@ -208,20 +213,31 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			h.(*ptFile).release()
 			return nil, 0, eno
 		}
+		n.r.creditPassthrough(ctx, h)
 	}
 	return h, 0, 0
 }
 
-// priorRecorded reports whether a write to the file needs no capture in
-// the current turn: its one path's prior state is recorded already (or is
-// excluded from history). The caller holds the gate, so no boundary falls
+// priorRecorded reports whether a write to the file at p needs no capture
+// in the current turn: its one path's prior state is recorded already (or
+// is excluded from history). The caller holds the gate, so no boundary falls
 // between this answer and the handle's registration. Hard-linked files and
 // set-ID files (whose bits a passthrough write by the daemon's credentials
 // would not clear) stay on the daemon-served path.
-func (n *Node) priorRecorded(st *stat) bool {
+func (r *Root) priorRecorded(p string, st *stat) bool {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
 		return false
 	}
-	p, ok := n.path()
-	return ok && (n.r.excluded(p, false) || !n.r.rec.NeedsCapture(p, false))
+	return r.excluded(p, false) || !r.rec.NeedsCapture(p, false)
+}
+
+// creditPassthrough credits the caller with the turn's changes when it
+// opened a file for writing through passthrough: its writes will not pass
+// through the daemon, which would credit them one by one.
+func (r *Root) creditPassthrough(ctx context.Context, h fs.FileHandle) {
+	if f, ok := h.(*ptFile); ok && f.writable {
+		if err := r.rec.Credit(r.caller(ctx)); err != nil {
+			r.logf("ckptfs: credit %v: %v", r.caller(ctx), err)
+		}
+	}
 }

@@ -29,6 +29,9 @@ type Recorder interface {
 	// RecordRename records a rename before it happens; commit reports
 	// whether the syscall succeeded.
 	RecordRename(from, to string, exchange bool, who fsstate.Program) (commit func(ok bool), err error)
+	// Credit adds who to the open turn's programs: it opened for writing,
+	// through passthrough, a file whose prior state the turn holds.
+	Credit(who fsstate.Program) error
 }
 
 // Options configure the overlay.
@@ -395,9 +398,15 @@ func (r *Root) recapturePassthroughWriters() {
 	}
 	r.ptMu.Unlock()
 	for _, n := range nodes {
-		n.captureContentLocked(context.Background())
+		n.captureContentLocked(boundaryCtx)
 	}
 }
+
+type boundaryKey struct{}
+
+// boundaryCtx marks the captures a turn boundary makes on its own
+// (recapturePassthroughWriters): no program is credited with them.
+var boundaryCtx = context.WithValue(context.Background(), boundaryKey{}, true)
 
 // hiddenName reports whether name inside dir n is a hidden path.
 func (r *Root) hiddenName(n *Node, name string) bool {
