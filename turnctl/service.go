@@ -113,7 +113,19 @@ func (s *Service) Begin(ctx context.Context, req BeginRequest) (*BeginReply, err
 	}
 	var rep BeginReply
 	err := s.exclusive(func() error {
-		if cur, ok := s.store.Current(); ok {
+		cur, ok := s.store.Current()
+		if ok && cur.Kind == versionstore.KindManual && cur.Label == "" {
+			// An implicit turn that changed nothing (a boundary's capture
+			// of a file still open for writing, a file put back as it
+			// was) becomes the new turn rather than an empty entry in
+			// the log.
+			if cs, err := s.store.Changes(cur.Num-1, cur.Num, s.tree); err == nil && len(cs) == 0 {
+				t, err := s.store.Adopt(versionstore.KindAgent, req.Label, req.Ref)
+				rep.Turn = t
+				return err
+			}
+		}
+		if ok {
 			rep.Closed = &cur
 		}
 		t, err := s.store.Begin(versionstore.KindAgent, req.Label, req.Ref)

@@ -1,6 +1,8 @@
 package versionstore
 
 import (
+	"time"
+
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -209,6 +211,31 @@ func (s *Store) append(r *record, who Program, touchNow bool) error {
 	if touchNow {
 		s.touch(r)
 	}
+	return nil
+}
+
+// Credit adds who to the programs of the open turn, for a change that
+// needs no record of its own (a write through FUSE passthrough to a file
+// whose prior state the turn holds already). Without an open turn it does
+// nothing.
+func (s *Store) Credit(who Program) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.cur == nil || who.Comm == "" || s.programs[who.Comm] {
+		return nil
+	}
+	t := *s.cur
+	t.Programs = append(append([]string(nil), t.Programs...), who.Comm)
+	sortStrings(t.Programs)
+	b := s.db.NewBatch()
+	defer b.Close()
+	putJSON(b, turnKey(t.Num), t)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		s.lastErr, s.lastErrAt = err, time.Now().UTC()
+		return err
+	}
+	s.programs[who.Comm] = true
+	s.cur = &t
 	return nil
 }
 

@@ -388,6 +388,44 @@ func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
 	return *t, nil
 }
 
+// Adopt turns the open turn, an unlabelled manual one, into the turn a
+// Begin(kind, label, ref) would open, keeping its number and its records.
+// The caller has checked that the open turn changed nothing (its Changes
+// are empty), so every prior state it recorded is also the state at this
+// moment: the records serve the new turn as they are. It saves a turn
+// that only records that nothing happened (a boundary's capture of a file
+// still open for writing, say) from showing up in the history.
+func (s *Store) Adopt(kind Kind, label, ref string) (Turn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Turn{}, ErrClosed
+	}
+	if s.cur == nil || s.cur.Kind != KindManual || s.cur.Label != "" {
+		return Turn{}, fmt.Errorf("versionstore: BUG: Adopt needs an open unlabelled manual turn")
+	}
+	t := *s.cur
+	if ref != "" {
+		if err := s.checkRef(ref, t.Num); err != nil {
+			return Turn{}, err
+		}
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	t.Kind, t.Label, t.Start = kind, label, time.Now().UTC()
+	if ref != "" && !contains(t.Refs, ref) {
+		t.Refs = append(t.Refs, ref)
+		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
+	}
+	putJSON(b, turnKey(t.Num), t)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		s.lastErr, s.lastErrAt = err, time.Now().UTC()
+		return Turn{}, err
+	}
+	s.cur = &t
+	return t, nil
+}
+
 // newTurn writes a new open turn into b (s.mu held).
 func (s *Store) newTurn(b *pebble.Batch, kind Kind, label string) *Turn {
 	t := &Turn{Num: s.latest + 1, Kind: kind, Label: label, Start: time.Now().UTC(),
