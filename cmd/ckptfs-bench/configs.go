@@ -268,10 +268,12 @@ func (c *ckptfsTarget) control() (*turnctl.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.client, err = turnctl.Dial(sock); err != nil {
-		return nil, err
+	// The daemon opens its socket just after the mount goes live.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c.client, err = turnctl.Dial(sock); err == nil || time.Now().After(deadline) {
+			return c.client, err
+		}
 	}
-	return c.client, nil
 }
 
 func startCkptfs(ctx context.Context, b *bench) (*ckptfsTarget, error) {
