@@ -174,3 +174,49 @@ func TestRecordRejectsBadPaths(t *testing.T) {
 }
 
 var _ = filepath.Join
+
+// Adopt makes an open implicit turn the agent's turn, keeping its number
+// and records; Credit adds a program without a record.
+func TestAdoptAndCredit(t *testing.T) {
+	s := NewTestStore(t)
+	if _, err := s.Begin(KindAgent, "one", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Adopt(KindAgent, "x", ""); err == nil {
+		t.Fatal("Adopt with no open turn succeeded")
+	}
+	recordBytes(t, s, "f", []byte("same"))
+	cur, _ := s.Current()
+	if cur.Kind != KindManual || cur.Num != 2 {
+		t.Fatalf("implicit turn: %+v", cur)
+	}
+	got, err := s.Adopt(KindAgent, "two", "msg-2")
+	if err != nil || got.Num != 2 || got.Kind != KindAgent || got.Label != "two" || !got.Open {
+		t.Fatalf("Adopt: %+v %v", got, err)
+	}
+	if n, err := s.Resolve("ref:msg-2"); err != nil || n != 2 {
+		t.Fatalf("ref of the adopted turn: %d %v", n, err)
+	}
+	if !s.NeedsCapture("g", false) || s.NeedsCapture("f", false) {
+		t.Fatal("the adopted turn lost its captures")
+	}
+	if _, err := s.Adopt(KindAgent, "again", ""); err == nil {
+		t.Fatal("Adopt of a labelled agent turn succeeded")
+	}
+	if err := s.Credit(Program{Comm: "cc"}); err != nil {
+		t.Fatal(err)
+	}
+	s.End("")
+	if tt, _ := s.Turn(2); !contains(tt.Programs, "cc") || tt.Label != "two" || tt.Kind != KindAgent {
+		t.Fatalf("turn 2 after end: %+v", tt)
+	}
+	if err := s.Credit(Program{Comm: "late"}); err != nil {
+		t.Fatal(err) // no open turn: nothing to credit
+	}
+	if s.Latest() != 2 {
+		t.Fatalf("Credit opened a turn: latest %d", s.Latest())
+	}
+}
