@@ -2,9 +2,9 @@ package versionstore
 
 import (
 	"errors"
-	"time"
 
 	"ckptfs/internal/fsstate"
+	"ckptfs/internal/history"
 )
 
 // Re-exported vocabulary, so callers of the store need only this package.
@@ -29,63 +29,33 @@ var (
 	ErrClosed       = errors.New("versionstore: store is closed")
 )
 
-// Kind is how a turn came to be.
-type Kind string
-
-const (
-	KindAgent  Kind = "agent"  // opened by `turnctl begin`
-	KindManual Kind = "manual" // changes made while no turn was open
-	KindRewind Kind = "rewind" // a rewind or restore
+// The vocabulary shared with turnctl's protocol lives in internal/history
+// (which does not import Pebble); these are its names here.
+type (
+	Kind         = history.Kind
+	Turn         = history.Turn
+	Stats        = history.Stats
+	ChangeKind   = history.ChangeKind
+	Health       = history.Health
+	VerifyReport = history.VerifyReport
 )
 
-// Turn is one numbered group of changes. Turn 0 is the tree as it was when
-// history began; it has no changes of its own.
-type Turn struct {
-	Num      uint64    `json:"num"`
-	Kind     Kind      `json:"kind"`
-	Label    string    `json:"label,omitempty"`
-	Refs     []string  `json:"refs,omitempty"`
-	Start    time.Time `json:"start"`
-	End      time.Time `json:"end,omitempty"` // zero while open
-	Open     bool      `json:"open,omitempty"`
-	Programs []string  `json:"programs,omitempty"` // command names that wrote, sorted
-	// Target is the turn a rewind turn rewound to (KindRewind only).
-	Target *uint64 `json:"target,omitempty"`
-	// FirstSeq..LastSeq is the turn's range in the change log (FirstSeq >
-	// LastSeq when it recorded nothing).
-	FirstSeq uint64 `json:"first_seq"`
-	LastSeq  uint64 `json:"last_seq"`
-	// Stats is filled in by SetStats (computed by the caller, which has the
-	// diff machinery); nil until then.
-	Stats *Stats `json:"stats,omitempty"`
-}
-
-// Stats summarises what a turn changed.
-type Stats struct {
-	Files        int   `json:"files"`
-	Added        int   `json:"added"`
-	Modified     int   `json:"modified"`
-	Deleted      int   `json:"deleted"`
-	Renamed      int   `json:"renamed"`
-	ModeChanged  int   `json:"mode_changed"`
-	LinesAdded   int   `json:"lines_added"`
-	LinesDeleted int   `json:"lines_deleted"`
-	Bytes        int64 `json:"bytes"` // bytes of the changed files after the turn
-}
-
-// Empty reports whether the turn recorded no change.
-func (t Turn) Empty() bool { return t.FirstSeq > t.LastSeq }
-
-// ChangeKind classifies how one path differs between two states.
-type ChangeKind string
-
+// Kinds of turn.
 const (
-	Added    ChangeKind = "added"
-	Modified ChangeKind = "modified" // bytes (and maybe mode) changed
-	Deleted  ChangeKind = "deleted"
-	Renamed  ChangeKind = "renamed" // From holds the old path
-	ModeOnly ChangeKind = "mode"    // only mode/owner changed
-	TypeChg  ChangeKind = "type"    // e.g. file became symlink
+	KindInitial = history.KindInitial // turn 0
+	KindAgent   = history.KindAgent   // opened by `turnctl begin`
+	KindManual  = history.KindManual  // changes made while no turn was open
+	KindRewind  = history.KindRewind  // a rewind or restore
+)
+
+// How one path differs between two states.
+const (
+	Added    = history.Added
+	Modified = history.Modified // bytes (and maybe mode) changed
+	Deleted  = history.Deleted
+	Renamed  = history.Renamed  // From holds the old path
+	ModeOnly = history.ModeOnly // only mode/owner changed
+	TypeChg  = history.TypeChg  // e.g. file became symlink
 )
 
 // Change is one path that differs between two states.

@@ -42,18 +42,6 @@ const (
 	spaceCheckEvery = 50 * time.Millisecond
 )
 
-// Health says whether the store is accepting captures and what failed last.
-type Health struct {
-	// Full is set while captures are refused for want of disk space.
-	Full bool `json:"full,omitempty"`
-	// Avail is the free space under the store in bytes (-1 if unknown).
-	Avail int64 `json:"avail_bytes"`
-	// LastError is the most recent error of Record, Begin or End, with
-	// its time; empty if none happened since Open.
-	LastError   string    `json:"last_error,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitempty"`
-}
-
 // Health reports the store's state for `ckptfs status`.
 func (s *Store) Health() Health {
 	avail := int64(-1)

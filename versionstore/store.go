@@ -606,9 +606,6 @@ func (s *Store) Resolve(spec string) (uint64, error) {
 	return n, nil
 }
 
-// KindInitial is the kind of turn 0.
-const KindInitial Kind = "initial"
-
 // NewTestStore returns a store on an in-memory filesystem, closed when t
 // ends. It has no attic: prior bytes are always copied.
 func NewTestStore(t testing.TB) *Store {

@@ -9,14 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// VerifyReport is the outcome of Verify.
-type VerifyReport struct {
-	Chunks  int      `json:"chunks"`
-	Bytes   int64    `json:"bytes"`       // plain bytes checked
-	Attic   int      `json:"attic_files"` // attic files checked
-	Corrupt []string `json:"corrupt,omitempty"`
-}
-
 // Verify checks every stored chunk against its checksum and every attic
 // file that history refers to. Damage is reported, never repaired.
 func (s *Store) Verify() (VerifyReport, error) {

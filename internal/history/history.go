@@ -1,0 +1,89 @@
+// Package history holds the vocabulary of the history store that the
+// control protocol shares with it: turns, their kinds and stats, how a path
+// changed, the store's health and verify report. It imports nothing heavy,
+// so that turnctl's client (and the turnctl binary) can speak the protocol
+// without linking the store (Pebble); versionstore re-exports every type
+// here under its own name.
+package history
+
+import "time"
+
+// Kind is how a turn came to be.
+type Kind string
+
+const (
+	KindInitial Kind = "initial" // turn 0
+	KindAgent   Kind = "agent"   // opened by `turnctl begin`
+	KindManual  Kind = "manual"  // changes made while no turn was open
+	KindRewind  Kind = "rewind"  // a rewind or restore
+)
+
+// Turn is one numbered group of changes. Turn 0 is the tree as it was when
+// history began; it has no changes of its own.
+type Turn struct {
+	Num      uint64    `json:"num"`
+	Kind     Kind      `json:"kind"`
+	Label    string    `json:"label,omitempty"`
+	Refs     []string  `json:"refs,omitempty"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end,omitempty"` // zero while open
+	Open     bool      `json:"open,omitempty"`
+	Programs []string  `json:"programs,omitempty"` // command names that wrote, sorted
+	// Target is the turn a rewind turn rewound to (KindRewind only).
+	Target *uint64 `json:"target,omitempty"`
+	// FirstSeq..LastSeq is the turn's range in the change log (FirstSeq >
+	// LastSeq when it recorded nothing).
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	// Stats is filled in by SetStats (computed by the caller, which has the
+	// diff machinery); nil until then.
+	Stats *Stats `json:"stats,omitempty"`
+}
+
+// Empty reports whether the turn recorded no change.
+func (t Turn) Empty() bool { return t.FirstSeq > t.LastSeq }
+
+// Stats summarises what a turn changed.
+type Stats struct {
+	Files        int   `json:"files"`
+	Added        int   `json:"added"`
+	Modified     int   `json:"modified"`
+	Deleted      int   `json:"deleted"`
+	Renamed      int   `json:"renamed"`
+	ModeChanged  int   `json:"mode_changed"`
+	LinesAdded   int   `json:"lines_added"`
+	LinesDeleted int   `json:"lines_deleted"`
+	Bytes        int64 `json:"bytes"` // bytes of the changed files after the turn
+}
+
+// ChangeKind classifies how one path differs between two states.
+type ChangeKind string
+
+const (
+	Added    ChangeKind = "added"
+	Modified ChangeKind = "modified" // bytes (and maybe mode) changed
+	Deleted  ChangeKind = "deleted"
+	Renamed  ChangeKind = "renamed" // From holds the old path
+	ModeOnly ChangeKind = "mode"    // only mode/owner changed
+	TypeChg  ChangeKind = "type"    // e.g. file became symlink
+)
+
+// Health says whether the store is accepting captures and what failed last.
+type Health struct {
+	// Full is set while captures are refused for want of disk space.
+	Full bool `json:"full,omitempty"`
+	// Avail is the free space under the store in bytes (-1 if unknown).
+	Avail int64 `json:"avail_bytes"`
+	// LastError is the most recent error of Record, Begin or End, with
+	// its time; empty if none happened since Open.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitempty"`
+}
+
+// VerifyReport is the outcome of the store's Verify.
+type VerifyReport struct {
+	Chunks  int      `json:"chunks"`
+	Bytes   int64    `json:"bytes"`       // plain bytes checked
+	Attic   int      `json:"attic_files"` // attic files checked
+	Corrupt []string `json:"corrupt,omitempty"`
+}
