@@ -3,9 +3,10 @@ package turnctl
 import "context"
 
 // Handler carries out the control commands, one method per endpoint. The
-// daemon serves a *Service; the Client implements Handler too, so the CLI
-// runs the same code against a live daemon (over the socket) or against a
-// store it opened itself (an in-process Service).
+// daemon serves a *server.Service; the Client implements Handler too, so
+// the CLI runs the same code against a live daemon (over the socket) or
+// against a store opened in-process (a server.Service, in `ckptfs
+// turnctl-offline`).
 //
 // Errors the user should see are *Error; anything else is reported as an
 // internal error.
@@ -22,15 +23,4 @@ type Handler interface {
 	Undo(ctx context.Context, req UndoRequest) (*RewindReply, error)
 	Restore(ctx context.Context, req RestoreRequest) (*RewindReply, error)
 	Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, error)
-}
-
-// Gate is what the mounted overlay offers the Service (implemented by
-// *fusefs.Root; turnctl does not import fusefs).
-type Gate interface {
-	// Exclusive flushes the kernel's dirty pages and blocks all mutations
-	// through the mount while fn runs.
-	Exclusive(fn func() error) error
-	// Invalidate tells the overlay that the backing tree changed at path
-	// (root-relative), so it drops the kernel's caches for it.
-	Invalidate(path string)
 }

@@ -1,14 +1,14 @@
 package turnctl
 
 import (
-	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 
-	"ckptfs/internal/fsstate"
-	"ckptfs/versionstore"
+	"ckptfs/internal/history"
 )
+
+// MaxRequestBytes bounds a request body (and the error body a client reads).
+const MaxRequestBytes = 1 << 20
 
 // Wire types: the JSON bodies of the control protocol (see the package doc
 // for the endpoints). Every request is a JSON object; unknown fields are
@@ -22,8 +22,8 @@ type BeginRequest struct {
 
 // BeginReply names the new turn and the turn it closed, if one was open.
 type BeginReply struct {
-	Turn   versionstore.Turn  `json:"turn"`
-	Closed *versionstore.Turn `json:"closed,omitempty"`
+	Turn   history.Turn  `json:"turn"`
+	Closed *history.Turn `json:"closed,omitempty"`
 }
 
 // EndRequest closes the open turn (POST /v1/end).
@@ -33,8 +33,8 @@ type EndRequest struct {
 
 // EndReply is the closed turn (with its Stats) and a one-line summary.
 type EndReply struct {
-	Turn    versionstore.Turn `json:"turn"`
-	Summary string            `json:"summary"`
+	Turn    history.Turn `json:"turn"`
+	Summary string       `json:"summary"`
 	// LinesPending: the turn changed so many paths that end counted them
 	// but not their lines (Stats.Lines* are 0); log counts them later.
 	LinesPending bool `json:"lines_pending,omitempty"`
@@ -45,14 +45,14 @@ type StatusRequest struct{}
 
 // StatusReply is the open turn, if any, and what it changed so far.
 type StatusReply struct {
-	Open    bool               `json:"open"`
-	Turn    *versionstore.Turn `json:"turn,omitempty"`
-	Latest  uint64             `json:"latest"` // highest turn number
-	Changes []FileChange       `json:"changes"`
-	Stats   versionstore.Stats `json:"stats"`
+	Open    bool          `json:"open"`
+	Turn    *history.Turn `json:"turn,omitempty"`
+	Latest  uint64        `json:"latest"` // highest turn number
+	Changes []FileChange  `json:"changes"`
+	Stats   history.Stats `json:"stats"`
 	// Store: whether the store accepts captures (full: writes fail with
 	// ENOSPC) and the last store error.
-	Store versionstore.Health `json:"store"`
+	Store history.Health `json:"store"`
 }
 
 // LogRequest lists turns newest first (POST /v1/log, also GET).
@@ -62,7 +62,7 @@ type LogRequest struct {
 
 // LogReply lists turns newest first, each with its Stats.
 type LogReply struct {
-	Turns []versionstore.Turn `json:"turns"`
+	Turns []history.Turn `json:"turns"`
 }
 
 // ShowRequest asks what one turn changed (POST /v1/show).
@@ -73,9 +73,9 @@ type ShowRequest struct {
 
 // ShowReply is one turn and its changes.
 type ShowReply struct {
-	Turn    versionstore.Turn  `json:"turn"`
-	Changes []FileChange       `json:"changes"`
-	Stats   versionstore.Stats `json:"stats"`
+	Turn    history.Turn  `json:"turn"`
+	Changes []FileChange  `json:"changes"`
+	Stats   history.Stats `json:"stats"`
 }
 
 // DiffRequest compares two states (POST /v1/diff).
@@ -87,10 +87,10 @@ type DiffRequest struct {
 
 // DiffReply lists what differs between the two states, with patches.
 type DiffReply struct {
-	From    uint64             `json:"from"`
-	To      *uint64            `json:"to,omitempty"` // nil: the live tree
-	Changes []FileChange       `json:"changes"`
-	Stats   versionstore.Stats `json:"stats"`
+	From    uint64        `json:"from"`
+	To      *uint64       `json:"to,omitempty"` // nil: the live tree
+	Changes []FileChange  `json:"changes"`
+	Stats   history.Stats `json:"stats"`
 }
 
 // CatRequest asks for a file's bytes at the end of a turn (POST /v1/cat).
@@ -131,12 +131,12 @@ type RestoreRequest struct {
 // change, with DryRun): per path, Before is the state now and After the
 // target state.
 type RewindReply struct {
-	Target  uint64             `json:"target"`
-	Undone  *uint64            `json:"undone,omitempty"` // undo: the turn it undid
-	DryRun  bool               `json:"dry_run,omitempty"`
-	Turn    *versionstore.Turn `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
-	Changes []FileChange       `json:"changes"`
-	Stats   versionstore.Stats `json:"stats"`
+	Target  uint64        `json:"target"`
+	Undone  *uint64       `json:"undone,omitempty"` // undo: the turn it undid
+	DryRun  bool          `json:"dry_run,omitempty"`
+	Turn    *history.Turn `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
+	Changes []FileChange  `json:"changes"`
+	Stats   history.Stats `json:"stats"`
 }
 
 // VerifyRequest checks the store's integrity (POST /v1/verify).
@@ -145,7 +145,7 @@ type VerifyRequest struct{}
 // VerifyReply is the store's verify report; OK is false when anything is
 // corrupt.
 type VerifyReply struct {
-	versionstore.VerifyReport
+	history.VerifyReport
 	OK bool `json:"ok"`
 }
 
@@ -153,13 +153,13 @@ type VerifyReply struct {
 // state at the earlier side of the comparison (at From for a rename), After
 // the state at the later side (at Path); nil means absent.
 type FileChange struct {
-	Path         string                  `json:"path"`
-	From         string                  `json:"from,omitempty"` // renamed only
-	Kind         versionstore.ChangeKind `json:"kind"`
-	Before       *FileState              `json:"before,omitempty"`
-	After        *FileState              `json:"after,omitempty"`
-	LinesAdded   int                     `json:"lines_added"`
-	LinesDeleted int                     `json:"lines_deleted"`
+	Path         string             `json:"path"`
+	From         string             `json:"from,omitempty"` // renamed only
+	Kind         history.ChangeKind `json:"kind"`
+	Before       *FileState         `json:"before,omitempty"`
+	After        *FileState         `json:"after,omitempty"`
+	LinesAdded   int                `json:"lines_added"`
+	LinesDeleted int                `json:"lines_deleted"`
 	// Binary says the bytes differ but are not text (a NUL byte) or are
 	// too large to diff: no line counts, no patch hunks.
 	Binary bool `json:"binary,omitempty"`
@@ -173,13 +173,6 @@ type FileState struct {
 	Mode   string `json:"mode"` // octal permission bits, "0644"
 	Size   int64  `json:"size,omitempty"`
 	Target string `json:"target,omitempty"` // symlink only
-}
-
-func wireState(st fsstate.State) *FileState {
-	if !st.Exists() {
-		return nil
-	}
-	return &FileState{Type: st.Type.String(), Mode: fmt.Sprintf("%04o", st.Mode), Size: st.Size, Target: st.Target}
 }
 
 // ModeBits parses Mode ("0644"); 0 if malformed.
@@ -211,25 +204,3 @@ const (
 	CodeCorrupt    = "corrupt"     // 500: the store detected corruption
 	CodeInternal   = "internal"    // 500: anything else
 )
-
-func (e *Error) status() int {
-	switch e.Code {
-	case CodeBadRequest:
-		return http.StatusBadRequest
-	case CodeForbidden:
-		return http.StatusForbidden
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeMethod:
-		return http.StatusMethodNotAllowed
-	case CodeConflict:
-		return http.StatusConflict
-	case CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	}
-	return http.StatusInternalServerError
-}
-
-func errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}

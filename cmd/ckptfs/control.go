@@ -5,17 +5,17 @@ import (
 
 	"ckptfs/fusefs"
 	"ckptfs/internal/backing"
-	"ckptfs/turnctl"
+	"ckptfs/turnctl/server"
 	"ckptfs/versionstore"
 )
 
-// startControl starts the control socket server: turnctl's Service drives
+// startControl starts the control socket server: the turnctl server's Service drives
 // the store and uses root as its gate (Exclusive, Invalidate).
 func startControl(sock string, store *versionstore.Store, tree *backing.Tree, root *fusefs.Root) (stop func(), err error) {
-	ln, err := turnctl.Listen(sock)
+	ln, err := server.Listen(sock)
 	if err != nil {
 		return nil, err
 	}
-	go turnctl.Serve(ln, turnctl.NewService(store, tree, root))
+	go server.Serve(ln, server.NewService(store, tree, root))
 	return func() { ln.Close(); os.Remove(sock) }, nil
 }

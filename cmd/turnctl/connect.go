@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"ckptfs/internal/backing"
 	"ckptfs/internal/rundir"
 	"ckptfs/turnctl"
-	"ckptfs/versionstore"
+	"ckptfs/turnctl/server"
 )
 
 // project says where the project is and how to reach its history.
@@ -91,29 +90,7 @@ func (p *project) connect() (turnctl.Handler, func(), error) {
 		}
 		return c, func() { c.Close() }, nil
 	}
-	if fi, err := os.Stat(p.store); err != nil || !fi.IsDir() {
-		return nil, nil, fmt.Errorf("no history store at %s", p.store)
-	}
-	store, err := versionstore.Open(p.store, versionstore.Options{})
-	if err != nil {
-		if errors.Is(err, versionstore.ErrLocked) {
-			return nil, nil, fmt.Errorf("the history store %s is in use (is %s mounted elsewhere?)", p.store, p.root)
-		}
-		return nil, nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "versionstore: "))
-	}
-	tree, err := backing.Open(p.root)
-	if err != nil {
-		store.Close()
-		return nil, nil, err
-	}
-	// A daemon that died during a rewind left it to the next user of the
-	// store to finish, before anyone reads history or the tree.
-	if _, err := store.Recover(tree); err != nil {
-		tree.Close()
-		store.Close()
-		return nil, nil, fmt.Errorf("finishing an interrupted rewind: %s", strings.TrimPrefix(err.Error(), "versionstore: "))
-	}
-	return turnctl.NewService(store, tree, nil), func() { tree.Close(); store.Close() }, nil
+	return server.OpenOffline(p.root, p.store)
 }
 
 // rel converts a path given on the command line (relative to p.base, or

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"ckptfs/turnctl"
+	"ckptfs/turnctl/server"
 	"ckptfs/turnctl/turnctltest"
 	"ckptfs/versionstore"
 )
@@ -21,11 +22,11 @@ func onlineEnv(t *testing.T) (*env, *bytes.Buffer, *bytes.Buffer, *turnctltest.O
 	store := versionstore.NewTestStore(t)
 	ov := turnctltest.New(t, dir, store)
 	sock := filepath.Join(t.TempDir(), "s")
-	ln, err := turnctl.Listen(sock)
+	ln, err := server.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go turnctl.Serve(ln, turnctl.NewService(store, ov.Tree, nil))
+	go server.Serve(ln, server.NewService(store, ov.Tree, nil))
 	t.Cleanup(func() { ln.Close() })
 	c := turnctl.NewClient(sock)
 	t.Cleanup(func() { c.Close() })

@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 
 	"ckptfs/internal/fsstate"
 	"ckptfs/versionstore"
+
+	"ckptfs/turnctl"
 )
 
 // Show lists what one turn changed.
-func (s *Service) Show(ctx context.Context, req ShowRequest) (*ShowReply, error) {
+func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.ShowReply, error) {
 	n, err := s.resolve(req.Turn)
 	if err != nil {
 		return nil, err
@@ -30,18 +32,18 @@ func (s *Service) Show(ctx context.Context, req ShowRequest) (*ShowReply, error)
 		s.cacheStats(n, st, m)
 	}
 	t.Stats = &st
-	return &ShowReply{Turn: t, Changes: fcs, Stats: st}, nil
+	return &turnctl.ShowReply{Turn: t, Changes: fcs, Stats: st}, nil
 }
 
 // Diff compares the state at the end of one turn with another (or with the
 // live tree), optionally only below some paths.
-func (s *Service) Diff(ctx context.Context, req DiffRequest) (*DiffReply, error) {
+func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.DiffReply, error) {
 	from, err := s.resolve(req.From)
 	if err != nil {
 		return nil, err
 	}
 	to := versionstore.Now
-	rep := &DiffReply{From: from}
+	rep := &turnctl.DiffReply{From: from}
 	if spec := strings.TrimSpace(req.To); spec != "" && spec != "now" {
 		if to, err = s.resolve(spec); err != nil {
 			return nil, err
@@ -91,7 +93,7 @@ func underAny(p string, prefixes []string) bool {
 }
 
 // Cat returns a regular file's bytes at the end of a turn.
-func (s *Service) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
+func (s *Service) Cat(ctx context.Context, req turnctl.CatRequest) (*turnctl.CatReply, error) {
 	n, err := s.resolve(req.Turn)
 	if err != nil {
 		return nil, err
@@ -101,7 +103,7 @@ func (s *Service) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
 		return nil, err
 	}
 	if p == "" {
-		return nil, errorf(CodeBadRequest, "cat needs a file path")
+		return nil, errorf(turnctl.CodeBadRequest, "cat needs a file path")
 	}
 	rc, st, err := s.store.OpenAt(n, p, s.tree)
 	if err != nil {
@@ -111,13 +113,13 @@ func (s *Service) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
 		rc.Close()
 		switch st.Type {
 		case fsstate.Absent:
-			return nil, errorf(CodeNotFound, "%s did not exist at the end of turn %d", p, n)
+			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of turn %d", p, n)
 		case fsstate.Symlink:
-			return nil, errorf(CodeBadRequest, "%s is not a file at the end of turn %d: a symlink to %s", p, n, st.Target)
+			return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of turn %d: a symlink to %s", p, n, st.Target)
 		}
-		return nil, errorf(CodeBadRequest, "%s is not a file at the end of turn %d: a %s", p, n, typeName(st.Type))
+		return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of turn %d: a %s", p, n, typeName(st.Type))
 	}
-	return &CatReply{Turn: n, State: *wireState(st), Body: rc}, nil
+	return &turnctl.CatReply{Turn: n, State: *wireState(st), Body: rc}, nil
 }
 
 func typeName(t fsstate.Type) string {

@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"strings"
 
 	"ckptfs/versionstore"
+
+	"ckptfs/turnctl"
 )
 
 // Rewind makes the whole tree equal its state at the end of a turn.
-func (s *Service) Rewind(ctx context.Context, req RewindRequest) (*RewindReply, error) {
+func (s *Service) Rewind(ctx context.Context, req turnctl.RewindRequest) (*turnctl.RewindReply, error) {
 	n, err := s.resolve(req.Turn)
 	if err != nil {
 		return nil, err
@@ -20,7 +22,7 @@ func (s *Service) Rewind(ctx context.Context, req RewindRequest) (*RewindReply, 
 // Undo rewinds to the state before the most recent turn that changed
 // something (an open turn included). An undo is itself such a turn, so a
 // second undo redoes.
-func (s *Service) Undo(ctx context.Context, req UndoRequest) (*RewindReply, error) {
+func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.RewindReply, error) {
 	var undone uint64
 	target := func() (uint64, error) {
 		n, err := s.lastChangedTurn()
@@ -58,17 +60,17 @@ func (s *Service) lastChangedTurn() (uint64, error) {
 			return n, nil
 		}
 	}
-	return 0, errorf(CodeConflict, "nothing to undo: no turn changed anything")
+	return 0, errorf(turnctl.CodeConflict, "nothing to undo: no turn changed anything")
 }
 
 // Restore rewinds only the given paths (and everything below them).
-func (s *Service) Restore(ctx context.Context, req RestoreRequest) (*RewindReply, error) {
+func (s *Service) Restore(ctx context.Context, req turnctl.RestoreRequest) (*turnctl.RewindReply, error) {
 	n, err := s.resolve(req.Turn)
 	if err != nil {
 		return nil, err
 	}
 	if len(req.Paths) == 0 {
-		return nil, errorf(CodeBadRequest, "restore needs at least one path (rewind restores everything)")
+		return nil, errorf(turnctl.CodeBadRequest, "restore needs at least one path (rewind restores everything)")
 	}
 	paths := make([]string, 0, len(req.Paths))
 	for _, p := range req.Paths {
@@ -87,7 +89,7 @@ func (s *Service) Restore(ctx context.Context, req RestoreRequest) (*RewindReply
 			return nil, s.wrap(err)
 		}
 		if !then.Exists() && !now.Exists() {
-			return nil, errorf(CodeNotFound, "%s did not exist at the end of turn %d and does not exist now", displayPath(c), n)
+			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of turn %d and does not exist now", displayPath(c), n)
 		}
 		paths = append(paths, c)
 	}
@@ -105,7 +107,7 @@ func displayPath(p string) string {
 // rewind runs store.Rewind inside the gate (target is evaluated there too,
 // so that undo picks its turn with the tree quiet), then counts lines
 // outside it.
-func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, label string) (*RewindReply, error) {
+func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, label string) (*turnctl.RewindReply, error) {
 	var n uint64
 	var res versionstore.RewindResult
 	var m mark
@@ -132,7 +134,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	rep := &RewindReply{Target: n, DryRun: dry, Changes: []FileChange{}}
+	rep := &turnctl.RewindReply{Target: n, DryRun: dry, Changes: []turnctl.FileChange{}}
 	// Before is the state now (before the rewind), After the target state.
 	cs := res.Changes
 	if !dry && res.Turn.Num != 0 {

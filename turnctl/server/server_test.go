@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"context"
@@ -15,11 +15,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ckptfs/turnctl"
 )
 
 // serve starts a server for h on a socket in a temporary directory and
 // returns its path; it stops when the test ends.
-func serve(t *testing.T, h Handler) string {
+func serve(t *testing.T, h turnctl.Handler) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "ctl.sock")
 	ln, err := Listen(sock)
@@ -45,10 +47,15 @@ func serve(t *testing.T, h Handler) string {
 // raw sends one HTTP request on the socket and returns status and body.
 func raw(t *testing.T, sock, method, path, body string) (int, string) {
 	t.Helper()
-	c := NewClient(sock)
-	defer c.Close()
+	c := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+	defer c.CloseIdleConnections()
 	req, _ := http.NewRequest(method, "http://ckptfs"+path, strings.NewReader(body))
-	resp, err := c.http.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,26 +67,26 @@ func raw(t *testing.T, sock, method, path, body string) (int, string) {
 func TestProtocolRoundTrip(t *testing.T) {
 	f := newFixture(t)
 	sock := serve(t, f.svc)
-	c, err := Dial(sock)
+	c, err := turnctl.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx := context.Background()
-	b, err := c.Begin(ctx, BeginRequest{Label: "one", Ref: "m1"})
+	b, err := c.Begin(ctx, turnctl.BeginRequest{Label: "one", Ref: "m1"})
 	if err != nil || b.Turn.Num != 1 {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
 	f.ov.Write("a.txt", "hello\n")
-	e, err := c.End(ctx, EndRequest{})
+	e, err := c.End(ctx, turnctl.EndRequest{})
 	if err != nil || e.Summary != "turn 1 closed: 1 file (+1 -0) by test" {
 		t.Fatalf("end: %+v %v", e, err)
 	}
-	l, err := c.Log(ctx, LogRequest{})
+	l, err := c.Log(ctx, turnctl.LogRequest{})
 	if err != nil || len(l.Turns) != 2 || l.Turns[0].Stats == nil {
 		t.Fatalf("log: %+v %v", l, err)
 	}
-	cat, err := c.Cat(ctx, CatRequest{Turn: "ref:m1", Path: "a.txt"})
+	cat, err := c.Cat(ctx, turnctl.CatRequest{Turn: "ref:m1", Path: "a.txt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +96,12 @@ func TestProtocolRoundTrip(t *testing.T) {
 		t.Errorf("cat: %q %+v", data, cat)
 	}
 	// Errors arrive as *Error with their code and message.
-	_, err = c.Show(ctx, ShowRequest{Turn: "7"})
-	var te *Error
-	if !errors.As(err, &te) || te.Code != CodeNotFound || te.Message != "no turn 7 (turns are 0-1)" {
+	_, err = c.Show(ctx, turnctl.ShowRequest{Turn: "7"})
+	var te *turnctl.Error
+	if !errors.As(err, &te) || te.Code != turnctl.CodeNotFound || te.Message != "no turn 7 (turns are 0-1)" {
 		t.Errorf("show 7: %#v", err)
 	}
-	if _, err := c.Cat(ctx, CatRequest{Turn: "0", Path: "a.txt"}); !isCode(err, CodeNotFound) {
+	if _, err := c.Cat(ctx, turnctl.CatRequest{Turn: "0", Path: "a.txt"}); !isCode(err, turnctl.CodeNotFound) {
 		t.Errorf("cat of a file absent at turn 0: %v", err)
 	}
 	// curl-style GET works for log and status.
@@ -111,26 +118,26 @@ func TestProtocolBadRequests(t *testing.T) {
 		status             int
 		code               string
 	}{
-		{"POST", "/v1/begin", "{bad json", 400, CodeBadRequest},
-		{"POST", "/v1/begin", `{"label": 3}`, 400, CodeBadRequest},
-		{"POST", "/v1/begin", `{"lable": "x"}`, 400, CodeBadRequest},
-		{"POST", "/v1/begin", `{} {}`, 400, CodeBadRequest},
-		{"POST", "/v1/begin", `{"label": "two\nlines"}`, 400, CodeBadRequest},
-		{"POST", "/v1/show", `{}`, 400, CodeBadRequest},
-		{"POST", "/v1/show", `{"turn": "abc"}`, 400, CodeBadRequest},
-		{"POST", "/v1/cat", `{"turn": "0", "path": "../../etc/passwd"}`, 400, CodeBadRequest},
-		{"POST", "/v1/diff", `{"from": "0", "paths": ["/abs"]}`, 400, CodeBadRequest},
-		{"POST", "/v1/nope", `{}`, 404, CodeNotFound},
-		{"GET", "/", "", 404, CodeNotFound},
-		{"GET", "/v1/begin", "", 405, CodeMethod},
-		{"DELETE", "/v1/log", "", 405, CodeMethod},
-		{"POST", "/v1/end", `{}`, 409, CodeConflict},
-		{"POST", "/v1/log", `{"n": -1}`, 400, CodeBadRequest},
-		{"POST", "/v1/begin", `{"label":"` + strings.Repeat("x", MaxRequestBytes) + `"}`, 413, CodeTooLarge},
+		{"POST", "/v1/begin", "{bad json", 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/begin", `{"label": 3}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/begin", `{"lable": "x"}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/begin", `{} {}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/begin", `{"label": "two\nlines"}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/show", `{}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/show", `{"turn": "abc"}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/cat", `{"turn": "0", "path": "../../etc/passwd"}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/diff", `{"from": "0", "paths": ["/abs"]}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/nope", `{}`, 404, turnctl.CodeNotFound},
+		{"GET", "/", "", 404, turnctl.CodeNotFound},
+		{"GET", "/v1/begin", "", 405, turnctl.CodeMethod},
+		{"DELETE", "/v1/log", "", 405, turnctl.CodeMethod},
+		{"POST", "/v1/end", `{}`, 409, turnctl.CodeConflict},
+		{"POST", "/v1/log", `{"n": -1}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/begin", `{"label":"` + strings.Repeat("x", turnctl.MaxRequestBytes) + `"}`, 413, turnctl.CodeTooLarge},
 	}
 	for _, c := range cases {
 		status, body := raw(t, sock, c.method, c.path, c.body)
-		var e Error
+		var e turnctl.Error
 		if err := json.Unmarshal([]byte(body), &e); err != nil || status != c.status || e.Code != c.code || e.Message == "" {
 			t.Errorf("%s %s %.40q: %d %s; want %d %s", c.method, c.path, c.body, status, body, c.status, c.code)
 		}
@@ -144,7 +151,7 @@ func TestProtocolBadRequests(t *testing.T) {
 // panicky is a Handler whose Log panics.
 type panicky struct{ *Service }
 
-func (panicky) Log(context.Context, LogRequest) (*LogReply, error) { panic("boom") }
+func (panicky) Log(context.Context, turnctl.LogRequest) (*turnctl.LogReply, error) { panic("boom") }
 
 func TestProtocolPanicIs500(t *testing.T) {
 	var logged strings.Builder
@@ -153,7 +160,7 @@ func TestProtocolPanicIs500(t *testing.T) {
 	f := newFixture(t)
 	sock := serve(t, panicky{f.svc})
 	status, body := raw(t, sock, "POST", "/v1/log", "{}")
-	if status != 500 || !strings.Contains(body, CodeInternal) {
+	if status != 500 || !strings.Contains(body, turnctl.CodeInternal) {
 		t.Errorf("panicking handler: %d %s", status, body)
 	}
 	if status, _ := raw(t, sock, "POST", "/v1/status", "{}"); status != 200 {
@@ -170,10 +177,10 @@ func TestPeerCheck(t *testing.T) {
 		t.Errorf("own uid refused: %v", err)
 	}
 	err := checkPeer(peer{uid: uint32(me + 1)}, me)
-	if err == nil || err.Code != CodeForbidden || err.status() != 403 {
+	if err == nil || err.Code != turnctl.CodeForbidden || httpStatus(err) != 403 {
 		t.Errorf("other uid: %v", err)
 	}
-	if err := checkPeer(peer{err: errors.New("no creds")}, me); err == nil || err.Code != CodeForbidden {
+	if err := checkPeer(peer{err: errors.New("no creds")}, me); err == nil || err.Code != turnctl.CodeForbidden {
 		t.Errorf("unknown peer: %v", err)
 	}
 	// The credentials of a real connection are our own.
@@ -209,7 +216,7 @@ func TestPeerCheck(t *testing.T) {
 	go srv.Serve(ln2)
 	defer srv.Close()
 	status, body := raw(t, sock2, "POST", "/v1/log", "{}")
-	if status != 403 || !strings.Contains(body, CodeForbidden) {
+	if status != 403 || !strings.Contains(body, turnctl.CodeForbidden) {
 		t.Errorf("foreign uid: %d %s", status, body)
 	}
 }
@@ -250,22 +257,22 @@ func TestConcurrentClients(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			c := NewClient(sock)
+			c := turnctl.NewClient(sock)
 			defer c.Close()
 			for j := 0; j < 5; j++ {
 				var err error
 				switch (i + j) % 4 {
 				case 0:
-					_, err = c.Begin(ctx, BeginRequest{Label: fmt.Sprint(i, j)})
+					_, err = c.Begin(ctx, turnctl.BeginRequest{Label: fmt.Sprint(i, j)})
 				case 1:
-					_, err = c.End(ctx, EndRequest{})
-					if isCode(err, CodeConflict) {
+					_, err = c.End(ctx, turnctl.EndRequest{})
+					if isCode(err, turnctl.CodeConflict) {
 						err = nil // another client ended it first
 					}
 				case 2:
-					_, err = c.Log(ctx, LogRequest{N: 3})
+					_, err = c.Log(ctx, turnctl.LogRequest{N: 3})
 				case 3:
-					_, err = c.Status(ctx, StatusRequest{})
+					_, err = c.Status(ctx, turnctl.StatusRequest{})
 				}
 				if err != nil {
 					errs <- err

@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"math/rand"

@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 
 	"ckptfs/internal/fsstate"
 	"ckptfs/versionstore"
+
+	"ckptfs/turnctl"
 )
 
 // Line diffs.
@@ -83,8 +85,8 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 
 // fileChange turns a store Change into a FileChange with line counts and,
 // if patch, a unified diff.
-func (s *Service) fileChange(c versionstore.Change, patch bool) (FileChange, error) {
-	fc := FileChange{Path: c.Path, From: c.From, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
+func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileChange, error) {
+	fc := turnctl.FileChange{Path: c.Path, From: c.From, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
 	oldPath := c.Path
 	if c.From != "" {
 		oldPath = c.From
@@ -124,8 +126,8 @@ func (s *Service) fileChange(c versionstore.Change, patch bool) (FileChange, err
 }
 
 // fileChanges converts a list of store Changes and sums their Stats.
-func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]FileChange, versionstore.Stats, error) {
-	out := make([]FileChange, 0, len(cs))
+func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]turnctl.FileChange, versionstore.Stats, error) {
+	out := make([]turnctl.FileChange, 0, len(cs))
 	for _, c := range cs {
 		fc, err := s.fileChange(c, patch)
 		if err != nil {
@@ -138,7 +140,7 @@ func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]FileChang
 
 // sumStats summarises file changes. Directories are not counted as files:
 // a new directory with three files is "3 files".
-func sumStats(fcs []FileChange) versionstore.Stats {
+func sumStats(fcs []turnctl.FileChange) versionstore.Stats {
 	var st versionstore.Stats
 	for _, fc := range fcs {
 		if isDir(fc.Before) && (fc.After == nil || isDir(fc.After)) || fc.Before == nil && isDir(fc.After) {
@@ -166,7 +168,7 @@ func sumStats(fcs []FileChange) versionstore.Stats {
 	return st
 }
 
-func isDir(fs *FileState) bool { return fs != nil && fs.Type == fsstate.Dir.String() }
+func isDir(fs *turnctl.FileState) bool { return fs != nil && fs.Type == fsstate.Dir.String() }
 
 // splitLines splits text into lines, each keeping its "\n" (the last may
 // lack one).

@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"ckptfs/turnctl/turnctltest"
 	"ckptfs/versionstore"
+
+	"ckptfs/turnctl"
 )
 
 // fakeGate counts calls.
@@ -49,16 +51,16 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) begin(label string) uint64 {
 	f.t.Helper()
-	rep, err := f.svc.Begin(f.ctx, BeginRequest{Label: label})
+	rep, err := f.svc.Begin(f.ctx, turnctl.BeginRequest{Label: label})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return rep.Turn.Num
 }
 
-func (f *fixture) end() *EndReply {
+func (f *fixture) end() *turnctl.EndReply {
 	f.t.Helper()
-	rep, err := f.svc.End(f.ctx, EndRequest{})
+	rep, err := f.svc.End(f.ctx, turnctl.EndRequest{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -104,20 +106,20 @@ func TestBeginEndStats(t *testing.T) {
 	if f.gate.exclusive != 2 {
 		t.Errorf("gate.Exclusive called %d times, want 2", f.gate.exclusive)
 	}
-	if _, err := f.svc.End(f.ctx, EndRequest{}); !isCode(err, CodeConflict) {
+	if _, err := f.svc.End(f.ctx, turnctl.EndRequest{}); !isCode(err, turnctl.CodeConflict) {
 		t.Errorf("end with no open turn: %v", err)
 	}
 }
 
 func isCode(err error, code string) bool {
-	var e *Error
+	var e *turnctl.Error
 	return errors.As(err, &e) && e.Code == code
 }
 
 func TestShowDiffCat(t *testing.T) {
 	f := newFixture(t)
 	f.history()
-	show, err := f.svc.Show(f.ctx, ShowRequest{Turn: "2", Patch: true})
+	show, err := f.svc.Show(f.ctx, turnctl.ShowRequest{Turn: "2", Patch: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +142,14 @@ func TestShowDiffCat(t *testing.T) {
 			t.Errorf("patch lacks %q:\n%s", want, patch)
 		}
 	}
-	diff, err := f.svc.Diff(f.ctx, DiffRequest{From: "1", Paths: []string{"a.txt"}})
+	diff, err := f.svc.Diff(f.ctx, turnctl.DiffRequest{From: "1", Paths: []string{"a.txt"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(diff.Changes) != 1 || diff.Changes[0].Kind != versionstore.Deleted || !strings.Contains(diff.Changes[0].Patch, "+++ /dev/null") {
 		t.Fatalf("diff 1 now a.txt: %+v", diff.Changes)
 	}
-	cat, err := f.svc.Cat(f.ctx, CatRequest{Turn: "1", Path: "a.txt"})
+	cat, err := f.svc.Cat(f.ctx, turnctl.CatRequest{Turn: "1", Path: "a.txt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +158,14 @@ func TestShowDiffCat(t *testing.T) {
 	if string(data) != "one\ntwo\n" {
 		t.Errorf("cat 1 a.txt = %q", data)
 	}
-	if _, err := f.svc.Cat(f.ctx, CatRequest{Turn: "3", Path: "a.txt"}); !isCode(err, CodeNotFound) {
+	if _, err := f.svc.Cat(f.ctx, turnctl.CatRequest{Turn: "3", Path: "a.txt"}); !isCode(err, turnctl.CodeNotFound) {
 		t.Errorf("cat of an absent file: %v", err)
 	}
-	if _, err := f.svc.Cat(f.ctx, CatRequest{Turn: "1", Path: "d"}); !isCode(err, CodeBadRequest) {
+	if _, err := f.svc.Cat(f.ctx, turnctl.CatRequest{Turn: "1", Path: "d"}); !isCode(err, turnctl.CodeBadRequest) {
 		t.Errorf("cat of a directory: %v", err)
 	}
-	_, err = f.svc.Show(f.ctx, ShowRequest{Turn: "9"})
-	if !isCode(err, CodeNotFound) || err.Error() != "no turn 9 (turns are 0-3)" {
+	_, err = f.svc.Show(f.ctx, turnctl.ShowRequest{Turn: "9"})
+	if !isCode(err, turnctl.CodeNotFound) || err.Error() != "no turn 9 (turns are 0-3)" {
 		t.Errorf("show 9: %v", err)
 	}
 }
@@ -172,7 +174,7 @@ func TestLogComputesStats(t *testing.T) {
 	f := newFixture(t)
 	f.history()
 	f.ov.Write("manual.txt", "m\n") // opens a manual turn 4
-	rep, err := f.svc.Log(f.ctx, LogRequest{})
+	rep, err := f.svc.Log(f.ctx, turnctl.LogRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func TestLogComputesStats(t *testing.T) {
 	if st := rep.Turns[1].Stats; st.Deleted != 1 || st.LinesDeleted != 3 {
 		t.Errorf("turn 3 stats: %+v", st)
 	}
-	if rep, _ := f.svc.Log(f.ctx, LogRequest{N: 2}); len(rep.Turns) != 2 {
+	if rep, _ := f.svc.Log(f.ctx, turnctl.LogRequest{N: 2}); len(rep.Turns) != 2 {
 		t.Errorf("log -n 2: %d turns", len(rep.Turns))
 	}
 }
@@ -195,14 +197,14 @@ func TestLogComputesStats(t *testing.T) {
 func TestRewindUndoRestore(t *testing.T) {
 	f := newFixture(t)
 	f.history()
-	dry, err := f.svc.Rewind(f.ctx, RewindRequest{Turn: "1", DryRun: true})
+	dry, err := f.svc.Rewind(f.ctx, turnctl.RewindRequest{Turn: "1", DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(dry.Changes) != 2 || dry.Turn != nil {
 		t.Fatalf("dry run: %+v", dry)
 	}
-	rep, err := f.svc.Rewind(f.ctx, RewindRequest{Turn: "1"})
+	rep, err := f.svc.Rewind(f.ctx, turnctl.RewindRequest{Turn: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func TestRewindUndoRestore(t *testing.T) {
 		t.Error("rewind invalidated nothing")
 	}
 	// Undo undoes the rewind (turn 4): back to the state of turn 3.
-	undo, err := f.svc.Undo(f.ctx, UndoRequest{})
+	undo, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,17 +232,17 @@ func TestRewindUndoRestore(t *testing.T) {
 		t.Error("a.txt exists after undoing the rewind")
 	}
 	// Restore one file from turn 2.
-	res, err := f.svc.Restore(f.ctx, RestoreRequest{Turn: "2", Paths: []string{"a.txt"}})
+	res, err := f.svc.Restore(f.ctx, turnctl.RestoreRequest{Turn: "2", Paths: []string{"a.txt"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Changes) != 1 || f.ov.Read("a.txt") != "one\n2\nthree\n" {
 		t.Fatalf("restore: %+v", res.Changes)
 	}
-	if _, err := f.svc.Restore(f.ctx, RestoreRequest{Turn: "2", Paths: []string{"nope"}}); !isCode(err, CodeNotFound) {
+	if _, err := f.svc.Restore(f.ctx, turnctl.RestoreRequest{Turn: "2", Paths: []string{"nope"}}); !isCode(err, turnctl.CodeNotFound) {
 		t.Errorf("restore of a path that never existed: %v", err)
 	}
-	if _, err := f.svc.Restore(f.ctx, RestoreRequest{Turn: "2", Paths: []string{"../x"}}); !isCode(err, CodeBadRequest) {
+	if _, err := f.svc.Restore(f.ctx, turnctl.RestoreRequest{Turn: "2", Paths: []string{"../x"}}); !isCode(err, turnctl.CodeBadRequest) {
 		t.Errorf("restore of a path outside: %v", err)
 	}
 }
@@ -248,20 +250,20 @@ func TestRewindUndoRestore(t *testing.T) {
 func TestUndoNothing(t *testing.T) {
 	f := newFixture(t)
 	f.begin("empty")
-	if _, err := f.svc.Undo(f.ctx, UndoRequest{}); !isCode(err, CodeConflict) {
+	if _, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{}); !isCode(err, turnctl.CodeConflict) {
 		t.Errorf("undo with no changes: %v", err)
 	}
 }
 
 func TestStatus(t *testing.T) {
 	f := newFixture(t)
-	rep, err := f.svc.Status(f.ctx, StatusRequest{})
+	rep, err := f.svc.Status(f.ctx, turnctl.StatusRequest{})
 	if err != nil || rep.Open {
 		t.Fatalf("status with no turn: %+v %v", rep, err)
 	}
 	f.begin("x")
 	f.ov.Write("a", "1\n2\n")
-	rep, err = f.svc.Status(f.ctx, StatusRequest{})
+	rep, err = f.svc.Status(f.ctx, turnctl.StatusRequest{})
 	if err != nil || !rep.Open || len(rep.Changes) != 1 || rep.Stats.LinesAdded != 2 {
 		t.Fatalf("status: %+v %v", rep, err)
 	}
@@ -270,7 +272,7 @@ func TestStatus(t *testing.T) {
 func TestVerify(t *testing.T) {
 	f := newFixture(t)
 	f.history()
-	rep, err := f.svc.Verify(f.ctx, VerifyRequest{})
+	rep, err := f.svc.Verify(f.ctx, turnctl.VerifyRequest{})
 	if err != nil || !rep.OK || rep.Chunks == 0 {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
@@ -287,7 +289,7 @@ func TestEndOfHugeTurnCountsNoLines(t *testing.T) {
 	if !rep.LinesPending || rep.Turn.Stats.Files != 2 || rep.Summary != "turn 1 closed: 2 files (lines not counted yet: see turnctl log) by test" {
 		t.Fatalf("end: %+v", rep)
 	}
-	log, err := f.svc.Log(f.ctx, LogRequest{N: 1})
+	log, err := f.svc.Log(f.ctx, turnctl.LogRequest{N: 1})
 	if err != nil || log.Turns[0].Stats.LinesAdded != 2 {
 		t.Fatalf("log counts the lines later: %+v %v", log, err)
 	}

@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"bytes"
@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ckptfs/turnctl"
 )
 
 const (
-	// MaxRequestBytes bounds a request body.
-	MaxRequestBytes = 1 << 20
 	// readHeaderTimeout: a client that connects and sends nothing (or
 	// dribbles its headers) is dropped after this; it never holds up
 	// others, who are served on their own connections meanwhile.
@@ -110,19 +110,19 @@ func peerOf(c net.Conn) peer {
 }
 
 // checkPeer admits only the daemon's own user.
-func checkPeer(p peer, self int) *Error {
+func checkPeer(p peer, self int) *turnctl.Error {
 	if p.err != nil {
-		return errorf(CodeForbidden, "cannot tell who is calling: %v", p.err)
+		return errorf(turnctl.CodeForbidden, "cannot tell who is calling: %v", p.err)
 	}
 	if int64(p.uid) != int64(self) {
-		return errorf(CodeForbidden, "uid %d may not control this mount (it belongs to uid %d)", p.uid, self)
+		return errorf(turnctl.CodeForbidden, "uid %d may not control this mount (it belongs to uid %d)", p.uid, self)
 	}
 	return nil
 }
 
 // Serve answers control requests on ln until ln is closed; then it returns
 // nil. Each connection is served on its own goroutine.
-func Serve(ln net.Listener, h Handler) error {
+func Serve(ln net.Listener, h turnctl.Handler) error {
 	srv := &http.Server{
 		Handler:           NewHTTPHandler(h, os.Getuid()),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -143,7 +143,7 @@ func Serve(ln net.Listener, h Handler) error {
 // NewHTTPHandler returns the protocol's http.Handler: it checks the peer's
 // uid against uid (when the connection carries credentials, as Serve's
 // do), decodes the request, calls h and encodes the reply.
-func NewHTTPHandler(h Handler, uid int) http.Handler {
+func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 	mux := http.NewServeMux()
 	route(mux, "begin", false, h.Begin)
 	route(mux, "end", false, h.End)
@@ -156,7 +156,7 @@ func NewHTTPHandler(h Handler, uid int) http.Handler {
 	route(mux, "restore", false, h.Restore)
 	route(mux, "verify", true, h.Verify)
 	mux.HandleFunc("/v1/cat", func(w http.ResponseWriter, r *http.Request) {
-		var req CatRequest
+		var req turnctl.CatRequest
 		if !decode(w, r, false, &req) {
 			return
 		}
@@ -173,7 +173,7 @@ func NewHTTPHandler(h Handler, uid int) http.Handler {
 		io.Copy(w, rep.Body) // an error here can only cut the reply short
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, errorf(turnctl.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -182,7 +182,7 @@ func NewHTTPHandler(h Handler, uid int) http.Handler {
 					panic(v)
 				}
 				log.Printf("turnctl: BUG: panic serving %s: %v\n%s", r.URL.Path, v, debug.Stack())
-				writeError(w, errorf(CodeInternal, "internal error: %v", v))
+				writeError(w, errorf(turnctl.CodeInternal, "internal error: %v", v))
 			}
 		}()
 		if p, ok := r.Context().Value(peerKey).(peer); ok {
@@ -220,20 +220,20 @@ func decode(w http.ResponseWriter, r *http.Request, get bool, v any) bool {
 		return true
 	default:
 		w.Header().Set("Allow", "POST")
-		writeError(w, errorf(CodeMethod, "%s %s: use POST", r.Method, r.URL.Path))
+		writeError(w, errorf(turnctl.CodeMethod, "%s %s: use POST", r.Method, r.URL.Path))
 		return false
 	}
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	body := http.MaxBytesReader(w, r.Body, turnctl.MaxRequestBytes)
 	data, err := io.ReadAll(body)
 	rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, errorf(CodeTooLarge, "request body is larger than %d bytes", MaxRequestBytes))
+			writeError(w, errorf(turnctl.CodeTooLarge, "request body is larger than %d bytes", turnctl.MaxRequestBytes))
 		} else {
-			writeError(w, errorf(CodeBadRequest, "reading request: %v", err))
+			writeError(w, errorf(turnctl.CodeBadRequest, "reading request: %v", err))
 		}
 		return false
 	}
@@ -243,11 +243,11 @@ func decode(w http.ResponseWriter, r *http.Request, get bool, v any) bool {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeError(w, errorf(CodeBadRequest, "malformed request: %v", err))
+		writeError(w, errorf(turnctl.CodeBadRequest, "malformed request: %v", err))
 		return false
 	}
 	if dec.More() {
-		writeError(w, errorf(CodeBadRequest, "malformed request: more than one JSON value"))
+		writeError(w, errorf(turnctl.CodeBadRequest, "malformed request: more than one JSON value"))
 		return false
 	}
 	return true
@@ -257,7 +257,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		data, _ = json.Marshal(errorf(CodeInternal, "encoding reply: %v", err))
+		data, _ = json.Marshal(errorf(turnctl.CodeInternal, "encoding reply: %v", err))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -265,9 +265,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, err error) {
-	var e *Error
+	var e *turnctl.Error
 	if !errors.As(err, &e) {
-		e = errorf(CodeInternal, "%v", err)
+		e = errorf(turnctl.CodeInternal, "%v", err)
 	}
-	writeJSON(w, e.status(), e)
+	writeJSON(w, httpStatus(e), e)
+}
+
+// httpStatus is the HTTP status of an error reply.
+func httpStatus(e *turnctl.Error) int {
+	switch e.Code {
+	case turnctl.CodeBadRequest:
+		return http.StatusBadRequest
+	case turnctl.CodeForbidden:
+		return http.StatusForbidden
+	case turnctl.CodeNotFound:
+		return http.StatusNotFound
+	case turnctl.CodeMethod:
+		return http.StatusMethodNotAllowed
+	case turnctl.CodeConflict:
+		return http.StatusConflict
+	case turnctl.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusInternalServerError
+}
+
+func errorf(code, format string, args ...any) *turnctl.Error {
+	return &turnctl.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

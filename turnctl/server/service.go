@@ -1,4 +1,4 @@
-package turnctl
+package server
 
 import (
 	"context"
@@ -11,7 +11,20 @@ import (
 
 	"ckptfs/internal/fsstate"
 	"ckptfs/versionstore"
+
+	"ckptfs/turnctl"
 )
+
+// Gate is what the mounted overlay offers the Service (implemented by
+// *fusefs.Root; server does not import fusefs).
+type Gate interface {
+	// Exclusive flushes the kernel's dirty pages and blocks all mutations
+	// through the mount while fn runs.
+	Exclusive(fn func() error) error
+	// Invalidate tells the overlay that the backing tree changed at path
+	// (root-relative), so it drops the kernel's caches for it.
+	Invalidate(path string)
+}
 
 // Service implements the control commands on top of the history store. It
 // is safe for concurrent use: the store is, and every command that changes
@@ -22,7 +35,7 @@ type Service struct {
 	gate  Gate // nil: the project is not mounted (offline)
 }
 
-var _ Handler = (*Service)(nil)
+var _ turnctl.Handler = (*Service)(nil)
 
 // NewService returns a Service on store and the backing tree. gate may be
 // nil when the project is not mounted: then nothing else can write the tree
@@ -56,7 +69,7 @@ func (s *Service) liveTree() fsstate.Tree {
 func (s *Service) resolve(spec string) (uint64, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
-		return 0, errorf(CodeBadRequest, "missing turn (a number, 0, or ref:ID)")
+		return 0, errorf(turnctl.CodeBadRequest, "missing turn (a number, 0, or ref:ID)")
 	}
 	n, err := s.store.Resolve(spec)
 	if err == nil {
@@ -67,12 +80,12 @@ func (s *Service) resolve(spec string) (uint64, error) {
 	}
 	turns := fmt.Sprintf("turns are 0-%d", s.store.Latest())
 	if ref, ok := strings.CutPrefix(spec, "ref:"); ok {
-		return 0, errorf(CodeNotFound, "no turn has ref %q (%s)", ref, turns)
+		return 0, errorf(turnctl.CodeNotFound, "no turn has ref %q (%s)", ref, turns)
 	}
 	if n, perr := strconv.ParseUint(spec, 10, 64); perr == nil {
-		return 0, errorf(CodeNotFound, "no turn %d (%s)", n, turns)
+		return 0, errorf(turnctl.CodeNotFound, "no turn %d (%s)", n, turns)
 	}
-	return 0, errorf(CodeBadRequest, "%q is not a turn: use a number, 0, or ref:ID (%s)", spec, turns)
+	return 0, errorf(turnctl.CodeBadRequest, "%q is not a turn: use a number, 0, or ref:ID (%s)", spec, turns)
 }
 
 // wrap turns a store error into an *Error with a code and a message
@@ -81,37 +94,37 @@ func (s *Service) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	var e *Error
+	var e *turnctl.Error
 	if errors.As(err, &e) {
 		return e
 	}
 	msg := strings.ReplaceAll(err.Error(), "versionstore: ", "")
-	code := CodeInternal
+	code := turnctl.CodeInternal
 	switch {
 	case errors.Is(err, versionstore.ErrTurnNotFound):
-		code = CodeNotFound
+		code = turnctl.CodeNotFound
 	case errors.Is(err, versionstore.ErrNoOpenTurn):
-		code, msg = CodeConflict, "no turn is open (turnctl begin opens one)"
+		code, msg = turnctl.CodeConflict, "no turn is open (turnctl begin opens one)"
 	case errors.Is(err, versionstore.ErrRefTaken), errors.Is(err, versionstore.ErrLocked):
-		code = CodeConflict
+		code = turnctl.CodeConflict
 	case errors.Is(err, versionstore.ErrBadPath):
-		code = CodeBadRequest
+		code = turnctl.CodeBadRequest
 	case errors.Is(err, versionstore.ErrCorrupt):
-		code = CodeCorrupt
+		code = turnctl.CodeCorrupt
 	case errors.Is(err, versionstore.ErrStoreFull):
-		code = CodeConflict
+		code = turnctl.CodeConflict
 	case strings.Contains(msg, "bad ref"):
-		code = CodeBadRequest
+		code = turnctl.CodeBadRequest
 	}
-	return &Error{Code: code, Message: msg}
+	return &turnctl.Error{Code: code, Message: msg}
 }
 
 // Begin opens a new turn, closing the open one.
-func (s *Service) Begin(ctx context.Context, req BeginRequest) (*BeginReply, error) {
+func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl.BeginReply, error) {
 	if err := checkText("label", req.Label); err != nil {
 		return nil, err
 	}
-	var rep BeginReply
+	var rep turnctl.BeginReply
 	err := s.exclusive(func() error {
 		cur, ok := s.store.Current()
 		if ok && cur.Kind == versionstore.KindManual && cur.Label == "" {
@@ -144,7 +157,7 @@ func (s *Service) Begin(ctx context.Context, req BeginRequest) (*BeginReply, err
 }
 
 // End closes the open turn and records its Stats.
-func (s *Service) End(ctx context.Context, req EndRequest) (*EndReply, error) {
+func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.EndReply, error) {
 	var t versionstore.Turn
 	var m mark
 	err := s.exclusive(func() error {
@@ -159,13 +172,13 @@ func (s *Service) End(ctx context.Context, req EndRequest) (*EndReply, error) {
 	// The turn is closed: its end state is fixed, so the stats can be
 	// computed with the mount open again. A huge turn (npm install) is
 	// only counted, not diffed, so that end stays fast; log diffs it later.
-	rep := &EndReply{Turn: t}
+	rep := &turnctl.EndReply{Turn: t}
 	if t.Num > 0 && !t.Empty() {
 		cs, err := s.store.Changes(t.Num-1, t.Num, s.tree)
 		if err == nil && len(cs) > maxLineCountedFiles {
-			fcs := make([]FileChange, len(cs))
+			fcs := make([]turnctl.FileChange, len(cs))
 			for i, c := range cs {
-				fcs[i] = FileChange{Path: c.Path, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
+				fcs[i] = turnctl.FileChange{Path: c.Path, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
 			}
 			st := sumStats(fcs)
 			rep.Turn.Stats, rep.LinesPending = &st, true
@@ -250,9 +263,9 @@ func (s *Service) turnStats(t versionstore.Turn) (versionstore.Stats, error) {
 }
 
 // turnChanges lists what turn n changed (an open turn: so far).
-func (s *Service) turnChanges(n uint64, patch bool) ([]FileChange, versionstore.Stats, error) {
+func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, versionstore.Stats, error) {
 	if n == 0 {
-		return []FileChange{}, versionstore.Stats{}, nil
+		return []turnctl.FileChange{}, versionstore.Stats{}, nil
 	}
 	cs, err := s.store.Changes(n-1, n, s.tree)
 	if err != nil {
@@ -262,8 +275,8 @@ func (s *Service) turnChanges(n uint64, patch bool) ([]FileChange, versionstore.
 }
 
 // Status reports the open turn and what it changed so far.
-func (s *Service) Status(ctx context.Context, req StatusRequest) (*StatusReply, error) {
-	rep := &StatusReply{Latest: s.store.Latest(), Changes: []FileChange{}, Store: s.store.Health()}
+func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnctl.StatusReply, error) {
+	rep := &turnctl.StatusReply{Latest: s.store.Latest(), Changes: []turnctl.FileChange{}, Store: s.store.Health()}
 	cur, ok := s.store.Current()
 	if !ok {
 		return rep, nil
@@ -281,9 +294,9 @@ func (s *Service) Status(ctx context.Context, req StatusRequest) (*StatusReply, 
 
 // Log lists turns newest first, computing missing Stats (and storing them
 // for closed turns).
-func (s *Service) Log(ctx context.Context, req LogRequest) (*LogReply, error) {
+func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.LogReply, error) {
 	if req.N < 0 {
-		return nil, errorf(CodeBadRequest, "n must not be negative")
+		return nil, errorf(turnctl.CodeBadRequest, "n must not be negative")
 	}
 	turns, err := s.store.Turns(req.N)
 	if err != nil {
@@ -311,25 +324,25 @@ func (s *Service) Log(ctx context.Context, req LogRequest) (*LogReply, error) {
 	if turns == nil {
 		turns = []versionstore.Turn{}
 	}
-	return &LogReply{Turns: turns}, nil
+	return &turnctl.LogReply{Turns: turns}, nil
 }
 
 // Verify checks the store's integrity.
-func (s *Service) Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, error) {
+func (s *Service) Verify(ctx context.Context, req turnctl.VerifyRequest) (*turnctl.VerifyReply, error) {
 	rep, err := s.store.Verify()
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	return &VerifyReply{VerifyReport: rep, OK: len(rep.Corrupt) == 0}, nil
+	return &turnctl.VerifyReply{VerifyReport: rep, OK: len(rep.Corrupt) == 0}, nil
 }
 
 // checkText rejects control characters in a one-line field.
 func checkText(name, v string) error {
 	if len(v) > 4096 {
-		return errorf(CodeBadRequest, "%s is too long (%d bytes; at most 4096)", name, len(v))
+		return errorf(turnctl.CodeBadRequest, "%s is too long (%d bytes; at most 4096)", name, len(v))
 	}
 	if strings.ContainsAny(v, "\x00\n\r") {
-		return errorf(CodeBadRequest, "%s must be one line", name)
+		return errorf(turnctl.CodeBadRequest, "%s must be one line", name)
 	}
 	return nil
 }
@@ -338,7 +351,7 @@ func checkText(name, v string) error {
 func cleanPath(p string) (string, error) {
 	c, ok := fsstate.Clean(p)
 	if !ok {
-		return "", errorf(CodeBadRequest, "bad path %q: paths are relative to the project root, without ..", p)
+		return "", errorf(turnctl.CodeBadRequest, "bad path %q: paths are relative to the project root, without ..", p)
 	}
 	return c, nil
 }
@@ -389,4 +402,11 @@ func (t invalidatingTree) Exchange(a, b string) error {
 	defer t.gate.Invalidate(b)
 	defer t.gate.Invalidate(a)
 	return t.Tree.Exchange(a, b)
+}
+
+func wireState(st fsstate.State) *turnctl.FileState {
+	if !st.Exists() {
+		return nil
+	}
+	return &turnctl.FileState{Type: st.Type.String(), Mode: fmt.Sprintf("%04o", st.Mode), Size: st.Size, Target: st.Target}
 }
