@@ -47,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runUmount(args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(args[1:], stdout, stderr)
+	case "turnctl-offline": // not in usage: turnctl runs it, see turnctl.go
+		return runTurnctlOffline(args[1:])
 	default:
 		err = usageError{fmt.Sprintf("unknown command %q (try --help)", args[0])}
 	}

@@ -1,4 +1,4 @@
-package main
+package turnctlcli
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"ckptfs/internal/history"
 	"ckptfs/turnctl"
-	"ckptfs/versionstore"
 )
 
 var logCmd = &command{
@@ -50,7 +50,7 @@ func (o *logOptions) run(e *env, args []string) error {
 	return nil
 }
 
-func logRow(t versionstore.Turn) []cell {
+func logRow(t history.Turn) []cell {
 	tm := when(t.End)
 	if t.Open {
 		tm = "open"
@@ -69,11 +69,11 @@ func logRow(t versionstore.Turn) []cell {
 	}
 	kindColor := ""
 	switch t.Kind {
-	case versionstore.KindAgent:
+	case history.KindAgent:
 		kindColor = cBlue
-	case versionstore.KindRewind:
+	case history.KindRewind:
 		kindColor = cRed
-	case versionstore.KindManual:
+	case history.KindManual:
 		kindColor = cCyan
 	}
 	return []cell{

@@ -1,4 +1,4 @@
-package main
+package turnctlcli
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"ckptfs/turnctl"
+	"ckptfs/turnctl/server"
 	"ckptfs/versionstore"
 )
 
@@ -199,7 +200,7 @@ func TestHookEventNeverFails(t *testing.T) {
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
-		code := runWith(context.Background(), c.args, strings.NewReader(c.stdin), &out, &errb)
+		code := runWith(context.Background(), server.OpenOffline, c.args, strings.NewReader(c.stdin), &out, &errb)
 		if code != 0 || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want 0 and one line with %q", c.name, code, errb.String(), c.want)
 		}

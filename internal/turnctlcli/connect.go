@@ -1,4 +1,4 @@
-package main
+package turnctlcli
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 
 	"ckptfs/internal/rundir"
 	"ckptfs/turnctl"
-	"ckptfs/turnctl/server"
 )
 
 // project says where the project is and how to reach its history.
@@ -77,8 +76,8 @@ func findProject(g globals, needMount bool) (*project, error) {
 }
 
 // connect returns the Handler for the project: a Client on the daemon's
-// socket, or a Service on the store opened in this process.
-func (p *project) connect() (turnctl.Handler, func(), error) {
+// socket, or what offline makes of the store.
+func (p *project) connect(offline Offline) (turnctl.Handler, func(), error) {
 	if p.mounted {
 		sock, err := rundir.Socket(p.root)
 		if err != nil {
@@ -90,7 +89,10 @@ func (p *project) connect() (turnctl.Handler, func(), error) {
 		}
 		return c, func() { c.Close() }, nil
 	}
-	return server.OpenOffline(p.root, p.store)
+	if offline == nil {
+		return nil, nil, fmt.Errorf("%s is not mounted, and this turnctl cannot open its history store", p.root)
+	}
+	return offline(p.root, p.store)
 }
 
 // rel converts a path given on the command line (relative to p.base, or

@@ -1,4 +1,4 @@
-package main
+package turnctlcli
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"ckptfs/turnctl/server"
 	"ckptfs/turnctl/turnctltest"
 	"ckptfs/versionstore"
 )
@@ -60,7 +61,7 @@ func testProject(t *testing.T) string {
 func tc(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := runWith(context.Background(), args, strings.NewReader(""), &out, &errb)
+	code := runWith(context.Background(), server.OpenOffline, args, strings.NewReader(""), &out, &errb)
 	return out.String(), errb.String(), code
 }
 

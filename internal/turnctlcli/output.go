@@ -1,4 +1,4 @@
-package main
+package turnctlcli
 
 import (
 	"encoding/json"
@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/history"
 	"ckptfs/turnctl"
-	"ckptfs/versionstore"
 )
 
 // useColor: only on a terminal, never with NO_COLOR or TERM=dumb.
@@ -105,7 +105,7 @@ func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 		if (c.After != nil && c.After.Type == "dir") || (c.After == nil && c.Before != nil && c.Before.Type == "dir") {
 			path += "/"
 		}
-		if c.Kind == versionstore.Renamed {
+		if c.Kind == history.Renamed {
 			path = printable(c.From) + " -> " + path
 		}
 		rows = append(rows, []cell{
@@ -128,13 +128,13 @@ func printable(p string) string {
 	return p
 }
 
-func kindColor(k versionstore.ChangeKind) string {
+func kindColor(k history.ChangeKind) string {
 	switch k {
-	case versionstore.Added:
+	case history.Added:
 		return cGreen
-	case versionstore.Deleted:
+	case history.Deleted:
 		return cRed
-	case versionstore.Renamed:
+	case history.Renamed:
 		return cCyan
 	}
 	return cYellow
@@ -171,7 +171,7 @@ func details(c turnctl.FileChange) string {
 }
 
 // statsLine: "3 files (+12 -4)".
-func statsLine(st versionstore.Stats) string {
+func statsLine(st history.Stats) string {
 	if st.Files == 0 {
 		return "no files changed"
 	}
@@ -202,7 +202,7 @@ func when(t time.Time) string {
 }
 
 // turnTitle: `turn 4  agent  "fix tests"  ref:msg-3`.
-func (e *env) turnTitle(t versionstore.Turn) string {
+func (e *env) turnTitle(t history.Turn) string {
 	parts := []string{e.paint(cBold+cYellow, fmt.Sprintf("turn %d", t.Num)), string(t.Kind)}
 	if t.Open {
 		parts = append(parts, e.paint(cGreen, "open"))

@@ -1,4 +1,4 @@
-package main
+package turnctlcli
 
 import (
 	"context"
@@ -81,6 +81,8 @@ type env struct {
 	g      globals         // the options before the command
 	proj   *project        // where the project is and how we reach it
 	h      turnctl.Handler // the daemon (Client) or an in-process Service
+	// offline opens the store when the project is not mounted.
+	offline Offline
 }
 
 // usageError is a wrong invocation: exit status 2.
@@ -101,11 +103,21 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	return runWith(context.Background(), args, os.Stdin, stdout, stderr)
+// Offline opens the history store of a project that is not mounted (root:
+// the project directory; store: its store directory) and returns a Handler
+// on it and a func that closes it. The ckptfs binary passes
+// server.OpenOffline; the turnctl binary, which does not link the store,
+// passes a func that hands the whole command over to `ckptfs
+// turnctl-offline` (it returns only with an error).
+type Offline func(root, store string) (turnctl.Handler, func(), error)
+
+// Main runs turnctl with args (without the program name) on the process's
+// stdin, stdout and stderr, and returns the exit status.
+func Main(args []string, offline Offline) int {
+	return runWith(context.Background(), offline, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
-func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var g globals
 	fs := pflag.NewFlagSet("turnctl", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -161,7 +173,7 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		commandHelp(stdout, c)
 		return exitOK
 	}
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g, offline: offline}
 	e.color = useColor(stdout)
 	if c.self {
 		return report(stderr, name, o.run(e, cfs.Args()))
@@ -172,7 +184,7 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return err
 		}
 		e.proj = p
-		h, closer, err := p.connect()
+		h, closer, err := p.connect(offline)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package turnctlcli
 
 import (
 	"context"
@@ -140,7 +140,7 @@ func connectForHook(e *env, ev agenthooks.Event) (turnctl.Handler, func(), error
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("%v; %s not recorded", err, ev.Action)
 	}
-	h, closer, err := p.connect()
+	h, closer, err := p.connect(e.offline)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%v; %s not recorded", err, ev.Action)
 	}
