@@ -104,11 +104,11 @@ func (r *Root) record(ctx context.Context, c fsstate.Capture, isDir bool) syscal
 }
 
 // captureName captures whatever is at name inside the directory dirfd
-// (Absent if nothing), as the prior state of p. With unlinking set, the
-// name is about to go away: a regular file with a single link and no
-// writer (the caller checks that) is offered to the store as a hard link
+// (Absent if nothing), as the prior state of p. With a claim, the name is
+// about to go away: the regular file with a single link that the claim
+// keeps writers off (attic.go) is offered to the store as a hard link
 // instead of a copy.
-func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, unlinking bool) syscall.Errno {
+func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim *atticClaim) syscall.Errno {
 	st, err := lstatAt(dirfd, name)
 	if err == unix.ENOENT {
 		return r.record(ctx, fsstate.Capture{Path: p, Prior: fsstate.State{Type: fsstate.Absent}}, false)
@@ -129,11 +129,15 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, unlin
 		st = st2
 	}
 	c := r.captureFor(p, fd, &st, false)
-	if unlinking && c.Prior.Type == fsstate.Regular && st.Nlink == 1 {
+	if claim != nil && c.Prior.Type == fsstate.Regular && st.Nlink == 1 && idOf(&st) == claim.id {
 		c.Link = func(dir *os.File, newName string) error {
-			return retry(func() error {
+			err := retry(func() error {
 				return unix.Linkat(dirfd, name, int(dir.Fd()), newName, 0)
 			})
+			if err == nil {
+				claim.linked = true
+			}
+			return err
 		}
 	}
 	if err := r.rec.Record(c, r.caller(ctx)); err != nil {

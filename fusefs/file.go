@@ -40,10 +40,17 @@ func (f *ptFile) PassthroughFd() (int, bool) { return f.fd, true }
 // daemon. The kernel forbids mixing passthrough and daemon-served opens of
 // one inode: while one kind is open, a new open takes the same kind (a
 // writer forced onto passthrough is captured by the caller at open).
-func (n *Node) newHandle(fd int, flags int, wantPT bool) fs.FileHandle {
+//
+// A writable open of an inode the store's attic has claimed fails with
+// ENOENT (see attic.go); fd is closed then.
+func (n *Node) newHandle(fd int, flags int, wantPT bool) (fs.FileHandle, syscall.Errno) {
 	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if f.writable && n.claimedLocked() {
+		unix.Close(fd)
+		return nil, syscall.ENOENT
+	}
 	pt := n.ptReaders > 0 || n.ptWriters > 0 || (wantPT && n.readers == 0 && n.writers == 0)
 	switch {
 	case !f.writable && pt:
@@ -63,9 +70,9 @@ func (n *Node) newHandle(fd int, flags int, wantPT bool) fs.FileHandle {
 		n.writers++
 	}
 	if f.kind == kindPTReader || f.kind == kindPTWriter {
-		return &ptFile{f}
+		return &ptFile{f}, 0
 	}
-	return f
+	return f, 0
 }
 
 func (f *file) fdOf() int { return f.fd }

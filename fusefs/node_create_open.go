@@ -68,10 +68,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, false); eno != 0 {
+	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, nil, 0, eno
 	}
-	oflags := int(flags)&^(unix.O_APPEND|fuse.FMODE_EXEC) | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	// O_TRUNC waits until the handle is registered (a claimed inode is
+	// not truncated, see attic.go).
+	trunc := flags&unix.O_TRUNC != 0
+	oflags := int(flags)&^(unix.O_APPEND|unix.O_TRUNC|fuse.FMODE_EXEC) | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	var fd int
 	err := retry(func() error {
 		var err error
@@ -96,7 +99,16 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	child := ch.Operations().(*Node)
 	// The new node is linked under name only after Create returns.
 	p, ok := n.childPath(name)
-	h := child.newHandle(fd, int(flags), ok && n.r.priorRecorded(p, &st))
+	h, eno := child.newHandle(fd, int(flags), ok && n.r.priorRecorded(p, &st))
+	if eno != 0 {
+		return nil, nil, 0, eno
+	}
+	if trunc && st.Size > 0 {
+		if err := retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
+			h.(interface{ release() }).release()
+			return nil, nil, 0, errno(err)
+		}
+	}
 	n.r.creditPassthrough(ctx, h)
 	return ch, h, 0, 0
 }
@@ -107,7 +119,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, false); eno != 0 {
+	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, eno
 	}
 	if err := retry(func() error { return unix.Mknodat(n.fd, name, mode, int(dev)) }); err != nil {
@@ -122,7 +134,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, false); eno != 0 {
+	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, eno
 	}
 	if err := retry(func() error { return unix.Symlinkat(target, n.fd, name) }); err != nil {
@@ -141,7 +153,15 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, false); eno != 0 {
+	if t.StableAttr().Mode&unix.S_IFMT == unix.S_IFREG {
+		// A new name would make an attic inode writable again.
+		release, eno := t.holdWrite()
+		if eno != 0 {
+			return nil, eno
+		}
+		defer release()
+	}
+	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, eno
 	}
 	// Through /proc/self/fd with AT_SYMLINK_FOLLOW: links the inode itself
@@ -183,7 +203,8 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		return n.newHandle(fd, int(flags), true), 0, 0
+		h, eno := n.newHandle(fd, int(flags), true)
+		return h, 0, eno
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
@@ -196,18 +217,23 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	if trunc {
-		if err := retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
-			unix.Close(fd)
-			return nil, 0, errno(err)
-		}
-	}
 	wantPT := false
 	if st, err := fstatFd(fd); err == nil {
 		p, ok := n.path()
 		wantPT = ok && n.r.priorRecorded(p, &st)
 	}
-	h := n.newHandle(fd, int(flags), wantPT)
+	// The handle is registered before the truncate: a claimed inode (see
+	// attic.go) is refused untouched.
+	h, eno := n.newHandle(fd, int(flags), wantPT)
+	if eno != 0 {
+		return nil, 0, eno
+	}
+	if trunc {
+		if err := retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
+			h.(interface{ release() }).release()
+			return nil, 0, errno(err)
+		}
+	}
 	if _, ok := h.(*ptFile); ok {
 		if eno := n.captureContentLocked(ctx); eno != 0 {
 			h.(*ptFile).release()

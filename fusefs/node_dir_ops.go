@@ -62,7 +62,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, false); eno != 0 {
+	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, eno
 	}
 	if err := retry(func() error { return unix.Mkdirat(n.fd, name, mode) }); err != nil {
@@ -77,7 +77,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, false); eno != 0 {
+	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return eno
 	}
 	return errno(retry(func() error { return unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR) }))
@@ -85,10 +85,10 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 // captureChild captures the prior state of name inside n (see
 // Root.captureName). The caller holds the gate.
-func (n *Node) captureChild(ctx context.Context, name string, unlinking bool) syscall.Errno {
+func (n *Node) captureChild(ctx context.Context, name string, claim *atticClaim) syscall.Errno {
 	p, ok := n.childPath(name)
 	if !ok {
 		return 0 // a directory that was removed: not in the tree
 	}
-	return n.r.captureName(ctx, n.fd, name, p, unlinking)
+	return n.r.captureName(ctx, n.fd, name, p, claim)
 }

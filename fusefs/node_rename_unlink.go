@@ -8,33 +8,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hasWriterChild reports whether the node go-fuse knows for name has a
-// handle open for writing (its bytes can still change, so the store must
-// not keep them by hard link).
-func (n *Node) hasWriterChild(name string) bool {
-	ch := n.GetChild(name)
-	if ch == nil {
-		return false
-	}
-	c, ok := ch.Operations().(*Node)
-	if !ok {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.writers+c.ptWriters > 0
-}
-
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.r.hiddenName(n, name) {
 		return syscall.EPERM
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, !n.hasWriterChild(name)); eno != 0 {
+	claim := n.r.claimForAttic(n.fd, name)
+	if eno := n.captureChild(ctx, name, claim); eno != 0 {
+		claim.done(false)
 		return eno
 	}
-	return errno(retry(func() error { return unix.Unlinkat(n.fd, name, 0) }))
+	err := retry(func() error { return unix.Unlinkat(n.fd, name, 0) })
+	claim.done(err == nil)
+	return errno(err)
 }
 
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -82,6 +69,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	dstVer := dok && !r.excluded(dstPath, dstDir)
 
 	commit := func(bool) {}
+	var claim *atticClaim // the destination, if its inode may go to the attic
+	defer func() { claim.done(false) }()
 	switch {
 	case exchange && srcVer && dstVer:
 		c, err := r.rec.RecordRename(srcPath, dstPath, true, r.caller(ctx))
@@ -92,12 +81,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	case exchange:
 		// One side is unversioned: each versioned name gets new content.
 		if srcVer {
-			if eno := r.captureName(ctx, n.fd, name, srcPath, false); eno != 0 {
+			if eno := r.captureName(ctx, n.fd, name, srcPath, nil); eno != 0 {
 				return eno
 			}
 		}
 		if dstVer {
-			if eno := r.captureName(ctx, np.fd, newName, dstPath, false); eno != 0 {
+			if eno := r.captureName(ctx, np.fd, newName, dstPath, nil); eno != 0 {
 				return eno
 			}
 		}
@@ -106,7 +95,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			// Whatever the destination held goes away. (An absent
 			// destination needs a record only when the name does not
 			// arrive by a recorded rename.)
-			if eno := r.captureName(ctx, np.fd, newName, dstPath, dstExists && !np.hasWriterChild(newName)); eno != 0 {
+			if dstExists {
+				claim = r.claimForAttic(np.fd, newName)
+			}
+			if eno := r.captureName(ctx, np.fd, newName, dstPath, claim); eno != 0 {
+				claim.done(false)
 				return eno
 			}
 		}
@@ -119,7 +112,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			commit = c
 		case srcVer:
 			// Moving out of the versioned tree: as good as a delete.
-			if eno := r.captureName(ctx, n.fd, name, srcPath, false); eno != 0 {
+			if eno := r.captureName(ctx, n.fd, name, srcPath, nil); eno != 0 {
 				return eno
 			}
 		}
@@ -127,6 +120,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	srcNode, dstNode := childNode(n, name), childNode(np, newName)
 	err = retry(func() error { return unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)) })
 	commit(err == nil)
+	claim.done(err == nil)
 	if err == nil {
 		if srcNode != nil {
 			srcNode.addLink(np, newName)

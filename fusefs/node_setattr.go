@@ -47,6 +47,15 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 	}
 	if sz, ok := in.GetSize(); ok {
+		if hfd < 0 || !f.(interface{ isWritable() bool }).isWritable() {
+			// Not through a writable handle: not if the inode went to the
+			// attic (attic.go).
+			release, eno := n.holdWrite()
+			if eno != 0 {
+				return eno
+			}
+			defer release()
+		}
 		if eno := n.captureContentLocked(ctx); eno != 0 {
 			return eno
 		}

@@ -85,6 +85,7 @@ type Root struct {
 
 	nodesMu sync.Mutex
 	nodes   map[fs.StableAttr]*Node // live nodes by identity: lookups reuse them
+	attic   map[fs.StableAttr]int   // inodes claimed by the store's attic (attic.go)
 
 	commMu sync.Mutex
 	comms  map[uint32]string
@@ -120,6 +121,7 @@ func NewRoot(backing *os.File, opts Options) (*Root, error) {
 		hidden:    map[string]bool{},
 		rootDev:   st.Dev,
 		nodes:     map[fs.StableAttr]*Node{},
+		attic:     map[fs.StableAttr]int{},
 		comms:     map[uint32]string{},
 		ptWriters: map[*Node]int{},
 	}
@@ -443,6 +445,7 @@ func (r *Root) forgetNode(id fs.StableAttr, n *Node) {
 	r.nodesMu.Lock()
 	if r.nodes[id] == n {
 		delete(r.nodes, id)
+		delete(r.attic, id)
 	}
 	r.nodesMu.Unlock()
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -280,7 +281,7 @@ func (w *fsxWorker) randomOp() (string, []any, func(ri int, root string) fsxResu
 		p, r1, r2, doSync := pick(), rng.Int(), rng.Intn(6000), rng.Intn(2) == 0
 		data := make([]byte, 6000)
 		rng.Read(data)
-		return "mmap-write", []any{p, r1, r2, doSync}, func(_ int, root string) fsxResult {
+		return "mmap-write", []any{p, r1, r2, doSync}, func(_ int, root string) (r fsxResult) {
 			fd, err := unix.Open(filepath.Join(root, p), unix.O_RDWR, 0)
 			if err != nil {
 				return res(err)
@@ -299,6 +300,15 @@ func (w *fsxWorker) randomOp() (string, []any, func(ri int, root string) fsxResu
 				return res(err)
 			}
 			off := r1 % size
+			// Another worker on the same tree may truncate the file under
+			// the mapping: the fault is a result, not a crash.
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			defer func() {
+				if recover() != nil {
+					unix.Munmap(mem)
+					r = fsxResult{Data: "fault"}
+				}
+			}()
 			k := copy(mem[off:], data[:r2])
 			if doSync {
 				err = unix.Msync(mem, unix.MS_SYNC)
