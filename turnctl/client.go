@@ -1,22 +1,31 @@
 package turnctl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/textproto"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // Client speaks the control protocol to a daemon's socket. It implements
-// Handler.
+// Handler, and is safe for concurrent use: every call is one request on a
+// connection of its own.
+//
+// It is a minimal HTTP/1.1 client (a POST with a JSON body; a reply with
+// Content-Length or chunked), not net/http's: linking net/http costs every
+// start of turnctl, which agents' hooks run at every prompt, milliseconds
+// of initialisation and page faults. The daemon serves with net/http, so
+// curl works too.
 type Client struct {
 	socket string
-	http   *http.Client
 }
 
 var _ Handler = (*Client)(nil)
@@ -34,49 +43,228 @@ func Dial(path string) (*Client, error) {
 
 // NewClient returns a Client for the socket at path without connecting.
 func NewClient(path string) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-		MaxIdleConns:    1,
-		IdleConnTimeout: 10 * time.Second,
-	}
-	return &Client{socket: path, http: &http.Client{Transport: tr}}
+	return &Client{socket: path}
 }
 
-// Close releases idle connections.
-func (c *Client) Close() error {
-	c.http.CloseIdleConnections()
-	return nil
+// Close releases the Client's resources (it holds none between calls).
+func (c *Client) Close() error { return nil }
+
+// response is a reply's status and headers, and its body.
+type response struct {
+	status     int
+	statusText string // "404 Not Found"
+	header     textproto.MIMEHeader
+	body       io.ReadCloser
 }
 
 // post sends req to /v1/name and returns the response, or the daemon's
 // *Error for a non-200 reply.
-func (c *Client) post(ctx context.Context, name string, req any) (*http.Response, error) {
+func (c *Client) post(ctx context.Context, name string, req any) (*response, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://ckptfs/v1/"+name, bytes.NewReader(body))
+	resp, err := c.roundTrip(ctx, name, body)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return nil, fmt.Errorf("ckptfs daemon at %s: %s: %w", c.socket, name, err)
+	}
+	if resp.status == 200 {
+		return resp, nil
+	}
+	defer resp.body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.body, MaxRequestBytes))
+	var e Error
+	if json.Unmarshal(data, &e) != nil || e.Message == "" {
+		return nil, fmt.Errorf("ckptfs daemon: %s", resp.statusText)
+	}
+	return nil, &e
+}
+
+// roundTrip sends one request on a new connection and reads the reply's
+// head; the body reads from the connection, and closing it closes the
+// connection.
+func (c *Client) roundTrip(ctx context.Context, name string, body []byte) (*response, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(hreq)
+	// Cancelling ctx aborts whatever the call is waiting for.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	fail := func(err error) (*response, error) {
+		stop()
+		conn.Close()
+		return nil, err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "POST /v1/%s HTTP/1.1\r\nHost: ckptfs\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", name, len(body))
+	b.Write(body)
+	if _, err := conn.Write(b.Bytes()); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReader(conn)
+	tp := textproto.NewReader(br)
+	line, err := tp.ReadLine()
 	if err != nil {
-		return nil, fmt.Errorf("ckptfs daemon at %s: %w", c.socket, err)
+		return fail(fmt.Errorf("reading reply: %w", eofIsUnexpected(err)))
 	}
-	if resp.StatusCode == http.StatusOK {
-		return resp, nil
+	proto, status, ok := strings.Cut(line, " ")
+	code, cerr := strconv.Atoi(strings.SplitN(status, " ", 2)[0])
+	if !ok || !strings.HasPrefix(proto, "HTTP/1.") || cerr != nil || code < 100 || code > 999 {
+		return fail(fmt.Errorf("malformed reply %q", line))
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, MaxRequestBytes))
-	var e Error
-	if json.Unmarshal(data, &e) != nil || e.Message == "" {
-		return nil, fmt.Errorf("ckptfs daemon: %s", resp.Status)
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return fail(fmt.Errorf("reading reply: %w", eofIsUnexpected(err)))
 	}
-	return nil, &e
+	resp := &response{status: code, statusText: status, header: h}
+	cl := &connBody{conn: conn, stop: stop}
+	switch te := strings.ToLower(h.Get("Transfer-Encoding")); {
+	case te == "chunked":
+		cl.r = &chunkedReader{r: br}
+	case te != "" && te != "identity":
+		return fail(fmt.Errorf("reply with unsupported Transfer-Encoding %q", te))
+	case h.Get("Content-Length") != "":
+		n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+		if err != nil || n < 0 {
+			return fail(fmt.Errorf("reply with bad Content-Length %q", h.Get("Content-Length")))
+		}
+		cl.r = &exactReader{r: br, n: n}
+	default:
+		cl.r = br // until the daemon closes the connection
+	}
+	resp.body = cl
+	return resp, nil
+}
+
+func eofIsUnexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// connBody is a reply's body; Close closes the connection.
+type connBody struct {
+	r    io.Reader
+	conn net.Conn
+	stop func() bool
+}
+
+func (b *connBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b *connBody) Close() error {
+	b.stop()
+	return b.conn.Close()
+}
+
+// exactReader reads n bytes and then reports io.EOF; fewer is an error.
+type exactReader struct {
+	r io.Reader
+	n int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > e.n {
+		p = p[:e.n]
+	}
+	n, err := e.r.Read(p)
+	e.n -= int64(n)
+	if err == io.EOF && e.n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// chunkedReader decodes a chunked body (RFC 9112 §7.1).
+type chunkedReader struct {
+	r    *bufio.Reader
+	left int64 // bytes left in the current chunk
+	done bool
+	err  error
+}
+
+func (c *chunkedReader) Read(p []byte) (int, error) {
+	for c.left == 0 && !c.done && c.err == nil {
+		c.err = c.next()
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.done {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left == 0 && err == nil {
+		err = c.crlf()
+	}
+	if err != nil {
+		c.err = eofIsUnexpected(err)
+		if n > 0 {
+			return n, nil
+		}
+		return 0, c.err
+	}
+	return n, nil
+}
+
+// next reads a chunk-size line; after the last chunk, the trailers.
+func (c *chunkedReader) next() error {
+	line, err := c.line()
+	if err != nil {
+		return err
+	}
+	size, _, _ := strings.Cut(line, ";")
+	n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("malformed chunk size %q", line)
+	}
+	if n > 0 {
+		c.left = n
+		return nil
+	}
+	for { // trailers, up to the empty line
+		line, err := c.line()
+		if err != nil {
+			return err
+		}
+		if line == "" {
+			c.done = true
+			return nil
+		}
+	}
+}
+
+func (c *chunkedReader) line() (string, error) {
+	s, err := c.r.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return "", errors.New("chunk header line too long")
+		}
+		return "", eofIsUnexpected(err)
+	}
+	return strings.TrimRight(string(s), "\r\n"), nil
+}
+
+func (c *chunkedReader) crlf() error {
+	s, err := c.line()
+	if err != nil {
+		return err
+	}
+	if s != "" {
+		return errors.New("malformed chunked body: no CRLF after a chunk")
+	}
+	return nil
 }
 
 // call posts req and decodes the JSON reply into a new Rep.
@@ -85,9 +273,9 @@ func call[Rep any](ctx context.Context, c *Client, name string, req any) (*Rep, 
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer resp.body.Close()
 	rep := new(Rep)
-	if err := json.NewDecoder(resp.Body).Decode(rep); err != nil {
+	if err := json.NewDecoder(resp.body).Decode(rep); err != nil {
 		return nil, fmt.Errorf("ckptfs daemon: bad reply to %s: %w", name, err)
 	}
 	return rep, nil
@@ -139,8 +327,8 @@ func (c *Client) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &CatReply{Body: resp.Body, State: FileState{Type: "file", Mode: resp.Header.Get("Ckptfs-Mode")}}
-	rep.Turn, _ = strconv.ParseUint(resp.Header.Get("Ckptfs-Turn"), 10, 64)
-	rep.State.Size, _ = strconv.ParseInt(resp.Header.Get("Ckptfs-Size"), 10, 64)
+	rep := &CatReply{Body: resp.body, State: FileState{Type: "file", Mode: resp.header.Get("Ckptfs-Mode")}}
+	rep.Turn, _ = strconv.ParseUint(resp.header.Get("Ckptfs-Turn"), 10, 64)
+	rep.State.Size, _ = strconv.ParseInt(resp.header.Get("Ckptfs-Size"), 10, 64)
 	return rep, nil
 }
