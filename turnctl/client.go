@@ -20,10 +20,10 @@ import (
 // connection of its own.
 //
 // It is a minimal HTTP/1.1 client (a POST with a JSON body; a reply with
-// Content-Length or chunked), not net/http's: linking net/http costs every
-// start of turnctl, which agents' hooks run at every prompt, milliseconds
-// of initialisation and page faults. The daemon serves with net/http, so
-// curl works too.
+// Content-Length or chunked), not net/http's: linking net/http (and
+// crypto/tls) costs every start of turnctl, which agents' hooks run at
+// every prompt, milliseconds of initialisation and page faults. The daemon
+// serves with net/http, so curl works too.
 type Client struct {
 	socket string
 }

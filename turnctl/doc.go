@@ -1,10 +1,21 @@
 // Package turnctl is the control protocol of a ckptfs mount: the wire
-// types, a Client, the server (Listen, Serve) and the Service that carries
-// out each command on the history store (versionstore).
+// types, the Handler interface and a Client. The server side (Listen,
+// Serve, and the Service that carries out each command on the history
+// store) is package turnctl/server.
 //
-// The daemon calls Listen, NewService and Serve; the turnctl command talks
-// to it with a Client, or, when the project is not mounted, runs a Service
-// in its own process on the store it opened. Both implement Handler, so the
+// This package and what it imports stay small: the turnctl binary, which
+// agents' hooks start at every prompt, links only it (the Client is a
+// minimal HTTP/1.1 client, not net/http's) and must start in a few
+// milliseconds. It must never import versionstore or Pebble; the types it
+// shares with the store are in internal/history (cmd/turnctl's test checks
+// this).
+//
+// The daemon calls server.Listen, server.NewService and server.Serve; the
+// turnctl command talks to it with a Client. When the project is not
+// mounted, turnctl hands the command over to `ckptfs turnctl-offline`,
+// which runs the same command-line code (internal/turnctlcli) on a
+// server.Service in its own process, on the store it opened
+// (server.OpenOffline). Client and Service both implement Handler, so the
 // command-line code is the same either way.
 //
 // # Transport
