@@ -77,11 +77,11 @@ func newFlags(name, synopsis string, stdout io.Writer) *pflag.FlagSet {
 	return fs
 }
 
-// parse parses args; --help prints usage to stdout and returns ErrHelp.
+// parse parses args; --help prints usage to stdout (pflag calls fs.Usage)
+// and returns ErrHelp.
 func parse(fs *pflag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
-		fs.Usage()
 		return err
 	}
 	if err != nil {
