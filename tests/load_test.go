@@ -1,16 +1,20 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"ckptfs/turnctl"
 )
@@ -20,6 +24,7 @@ import (
 type history struct {
 	t      *testing.T
 	dir    string
+	m      *Mount
 	states map[uint64]map[string]entry
 }
 
@@ -58,7 +63,14 @@ func (h *history) rewindCheck(c *turnctl.Client, n uint64, why string) {
 	if open := openTurn(t, c); open != 0 {
 		h.states[open] = tree(t, h.dir) // the rewind closes it as it is
 	}
+	var stop func()
+	if os.Getenv("DIAG") != "" {
+		stop = watchdog(t, h.m, 4*time.Second, "rewind")
+	}
 	r, err := c.Rewind(context.Background(), turnctl.RewindRequest{Turn: fmt.Sprint(n)})
+	if stop != nil {
+		stop()
+	}
 	if err != nil {
 		t.Fatalf("%s: rewind %d: %v", why, n, err)
 	}
@@ -115,6 +127,7 @@ func TestHistoryUnderLoad(t *testing.T) {
 	c := control(t, m)
 	ctx := context.Background()
 	h := newHistory(t, dir)
+	h.m = m
 	ws := make([]*fsxWorker, workers)
 	for i := range ws {
 		ws[i] = newFsxWorker(seed+int64(i)+1, ".", [2]string{dir, dir})
@@ -125,7 +138,9 @@ func TestHistoryUnderLoad(t *testing.T) {
 		}
 	})
 	rewinds, boundaries := 0, 0
+	start := time.Now()
 	for r := 0; r < rounds; r++ {
+		stop := watchdog(t, m, 60*time.Second, fmt.Sprintf("round %d (seed %d)", r, seed))
 		loadWorkers(ws, dir, 20+rng.Intn(80))
 		s := tree(t, dir)
 		switch x := rng.Intn(10); {
@@ -154,7 +169,9 @@ func TestHistoryUnderLoad(t *testing.T) {
 			h.rewindCheck(c, known[rng.Intn(len(known))], fmt.Sprintf("round %d (seed %d)", r, seed))
 			rewinds++
 		}
+		stop()
 	}
+	t.Logf("rounds done in %v", time.Since(start).Round(time.Millisecond))
 	known := h.known()
 	rng.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
 	if len(known) > scale(t, 8, 60) {
@@ -170,7 +187,7 @@ func TestHistoryUnderLoad(t *testing.T) {
 			total += v
 		}
 	}
-	t.Logf("%d operations by %d writers, %d boundaries, %d rewinds checked, %d turns known", total, workers, boundaries, rewinds, len(h.states))
+	t.Logf("%d operations by %d writers, %d boundaries, %d rewinds checked, %d turns known, in %v", total, workers, boundaries, rewinds, len(h.states), time.Since(start).Round(time.Millisecond))
 }
 
 // TestAtticUnlinkRacesWriter: an unlink whose prior bytes the store keeps
@@ -234,4 +251,33 @@ func TestAtticUnlinkRacesWriter(t *testing.T) {
 		t.Fatalf("rewind: %v", err)
 	}
 	sameTree(t, "after rewinding past the races", want, tree(t, dir))
+}
+
+// watchdog dumps the daemon's goroutines (SIGQUIT: the Go runtime prints
+// every stack and exits) into the test log if stop is not called within d,
+// so a deadlock fails the test with its stacks instead of hanging it.
+// With the daemon gone, blocked requests fail and the test goes on to fail.
+func watchdog(t *testing.T, m *Mount, d time.Duration, what string) (stop func()) {
+	t.Helper()
+	pid := m.PID(t)
+	timer := time.AfterFunc(d, func() {
+		// The daemon's stderr is <store>/daemon.log, hidden by the mount:
+		// read it through the daemon's own fd.
+		f, err := os.Open(fmt.Sprintf("/proc/%d/fd/2", pid))
+		syscall.Kill(pid, syscall.SIGQUIT)
+		for i := 0; i < 500 && alive(pid); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("%s: no progress in %v; daemon log: %v", what, d, err)
+			return
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		if i := bytes.LastIndex(b, []byte("SIGQUIT")); i >= 0 {
+			b = b[i:]
+		}
+		t.Errorf("%s: no progress in %v; the daemon's goroutines:\n%s", what, d, b)
+	})
+	return func() { timer.Stop() }
 }

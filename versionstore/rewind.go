@@ -253,6 +253,13 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 				}
 				m.cur = join(r.Path, rest)
 			}
+			// A move that now ends where a new one below ends is that
+			// move again (back gave its orig for from or to): keep one,
+			// or a name renamed back and forth adds a move per rename
+			// and every event costs O(renames so far).
+			if m.cur == r.To || (r.Op == opExchange && m.cur == r.Path) {
+				continue
+			}
 			kept = append(kept, m)
 		}
 		moves = append(kept, &move{orig: from, cur: r.To})
