@@ -42,6 +42,17 @@ func (h *history) known() []uint64 {
 	return ns
 }
 
+// knownStates is known without the turns whose state is not known (nil).
+func (h *history) knownStates() []uint64 {
+	var ns []uint64
+	for _, n := range h.known() {
+		if h.states[n] != nil {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
 // openTurn returns the number of the open turn, 0 if none.
 func openTurn(t *testing.T, c *turnctl.Client) uint64 {
 	t.Helper()
