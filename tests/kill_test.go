@@ -98,7 +98,7 @@ func TestKillAtRandomMoments(t *testing.T) {
 		case "churn":
 			// Unique bytes (no dedup) several times over the memtable
 			// size in make test-long, so that Pebble flushes and compacts.
-			size := scale(t, 2<<20, 8<<20)
+			size := scale(t, 2<<20, 4<<20)
 			delay = time.Duration(rng.Intn(scale(t, 1500, 6000))) * time.Millisecond
 			wg.Add(1)
 			go func() {
@@ -154,6 +154,9 @@ func TestKillAtRandomMoments(t *testing.T) {
 					h.states[tn.Num] = got
 				}
 			}
+		}
+		if long(t) {
+			t.Logf("kill %d (%s after %v): remounted, %d turns", k, kind, delay, len(h.states))
 		}
 		// Two random closed turns rewind exactly.
 		for i := 0; i < 2; i++ {
