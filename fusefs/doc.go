@@ -45,7 +45,8 @@
 //
 // A file open for writing whose writes arrive as FUSE WRITE requests is
 // captured on its first write in each turn. Read-only opens use FUSE
-// passthrough, and so do writable opens of a file whose prior state in the
+// passthrough, and, with Options.WritePassthrough (experimental, off by
+// default), so do writable opens of a file whose prior state in the
 // current turn is recorded already (created, truncated or written earlier
 // in the turn): their writes go from the kernel to the backing file without
 // a round trip through the daemon. Because the kernel forbids mixing

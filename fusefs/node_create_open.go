@@ -188,9 +188,10 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // Open reopens the backing inode. Read-only opens use FUSE passthrough
 // (reads at native speed) unless the file is open through the daemon: the
 // kernel does not let one inode mix passthrough and cached opens. A
-// writable open uses passthrough too when the file's prior state in this
+// writable open uses passthrough too when the file has passthrough readers,
+// or (with Options.WritePassthrough) when the file's prior state in this
 // turn is recorded already (truncated now, created or written earlier in
-// the turn), or when the file has passthrough readers; its writes then
+// the turn); its writes then
 // bypass the daemon, so its content is captured now (if it was not) and
 // again at every turn boundary while it stays open.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -251,6 +252,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // set-ID files (whose bits a passthrough write by the daemon's credentials
 // would not clear) stay on the daemon-served path.
 func (r *Root) priorRecorded(p string, st *stat) bool {
+	if !r.opts.WritePassthrough {
+		return false
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
 		return false
 	}

@@ -44,6 +44,13 @@ type Options struct {
 	Exclude func(path string, isDir bool) bool
 	// Logger receives BUG: lines and go-fuse diagnostics; may be nil.
 	Logger Logger
+	// WritePassthrough lets writable opens of a file whose prior state the
+	// turn already holds use FUSE passthrough (writes at native speed).
+	// Off by default: under concurrent random operations it met rare EIO
+	// on open and a copy_file_range that returned 0 with a passthrough
+	// destination, not yet understood (issue 6 notes). The daemon turns
+	// it on with CKPTFS_WRITE_PASSTHROUGH=1.
+	WritePassthrough bool
 }
 
 // Logger is the minimal logging sink the overlay uses.

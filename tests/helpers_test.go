@@ -362,6 +362,10 @@ func checkDaemonLog(t *testing.T, store string) {
 		return
 	}
 	s := string(b)
+	if t.Failed() {
+		// Whatever the daemon said may explain the failure.
+		t.Logf("daemon log (last 3000 bytes):\n%s", s[max(0, len(s)-3000):])
+	}
 	for _, bad := range []string{"DATA RACE", "panic:", "BUG:"} {
 		if i := strings.Index(s, bad); i >= 0 {
 			end := min(len(s), i+3000)

@@ -8,10 +8,19 @@ import (
 )
 
 // Files created, truncated or already written in a turn are written through
-// FUSE passthrough, past the daemon. A handle kept open across turn
-// boundaries must still leave each turn's end state in history: the
-// boundary captures such files again (Root.Exclusive).
+// FUSE passthrough, past the daemon, with CKPTFS_WRITE_PASSTHROUGH=1. A
+// handle kept open across turn boundaries must still leave each turn's end
+// state in history, written through the daemon or not: the boundary
+// captures passthrough writers again (Root.Exclusive).
 func TestPassthroughWritersKeepBoundariesExact(t *testing.T) {
+	t.Run("daemon-served", writersAcrossBoundaries)
+	t.Run("passthrough", func(t *testing.T) {
+		t.Setenv("CKPTFS_WRITE_PASSTHROUGH", "1") // the daemon inherits it
+		writersAcrossBoundaries(t)
+	})
+}
+
+func writersAcrossBoundaries(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"old.txt": "old content\n"})
 	m := mountProject(t, dir)

@@ -116,6 +116,8 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		Hidden:   hidden,
 		Exclude:  exclude,
 		Logger:   logger,
+		// Experimental, off by default: see fusefs.Options.
+		WritePassthrough: os.Getenv("CKPTFS_WRITE_PASSTHROUGH") == "1",
 	})
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)
