@@ -90,6 +90,7 @@ type Root struct {
 	mntMu    sync.Mutex
 	mnt      *os.File // an fd of the mount itself, for syncfs
 
+	relief  *fdRelief // drops the kernel's caches near the fd limit
 	nodesMu sync.Mutex
 	nodes   map[fs.StableAttr]*Node // live nodes by identity: lookups reuse them
 	attic   map[fs.StableAttr]int   // inodes claimed by the store's attic (attic.go)
@@ -132,6 +133,7 @@ func NewRoot(backing *os.File, opts Options) (*Root, error) {
 		comms:     map[uint32]string{},
 		ptWriters: map[*Node]int{},
 	}
+	r.relief = newFDRelief(r.logf)
 	for _, h := range opts.Hidden {
 		p, ok := fsstate.Clean(h)
 		if !ok || p == "" {
@@ -211,6 +213,9 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 		srv.Unmount()
 		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
 	}
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	go r.relief.run(done)
 	return srv, nil
 }
 
@@ -445,6 +450,7 @@ func (r *Root) lookupNode(id fs.StableAttr, n *Node) *Node {
 		return old
 	}
 	r.nodes[id] = n
+	r.relief.note(len(r.nodes))
 	return n
 }
 
