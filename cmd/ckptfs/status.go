@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ckptfs/internal/rundir"
+	"ckptfs/internal/units"
 	"ckptfs/turnctl"
 	"ckptfs/versionstore"
 )
@@ -122,9 +123,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	free := ""
 	if rep.FreeBytes >= 0 {
-		free = ", " + human(rep.FreeBytes) + " free"
+		free = ", " + units.Bytes(rep.FreeBytes) + " free"
 	}
-	fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, human(rep.StoreBytes), free)
+	fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
 	if rep.StoreFull {
 		fmt.Fprintf(stdout, "problem: store full: changes through the mount fail with ENOSPC until space is freed under the store\n")
 	}
@@ -177,17 +178,4 @@ func du(root string) int64 {
 		return nil
 	})
 	return total
-}
-
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

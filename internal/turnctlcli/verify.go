@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"ckptfs/internal/units"
 	"ckptfs/turnctl"
 )
 
@@ -38,7 +39,7 @@ func (o *verifyOptions) run(e *env, args []string) error {
 		for _, c := range rep.Corrupt {
 			fmt.Fprintln(e.stdout, e.paint(cRed, "corrupt: ")+c)
 		}
-		fmt.Fprintf(e.stdout, "%d chunks (%s), %d attic files checked\n", rep.Chunks, size(rep.Bytes), rep.Attic)
+		fmt.Fprintf(e.stdout, "%d chunks (%s), %d attic files checked\n", rep.Chunks, units.Bytes(rep.Bytes), rep.Attic)
 	}
 	if !rep.OK {
 		return fmt.Errorf("the store is corrupt: %s", plural(len(rep.Corrupt), "problem"))
@@ -47,17 +48,4 @@ func (o *verifyOptions) run(e *env, args []string) error {
 		fmt.Fprintln(e.stdout, e.paint(cGreen, "ok"))
 	}
 	return nil
-}
-
-func size(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
