@@ -384,7 +384,7 @@ func TestPassthroughWriterRecapturedAtBoundary(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a"), []byte("one"), 0o644)
 	fr := newFakeRec(t)
-	r := mountFake(t, dir, Options{Recorder: fr})
+	r := mountFake(t, dir, Options{Recorder: fr, ReadPassthrough: true})
 	rd, err := os.Open(filepath.Join(dir, "a"))
 	if err != nil {
 		t.Fatal(err)

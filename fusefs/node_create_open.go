@@ -204,7 +204,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		h, eno := n.newHandle(fd, int(flags), true)
+		h, eno := n.newHandle(fd, int(flags), n.r.opts.ReadPassthrough)
 		return h, 0, eno
 	}
 	n.r.gate.RLock()

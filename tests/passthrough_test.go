@@ -16,6 +16,7 @@ func TestPassthroughWritersKeepBoundariesExact(t *testing.T) {
 	t.Run("daemon-served", writersAcrossBoundaries)
 	t.Run("passthrough", func(t *testing.T) {
 		t.Setenv("CKPTFS_WRITE_PASSTHROUGH", "1") // the daemon inherits it
+		t.Setenv("CKPTFS_PASSTHROUGH", "1")
 		writersAcrossBoundaries(t)
 	})
 }

@@ -118,6 +118,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		Logger:   logger,
 		// Experimental, off by default: see fusefs.Options.
 		WritePassthrough: os.Getenv("CKPTFS_WRITE_PASSTHROUGH") == "1",
+		ReadPassthrough:  os.Getenv("CKPTFS_PASSTHROUGH") == "1",
 	})
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)
