@@ -174,6 +174,11 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if n.r.hiddenName(n, name) {
 		return nil, syscall.ENOENT
 	}
+	return n.childAt(ctx, name, out)
+}
+
+// childAt opens name in n as its node (a lookup, or a new hard link).
+func (n *Node) childAt(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	fd, err := openPath(n.fd, name)
 	if err != nil {
 		return nil, errno(err)

@@ -173,19 +173,11 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, errno(err)
 	}
-	fd, err := openPath(n.fd, name)
-	if err != nil {
-		return nil, errno(err)
-	}
-	st, err := fstatFd(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, errno(err)
-	}
-	return n.newChild(ctx, name, fd, &st, out), 0
+	return n.childAt(ctx, name, out)
 }
 
 // Open reopens the backing inode. Read-only opens use FUSE passthrough
+// when Options.ReadPassthrough is set
 // (reads at native speed) unless the file is open through the daemon: the
 // kernel does not let one inode mix passthrough and cached opens. A
 // writable open uses passthrough too when the file has passthrough readers,
@@ -219,9 +211,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, errno(err)
 	}
 	wantPT := false
-	if st, err := fstatFd(fd); err == nil {
-		p, ok := n.path()
-		wantPT = ok && n.r.priorRecorded(p, &st)
+	if n.r.opts.WritePassthrough {
+		if st, err := fstatFd(fd); err == nil {
+			p, ok := n.path()
+			wantPT = ok && n.r.priorRecorded(p, &st)
+		}
 	}
 	// The handle is registered before the truncate: a claimed inode (see
 	// attic.go) is refused untouched.
