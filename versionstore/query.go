@@ -15,6 +15,21 @@ type resolved struct {
 	Content *contentRef // bytes kept in the store (state taken from a record)
 	Live    string      // else the live path that holds this state now
 	FromLog bool        // the state came from a record, not from the live tree
+	Seq     uint64      // with FromLog: the record's event (0: renamed over)
+}
+
+// sameObject reports whether two resolutions of a path found the same
+// object: the same record, or the same live path. A directory moves with
+// its contents, which have no events of their own, so two directories
+// with equal metadata are only known equal when they are the same object.
+func sameObject(x, y resolved) bool {
+	if x.FromLog != y.FromLog {
+		return false
+	}
+	if x.FromLog {
+		return x.Seq == y.Seq
+	}
+	return x.Live == y.Live
 }
 
 // endSeq returns the last event sequence number that belongs to the state
@@ -55,7 +70,7 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 		switch r.Op {
 		case opPrior:
 			for _, id := range pending[r.Path] {
-				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true}
+				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq}
 			}
 			delete(pending, r.Path)
 		case opMeta:
@@ -178,6 +193,7 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 	seen := map[string]bool{}
 	var cands []string
 	var renames [][2]string
+	moved := map[string]bool{} // both ends of every rename and exchange
 	add := func(p string) {
 		if !seen[p] {
 			seen[p] = true
@@ -189,6 +205,7 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 		if r.To != "" {
 			add(r.To)
 			renames = append(renames, [2]string{r.Path, r.To})
+			moved[r.Path], moved[r.To] = true, true
 		}
 		return true, nil
 	})
@@ -212,6 +229,11 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 		k, err := s.compare(before[i], after[i], live)
 		if err != nil {
 			return nil, err
+		}
+		// A directory renamed or exchanged with another of the same
+		// metadata: its contents came along, under names no event lists.
+		if k == "" && moved[p] && before[i].State.Type == fsstate.Dir && !sameObject(before[i], after[i]) {
+			k = Modified
 		}
 		if k != "" {
 			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State, before: before[i], after: after[i]}
