@@ -447,6 +447,18 @@ func TestModelMemStore(t *testing.T) {
 	}
 }
 
+// TestModelNetRewind: the same, with every whole-tree rewind done by the
+// fix-up pass alone (what a rewind over a long, circular history does).
+func TestModelNetRewind(t *testing.T) {
+	defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
+	replayLimit = func(int) uint64 { return 0 }
+	for seed := int64(21); seed <= 23; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runModel(t, seed, NewTestStore(t), t.TempDir(), false, modelOps())
+		})
+	}
+}
+
 func TestModelAtticStore(t *testing.T) {
 	for seed := int64(11); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {

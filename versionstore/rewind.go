@@ -115,6 +115,16 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil}
 	if j.Restore {
 		j.Next = 0
+	} else if j.Next-j.Stop > replayLimit(len(changes)) {
+		// The journey is much longer than the way: the events since the
+		// target go round in circles (renames back and forth, earlier
+		// rewinds undone and redone). Undoing them one by one would cost
+		// time in proportion to all of them, and record as many again
+		// in this turn, so that the next rewind over it costs twice as
+		// much. Go straight to the fix-up pass: it sets every path that
+		// differs to its target state, at the cost of copying what a
+		// replay would have renamed back.
+		j.Next = j.Stop
 	}
 	if err := s.putJournal(j, t.Num, target); err != nil {
 		return res, err
@@ -271,12 +281,18 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 	if err != nil {
 		return nil, err
 	}
-	// What still lies below a moved directory's live location.
+	// What lies below a moved directory's live location: under the name it
+	// had then (to bring back) and under the name it has now (to remove,
+	// if nothing else was there then).
 	for _, m := range moves {
-		if !under(m.orig) && !underAny(prefixes, m.orig) {
+		back, now := under(m.orig) || underAny(prefixes, m.orig), under(m.cur) || underAny(prefixes, m.cur)
+		if !back && !now {
 			continue
 		}
-		if err := walkLive(live, m.cur, func(p string) { add(join(m.orig, p)) }); err != nil {
+		if err := walkLive(live, m.cur, func(p string) {
+			add(join(m.orig, p))
+			add(join(m.cur, p))
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -289,10 +305,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 		r := rs[i]
 		a := action{Path: p, State: r.State, Content: r.Content}
 		if !r.FromLog {
-			if r.Live == p {
-				continue // unchanged since then
-			}
-			a.Live = r.Live
+			a.Live = r.Live // r.Live == p: the same file, its mode maybe changed
 		}
 		cur, err := live.Lstat(p)
 		if err != nil {
@@ -306,6 +319,21 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			return nil, err
 		} else if k == "" {
 			continue // already as it was
+		}
+		if a.Live != "" && a.Live != p && a.State.Type == fsstate.Regular {
+			// The bytes lie at another live path, which an earlier action
+			// may change: keep them in the store first, so that every
+			// action (and its redo after a crash) stands on its own.
+			f, err := live.Open(a.Live)
+			if err != nil {
+				return nil, err
+			}
+			a.Content, err = s.putContent(f)
+			f.Close()
+			if err != nil {
+				return nil, err
+			}
+			a.Live = ""
 		}
 		if r.State.Type == fsstate.Absent {
 			rm = append(rm, a)
@@ -400,6 +428,11 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 	}
 	return s.runJournal(j, live, who)
 }
+
+// replayLimit is how many events a whole-tree rewind undoes one by one
+// when changes paths differ from the target; past it, the fix-up pass does
+// the rewind alone. A variable for the tests.
+var replayLimit = func(changes int) uint64 { return 16*uint64(changes) + 4096 }
 
 // fixups counts the actions the fix-up pass of rewinds had to take.
 var fixups atomic.Int64
@@ -601,6 +634,16 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		}
 		return nil
 	case fsstate.Regular:
+		if src == path && cur.Type == fsstate.Regular {
+			// The same file: only its mode or owner differs.
+			if cur.Mode == st.Mode && cur.UID == st.UID && cur.GID == st.GID {
+				return nil
+			}
+			if err := s.Record(Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
+				return err
+			}
+			return setMeta(live, path, cur, st)
+		}
 		var rc io.ReadCloser
 		if content != nil {
 			rc, err = s.openContent(content)
