@@ -7,6 +7,8 @@ import (
 	mrand "math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +29,9 @@ func TestKillAtRandomMoments(t *testing.T) {
 	seed := testSeed(t)
 	rng := mrand.New(mrand.NewSource(seed))
 	kills := scale(t, 4, 52)
+	if n, err := strconv.Atoi(os.Getenv("CKPTFS_KILLS")); err == nil {
+		kills = n
+	}
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"a": "a0", "d/a": "da0", "d/e/a": "dea0", "f/g/h": "fgh0"})
 	m := mountProject(t, dir)
@@ -67,6 +72,9 @@ func TestKillAtRandomMoments(t *testing.T) {
 		kindList := []string{"writes", "boundary", "rewind", "churn"}
 		if !long(t) {
 			kindList = []string{"writes", "boundary", "churn"}
+		}
+		if k := os.Getenv("CKPTFS_KILL_KINDS"); k != "" {
+			kindList = strings.Split(k, ",") // to chase one kind
 		}
 		kind := kindList[k%len(kindList)]
 		kinds[kind]++
