@@ -155,7 +155,7 @@ func (s *Store) keepBytes(c Capture) (*contentRef, error) {
 		return nil, fmt.Errorf("versionstore: read prior bytes of %q: %w", c.Path, err)
 	}
 	defer f.Close()
-	return s.putContent(f)
+	return s.putContent(f, c.Prior.Size)
 }
 
 // append writes one event into the open turn (opening a manual turn if

@@ -93,14 +93,16 @@ type contentRef struct {
 
 // putContent reads r to the end and stores it as chunks, committing chunk
 // batches without sync (the caller's event commit, synced, comes after them
-// in the same WAL and so makes them durable too).
-func (s *Store) putContent(r io.Reader) (*contentRef, error) {
+// in the same WAL and so makes them durable too), or, for content of about
+// ingestMin bytes and more (sizeHint, or what it turns out to be), as
+// ingested tables (ingest.go).
+func (s *Store) putContent(r io.Reader, sizeHint int64) (*contentRef, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
 	ref := &contentRef{}
-	batch := s.db.NewBatch()
-	defer func() { batch.Close() }()
+	sink := s.newChunkSink(sizeHint)
+	defer sink.close()
 	n := 0 // bytes in buf
 	eof := false
 	for {
@@ -124,25 +126,15 @@ func (s *Store) putContent(r io.Reader) (*contentRef, error) {
 		ref.Size += int64(l)
 		key := chunkKey(sum)
 		if !s.hasChunk(key) {
-			val := encodeChunk(chunk)
-			if err := batch.Set(key, val, nil); err != nil {
+			if err := sink.add(key, encodeChunk(chunk)); err != nil {
 				return nil, err
-			}
-			if batch.Len() >= batchBytes {
-				if err := s.commit(batch, pebble.NoSync); err != nil {
-					return nil, err
-				}
-				batch.Close()
-				batch = s.db.NewBatch()
 			}
 		}
 		copy(buf, buf[l:n])
 		n -= l
 	}
-	if !batch.Empty() {
-		if err := s.commit(batch, pebble.NoSync); err != nil {
-			return nil, err
-		}
+	if err := sink.finish(); err != nil {
+		return nil, err
 	}
 	return ref, nil
 }

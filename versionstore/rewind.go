@@ -328,7 +328,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			if err != nil {
 				return nil, err
 			}
-			a.Content, err = s.putContent(f)
+			a.Content, err = s.putContent(f, a.State.Size)
 			f.Close()
 			if err != nil {
 				return nil, err

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,9 @@ type Store struct {
 	touched   map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
 	programs  map[string]bool  // programs of the open turn
 	atticSeq  uint64
+
+	ingestDir string        // where tables to ingest are written ("": none)
+	ingestSeq atomic.Uint64 // names them
 }
 
 const (
@@ -136,6 +140,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("versionstore: open %s: %w", dir, err)
 	}
 	s.db = db
+	// Tables of large content are written here, then ingested (ingest.go);
+	// a crash leaves at most some to remove. Made after Pebble made (and
+	// synced) the store directory.
+	if d := fs.PathJoin(root, "ingest"); fs.RemoveAll(d) == nil && fs.MkdirAll(d, 0o700) == nil {
+		s.ingestDir = d
+	}
 	if err := s.load(); err != nil {
 		db.Close()
 		s.closeFiles()
