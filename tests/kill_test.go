@@ -102,7 +102,7 @@ func TestKillAtRandomMoments(t *testing.T) {
 				done <- err
 			}()
 		case "rewind":
-			h.states[open] = pre // the rewind closes it as it is
+			h.states[open] = pre     // the rewind closes it as it is
 			known := h.knownStates() // a turn whose state the test knows
 			target = known[rng.Intn(len(known))]
 			go func() {
