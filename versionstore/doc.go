@@ -68,7 +68,11 @@
 //     kill -9 of the daemon at once, and costs a write(2), not an fsync.
 //  2. Chunk data is committed without sync before the event that refers to
 //     it; the event's synced commit comes later in the same WAL and so
-//     makes the chunks durable with it.
+//     makes the chunks durable with it. Content of 4 MiB and more is
+//     instead written as sorted tables and ingested (ingest.go): the
+//     ingestion fsyncs the table and the MANIFEST before the event is
+//     committed, and the bytes are written once, not to the WAL and again
+//     to a flushed table.
 //  3. An attic link is made before the event that names it is committed, and
 //     the overlay unlinks its own name only after that: a crash in between
 //     leaves an unreferenced attic file, never an event without its bytes.
@@ -80,7 +84,10 @@
 //     fsynced), then changes the tree step by step, saving its progress
 //     after each step. Every step is idempotent, so Recover, run before the
 //     tree is served again, redoes the step in progress and finishes the
-//     rewind. After a power loss the rewind still completes exactly, but
+//     rewind. The last phase (the fix-up pass, or the whole rewind when
+//     the events since the target far outnumber the paths that differ)
+//     is a plan whose every action carries its bytes in the store, so
+//     that no action depends on what an earlier one changed. After a power loss the rewind still completes exactly, but
 //     the captures of the rewind turn itself may be lost (rule 4), so that
 //     one rewind may not be undoable.
 //  6. A rename is recorded before the syscall and dropped again if the
