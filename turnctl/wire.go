@@ -53,6 +53,9 @@ type StatusReply struct {
 	// Store: whether the store accepts captures (full: writes fail with
 	// ENOSPC) and the last store error.
 	Store history.Health `json:"store"`
+	// ChangesError: the open turn's changes could not be listed (a
+	// corrupt stored version, say); the rest of the reply still holds.
+	ChangesError string `json:"changes_error,omitempty"`
 }
 
 // LogRequest lists turns newest first (POST /v1/log, also GET).

@@ -47,6 +47,10 @@ func (o *statusOptions) run(e *env, args []string) error {
 		line += "  by " + strings.Join(t.Programs, ", ")
 	}
 	fmt.Fprintln(e.stdout, line)
+	if rep.ChangesError != "" {
+		fmt.Fprintf(e.stdout, "  changes cannot be listed: %s (turnctl verify checks the store)\n", rep.ChangesError)
+		return nil
+	}
 	e.printTable(e.changeRows(rep.Changes), "  ")
 	fmt.Fprintln(e.stdout, statsLine(rep.Stats))
 	return nil

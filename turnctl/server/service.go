@@ -282,12 +282,15 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 		return rep, nil
 	}
 	rep.Open, rep.Turn = true, &cur
+	// A status is what one asks when something is wrong: a change that
+	// cannot be listed is reported, not made the reply's failure.
 	cs, err := s.store.Changes(cur.Num-1, versionstore.Now, s.tree)
-	if err != nil {
-		return nil, s.wrap(err)
+	if err == nil {
+		rep.Changes, rep.Stats, err = s.fileChanges(cs, false)
 	}
-	if rep.Changes, rep.Stats, err = s.fileChanges(cs, false); err != nil {
-		return nil, s.wrap(err)
+	if err != nil {
+		rep.Changes, rep.Stats = []turnctl.FileChange{}, turnctl.StatusReply{}.Stats
+		rep.ChangesError = s.wrap(err).Error()
 	}
 	return rep, nil
 }
