@@ -27,10 +27,11 @@ const (
 	kindPTWriter        // writable through passthrough (n.ptWriters)
 )
 
-// ptFile is a handle the kernel serves through FUSE passthrough.
+// ptFile is a handle the kernel serves through FUSE passthrough, with the
+// node's backing ID (Node.ptID). It does not implement go-fuse's
+// FilePassthroughFder: the daemon registers backing files itself (see
+// rawFS.Open).
 type ptFile struct{ *file }
-
-func (f *ptFile) PassthroughFd() (int, bool) { return f.fd, true }
 
 // newHandle wraps an open fd; the passthrough decision is made here, under
 // the node's lock, so the counters match what the kernel is told. wantPT
@@ -43,7 +44,7 @@ func (f *ptFile) PassthroughFd() (int, bool) { return f.fd, true }
 //
 // A writable open of an inode the store's attic has claimed fails with
 // ENOENT (see attic.go); fd is closed then.
-func (n *Node) newHandle(fd int, flags int, wantPT bool) (fs.FileHandle, syscall.Errno) {
+func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (fs.FileHandle, syscall.Errno) {
 	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -52,6 +53,21 @@ func (n *Node) newHandle(fd int, flags int, wantPT bool) (fs.FileHandle, syscall
 		return nil, syscall.ENOENT
 	}
 	pt := n.ptReaders > 0 || n.ptWriters > 0 || (wantPT && n.readers == 0 && n.writers == 0)
+	if pt && n.ptReaders+n.ptWriters == 0 {
+		// The inode's first passthrough handle registers the backing
+		// file every later one shares, until the last is released.
+		srv := n.r.backing.Load()
+		if srv == nil {
+			pt = false
+		} else if id, eno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)}); eno != 0 {
+			pt = false // served by the daemon instead
+		} else {
+			n.ptID = id
+		}
+	}
+	if pt {
+		notePassthrough(ctx, n.ptID)
+	}
 	switch {
 	case !f.writable && pt:
 		f.kind = kindPTReader
@@ -101,6 +117,15 @@ func (f *file) release() {
 			delete(n.r.ptWriters, n)
 		}
 		n.r.ptMu.Unlock()
+	}
+	if (f.kind == kindPTReader || f.kind == kindPTWriter) && n.ptReaders+n.ptWriters == 0 {
+		// The kernel has closed every passthrough file of the inode
+		// (RELEASE follows the close), so it holds the backing file
+		// no more.
+		if srv := n.r.backing.Load(); srv != nil {
+			srv.UnregisterBackingFd(n.ptID)
+		}
+		n.ptID = 0
 	}
 	n.mu.Unlock()
 	unix.Close(fd)

@@ -24,6 +24,7 @@ type Node struct {
 	writers   int              // open writable handles served by the daemon
 	ptReaders int              // open handles using FUSE passthrough (read-only)
 	ptWriters int              // writable handles using FUSE passthrough
+	ptID      int32            // their shared backing ID (while ptReaders+ptWriters > 0)
 	links     map[linkKey]bool // names of a regular file (see addLink)
 }
 

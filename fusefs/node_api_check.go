@@ -41,8 +41,11 @@ var (
 	_ = (fs.FileGetlker)((*file)(nil))
 	_ = (fs.FileSetlker)((*file)(nil))
 	_ = (fs.FileSetlkwer)((*file)(nil))
-	_ = (fs.FilePassthroughFder)((*ptFile)(nil))
 )
+
+// ptFile must not implement fs.FilePassthroughFder: the daemon registers
+// backing files itself (rawFS.Open).
+var _ = func() bool { _, ok := any((*ptFile)(nil)).(fs.FilePassthroughFder); return ok }
 
 // Not implemented, deliberately:
 //   - NodeAccesser: default_permissions makes the kernel check access.

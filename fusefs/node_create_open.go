@@ -99,7 +99,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	child := ch.Operations().(*Node)
 	// The new node is linked under name only after Create returns.
 	p, ok := n.childPath(name)
-	h, eno := child.newHandle(fd, int(flags), ok && n.r.priorRecorded(p, &st))
+	h, eno := child.newHandle(ctx, fd, int(flags), ok && n.r.priorRecorded(p, &st))
 	if eno != 0 {
 		return nil, nil, 0, eno
 	}
@@ -196,7 +196,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		h, eno := n.newHandle(fd, int(flags), n.r.opts.ReadPassthrough)
+		h, eno := n.newHandle(ctx, fd, int(flags), n.r.opts.ReadPassthrough)
 		return h, 0, eno
 	}
 	n.r.gate.RLock()
@@ -219,7 +219,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	// The handle is registered before the truncate: a claimed inode (see
 	// attic.go) is refused untouched.
-	h, eno := n.newHandle(fd, int(flags), wantPT)
+	h, eno := n.newHandle(ctx, fd, int(flags), wantPT)
 	if eno != 0 {
 		return nil, 0, eno
 	}

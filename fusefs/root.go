@@ -105,6 +105,10 @@ type Root struct {
 	commMu sync.Mutex
 	comms  map[uint32]string
 
+	// backing registers passthrough backing files (the *fuse.Server,
+	// once mounted); see Node.newHandle.
+	backing atomic.Pointer[fuse.Server]
+
 	ptMu      sync.Mutex
 	ptWriters map[*Node]int // nodes open for writing through passthrough
 }
@@ -215,6 +219,7 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
 	}
 	raw.srv = srv
+	r.backing.Store(srv)
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
@@ -224,6 +229,55 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 	go func() { srv.Wait(); close(done) }()
 	go r.relief.run(done)
 	return srv, nil
+}
+
+// ptOpens maps an OPEN or CREATE request being served (its cancel
+// channel) to the backing ID its handle uses, 0 for none: Node.newHandle
+// fills it in, rawFS puts it in the reply.
+var ptOpens sync.Map
+
+// notePassthrough tells the request's reply to use backing id.
+func notePassthrough(ctx context.Context, id int32) {
+	if c, ok := ctx.(*fuse.Context); ok && c.Cancel != nil {
+		if v, ok := ptOpens.Load(c.Cancel); ok {
+			*v.(*int32) = id
+		}
+	}
+}
+
+// Passthrough backing files are registered by the daemon, not go-fuse: its
+// bridge drops a reference of the inode's backing ID at every RELEASE,
+// also of a handle that never took one (a daemon-served handle released
+// just as the first passthrough open of the inode registered an ID). The
+// ID was then closed under a live passthrough handle, the next passthrough
+// open registered another, and the kernel, which allows one backing file
+// per inode at a time, failed that open with EIO.
+func (f *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	var id int32
+	ptOpens.Store(cancel, &id)
+	st := f.RawFileSystem.Open(cancel, in, out)
+	ptOpens.Delete(cancel)
+	if st == fuse.OK && id != 0 {
+		setPassthrough(out, id)
+	}
+	return st
+}
+
+func (f *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	var id int32
+	ptOpens.Store(cancel, &id)
+	st := f.RawFileSystem.Create(cancel, in, name, out)
+	ptOpens.Delete(cancel)
+	if st == fuse.OK && id != 0 {
+		setPassthrough(&out.OpenOut, id)
+	}
+	return st
+}
+
+func setPassthrough(out *fuse.OpenOut, id int32) {
+	out.BackingID = id
+	out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+	out.OpenFlags &^= uint32(fuse.FOPEN_KEEP_CACHE)
 }
 
 // rawFS sees the raw WRITE request, which says whether the data comes from
