@@ -52,11 +52,10 @@ type Options struct {
 	// it on with CKPTFS_WRITE_PASSTHROUGH=1.
 	WritePassthrough bool
 	// ReadPassthrough lets read-only opens use FUSE passthrough (reads at
-	// native speed). Off by default for now: under concurrent load in
-	// make test, opens through the mount rarely failed with EIO, which is
-	// what the kernel answers when passthrough and daemon-served opens of
-	// one inode are mixed; the cause is not found yet (issue 6 notes).
-	// The daemon turns it on with CKPTFS_PASSTHROUGH=1.
+	// native speed) while the file has no daemon-served opens. The daemon
+	// turns it on unless CKPTFS_PASSTHROUGH=0. (The rare EIO on open it
+	// once met was go-fuse closing a backing ID under a live handle; the
+	// daemon registers backing files itself since: rawFS.Open.)
 	ReadPassthrough bool
 }
 
