@@ -1,6 +1,8 @@
 package fusefs
 
 import (
+	"github.com/hanwen/go-fuse/v2/fs"
+
 	"errors"
 	"io"
 	"os"
@@ -421,5 +423,14 @@ func TestPassthroughWriterRecapturedAtBoundary(t *testing.T) {
 	r.Exclusive(func() error { return nil })
 	if rs, _ = fr.take(); len(rs) != 0 {
 		t.Fatalf("capture at the boundary after close: %+v", rs)
+	}
+}
+
+// ptFile must not offer go-fuse its fd: go-fuse would register a backing ID
+// of its own and drop references of handles that never took one (see
+// rawFS.Open); the daemon registers backing files itself.
+func TestPtFileIsNotAGoFusePassthroughFder(t *testing.T) {
+	if _, ok := any(&ptFile{}).(fs.FilePassthroughFder); ok {
+		t.Fatal("ptFile implements fs.FilePassthroughFder")
 	}
 }

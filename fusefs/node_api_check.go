@@ -43,10 +43,6 @@ var (
 	_ = (fs.FileSetlkwer)((*file)(nil))
 )
 
-// ptFile must not implement fs.FilePassthroughFder: the daemon registers
-// backing files itself (rawFS.Open).
-var _ = func() bool { _, ok := any((*ptFile)(nil)).(fs.FilePassthroughFder); return ok }
-
 // Not implemented, deliberately:
 //   - NodeAccesser: default_permissions makes the kernel check access.
 //   - NodeTmpfiler (O_TMPFILE): answered EOPNOTSUPP; a nameless file would

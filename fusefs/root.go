@@ -252,23 +252,22 @@ func notePassthrough(ctx context.Context, id int32) {
 // open registered another, and the kernel, which allows one backing file
 // per inode at a time, failed that open with EIO.
 func (f *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	var id int32
-	ptOpens.Store(cancel, &id)
-	st := f.RawFileSystem.Open(cancel, in, out)
-	ptOpens.Delete(cancel)
-	if st == fuse.OK && id != 0 {
-		setPassthrough(out, id)
-	}
-	return st
+	return withBackingID(cancel, out, func() fuse.Status { return f.RawFileSystem.Open(cancel, in, out) })
 }
 
 func (f *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return withBackingID(cancel, &out.OpenOut, func() fuse.Status { return f.RawFileSystem.Create(cancel, in, name, out) })
+}
+
+// withBackingID runs an OPEN or CREATE and puts the backing ID its handle
+// chose (notePassthrough) in the reply.
+func withBackingID(cancel <-chan struct{}, out *fuse.OpenOut, do func() fuse.Status) fuse.Status {
 	var id int32
 	ptOpens.Store(cancel, &id)
-	st := f.RawFileSystem.Create(cancel, in, name, out)
+	st := do()
 	ptOpens.Delete(cancel)
 	if st == fuse.OK && id != 0 {
-		setPassthrough(&out.OpenOut, id)
+		setPassthrough(out, id)
 	}
 	return st
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"ckptfs/internal/history"
 	"context"
 	"errors"
 	"fmt"
@@ -289,7 +290,7 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 		rep.Changes, rep.Stats, err = s.fileChanges(cs, false)
 	}
 	if err != nil {
-		rep.Changes, rep.Stats = []turnctl.FileChange{}, turnctl.StatusReply{}.Stats
+		rep.Changes, rep.Stats = []turnctl.FileChange{}, history.Stats{}
 		rep.ChangesError = s.wrap(err).Error()
 	}
 	return rep, nil
