@@ -36,7 +36,7 @@ type EndReply struct {
 	Turn    history.Turn `json:"turn"`
 	Summary string       `json:"summary"`
 	// LinesPending: the turn changed so many paths that end counted them
-	// but not their lines (Stats.Lines* are 0); log counts them later.
+	// but not their lines (Stats.LinesSkipped; Stats.Lines* are 0).
 	LinesPending bool `json:"lines_pending,omitempty"`
 }
 

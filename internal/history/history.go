@@ -54,6 +54,9 @@ type Stats struct {
 	LinesAdded   int   `json:"lines_added"`
 	LinesDeleted int   `json:"lines_deleted"`
 	Bytes        int64 `json:"bytes"` // bytes of the changed files after the turn
+	// LinesSkipped: the turn changed so many paths that their lines were
+	// not counted (Lines* are 0); `turnctl show` counts them.
+	LinesSkipped bool `json:"lines_skipped,omitempty"`
 }
 
 // ChangeKind classifies how one path differs between two states.

@@ -66,6 +66,9 @@ func logRow(t history.Turn) []cell {
 	if st := t.Stats; st != nil && (st.Files > 0 || !t.Empty()) {
 		files = plural(st.Files, "file")
 		lines = fmt.Sprintf("+%d -%d", st.LinesAdded, st.LinesDeleted)
+		if st.LinesSkipped {
+			lines = "lines not counted"
+		}
 	}
 	kindColor := ""
 	switch t.Kind {

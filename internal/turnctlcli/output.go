@@ -175,6 +175,9 @@ func statsLine(st history.Stats) string {
 	if st.Files == 0 {
 		return "no files changed"
 	}
+	if st.LinesSkipped {
+		return plural(st.Files, "file") + " (lines not counted)"
+	}
 	return fmt.Sprintf("%s (+%d -%d)", plural(st.Files, "file"), st.LinesAdded, st.LinesDeleted)
 }
 

@@ -120,6 +120,9 @@ func (s *Service) wrap(err error) error {
 	return &turnctl.Error{Code: code, Message: msg}
 }
 
+// maxAdoptEvents bounds the implicit turns Begin checks for being empty.
+const maxAdoptEvents = 4096
+
 // Begin opens a new turn, closing the open one.
 func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl.BeginReply, error) {
 	if err := checkText("label", req.Label); err != nil {
@@ -128,11 +131,13 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 	var rep turnctl.BeginReply
 	err := s.exclusive(func() error {
 		cur, ok := s.store.Current()
-		if ok && cur.Kind == versionstore.KindManual && cur.Label == "" {
+		if ok && cur.Kind == versionstore.KindManual && cur.Label == "" && (cur.Empty() || cur.LastSeq-cur.FirstSeq < maxAdoptEvents) {
 			// An implicit turn that changed nothing (a boundary's capture
 			// of a file still open for writing, a file put back as it
 			// was) becomes the new turn rather than an empty entry in
-			// the log.
+			// the log. Only a small one is checked: listing the changes
+			// of a big one (100k files created between turns) took
+			// seconds, and its turn is kept even if it nets out empty.
 			if cs, err := s.store.Changes(cur.Num-1, cur.Num, s.tree); err == nil && len(cs) == 0 {
 				t, err := s.store.Adopt(versionstore.KindAgent, req.Label, req.Ref)
 				rep.Turn = t
@@ -171,23 +176,12 @@ func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.End
 		return nil, s.wrap(err)
 	}
 	// The turn is closed: its end state is fixed, so the stats can be
-	// computed with the mount open again. A huge turn (npm install) is
-	// only counted, not diffed, so that end stays fast; log diffs it later.
+	// computed with the mount open again.
 	rep := &turnctl.EndReply{Turn: t}
 	if t.Num > 0 && !t.Empty() {
-		cs, err := s.store.Changes(t.Num-1, t.Num, s.tree)
-		if err == nil && len(cs) > maxLineCountedFiles {
-			fcs := make([]turnctl.FileChange, len(cs))
-			for i, c := range cs {
-				fcs[i] = turnctl.FileChange{Path: c.Path, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
-			}
-			st := sumStats(fcs)
-			rep.Turn.Stats, rep.LinesPending = &st, true
-		} else if err == nil {
-			if _, st, err := s.fileChanges(cs, false); err == nil {
-				rep.Turn.Stats = &st
-				s.cacheStats(t.Num, st, m)
-			}
+		if st, err := s.turnStats(t); err == nil {
+			rep.Turn.Stats, rep.LinesPending = &st, st.LinesSkipped
+			s.cacheStats(t.Num, st, m)
 		}
 	} else {
 		rep.Turn.Stats = &versionstore.Stats{}
@@ -221,8 +215,10 @@ func (s *Service) cacheStats(n uint64, st versionstore.Stats, m mark) {
 	}
 }
 
-// maxLineCountedFiles: end counts lines only for turns that changed at
-// most this many paths.
+// maxLineCountedFiles: end and log count lines only for turns that
+// changed at most this many paths. A huge turn (npm install, a 100k-file
+// extract) is only counted, so that end and log stay fast (counting the
+// lines of 100k new files took log 4-15 s); show counts them.
 var maxLineCountedFiles = 2000
 
 // summary is the one-line description `end` prints:
@@ -237,7 +233,7 @@ func summary(t versionstore.Turn, linesPending bool) string {
 	case t.Stats.Files == 0 && t.Empty():
 		b.WriteString("no changes")
 	case linesPending:
-		fmt.Fprintf(&b, "%s (lines not counted yet: see turnctl log)", plural(t.Stats.Files, "file"))
+		fmt.Fprintf(&b, "%s (lines not counted: see turnctl show %d)", plural(t.Stats.Files, "file"), t.Num)
 	default:
 		fmt.Fprintf(&b, "%s (+%d -%d)", plural(t.Stats.Files, "file"), t.Stats.LinesAdded, t.Stats.LinesDeleted)
 	}
@@ -254,13 +250,27 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// turnStats computes what turn t changed.
+// turnStats computes what turn t changed; lines only up to
+// maxLineCountedFiles changed paths.
 func (s *Service) turnStats(t versionstore.Turn) (versionstore.Stats, error) {
 	if t.Num == 0 || t.Empty() {
 		return versionstore.Stats{}, nil
 	}
-	_, st, err := s.turnChanges(t.Num, false)
-	return st, err
+	cs, err := s.store.Changes(t.Num-1, t.Num, s.tree)
+	if err != nil {
+		return versionstore.Stats{}, err
+	}
+	if len(cs) <= maxLineCountedFiles {
+		_, st, err := s.fileChanges(cs, false)
+		return st, err
+	}
+	fcs := make([]turnctl.FileChange, len(cs))
+	for i, c := range cs {
+		fcs[i] = turnctl.FileChange{Path: c.Path, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
+	}
+	st := sumStats(fcs)
+	st.LinesSkipped = true
+	return st, nil
 }
 
 // turnChanges lists what turn n changed (an open turn: so far).

@@ -286,12 +286,37 @@ func TestEndOfHugeTurnCountsNoLines(t *testing.T) {
 	f.ov.Write("a", "1\n")
 	f.ov.Write("b", "2\n")
 	rep := f.end()
-	if !rep.LinesPending || rep.Turn.Stats.Files != 2 || rep.Summary != "turn 1 closed: 2 files (lines not counted yet: see turnctl log) by test" {
+	if !rep.LinesPending || rep.Turn.Stats.Files != 2 || !rep.Turn.Stats.LinesSkipped || rep.Summary != "turn 1 closed: 2 files (lines not counted: see turnctl show 1) by test" {
 		t.Fatalf("end: %+v", rep)
 	}
+	// log does not count them either (it would read every file of the
+	// turn), and says so; show counts them.
 	log, err := f.svc.Log(f.ctx, turnctl.LogRequest{N: 1})
-	if err != nil || log.Turns[0].Stats.LinesAdded != 2 {
-		t.Fatalf("log counts the lines later: %+v %v", log, err)
+	if err != nil || log.Turns[0].Stats.Files != 2 || !log.Turns[0].Stats.LinesSkipped || log.Turns[0].Stats.LinesAdded != 0 {
+		t.Fatalf("log: %+v %v", log, err)
+	}
+	show, err := f.svc.Show(f.ctx, turnctl.ShowRequest{Turn: "1"})
+	if err != nil || show.Stats.LinesAdded != 2 || show.Stats.LinesSkipped {
+		t.Fatalf("show counts the lines: %+v %v", show, err)
+	}
+}
+
+func TestLogOfHugeUncountedTurnCountsNoLines(t *testing.T) {
+	f := newFixture(t)
+	f.begin("npm install")
+	f.ov.Write("a", "1\n")
+	f.ov.Write("b", "2\n")
+	if _, err := f.svc.store.End(""); err != nil { // no stats cached
+		t.Fatal(err)
+	}
+	defer func(n int) { maxLineCountedFiles = n }(maxLineCountedFiles)
+	maxLineCountedFiles = 1
+	log, err := f.svc.Log(f.ctx, turnctl.LogRequest{N: 1})
+	if err != nil || log.Turns[0].Stats.Files != 2 || !log.Turns[0].Stats.LinesSkipped {
+		t.Fatalf("log: %+v %v", log, err)
+	}
+	if tn, _ := f.svc.store.Turn(1); tn.Stats == nil || !tn.Stats.LinesSkipped {
+		t.Fatalf("the files-only stats are not kept: %+v", tn.Stats)
 	}
 }
 
