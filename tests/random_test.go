@@ -213,14 +213,6 @@ func (w *fsxWorker) randomOp() (string, []any, func(ri int, root string) fsxResu
 	rng := w.rng
 	pick := w.pick
 	k := rng.Intn(26)
-	if k == 12 && os.Getenv("CKPTFS_FSX_CFR") == "" {
-		// copy_file_range is left out by default: through the mount it
-		// sometimes returns 0 where the plain directory copies (seed
-		// 1795431579419092057 with CKPTFS_FSX_CFR=1 CKPTFS_FSX_WORKERS=1, op
-		// 382, not every run: a daemon-served source
-		// and a passthrough destination; the kernel sends no request).
-		k = 21
-	}
 	switch k {
 	case 0, 1, 2:
 		p, off, n := pick(), rng.Intn(9000), rng.Intn(5000)
@@ -340,7 +332,10 @@ func (w *fsxWorker) randomOp() (string, []any, func(ri int, root string) fsxResu
 				return res(err)
 			}
 			defer unix.Close(out)
-			k, err := unix.CopyFileRange(in, &offIn, out, &offOut, n, 0)
+			// Copies: copy_file_range advances the offsets it is given,
+			// and this function runs once per root.
+			oi, oo := offIn, offOut
+			k, err := unix.CopyFileRange(in, &oi, out, &oo, n, 0)
 			return fsxResult{Errno: errnoOf(err), N: k}
 		}
 	case 13, 14:
