@@ -45,8 +45,9 @@
 //
 // A file open for writing whose writes arrive as FUSE WRITE requests is
 // captured on its first write in each turn. With Options.ReadPassthrough
-// (off by default for now), read-only opens use FUSE passthrough, and, with Options.WritePassthrough (experimental, off by
-// default), so do writable opens of a file whose prior state in the
+// (the daemon's default), read-only opens use FUSE passthrough, and, with
+// Options.WritePassthrough (the daemon's default too), so do writable
+// opens of a file whose prior state in the
 // current turn is recorded already (created, truncated or written earlier
 // in the turn): their writes go from the kernel to the backing file without
 // a round trip through the daemon. Because the kernel forbids mixing

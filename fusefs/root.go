@@ -45,11 +45,13 @@ type Options struct {
 	// Logger receives BUG: lines and go-fuse diagnostics; may be nil.
 	Logger Logger
 	// WritePassthrough lets writable opens of a file whose prior state the
-	// turn already holds use FUSE passthrough (writes at native speed).
-	// Off by default: under concurrent random operations it met rare EIO
-	// on open and a copy_file_range that returned 0 with a passthrough
-	// destination, not yet understood (issue 6 notes). The daemon turns
-	// it on with CKPTFS_WRITE_PASSTHROUGH=1.
+	// turn already holds use FUSE passthrough (writes at native speed);
+	// Exclusive captures such files again at every boundary. A write in
+	// flight through one while the boundary copies the file may be caught
+	// half done (the daemon-served path blocks it instead). The daemon
+	// turns it on unless CKPTFS_WRITE_PASSTHROUGH=0. (The rare EIO on open
+	// was go-fuse's backing-ID bug, see rawFS.Open; the copy_file_range
+	// that "returned 0" was a test reusing its offsets.)
 	WritePassthrough bool
 	// ReadPassthrough lets read-only opens use FUSE passthrough (reads at
 	// native speed) while the file has no daemon-served opens. The daemon

@@ -11,12 +11,15 @@ import (
 )
 
 // Files created, truncated or already written in a turn are written through
-// FUSE passthrough, past the daemon, with CKPTFS_WRITE_PASSTHROUGH=1. A
+// FUSE passthrough, past the daemon (unless CKPTFS_WRITE_PASSTHROUGH=0). A
 // handle kept open across turn boundaries must still leave each turn's end
 // state in history, written through the daemon or not: the boundary
 // captures passthrough writers again (Root.Exclusive).
 func TestPassthroughWritersKeepBoundariesExact(t *testing.T) {
-	t.Run("daemon-served", writersAcrossBoundaries)
+	t.Run("daemon-served", func(t *testing.T) {
+		t.Setenv("CKPTFS_WRITE_PASSTHROUGH", "0") // the daemon inherits it
+		writersAcrossBoundaries(t)
+	})
 	t.Run("passthrough", func(t *testing.T) {
 		t.Setenv("CKPTFS_WRITE_PASSTHROUGH", "1") // the daemon inherits it
 		t.Setenv("CKPTFS_PASSTHROUGH", "1")

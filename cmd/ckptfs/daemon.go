@@ -116,9 +116,10 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		Hidden:   hidden,
 		Exclude:  exclude,
 		Logger:   logger,
-		// Read passthrough on unless CKPTFS_PASSTHROUGH=0; write
-		// passthrough experimental, off by default: see fusefs.Options.
-		WritePassthrough: os.Getenv("CKPTFS_WRITE_PASSTHROUGH") == "1",
+		// Passthrough for reads unless CKPTFS_PASSTHROUGH=0, for writes
+		// to files the turn holds already unless
+		// CKPTFS_WRITE_PASSTHROUGH=0: see fusefs.Options.
+		WritePassthrough: os.Getenv("CKPTFS_WRITE_PASSTHROUGH") != "0",
 		ReadPassthrough:  os.Getenv("CKPTFS_PASSTHROUGH") != "0",
 	})
 	if err != nil {
