@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -34,7 +35,7 @@ func (b *bench) runHistory(ctx context.Context, ts []target) error {
 		return fmt.Errorf("emptying %s: %w", c.Dir(), err)
 	}
 	h := &history{b: b, c: c, reps: b.o.reps}
-	for _, f := range []func(context.Context) error{h.boundaries, h.logShow, h.rewinds, h.stored} {
+	for _, f := range []func(context.Context) error{h.boundaries, h.logShow, h.rewinds, h.bigFile, h.stored} {
 		if err := f(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -283,6 +284,62 @@ func (h *history) rewinds(ctx context.Context) error {
 				return fmt.Errorf("after rewind %d, %s still has the rewound content", t-1, genPath("hist", k-1))
 			}
 			h.record(name, "C", s)
+		}
+	}
+	return nil
+}
+
+// bigFile times the rename and the delete of a big file (1 GiB; --quick
+// 256 MiB) made in an earlier turn, on C inside an open turn and on N side
+// by side: history keeps a moved or deleted file by its name or a hard
+// link, never by copying it, so C must stay near N (target: ≤ 2×). The
+// file is written and the page cache written back before each timing.
+func (h *history) bigFile(ctx context.Context) error {
+	size := h.b.sz.seqBytes
+	label := fmt.Sprintf("%d MiB", size>>20)
+	if size >= 1<<30 {
+		label = fmt.Sprintf("%d GiB", size>>30)
+	}
+	nat := filepath.Join(h.b.o.work, "Nbig")
+	defer os.RemoveAll(nat)
+	dirs := []struct{ config, dir string }{{"N", nat}, {"C", h.p("big")}}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d.dir, 0o755); err != nil {
+			return err
+		}
+	}
+	timeOp := func(name, config string, op func() error) error {
+		syscall.Sync()
+		start := time.Now()
+		if err := op(); err != nil {
+			return err
+		}
+		h.record(name, config, sample{Wall: since(start), CPU: -1})
+		return nil
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		for _, d := range dirs {
+			if err := writeRandom(filepath.Join(d.dir, "big.dat"), size, uint64(10+rep), false); err != nil {
+				return err
+			}
+		}
+		if err := h.c.Begin(ctx); err != nil {
+			return err
+		}
+		for _, d := range dirs {
+			a, b := filepath.Join(d.dir, "big.dat"), filepath.Join(d.dir, "big.moved")
+			if err := timeOp("rename of a "+label+" file", d.config, func() error { return os.Rename(a, b) }); err != nil {
+				return err
+			}
+		}
+		for _, d := range dirs {
+			b := filepath.Join(d.dir, "big.moved")
+			if err := timeOp("delete of a "+label+" file", d.config, func() error { return os.Remove(b) }); err != nil {
+				return err
+			}
+		}
+		if err := h.c.End(ctx); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -180,7 +180,8 @@ Workloads (--only takes names or numbers):
 		fmt.Fprintf(w, "  %2d %-8s %s\n", wl.num, wl.name, wl.desc)
 	}
 	fmt.Fprintf(w, `     history  C only: turn boundary vs tree size, shadow git (G), log/show,
-              rewind, bytes stored per byte changed
+              rewind, rename and delete of a 1 GiB file (and on N),
+              bytes stored per byte changed
 
 Flags:
 %s

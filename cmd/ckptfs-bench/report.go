@@ -360,9 +360,15 @@ func (r *results) table(configs []string) string {
 				if c != "C" {
 					name += " [" + c + "]"
 				}
+				// G is the peer C must beat (G/C: how many times
+				// cheaper C is); N is the limit C must come near (C/N).
 				vsC := "-"
-				if c != "C" {
-					vsC = fmtRatio(x.ratio(c, "C"))
+				switch c {
+				case "C":
+				case "N":
+					vsC = "C/N " + fmtRatio(x.ratio("C", c))
+				default:
+					vsC = c + "/C " + fmtRatio(x.ratio(c, "C"))
 				}
 				hrows = append(hrows, []string{name, fmtSecs(sm.Median), fmtSecs(sm.Min) + "–" + fmtSecs(sm.Max), fmt.Sprint(sm.N), cpu, vsC})
 			}
@@ -370,7 +376,7 @@ func (r *results) table(configs []string) string {
 				errs = append(errs, fmt.Sprintf("  history / %s on %s: %s", x.Step, c, e))
 			}
 		}
-		sb.WriteString(formatTable([]string{"figure", "median", "min–max", "n", "daemon CPU", "vs C"}, hrows))
+		sb.WriteString(formatTable([]string{"figure", "median", "min–max", "n", "daemon CPU", "ratio"}, hrows))
 	}
 	if len(r.Stored) > 0 {
 		sb.WriteString("\nbytes stored per byte changed (C; du -sb of the store before the turn and after its end, daemon idle)\n")
