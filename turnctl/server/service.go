@@ -215,8 +215,8 @@ func (s *Service) cacheStats(n uint64, st versionstore.Stats, m mark) {
 	}
 }
 
-// maxLineCountedFiles: end and log count lines only for turns that
-// changed at most this many paths. A huge turn (npm install, a 100k-file
+// maxLineCountedFiles: end, log, status and rewind count lines only for
+// at most this many changed paths. A huge turn (npm install, a 100k-file
 // extract) is only counted, so that end and log stay fast (counting the
 // lines of 100k new files took log 4-15 s); show counts them.
 var maxLineCountedFiles = 2000
@@ -260,9 +260,15 @@ func (s *Service) turnStats(t versionstore.Turn) (versionstore.Stats, error) {
 	if err != nil {
 		return versionstore.Stats{}, err
 	}
+	_, st, err := s.listChanges(cs)
+	return st, err
+}
+
+// listChanges is fileChanges without patches, counting lines only when cs
+// has at most maxLineCountedFiles paths (else Stats.LinesSkipped).
+func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, versionstore.Stats, error) {
 	if len(cs) <= maxLineCountedFiles {
-		_, st, err := s.fileChanges(cs, false)
-		return st, err
+		return s.fileChanges(cs, false)
 	}
 	fcs := make([]turnctl.FileChange, len(cs))
 	for i, c := range cs {
@@ -270,7 +276,7 @@ func (s *Service) turnStats(t versionstore.Turn) (versionstore.Stats, error) {
 	}
 	st := sumStats(fcs)
 	st.LinesSkipped = true
-	return st, nil
+	return fcs, st, nil
 }
 
 // turnChanges lists what turn n changed (an open turn: so far).
@@ -297,7 +303,7 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 	// cannot be listed is reported, not made the reply's failure.
 	cs, err := s.store.Changes(cur.Num-1, versionstore.Now, s.tree)
 	if err == nil {
-		rep.Changes, rep.Stats, err = s.fileChanges(cs, false)
+		rep.Changes, rep.Stats, err = s.listChanges(cs)
 	}
 	if err != nil {
 		rep.Changes, rep.Stats = []turnctl.FileChange{}, history.Stats{}

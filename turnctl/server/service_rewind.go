@@ -148,7 +148,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
-	if rep.Changes, rep.Stats, err = s.fileChanges(cs, false); err != nil {
+	if rep.Changes, rep.Stats, err = s.listChanges(cs); err != nil {
 		return nil, s.wrap(err)
 	}
 	if rep.Turn != nil {

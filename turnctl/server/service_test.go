@@ -301,6 +301,23 @@ func TestEndOfHugeTurnCountsNoLines(t *testing.T) {
 	}
 }
 
+func TestRewindOfHugeTurnCountsNoLines(t *testing.T) {
+	f := newFixture(t)
+	f.begin("npm install")
+	f.ov.Write("a", "1\n")
+	f.ov.Write("b", "2\n")
+	f.end()
+	defer func(n int) { maxLineCountedFiles = n }(maxLineCountedFiles)
+	maxLineCountedFiles = 1
+	rep, err := f.svc.Rewind(f.ctx, turnctl.RewindRequest{Turn: "0"})
+	if err != nil || len(rep.Changes) != 2 || rep.Stats.Files != 2 || rep.Stats.Deleted != 2 || !rep.Stats.LinesSkipped || rep.Stats.LinesDeleted != 0 {
+		t.Fatalf("rewind: %+v %v", rep, err)
+	}
+	if tn, _ := f.svc.store.Turn(rep.Turn.Num); tn.Stats == nil || !tn.Stats.LinesSkipped {
+		t.Fatalf("the rewind turn's stats: %+v", tn.Stats)
+	}
+}
+
 func TestLogOfHugeUncountedTurnCountsNoLines(t *testing.T) {
 	f := newFixture(t)
 	f.begin("npm install")
