@@ -162,6 +162,12 @@ func (s *Store) keepBytes(c Capture) (*contentRef, error) {
 // needed), synced so that it survives a kill -9. touchNow updates the
 // touched set at once (renames do it only when committed).
 func (s *Store) append(r *record, who Program, touchNow bool) error {
+	return s.appendWith(r, who, touchNow, nil)
+}
+
+// appendWith is append, with extra writing more keys into the event's
+// batch (it gets the event's seq).
+func (s *Store) appendWith(r *record, who Program, touchNow bool, extra func(b *pebble.Batch, seq uint64)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -185,6 +191,9 @@ func (s *Store) append(r *record, who Program, touchNow bool) error {
 		return fmt.Errorf("versionstore: BUG: %w", err)
 	}
 	b.Set(eventKey(r.Seq), data, nil)
+	if extra != nil {
+		extra(b, r.Seq)
+	}
 	addProg := who.Comm != "" && !s.programs[who.Comm]
 	if addProg || newTurn {
 		t := *cur
@@ -259,7 +268,11 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 	if err := s.checkSpace(0); err != nil {
 		return nil, s.noteErr(err)
 	}
-	if err := s.append(r, who, false); err != nil {
+	// The record goes in with a pending mark: a kill before the syscall
+	// must not leave a rename in history that never happened. Recover
+	// looks at the live tree for every mark it finds (dropPhantomRenames).
+	pending := func(b *pebble.Batch, seq uint64) { b.Set(pendingRenameKey(seq), nil, nil) }
+	if err := s.appendWith(r, who, false, pending); err != nil {
 		return nil, s.noteErr(err)
 	}
 	return func(ok bool) {
@@ -269,10 +282,19 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 			if s.cur != nil && s.cur.Num == r.Turn {
 				s.touch(r)
 			}
+			// Unsynced: if a kill loses this, Recover finds the rename
+			// done in the live tree and keeps it.
+			if err := s.db.Delete(pendingRenameKey(r.Seq), pebble.NoSync); err != nil {
+				fmt.Printf("versionstore: BUG: cannot confirm rename %d: %v\n", r.Seq, err)
+			}
 			return
 		}
 		// The rename failed: the record must not stay in history.
-		if err := s.db.Delete(eventKey(r.Seq), pebble.Sync); err != nil {
+		b := s.db.NewBatch()
+		defer b.Close()
+		b.Delete(eventKey(r.Seq), nil)
+		b.Delete(pendingRenameKey(r.Seq), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
 			fmt.Printf("versionstore: BUG: cannot drop failed rename %d: %v\n", r.Seq, err)
 		}
 	}, nil
@@ -281,34 +303,15 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 // scanEvents calls fn for every event with from <= seq < to, in order,
 // until fn returns false.
 func (s *Store) scanEvents(from, to uint64, fn func(*record) (bool, error)) error {
-	if from >= to {
-		return nil
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(from), UpperBound: eventKey(to)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		seq, err := decodeU64Key(prefixEvent, it.Key())
-		if err != nil {
-			return err
-		}
-		r := &record{}
-		if err := json.Unmarshal(it.Value(), r); err != nil {
-			return fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)
-		}
-		r.Seq = seq
-		more, err := fn(r)
-		if err != nil || !more {
-			return err
-		}
-	}
-	return it.Error()
+	return s.scan(from, to, false, fn)
 }
 
 // scanEventsReverse is scanEvents from newest to oldest.
 func (s *Store) scanEventsReverse(from, to uint64, fn func(*record) (bool, error)) error {
+	return s.scan(from, to, true, fn)
+}
+
+func (s *Store) scan(from, to uint64, reverse bool, fn func(*record) (bool, error)) error {
 	if from >= to {
 		return nil
 	}
@@ -317,7 +320,11 @@ func (s *Store) scanEventsReverse(from, to uint64, fn func(*record) (bool, error
 		return err
 	}
 	defer it.Close()
-	for ok := it.Last(); ok; ok = it.Prev() {
+	first, next := it.First, it.Next
+	if reverse {
+		first, next = it.Last, it.Prev
+	}
+	for ok := first(); ok; ok = next() {
 		seq, err := decodeU64Key(prefixEvent, it.Key())
 		if err != nil {
 			return err

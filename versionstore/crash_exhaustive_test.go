@@ -84,17 +84,7 @@ func crashRewindAt(t *testing.T, seed int64, budget int) bool {
 	tree, _ := backing.Open(root)
 	defer tree.Close()
 	m := &sim{t: t, rng: rand.New(rand.NewSource(seed * 100)), root: root, tree: tree, store: s}
-	snaps := []snapshot{takeSnapshot(t, root)}
-	turns := []uint64{0}
-	for i := 0; i < 10; i++ {
-		s.Begin(KindAgent, "", "")
-		for k := 0; k < 1+rng.Intn(15); k++ {
-			m.step()
-		}
-		tn, _ := s.End("")
-		turns = append(turns, tn.Num)
-		snaps = append(snaps, takeSnapshot(t, root))
-	}
+	turns, snaps := m.buildHistory(rng, 10, 15)
 	j := rng.Intn(len(turns) - 1)
 	what := fmt.Sprintf("seed %d, rewind to %d, crash after %d mutations", seed, turns[j], budget)
 	ft := &partialTree{failingTree: failingTree{Tree: tree, budget: budget}, root: root, rng: rand.New(rand.NewSource(int64(budget)))}

@@ -167,18 +167,7 @@ func TestCrashDuringRewind(t *testing.T) {
 			tree, _ := backing.Open(root)
 			defer tree.Close()
 			m := &sim{t: t, rng: rand.New(rand.NewSource(seed * 100)), root: root, tree: tree, store: s}
-			snaps := []snapshot{takeSnapshot(t, root)}
-			var turns []uint64
-			turns = append(turns, 0)
-			for i := 0; i < 12; i++ {
-				s.Begin(KindAgent, "", "")
-				for k := 0; k < 1+rng.Intn(12); k++ {
-					m.step()
-				}
-				tn, _ := s.End("")
-				turns = append(turns, tn.Num)
-				snaps = append(snaps, takeSnapshot(t, root))
-			}
+			turns, snaps := m.buildHistory(rng, 12, 12)
 			j := rng.Intn(len(turns) - 1)
 			before := takeSnapshot(t, root)
 			ft := &failingTree{Tree: tree, budget: rng.Intn(8)}
@@ -225,3 +214,21 @@ func TestCrashDuringRewind(t *testing.T) {
 }
 
 var _ = os.Getpid
+
+// buildHistory runs n agent turns of 1 to maxSteps random steps each and
+// returns the turns (0 first) and the tree at the end of each.
+func (m *sim) buildHistory(rng *rand.Rand, n, maxSteps int) ([]uint64, []snapshot) {
+	m.t.Helper()
+	turns := []uint64{0}
+	snaps := []snapshot{takeSnapshot(m.t, m.root)}
+	for i := 0; i < n; i++ {
+		m.store.Begin(KindAgent, "", "")
+		for k := 0; k < 1+rng.Intn(maxSteps); k++ {
+			m.step()
+		}
+		tn, _ := m.store.End("")
+		turns = append(turns, tn.Num)
+		snaps = append(snaps, takeSnapshot(m.t, m.root))
+	}
+	return turns, snaps
+}

@@ -90,8 +90,15 @@
 //     that no action depends on what an earlier one changed. After a power loss the rewind still completes exactly, but
 //     the captures of the rewind turn itself may be lost (rule 4), so that
 //     one rewind may not be undoable.
-//  6. A rename is recorded before the syscall and dropped again if the
-//     syscall fails (RecordRename's commit(false)).
+//  6. A rename is recorded before the syscall, with a pending mark in the
+//     same synced batch, and dropped again if the syscall fails
+//     (RecordRename's commit(false)); success deletes the mark (unsynced).
+//     A kill in between leaves the mark: Recover, run before the tree is
+//     served, drops the record of a rename whose source still exists (it
+//     never happened: the kernel's directory locks and the overlay's gate
+//     keep the source name from coming back before the confirmation) and
+//     keeps the others. An exchange cannot be told apart that way and is
+//     kept either way.
 //
 // # Errors
 //

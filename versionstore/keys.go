@@ -11,6 +11,8 @@ import (
 //	meta     'm' name                      value: depends on name
 //	         'm' "format"                  decimal format version ("1")
 //	         'm' "journal"                 JSON rewindJournal, present only while a rewind runs
+//	         'm' "rename" seq[8]           empty: the rename event seq is recorded but
+//	                                       not yet confirmed done (RecordRename)
 //	turn     't' num[8]                    JSON Turn
 //	ref      'r' ref-bytes                 num[8]: the turn the ref names
 //	event    'e' seq[8]                    JSON record: one change-log entry
@@ -57,6 +59,15 @@ func decodeU64Key(prefix byte, k []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: bad key %q", ErrCorrupt, k)
 	}
 	return binary.BigEndian.Uint64(k[1:]), nil
+}
+
+// pendingRenamePrefix starts the keys of renames recorded but not yet
+// confirmed (pendingRenameKey).
+var pendingRenamePrefix = []byte("mrename")
+
+func pendingRenameKey(seq uint64) []byte {
+	k := append([]byte(nil), pendingRenamePrefix...)
+	return binary.BigEndian.AppendUint64(k, seq)
 }
 
 func refKey(ref string) []byte { return append([]byte{prefixRef}, ref...) }

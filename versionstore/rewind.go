@@ -1,6 +1,7 @@
 package versionstore
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -458,6 +459,9 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 // Recover finishes a rewind that a crash interrupted. It reports whether
 // there was one. Call it before the tree is served again.
 func (s *Store) Recover(live Tree) (bool, error) {
+	if err := s.dropPhantomRenames(live); err != nil {
+		return false, err
+	}
 	v, closer, err := s.db.Get(keyJournal)
 	if err == pebble.ErrNotFound {
 		return false, nil
@@ -726,4 +730,70 @@ func (s *Store) captureTree(live Tree, path string, cur State, who Program) erro
 		}
 	}
 	return s.capture(live, path, cur, who)
+}
+
+// dropPhantomRenames settles the renames recorded but never confirmed
+// (RecordRename's pending marks): the process died between recording one
+// and the syscall, or between the syscall and its confirmation. While a
+// rename runs, the kernel holds the locks of both directories and the
+// overlay holds the store's gate, so nothing else can have created the
+// source name again: a rename whose source still exists did not happen,
+// and its record is dropped; one whose source is gone did, and is kept.
+// An exchange leaves both names in place whether or not it happened; it
+// is kept.
+func (s *Store) dropPhantomRenames(live Tree) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pendingRenamePrefix, UpperBound: upperBytes(pendingRenamePrefix)})
+	if err != nil {
+		return err
+	}
+	var seqs []uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); len(k) == len(pendingRenamePrefix)+8 {
+			seqs = append(seqs, binary.BigEndian.Uint64(k[len(pendingRenamePrefix):]))
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	dropped := false
+	for _, seq := range seqs {
+		b.Delete(pendingRenameKey(seq), nil)
+		var r *record
+		err := s.scanEvents(seq, seq+1, func(x *record) (bool, error) { r = x; return false, nil })
+		if err != nil {
+			return err
+		}
+		if r == nil || r.Op != opRename || live == nil {
+			continue
+		}
+		st, err := live.Lstat(r.Path)
+		if err != nil {
+			return err
+		}
+		if st.Exists() {
+			b.Delete(eventKey(seq), nil)
+			dropped = true
+		}
+	}
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	if dropped {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.rebuildTouched()
+	}
+	return nil
+}
+
+// upperBytes is the exclusive upper bound of all keys starting with p.
+func upperBytes(p []byte) []byte {
+	u := append([]byte(nil), p...)
+	u[len(u)-1]++
+	return u
 }

@@ -261,12 +261,7 @@ func (s *Store) load() error {
 		for _, p := range t.Programs {
 			s.programs[p] = true
 		}
-		// Rebuild the touched set from the open turn's events.
-		err := s.scanEvents(t.FirstSeq, s.nextSeq, func(r *record) (bool, error) {
-			s.touch(r)
-			return true, nil
-		})
-		if err != nil {
+		if err := s.rebuildTouched(); err != nil {
 			return err
 		}
 	}
@@ -279,6 +274,18 @@ func (s *Store) load() error {
 		}
 	}
 	return nil
+}
+
+// rebuildTouched rebuilds the open turn's touched set from its events.
+func (s *Store) rebuildTouched() error {
+	s.touched = map[string]uint8{}
+	if s.cur == nil {
+		return nil
+	}
+	return s.scanEvents(s.cur.FirstSeq, s.nextSeq, func(r *record) (bool, error) {
+		s.touch(r)
+		return true, nil
+	})
 }
 
 func (s *Store) lastKey(prefix byte) ([]byte, error) {
