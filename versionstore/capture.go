@@ -283,8 +283,9 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 				s.touch(r)
 			}
 			// Unsynced: if a kill loses this, Recover finds the rename
-			// done in the live tree and keeps it.
-			if err := s.db.Delete(pendingRenameKey(r.Seq), pebble.NoSync); err != nil {
+			// done in the live tree and keeps it. A mark is set once,
+			// so SingleDelete lets compaction drop both.
+			if err := s.db.SingleDelete(pendingRenameKey(r.Seq), pebble.NoSync); err != nil {
 				fmt.Printf("versionstore: BUG: cannot confirm rename %d: %v\n", r.Seq, err)
 			}
 			return
@@ -293,7 +294,7 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 		b := s.db.NewBatch()
 		defer b.Close()
 		b.Delete(eventKey(r.Seq), nil)
-		b.Delete(pendingRenameKey(r.Seq), nil)
+		b.SingleDelete(pendingRenameKey(r.Seq), nil)
 		if err := b.Commit(pebble.Sync); err != nil {
 			fmt.Printf("versionstore: BUG: cannot drop failed rename %d: %v\n", r.Seq, err)
 		}

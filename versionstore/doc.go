@@ -95,10 +95,11 @@
 //     (RecordRename's commit(false)); success deletes the mark (unsynced).
 //     A kill in between leaves the mark: Recover, run before the tree is
 //     served, drops the record of a rename whose source still exists (it
-//     never happened: the kernel's directory locks and the overlay's gate
-//     keep the source name from coming back before the confirmation) and
-//     keeps the others. An exchange cannot be told apart that way and is
-//     kept either way.
+//     never happened: the kernel holds both parent directories' locks
+//     until the reply, so the source name cannot come back there; only a
+//     rename of an ancestor racing the kill could mislead it) and keeps
+//     the others. An exchange cannot be told apart that way and is kept
+//     either way.
 //
 // # Errors
 //

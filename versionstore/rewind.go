@@ -735,13 +735,18 @@ func (s *Store) captureTree(live Tree, path string, cur State, who Program) erro
 // dropPhantomRenames settles the renames recorded but never confirmed
 // (RecordRename's pending marks): the process died between recording one
 // and the syscall, or between the syscall and its confirmation. While a
-// rename runs, the kernel holds the locks of both directories and the
-// overlay holds the store's gate, so nothing else can have created the
-// source name again: a rename whose source still exists did not happen,
-// and its record is dropped; one whose source is gone did, and is kept.
-// An exchange leaves both names in place whether or not it happened; it
-// is kept.
+// rename runs, the kernel holds the locks of both parent directories, so
+// no other operation in them can have created the source name again: a
+// rename whose source still exists did not happen, and its record is
+// dropped; one whose source is gone did, and is kept. (The kernel does
+// not lock their ancestors: a concurrent rename of an ancestor directory,
+// in the same instant as the kill, can still mislead this.) An exchange
+// leaves both names in place whether or not it happened; it is kept. A
+// source that cannot be looked at keeps its rename.
 func (s *Store) dropPhantomRenames(live Tree) error {
+	if live == nil {
+		return nil // the marks wait for a Recover that can look
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pendingRenamePrefix, UpperBound: upperBytes(pendingRenamePrefix)})
 	if err != nil {
 		return err
@@ -762,18 +767,18 @@ func (s *Store) dropPhantomRenames(live Tree) error {
 	defer b.Close()
 	dropped := false
 	for _, seq := range seqs {
-		b.Delete(pendingRenameKey(seq), nil)
+		b.SingleDelete(pendingRenameKey(seq), nil)
 		var r *record
 		err := s.scanEvents(seq, seq+1, func(x *record) (bool, error) { r = x; return false, nil })
 		if err != nil {
 			return err
 		}
-		if r == nil || r.Op != opRename || live == nil {
+		if r == nil || r.Op != opRename {
 			continue
 		}
 		st, err := live.Lstat(r.Path)
 		if err != nil {
-			return err
+			continue // cannot look: keep it, as before marks existed
 		}
 		if st.Exists() {
 			b.Delete(eventKey(seq), nil)
