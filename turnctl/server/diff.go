@@ -83,10 +83,15 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 	return sd, nil
 }
 
+// wireChange is c on the wire, without line counts.
+func wireChange(c versionstore.Change) turnctl.FileChange {
+	return turnctl.FileChange{Path: c.Path, From: c.From, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
+}
+
 // fileChange turns a store Change into a FileChange with line counts and,
 // if patch, a unified diff.
 func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileChange, error) {
-	fc := turnctl.FileChange{Path: c.Path, From: c.From, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
+	fc := wireChange(c)
 	oldPath := c.Path
 	if c.From != "" {
 		oldPath = c.From

@@ -272,7 +272,7 @@ func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, v
 	}
 	fcs := make([]turnctl.FileChange, len(cs))
 	for i, c := range cs {
-		fcs[i] = turnctl.FileChange{Path: c.Path, Kind: c.Kind, Before: wireState(c.Before), After: wireState(c.After)}
+		fcs[i] = wireChange(c)
 	}
 	st := sumStats(fcs)
 	st.LinesSkipped = true

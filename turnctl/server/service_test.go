@@ -318,6 +318,25 @@ func TestRewindOfHugeTurnCountsNoLines(t *testing.T) {
 	}
 }
 
+func TestStatusOfHugeTurnKeepsRenames(t *testing.T) {
+	f := newFixture(t)
+	f.ov.Write("a", "1\n")
+	f.begin("mv")
+	f.ov.Rename("a", "b")
+	f.ov.Write("c", "2\n")
+	defer func(n int) { maxLineCountedFiles = n }(maxLineCountedFiles)
+	maxLineCountedFiles = 1
+	rep, err := f.svc.Status(f.ctx, turnctl.StatusRequest{})
+	if err != nil || !rep.Stats.LinesSkipped || rep.Stats.Renamed != 1 {
+		t.Fatalf("status: %+v %v", rep, err)
+	}
+	for _, c := range rep.Changes {
+		if c.Path == "b" && (c.Kind != versionstore.Renamed || c.From != "a") {
+			t.Fatalf("b: %+v, want renamed from a", c)
+		}
+	}
+}
+
 func TestLogOfHugeUncountedTurnCountsNoLines(t *testing.T) {
 	f := newFixture(t)
 	f.begin("npm install")
