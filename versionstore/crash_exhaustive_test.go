@@ -78,12 +78,9 @@ func TestCrashAtEveryStepOfRewind(t *testing.T) {
 func crashRewindAt(t *testing.T, seed int64, budget int) bool {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
-	mem := vfs.NewCrashableMem()
-	s := openOn(t, mem)
-	root := t.TempDir()
-	tree, _ := backing.Open(root)
-	defer tree.Close()
-	m := &sim{t: t, rng: rand.New(rand.NewSource(seed * 100)), root: root, tree: tree, store: s}
+	m, mem := newCrashSim(t, seed)
+	defer m.tree.Close()
+	s, root, tree := m.store, m.root, m.tree
 	turns, snaps := m.buildHistory(rng, 10, 15)
 	j := rng.Intn(len(turns) - 1)
 	what := fmt.Sprintf("seed %d, rewind to %d, crash after %d mutations", seed, turns[j], budget)

@@ -161,12 +161,9 @@ func TestCrashDuringRewind(t *testing.T) {
 	for seed := int64(1); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
-			mem := vfs.NewCrashableMem()
-			s := openOn(t, mem)
-			root := t.TempDir()
-			tree, _ := backing.Open(root)
-			defer tree.Close()
-			m := &sim{t: t, rng: rand.New(rand.NewSource(seed * 100)), root: root, tree: tree, store: s}
+			m, mem := newCrashSim(t, seed)
+			defer m.tree.Close()
+			s, root, tree := m.store, m.root, m.tree
 			turns, snaps := m.buildHistory(rng, 12, 12)
 			j := rng.Intn(len(turns) - 1)
 			before := takeSnapshot(t, root)
@@ -214,6 +211,19 @@ func TestCrashDuringRewind(t *testing.T) {
 }
 
 var _ = os.Getpid
+
+// newCrashSim is a random-step simulator over a fresh tree and a store on
+// a crashable in-memory filesystem; the caller closes m.tree.
+func newCrashSim(t *testing.T, seed int64) (*sim, *vfs.MemFS) {
+	t.Helper()
+	mem := vfs.NewCrashableMem()
+	root := t.TempDir()
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sim{t: t, rng: rand.New(rand.NewSource(seed * 100)), root: root, tree: tree, store: openOn(t, mem)}, mem
+}
 
 // buildHistory runs n agent turns of 1 to maxSteps random steps each and
 // returns the turns (0 first) and the tree at the end of each.
