@@ -323,7 +323,8 @@ func killSuidgid(fd int) error {
 
 type rawFS struct {
 	fuse.RawFileSystem
-	srv *fuse.Server
+	srv   *fuse.Server
+	order forgetOrder // LOOKUP and READDIRPLUS against FORGET (forget.go)
 }
 
 // OpenDir lets the kernel keep directory listings across opens

@@ -23,7 +23,8 @@ import (
 
 // TestRandomDifferential is an fsx-style differential tester: seeded random
 // operations (reads and writes at offsets, appends, truncates, writes
-// through shared mmap, fallocate, copy_file_range, long-lived descriptors,
+// through shared mmap, fallocate, copy_file_range, long-lived descriptors
+// (reopened after the kernel was made to forget its inodes, as fsx -c),
 // renames with NOREPLACE and EXCHANGE, hard links, symlinks, mkdir, rmdir,
 // chmod, stat, readdir) are applied to a plain directory and through a
 // ckptfs mount side by side; every operation must return the same error,
@@ -407,12 +408,19 @@ func (w *fsxWorker) randomOp() (string, []any, func(ri int, root string) fsxResu
 			return fsxResult{Errno: errnoOf(err), Data: strings.Join(names, ",")}
 		}
 	case 23:
-		slot, p := rng.Intn(3), pick()
+		slot, p, drop := rng.Intn(3), pick(), rng.Intn(2) == 0
 		flags := []int{unix.O_RDONLY, unix.O_RDWR, unix.O_RDWR | unix.O_CREAT}[rng.Intn(3)]
-		return "fd-open", []any{slot, p, flags}, func(ri int, root string) fsxResult {
+		return "fd-open", []any{slot, p, flags, drop}, func(ri int, root string) fsxResult {
 			if fd := w.fds[ri][slot]; fd >= 0 {
 				unix.Close(fd)
 				w.fds[ri][slot] = -1
+			}
+			if drop && ri == 1 {
+				// fsx's close/open mode: the kernel forgets the inode
+				// between the close and the open.
+				if err := dropCaches(); err != nil {
+					return fsxResult{Data: err.Error()}
+				}
 			}
 			fd, err := unix.Open(filepath.Join(root, p), flags, 0o644)
 			if err != nil {

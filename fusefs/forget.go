@@ -1,0 +1,40 @@
+package fusefs
+
+import (
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Lookups and FORGETs are ordered. A node holds an fd of its backing inode
+// that OnForget closes, and a LOOKUP may hand go-fuse a live node (lookupNode
+// reuses it) whose registration go-fuse completes only after Lookup returns.
+// Were a FORGET of the same node to run in between, go-fuse would revive the
+// node it just forgot, with its fd closed: the path would fail with EBADF
+// until the kernel forgot it again (go-fuse's NodeOnForgetter contract: a
+// LOOKUP must not revive a node being forgotten).
+//
+// So every request that may reuse a node (LOOKUP, READDIRPLUS) holds
+// forgetOrder's read lock from its decision through go-fuse's registration,
+// and FORGET holds the write lock while go-fuse drops the node and OnForget
+// closes its fd. Requests that take the read lock never wait for the
+// mutation gate, so a FORGET waits at most for lookups of the backing tree.
+type forgetOrder struct{ mu sync.RWMutex }
+
+func (f *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	f.order.mu.RLock()
+	defer f.order.mu.RUnlock()
+	return f.RawFileSystem.Lookup(cancel, header, name, out)
+}
+
+func (f *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	f.order.mu.RLock()
+	defer f.order.mu.RUnlock()
+	return f.RawFileSystem.ReadDirPlus(cancel, in, out)
+}
+
+func (f *rawFS) Forget(nodeid, nlookup uint64) {
+	f.order.mu.Lock()
+	defer f.order.mu.Unlock()
+	f.RawFileSystem.Forget(nodeid, nlookup)
+}
