@@ -26,6 +26,7 @@ var (
 	_ = (fs.NodeSetxattrer)((*Node)(nil))
 	_ = (fs.NodeListxattrer)((*Node)(nil))
 	_ = (fs.NodeRemovexattrer)((*Node)(nil))
+	_ = (fs.NodeFsyncer)((*Node)(nil))
 )
 
 // The operations an open file handle implements.

@@ -92,3 +92,21 @@ func (n *Node) captureChild(ctx context.Context, name string, claim *atticClaim)
 	}
 	return n.r.captureName(ctx, n.fd, name, p, claim)
 }
+
+// Fsync syncs the backing inode. For a directory (FSYNCDIR: a program that
+// makes a rename durable) it syncs the backing directory; go-fuse also
+// falls back on it for a file handle that cannot sync itself.
+func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if s, ok := f.(fs.FileFsyncer); ok {
+		return s.Fsync(ctx, flags)
+	}
+	fd, err := reopen(n.fd, unix.O_RDONLY)
+	if err != nil {
+		return errno(err)
+	}
+	defer unix.Close(fd)
+	if flags&1 != 0 { // FUSE_FSYNC_FDATASYNC
+		return errno(unix.Fdatasync(fd))
+	}
+	return errno(unix.Fsync(fd))
+}
