@@ -112,11 +112,10 @@ func (s *Store) Record(c Capture, who Program) error {
 		r.Op = opMeta
 		r.State.Size = 0
 	}
-	var size int64
-	if r.Op == opPrior && c.Prior.Type == fsstate.Regular {
-		size = c.Prior.Size
-	}
-	if err := s.checkSpace(size); err != nil {
+	// A capture the attic can link (an unlink, a rename over a file) stores
+	// no bytes: only the copy that keepBytes may fall back on checks space
+	// for them, so rm and mv work on a disk too full to copy the file.
+	if err := s.checkSpace(0); err != nil {
 		return s.noteErr(err)
 	}
 	if r.Op == opPrior && c.Prior.Type == fsstate.Regular {
@@ -149,6 +148,9 @@ func (s *Store) keepBytes(c Capture) (*contentRef, error) {
 	}
 	if c.Open == nil {
 		return nil, fmt.Errorf("versionstore: capture of %q has no way to read its bytes", c.Path)
+	}
+	if err := s.checkSpace(c.Prior.Size); err != nil {
+		return nil, err
 	}
 	f, err := c.Open()
 	if err != nil {

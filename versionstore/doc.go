@@ -107,7 +107,8 @@
 // errors.Is: ErrTurnNotFound, ErrNoOpenTurn, ErrRefTaken, ErrStoreFull (a
 // full disk under the store), ErrCorrupt, ErrNewerFormat (a store written by
 // a newer format version is refused), ErrLocked (another process holds the
-// store), ErrBadPath.
+// store), ErrBadPath, ErrNoSpace (a rewind's files would not fit in the
+// tree's filesystem: it is refused before anything changes).
 //
 // # Store faults
 //
@@ -116,8 +117,10 @@
 // exits. The daemon therefore dies rather than go on without history: its
 // mount is left dead (ENOTCONN), so no change lands unrecorded, and the
 // next mount replays the WAL. To keep a full disk from ever getting that
-// far, Record checks the free space first and refuses with ErrStoreFull,
-// and a ballast file gives Pebble's own background writes room when they
+// far, Record checks the free space first and refuses with ErrStoreFull
+// (a record that keeps no bytes, such as an unlink linked into the attic,
+// needs only the headroom, so rm and mv work on a full disk), and a ballast
+// file gives Pebble's own background writes room when they
 // meet ENOSPC anyway (space.go). A failed fsync at a turn boundary is
 // returned by Begin or End, the turn being opened or closed all the same.
 // Failed sstable writes (flush, compaction) are retried by Pebble; the

@@ -22,6 +22,9 @@ import (
 //     fails with ENOSPC, the backing tree is untouched) when the free space
 //     under the store would drop below headroom after storing the capture's
 //     bytes twice (once in the WAL, once in the sstable a flush writes).
+//     A record that stores no bytes (a rename, an unlink linked into the
+//     attic, a mode change) needs only the headroom, also while the store
+//     is full: removing or renaming a file never needs room for its data.
 //   - A ballast file (<store>/ballast) holds back room for Pebble's own
 //     background work (a memtable flush, a compaction, the MANIFEST). When
 //     any write of Pebble's still meets ENOSPC, vfs.OnDiskFull deletes the
@@ -140,6 +143,12 @@ func (s *Store) checkSpace(size int64) error {
 		return nil // cannot tell: let the write try
 	}
 	need := 2*size + headroom
+	if full && size == 0 && avail >= headroom {
+		// A record without bytes (rename, unlink into the attic, mode,
+		// directory, symlink) is a few hundred bytes: it never waits for
+		// space to come back, so rm and mv keep working on a full store.
+		return nil
+	}
 	if full {
 		// Back in business only with a margin of a ballast's size (so that
 		// the store does not flip between full and not with every small
