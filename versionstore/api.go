@@ -22,6 +22,7 @@ var (
 	ErrNoOpenTurn   = errors.New("versionstore: no turn is open")
 	ErrRefTaken     = errors.New("versionstore: ref already names another turn")
 	ErrStoreFull    = errors.New("versionstore: store full")
+	ErrNoSpace      = errors.New("versionstore: not enough space") // a rewind's files would not fit
 	ErrCorrupt      = errors.New("versionstore: corrupt")
 	ErrNewerFormat  = errors.New("versionstore: store was written by a newer ckptfs")
 	ErrLocked       = errors.New("versionstore: store is in use by another process")

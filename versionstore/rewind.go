@@ -13,6 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"ckptfs/internal/fsstate"
+	"ckptfs/internal/history"
+	"ckptfs/internal/units"
 )
 
 // RewindOptions modify Rewind.
@@ -92,6 +94,9 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if opts.DryRun || len(changes) == 0 {
 		return res, nil
 	}
+	if err := checkRewindSpace(changes, live); err != nil {
+		return res, err
+	}
 	stop, err := s.endSeq(target)
 	if err != nil {
 		return res, err
@@ -145,6 +150,32 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	// own captures, not from live paths the rewind has just changed.
 	res.Changes, err = s.Changes(res.Turn.Num-1, res.Turn.Num, live)
 	return res, err
+}
+
+// checkRewindSpace refuses, before anything changes, a rewind whose files
+// cannot fit: it writes the target bytes of every regular file it adds or
+// changes into the live tree, and a rewind that ran out of space half-way
+// would leave the tree neither where it was nor where it was going until
+// space came back.
+func checkRewindSpace(changes []Change, live Tree) error {
+	var need int64
+	for _, c := range changes {
+		if c.After.Type == fsstate.Regular && c.Kind != history.Renamed && c.Kind != history.ModeOnly {
+			need += c.After.Size
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	avail, err := live.Avail()
+	if err != nil {
+		return nil // cannot tell: let the rewind try
+	}
+	if need += headroom; avail < need {
+		return fmt.Errorf("%w: the rewind writes %s into the tree and its disk has %s free; free some space and try again",
+			ErrNoSpace, units.Bytes(need-headroom), units.Bytes(avail))
+	}
+	return nil
 }
 
 func filterChanges(cs []Change, prefixes []string) []Change {

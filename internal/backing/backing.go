@@ -56,6 +56,16 @@ func (t *Tree) Close() error {
 // Root returns the root directory file.
 func (t *Tree) Root() *os.File { return t.root }
 
+// Avail returns the bytes free to unprivileged users on the tree's
+// filesystem.
+func (t *Tree) Avail() (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(t.root.Fd()), &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
 const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 func retry(fn func() error) error {

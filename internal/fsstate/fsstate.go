@@ -157,4 +157,7 @@ type Tree interface {
 	Rename(from, to string) error
 	// Exchange atomically swaps a and b (RENAME_EXCHANGE).
 	Exchange(a, b string) error
+	// Avail returns the bytes free to unprivileged users on the tree's
+	// filesystem.
+	Avail() (int64, error)
 }

@@ -112,7 +112,7 @@ func (s *Service) wrap(err error) error {
 		code = turnctl.CodeBadRequest
 	case errors.Is(err, versionstore.ErrCorrupt):
 		code = turnctl.CodeCorrupt
-	case errors.Is(err, versionstore.ErrStoreFull):
+	case errors.Is(err, versionstore.ErrStoreFull), errors.Is(err, versionstore.ErrNoSpace):
 		code = turnctl.CodeConflict
 	case strings.Contains(msg, "bad ref"):
 		code = turnctl.CodeBadRequest
