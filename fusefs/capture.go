@@ -32,7 +32,7 @@ func stateOf(st *stat, fd int) fsstate.State {
 			s.Target, _ = readlinkFd(fd)
 		}
 	default:
-		s.Type = fsstate.Special
+		s.Type, s.Rdev = fsstate.NodeState(st.Mode, st.Rdev)
 	}
 	return s
 }

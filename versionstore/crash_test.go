@@ -146,6 +146,12 @@ func (f *failingTree) Rename(a, b string) error {
 	}
 	return f.Tree.Rename(a, b)
 }
+func (f *failingTree) Mknod(p string, st fsstate.State) error {
+	if err := f.spend(); err != nil {
+		return err
+	}
+	return f.Tree.Mknod(p, st)
+}
 func (f *failingTree) Exchange(a, b string) error {
 	if err := f.spend(); err != nil {
 		return err

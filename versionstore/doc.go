@@ -130,5 +130,6 @@
 // # Known limits
 //
 // History is never garbage-collected yet: the store only grows. Extended
-// attributes, hard-link identity and device files are not versioned.
+// attributes and hard-link identity are not versioned (a rewind brings
+// back each name of a hard-linked file as a file of its own).
 package versionstore

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"ckptfs/internal/backing"
 	"ckptfs/internal/fsstate"
 )
@@ -22,6 +24,7 @@ type snapEntry struct {
 	Mode   uint32
 	Target string
 	Data   string
+	Rdev   uint64
 }
 
 type snapshot map[string]snapEntry
@@ -31,7 +34,7 @@ func (e snapEntry) String() string {
 	if len(d) > 20 {
 		d = d[:20] + "…"
 	}
-	return fmt.Sprintf("%v %o %q %q", e.Type, e.Mode, e.Target, d)
+	return fmt.Sprintf("%v %o %q %q %d", e.Type, e.Mode, e.Target, d, e.Rdev)
 }
 
 // takeSnapshot walks a real directory (skipping names starting with
@@ -68,6 +71,8 @@ func takeSnapshot(t testing.TB, root string) snapshot {
 		case os.ModeSymlink:
 			e.Type, e.Mode = fsstate.Symlink, 0o777
 			e.Target, _ = os.Readlink(p)
+		default:
+			e.Type, e.Rdev = fsstate.NodeState(st.Mode, st.Rdev)
 		}
 		snap[rel] = e
 		return nil
@@ -174,7 +179,7 @@ func (m *sim) step() {
 	p := m.randPath()
 	st := m.lstat(p)
 	m.ops++
-	switch op := m.rng.Intn(10); {
+	switch op := m.rng.Intn(11); {
 	case op <= 2: // write (create, overwrite or append)
 		if !parentIsDir(m, p) || (st.Exists() && st.Type != fsstate.Regular) {
 			return
@@ -280,6 +285,19 @@ func (m *sim) step() {
 		if err := os.Truncate(m.abs(p), int64(m.rng.Intn(10))); err != nil {
 			m.t.Fatal(err)
 		}
+	case op == 10: // mknod: a FIFO, socket or device node
+		if st.Exists() || !parentIsDir(m, p) {
+			return
+		}
+		m.capture(p, false)
+		kind := []uint32{syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK}[m.rng.Intn(4)]
+		dev := 0
+		if kind == syscall.S_IFCHR || kind == syscall.S_IFBLK {
+			dev = int(unix.Mkdev(uint32(1+m.rng.Intn(3)), uint32(m.rng.Intn(3))))
+		}
+		if err := unix.Mknod(m.abs(p), kind|0o640, dev); err != nil {
+			m.t.Fatal(err)
+		}
 	case op == 9: // exchange
 		q := m.randPath()
 		qs := m.lstat(q)
@@ -332,7 +350,7 @@ func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []u
 				}
 				continue
 			}
-			if got.Type != want.Type || (got.Type != fsstate.Symlink && got.Mode != want.Mode) || got.Target != want.Target {
+			if got.Type != want.Type || (got.Type != fsstate.Symlink && got.Mode != want.Mode) || got.Target != want.Target || got.Rdev != want.Rdev {
 				t.Fatalf("turn %d: %s: want %v, store says %v %o %q", n, p, want, got.Type, got.Mode, got.Target)
 			}
 			if want.Type == fsstate.Regular {

@@ -291,6 +291,10 @@ func (s *Store) compare(x, y resolved, live Tree) (ChangeKind, error) {
 		if a.Target != b.Target {
 			return Modified, nil
 		}
+	case fsstate.CharDevice, fsstate.BlockDevice:
+		if a.Rdev != b.Rdev {
+			return Modified, nil
+		}
 	case fsstate.Regular:
 		same, err := s.sameBytes(x, y, live)
 		if err != nil {

@@ -705,8 +705,25 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		// WriteFile replaces atomically with a new inode: fresh mtime, and
 		// processes holding the old file keep the old bytes.
 		return live.WriteFile(path, st, rc)
+	case fsstate.FIFO, fsstate.Socket, fsstate.CharDevice, fsstate.BlockDevice:
+		if cur.Type == st.Type && cur.Rdev == st.Rdev {
+			if cur.Mode == st.Mode && cur.UID == st.UID && cur.GID == st.GID {
+				return nil
+			}
+			if err := s.capture(live, path, cur, who); err != nil {
+				return err
+			}
+			return setMeta(live, path, cur, st)
+		}
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+		if err := live.Mknod(path, st); err != nil {
+			return err
+		}
+		return setMeta(live, path, State{Mode: st.Mode}, st)
 	}
-	return nil // Special: passed through unversioned
+	return nil // Special (recorded by an older ckptfs): its kind is unknown
 }
 
 // replace records and removes whatever is at path.

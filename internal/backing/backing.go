@@ -118,9 +118,24 @@ func StateOf(st *unix.Stat_t) fsstate.State {
 	case unix.S_IFLNK:
 		s.Type, s.Mode = fsstate.Symlink, 0o777
 	default:
-		s.Type = fsstate.Special
+		s.Type, s.Rdev = fsstate.NodeState(st.Mode, st.Rdev)
 	}
 	return s
+}
+
+// nodeFormat is the S_IFMT bits mknod(2) takes for t.
+func nodeFormat(t fsstate.Type) (uint32, bool) {
+	switch t {
+	case fsstate.FIFO:
+		return unix.S_IFIFO, true
+	case fsstate.Socket:
+		return unix.S_IFSOCK, true
+	case fsstate.CharDevice:
+		return unix.S_IFCHR, true
+	case fsstate.BlockDevice:
+		return unix.S_IFBLK, true
+	}
+	return 0, false
 }
 
 func absent(err error) bool {
@@ -298,6 +313,23 @@ func (t *Tree) Symlink(target, p string) error {
 	}
 	defer unix.Close(pfd)
 	return pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) }))
+}
+
+// Mknod creates a FIFO, socket or device node at p with exactly st's mode.
+func (t *Tree) Mknod(p string, st fsstate.State) error {
+	f, ok := nodeFormat(st.Type)
+	if !ok {
+		return pathErr("mknod", p, unix.EINVAL)
+	}
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	if err := retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) }); err != nil {
+		return pathErr("mknod", p, err)
+	}
+	return pathErr("chmod", p, fchmodat2(pfd, name, st.Mode&0o7777))
 }
 
 // TempPrefix starts the names of the temporary files WriteFile creates.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // Type is the kind of object at a path.
@@ -21,7 +22,14 @@ const (
 	Regular             // a regular file
 	Dir                 // a directory
 	Symlink             // a symbolic link
-	Special             // a device, FIFO or socket: passed through unversioned
+	// Special is what stores written before special files were versioned
+	// recorded for a device, FIFO or socket: its kind is unknown, and a
+	// rewind leaves such a path as it finds it.
+	Special
+	FIFO        // a named pipe
+	Socket      // a unix socket's inode (bound or not, it is only a name)
+	CharDevice  // a character device node (Rdev)
+	BlockDevice // a block device node (Rdev)
 )
 
 func (t Type) String() string {
@@ -36,8 +44,35 @@ func (t Type) String() string {
 		return "symlink"
 	case Special:
 		return "special"
+	case FIFO:
+		return "fifo"
+	case Socket:
+		return "socket"
+	case CharDevice:
+		return "chardev"
+	case BlockDevice:
+		return "blockdev"
 	}
 	return "unknown"
+}
+
+// IsNode reports whether t is made by mknod(2): a FIFO, socket or device.
+func (t Type) IsNode() bool { return t >= FIFO && t <= BlockDevice }
+
+// NodeState is the Type and Rdev of a FIFO, socket or device node whose
+// stat(2) mode is m and device rdev (Special for any other mode).
+func NodeState(m uint32, rdev uint64) (Type, uint64) {
+	switch m & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		return FIFO, 0
+	case syscall.S_IFSOCK:
+		return Socket, 0
+	case syscall.S_IFCHR:
+		return CharDevice, rdev
+	case syscall.S_IFBLK:
+		return BlockDevice, rdev
+	}
+	return Special, 0
 }
 
 // State is the versioned part of one path's state at one moment.
@@ -48,6 +83,7 @@ type State struct {
 	GID    uint32
 	Size   int64  // Regular only
 	Target string // Symlink only
+	Rdev   uint64 `json:",omitempty"` // CharDevice and BlockDevice only
 }
 
 // Exists reports whether anything is at the path.
@@ -157,6 +193,9 @@ type Tree interface {
 	Rename(from, to string) error
 	// Exchange atomically swaps a and b (RENAME_EXCHANGE).
 	Exchange(a, b string) error
+	// Mknod creates a FIFO, socket or device node (st.Type.IsNode()) at
+	// path with st's mode and Rdev.
+	Mknod(path string, st State) error
 	// Avail returns the bytes free to unprivileged users on the tree's
 	// filesystem.
 	Avail() (int64, error)

@@ -397,6 +397,11 @@ func (t invalidatingTree) Symlink(target, p string) error {
 	return t.Tree.Symlink(target, p)
 }
 
+func (t invalidatingTree) Mknod(p string, st fsstate.State) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.Mknod(p, st)
+}
+
 func (t invalidatingTree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 	defer t.gate.Invalidate(p)
 	return t.Tree.WriteFile(p, st, r)

@@ -128,6 +128,14 @@ func typeName(t fsstate.Type) string {
 		return "directory"
 	case fsstate.Special:
 		return "device, FIFO or socket"
+	case fsstate.FIFO:
+		return "FIFO"
+	case fsstate.Socket:
+		return "socket"
+	case fsstate.CharDevice:
+		return "character device"
+	case fsstate.BlockDevice:
+		return "block device"
 	}
 	return t.String()
 }
