@@ -187,10 +187,7 @@ func (n *Node) captureSelf(ctx context.Context, metaOnly bool) syscall.Errno {
 	if p, ok := n.path(); !ok {
 		return 0
 	} else if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
-		n.mu.Lock()
-		single := len(n.links) < 2
-		n.mu.Unlock()
-		if single {
+		if !r.links.has(n.StableAttr()) {
 			return 0
 		}
 	}

@@ -20,12 +20,11 @@ type Node struct {
 	fd int // O_PATH fd of the backing inode; closed in OnForget
 
 	mu        sync.Mutex
-	readers   int              // open read-only handles served by the daemon
-	writers   int              // open writable handles served by the daemon
-	ptReaders int              // open handles using FUSE passthrough (read-only)
-	ptWriters int              // writable handles using FUSE passthrough
-	ptID      int32            // their shared backing ID (while ptReaders+ptWriters > 0)
-	links     map[linkKey]bool // names of a regular file (see addLink)
+	readers   int   // open read-only handles served by the daemon
+	writers   int   // open writable handles served by the daemon
+	ptReaders int   // open handles using FUSE passthrough (read-only)
+	ptWriters int   // writable handles using FUSE passthrough
+	ptID      int32 // their shared backing ID (while ptReaders+ptWriters > 0)
 }
 
 // path returns the node's root-relative slash path, false when the node is
@@ -86,8 +85,10 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *stat, out 
 	if got != nn {
 		unix.Close(fd)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		got.addLink(n, name)
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink >= 2 {
+		if p, ok := n.childPath(name); ok {
+			n.r.links.add(id, p)
+		}
 	}
 	if got != nn {
 		return &got.Inode
@@ -95,49 +96,26 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *stat, out 
 	return n.NewInode(ctx, nn, id)
 }
 
-// linkKey is one name of a regular file: a directory node and a name in it.
-type linkKey struct {
-	dir  *Node
-	name string
-}
-
-// addLink remembers a name the file was reached by. go-fuse keeps only the
-// last parent of a hard-linked inode reachable from outside; a capture must
-// cover every name (a write through one name changes them all). Stale
-// entries are harmless: paths() checks each against the backing tree.
-func (n *Node) addLink(dir *Node, name string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.links == nil {
-		n.links = map[linkKey]bool{}
-	}
-	n.links[linkKey{dir, name}] = true
-}
-
 // paths returns the root-relative paths of the node: its go-fuse path and,
-// for a file with several links, every other remembered name that still
-// refers to the same inode.
+// for a file with several links, every other remembered name (linkNames)
+// that still refers to the same inode.
 func (n *Node) paths(st *stat) []string {
 	var out []string
 	if p, ok := n.path(); ok {
 		out = append(out, p)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return out
 	}
-	n.mu.Lock()
-	keys := make([]linkKey, 0, len(n.links))
-	for k := range n.links {
-		keys = append(keys, k)
+	id := n.StableAttr()
+	if st.Nlink < 2 {
+		n.r.links.drop(id, "")
+		return out
 	}
-	n.mu.Unlock()
-	for _, k := range keys {
-		lst, err := lstatAt(k.dir.fd, k.name)
-		p, ok := k.dir.childPath(k.name)
-		if err != nil || lst.Ino != st.Ino || lst.Dev != st.Dev || !ok {
-			n.mu.Lock()
-			delete(n.links, k)
-			n.mu.Unlock()
+	for _, p := range n.r.links.list(id) {
+		lst, err := n.r.lstatPath(p)
+		if err != nil || lst.Ino != st.Ino || lst.Dev != st.Dev {
+			n.r.links.drop(id, p)
 			continue
 		}
 		if !containsPath(out, p) {

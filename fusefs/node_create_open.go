@@ -173,6 +173,9 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, errno(err)
 	}
+	if p, ok := t.path(); ok && t.StableAttr().Mode&unix.S_IFMT == unix.S_IFREG {
+		n.r.links.add(t.StableAttr(), p) // the new name is added by childAt
+	}
 	return n.childAt(ctx, name, out)
 }
 

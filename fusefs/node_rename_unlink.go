@@ -117,27 +117,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
-	srcNode, dstNode := childNode(n, name), childNode(np, newName)
 	err = retry(func() error { return unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)) })
 	commit(err == nil)
 	claim.done(err == nil)
-	if err == nil {
-		if srcNode != nil {
-			srcNode.addLink(np, newName)
-		}
-		if exchange && dstNode != nil {
-			dstNode.addLink(n, name)
-		}
+	if err == nil && sok && dok {
+		r.links.renamed(srcPath, dstPath, exchange)
 	}
 	return errno(err)
-}
-
-// childNode returns the regular-file node go-fuse knows for name in n.
-func childNode(n *Node, name string) *Node {
-	ch := n.GetChild(name)
-	if ch == nil || ch.StableAttr().Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil
-	}
-	c, _ := ch.Operations().(*Node)
-	return c
 }

@@ -105,6 +105,7 @@ type Root struct {
 	nodesMu sync.Mutex
 	nodes   map[fs.StableAttr]*Node // live nodes by identity: lookups reuse them
 	attic   map[fs.StableAttr]int   // inodes claimed by the store's attic (attic.go)
+	links   linkNames               // the names of hard-linked files (links.go)
 
 	commMu sync.Mutex
 	comms  map[uint32]string
