@@ -47,21 +47,19 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir = filepath.Clean(dir)
-	if err := clearStaleMount(dir, stderr); err != nil {
+	dir = canonical(dir)
+	// Every refusal comes before anything is created: a store made inside
+	// another mount would land in that mount's history.
+	if err := checkMountDir(dir, stderr); err != nil {
 		return err
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("mount: %v", unwrapPath(err))
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("mount: %s is not a directory", dir)
 	}
 	if o.store == "" {
 		o.store = filepath.Join(dir, ".ckptfs")
 	} else if o.store, err = filepath.Abs(o.store); err != nil {
 		return err
+	}
+	if outer, ok := ckptfsMountOf(canonical(o.store)); ok {
+		return fmt.Errorf("mount: the store %s is inside the ckptfs mount %s, whose history would record it; put the store outside every ckptfs mount", o.store, outer)
 	}
 	if err := prepareStore(o.store); err != nil {
 		return err
@@ -70,6 +68,55 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 		return daemon(dir, o, stderr)
 	}
 	return spawnDaemon(dir, o)
+}
+
+// checkMountDir refuses every DIR ckptfs must not mount over, creating
+// nothing: /, a directory inside a ckptfs mount, a live ckptfs mount, a
+// missing path, anything not a directory. A dead mount on dir (its daemon
+// was killed) is detached.
+func checkMountDir(dir string, stderr io.Writer) error {
+	if dir == "/" {
+		return errors.New("mount: refusing to mount over /; name a project directory")
+	}
+	if outer, ok := ckptfsMountOf(filepath.Dir(dir)); ok {
+		return fmt.Errorf("mount: %s is inside the ckptfs mount %s, which records it already; to version %s on its own, run 'ckptfs umount %s' first", dir, outer, dir, outer)
+	}
+	if err := clearStaleMount(dir, stderr); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("mount: %v; create the directory first or check the path", unwrapPath(err))
+	} else if err != nil {
+		return fmt.Errorf("mount: %v", unwrapPath(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("mount: %s is not a directory; name a project directory", dir)
+	}
+	return nil
+}
+
+// ckptfsMountOf returns the innermost ckptfs mount (live or dead) that is
+// path or one of its ancestors.
+func ckptfsMountOf(path string) (string, bool) {
+	m, err := rundir.FindMount(path)
+	return m, err == nil
+}
+
+// canonical returns the absolute path p with its symlinks resolved, as
+// far as it exists (the rest appended as it is): the mount table names
+// mounts by such paths. A component that cannot be resolved (a dead
+// mount answers ENOTCONN) is kept as written.
+func canonical(p string) string {
+	p = filepath.Clean(p)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	parent := filepath.Dir(p)
+	if parent == p {
+		return p
+	}
+	return filepath.Join(canonical(parent), filepath.Base(p))
 }
 
 func unwrapPath(err error) error {
@@ -97,7 +144,7 @@ func clearStaleMount(dir string, stderr io.Writer) error {
 		dead = ierr == nil && !alive(info.PID)
 	}
 	if !dead {
-		return fmt.Errorf("mount: %s is already a ckptfs mount", dir)
+		return fmt.Errorf("mount: %s is already a ckptfs mount; use it as it is, or run 'ckptfs umount %s' first", dir, dir)
 	}
 	fmt.Fprintf(stderr, "ckptfs: %s: the previous daemon died; detaching its dead mount\n", dir)
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {

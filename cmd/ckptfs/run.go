@@ -19,7 +19,7 @@ const usage = `usage: ckptfs COMMAND [flags] [args]
 
 commands:
   mount [flags] DIR     mount the versioning overlay over DIR, in place
-  umount DIR            close the open turn, flush, unmount
+  umount [--lazy] DIR   close the open turn, flush, unmount (refused while in use)
   status [--json] [DIR] mounted?, daemon pid, store path and size
 
 Run 'ckptfs COMMAND --help' for a command's flags.
