@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,7 +19,16 @@ import (
 )
 
 func runUmount(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("umount", "umount DIR\n\nCloses the open turn, flushes and unmounts DIR.", stdout)
+	var lazy bool
+	fs := newFlags("umount", `umount [--lazy] DIR
+
+Closes the open turn, flushes and unmounts DIR. While a process has its
+working directory, root, an open file or a memory map inside DIR, umount
+refuses, names those processes ("PID COMMAND") and changes nothing: the
+mount stays live and the open turn open. --lazy closes the open turn and
+detaches DIR anyway; those processes then see a dead directory until they
+leave it.`, stdout)
+	fs.BoolVar(&lazy, "lazy", false, "close the open turn and detach DIR even while processes use it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -27,18 +40,44 @@ func runUmount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	dir = filepath.Clean(dir)
-	return umount(dir, 30*time.Second)
+	if _, err := rundir.ReadInfo(dir); err != nil && !rundir.IsMounted(dir) {
+		// Not the path the mount was made by: resolve symlinks as mount
+		// did. (Not first: that would ask a hung daemon.)
+		dir = canonical(dir)
+	}
+	return umount(dir, lazy, 30*time.Second, stderr)
 }
 
-// umount asks the daemon of dir to stop (SIGTERM) and waits until it is gone
-// and the mount with it; a mount left by a dead daemon is detached.
-func umount(dir string, timeout time.Duration) error {
+// umount asks the daemon of dir to stop (SIGTERM: it closes the open turn
+// and unmounts) and waits until it is gone and the mount with it; a mount
+// left by a dead daemon is detached. A live mount some process uses is
+// refused, or with lazy detached first (the daemon still closes the turn).
+func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) error {
 	info, ierr := rundir.ReadInfo(dir)
-	mounted := rundir.IsMounted(dir)
+	mnt, mounted := mountEntry(dir)
 	if ierr != nil && !mounted {
 		return fmt.Errorf("umount: %s is not a ckptfs mount", dir)
 	}
 	if ierr == nil && alive(info.PID) {
+		var holders []holder
+		if mounted {
+			holders = mountHolders(dir, mnt.dev, info.Store, map[int]bool{info.PID: true, os.Getpid(): true})
+		}
+		if len(holders) > 0 && !lazy {
+			return fmt.Errorf("umount: %s is in use by %s; leave it (cd out, close its files, end those processes) and run umount again, or run 'ckptfs umount --lazy %s'", dir, listHolders(holders), dir)
+		}
+		if len(holders) > 0 {
+			// Flush what is dirty through the mount (shared maps) while
+			// it is still reachable by path, then take it out of the tree:
+			// the daemon's unmount below then finds nothing to wait for.
+			if f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
+				unix.Syncfs(int(f.Fd()))
+				f.Close()
+			}
+			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+				return fmt.Errorf("umount: detach %s: %v", dir, err)
+			}
+		}
 		if err := syscall.Kill(info.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("umount: signal daemon %d: %v", info.PID, err)
 		}
@@ -52,6 +91,9 @@ func umount(dir string, timeout time.Duration) error {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		if len(holders) > 0 {
+			fmt.Fprintf(stderr, "ckptfs: umount: %s was in use by %s; closed its open turn and detached it lazily: those processes see a dead directory until they leave it\n", dir, listHolders(holders))
+		}
 	}
 	if rundir.IsMounted(dir) {
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
@@ -60,6 +102,171 @@ func umount(dir string, timeout time.Duration) error {
 	}
 	rundir.Remove(dir)
 	return nil
+}
+
+// mountInfo is what umount needs of a mount table entry.
+type mountInfo struct {
+	dev uint64 // the filesystem's device number (st_dev of its files)
+}
+
+// mountEntry returns the topmost ckptfs mount on dir from
+// /proc/self/mountinfo.
+func mountEntry(dir string) (mountInfo, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return mountInfo{}, false
+	}
+	defer f.Close()
+	var m mountInfo
+	found := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		line := sc.Text()
+		sep := strings.Index(line, " - ")
+		if sep < 0 {
+			continue
+		}
+		pre, post := strings.Fields(line[:sep]), strings.Fields(line[sep+3:])
+		if len(pre) < 5 || len(post) < 1 || post[0] != rundir.FSType || unescapeMountField(pre[4]) != dir {
+			continue
+		}
+		maj, min, ok := strings.Cut(pre[2], ":")
+		a, err1 := strconv.ParseUint(maj, 10, 32)
+		b, err2 := strconv.ParseUint(min, 10, 32)
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		m, found = mountInfo{dev: unix.Mkdev(uint32(a), uint32(b))}, true
+	}
+	return m, found
+}
+
+// unescapeMountField undoes the octal escapes (\040 for space, …) of a
+// mountinfo field.
+func unescapeMountField(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')*64 + (s[i+2]-'0')*8 + (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// holder is a process that keeps a mount busy.
+type holder struct {
+	pid  int
+	comm string
+}
+
+// mountHolders lists the processes (but those in skip) whose working
+// directory, root, an open file or a memory map lies in the mount on dir
+// (device dev). Paths under store (the backing store, hidden through the
+// mount) do not count; nor does a path under dir on the filesystem the
+// mount covers (a shell that entered dir before it was mounted).
+func mountHolders(dir string, dev uint64, store string, skip map[int]bool) []holder {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	under := func(p, root string) bool {
+		return p == root || strings.HasPrefix(p, root+"/") || root == "/"
+	}
+	// onMount: the magic link points under dir, and to a file of the
+	// mount (AT_STATX_DONT_SYNC: from the kernel's cache, no request to
+	// the daemon).
+	onMount := func(link string) bool {
+		target, err := os.Readlink(link)
+		if err != nil || !under(target, dir) || (store != "" && under(target, store)) {
+			return false
+		}
+		var st unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st) != nil {
+			return false
+		}
+		return unix.Mkdev(st.Dev_major, st.Dev_minor) == dev
+	}
+	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
+	var out []holder
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 || skip[pid] {
+			continue
+		}
+		base := "/proc/" + e.Name()
+		held := onMount(base+"/cwd") || onMount(base+"/root") || mapsHold(base+"/maps", mapsDev)
+		if !held {
+			if d, err := os.Open(base + "/fd"); err == nil {
+				names, _ := d.Readdirnames(-1)
+				d.Close()
+				for _, n := range names {
+					if onMount(base + "/fd/" + n) {
+						held = true
+						break
+					}
+				}
+			}
+		}
+		if held {
+			comm, _ := os.ReadFile(base + "/comm")
+			out = append(out, holder{pid, strings.TrimSpace(string(comm))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+// mapsHold reports whether a /proc/PID/maps file maps a file of device dev
+// ("major:minor" as maps prints it).
+func mapsHold(path, dev string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		// start-end perms offset dev inode [path]
+		line := sc.Text()
+		for i := 0; i < 3; i++ {
+			j := strings.IndexByte(line, ' ')
+			if j < 0 {
+				line = ""
+				break
+			}
+			line = line[j+1:]
+		}
+		if strings.HasPrefix(line, dev+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// listHolders formats holders as "PID COMMAND, PID COMMAND", the first
+// ten of them.
+func listHolders(hs []holder) string {
+	const show = 10
+	var parts []string
+	for i, h := range hs {
+		if i == show {
+			parts = append(parts, fmt.Sprintf("and %d more", len(hs)-show))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", h.pid, h.comm))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // alive reports whether pid runs (and is not a zombie).
