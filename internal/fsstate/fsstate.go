@@ -86,6 +86,14 @@ type State struct {
 	Rdev   uint64 `json:",omitempty"` // CharDevice and BlockDevice only
 }
 
+// Stamp is what tells, without reading its bytes, whether an object
+// changed: a new inode, or new content in the same one (mtime), which a
+// State alone cannot show for a regular file of the same size.
+type Stamp struct {
+	Ino   uint64 `json:"i"`
+	Mtime int64  `json:"t"` // nanoseconds since the epoch
+}
+
 // Exists reports whether anything is at the path.
 func (s State) Exists() bool { return s.Type != Absent }
 
@@ -199,4 +207,9 @@ type Tree interface {
 	// Avail returns the bytes free to unprivileged users on the tree's
 	// filesystem.
 	Avail() (int64, error)
+	// Walk calls fn for every path at or below dir ("" for the whole tree,
+	// the root itself left out), parents before their children, without
+	// following symlinks; a path for which skip is true is left out with
+	// everything below it.
+	Walk(dir string, skip func(path string, isDir bool) bool, fn func(path string, st State, sp Stamp) error) error
 }

@@ -1,0 +1,109 @@
+package backing
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/fsstate"
+)
+
+// Walk calls fn for every path at or below dir ("" for the whole tree; dir
+// itself is reported unless it is the root), parents before children,
+// without following symlinks: each directory is opened relative to its
+// parent's fd, so the walk costs one stat per path and never resolves a
+// long path. skip leaves a path out, with everything below it. A path that
+// vanishes during the walk is passed over.
+func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p string, st fsstate.State, sp fsstate.Stamp) error) error {
+	if dir != "" {
+		st, err := t.Lstat(dir)
+		if err != nil || !st.Exists() {
+			return err
+		}
+		var x unix.Stat_t
+		pfd, name, err := t.parent(dir)
+		if err != nil {
+			return err
+		}
+		err = retry(func() error { return unix.Fstatat(pfd, name, &x, unix.AT_SYMLINK_NOFOLLOW) })
+		unix.Close(pfd)
+		if err != nil {
+			return pathErr("lstat", dir, err)
+		}
+		if skip != nil && skip(dir, st.Type == fsstate.Dir) {
+			return nil
+		}
+		if err := fn(dir, st, stampOf(&x)); err != nil {
+			return err
+		}
+		if st.Type != fsstate.Dir {
+			return nil
+		}
+	}
+	fd, err := t.openat2(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return pathErr("open", dir, err)
+	}
+	return walkDir(fd, dir, skip, fn)
+}
+
+// walkDir walks the directory open as fd (which it closes), named dir.
+func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, fsstate.State, fsstate.Stamp) error) error {
+	f := os.NewFile(uintptr(fd), dir)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return pathErr("readdir", dir, err)
+	}
+	defer f.Close()
+	for _, name := range names {
+		p := name
+		if dir != "" {
+			p = dir + "/" + name
+		}
+		var x unix.Stat_t
+		if err := retry(func() error { return unix.Fstatat(fd, name, &x, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+			if absent(err) {
+				continue
+			}
+			return pathErr("lstat", p, err)
+		}
+		st := StateOf(&x)
+		isDir := st.Type == fsstate.Dir
+		if skip != nil && skip(p, isDir) {
+			continue
+		}
+		if st.Type == fsstate.Symlink {
+			buf := make([]byte, 4096)
+			n, err := unix.Readlinkat(fd, name, buf)
+			if err != nil {
+				if absent(err) {
+					continue
+				}
+				return pathErr("readlink", p, err)
+			}
+			st.Target = string(buf[:n])
+		}
+		if err := fn(p, st, stampOf(&x)); err != nil {
+			return err
+		}
+		if !isDir {
+			continue
+		}
+		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if absent(err) {
+				continue
+			}
+			return pathErr("open", p, err)
+		}
+		if err := walkDir(cfd, p, skip, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stampOf(x *unix.Stat_t) fsstate.Stamp {
+	return fsstate.Stamp{Ino: x.Ino, Mtime: x.Mtim.Nano()}
+}
