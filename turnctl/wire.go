@@ -140,6 +140,9 @@ type RewindReply struct {
 	Turn    *history.Turn `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
 	Changes []FileChange  `json:"changes"`
 	Stats   history.Stats `json:"stats"`
+	// NotRestored are paths left as they were: their bytes at the target
+	// were never captured (they changed while the project was not mounted).
+	NotRestored []string `json:"not_restored,omitempty"`
 }
 
 // VerifyRequest checks the store's integrity (POST /v1/verify).
@@ -166,13 +169,16 @@ type FileChange struct {
 	// Binary says the bytes differ but are not text (a NUL byte) or are
 	// too large to diff: no line counts, no patch hunks.
 	Binary bool `json:"binary,omitempty"`
+	// NotCaptured says the bytes of one side were never captured (the file
+	// changed while the project was not mounted): no line counts, no hunks.
+	NotCaptured bool `json:"not_captured,omitempty"`
 	// Patch is the unified diff (show --patch, diff), in git's format.
 	Patch string `json:"patch,omitempty"`
 }
 
 // FileState is one side of a FileChange.
 type FileState struct {
-	Type   string `json:"type"` // file, dir, symlink, special
+	Type   string `json:"type"` // file, dir, symlink, fifo, socket, chardev, blockdev (special: of an older store)
 	Mode   string `json:"mode"` // octal permission bits, "0644"
 	Size   int64  `json:"size,omitempty"`
 	Target string `json:"target,omitempty"` // symlink only

@@ -23,11 +23,14 @@ var (
 	ErrRefTaken     = errors.New("versionstore: ref already names another turn")
 	ErrStoreFull    = errors.New("versionstore: store full")
 	ErrNoSpace      = errors.New("versionstore: not enough space") // a rewind's files would not fit
-	ErrCorrupt      = errors.New("versionstore: corrupt")
-	ErrNewerFormat  = errors.New("versionstore: store was written by a newer ckptfs")
-	ErrLocked       = errors.New("versionstore: store is in use by another process")
-	ErrBadPath      = errors.New("versionstore: path outside the tree")
-	ErrClosed       = errors.New("versionstore: store is closed")
+	// ErrNotCaptured: the bytes asked for were never recorded (the file
+	// changed while the project was not mounted).
+	ErrNotCaptured = errors.New("versionstore: never captured")
+	ErrCorrupt     = errors.New("versionstore: corrupt")
+	ErrNewerFormat = errors.New("versionstore: store was written by a newer ckptfs")
+	ErrLocked      = errors.New("versionstore: store is in use by another process")
+	ErrBadPath     = errors.New("versionstore: path outside the tree")
+	ErrClosed      = errors.New("versionstore: store is closed")
 )
 
 // The vocabulary shared with turnctl's protocol lives in internal/history
@@ -46,6 +49,7 @@ const (
 	KindInitial = history.KindInitial // turn 0
 	KindAgent   = history.KindAgent   // opened by `turnctl begin`
 	KindManual  = history.KindManual  // changes made while no turn was open
+	KindOffline = history.KindOffline // changes made while the project was not mounted
 	KindRewind  = history.KindRewind  // a rewind or restore
 )
 

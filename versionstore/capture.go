@@ -30,6 +30,9 @@ type record struct {
 	To      string      `json:"q,omitempty"`
 	State   State       `json:"s"`
 	Content *contentRef `json:"c,omitempty"`
+	// Lost: the prior bytes of this regular file were never captured (it
+	// changed while the project was not mounted); State is still right.
+	Lost bool `json:"x,omitempty"`
 }
 
 // NeedsCapture reports whether path still needs its prior state recorded in

@@ -127,6 +127,16 @@
 // captures wait in the WAL meanwhile. Health reports the last error and
 // whether the store is full.
 //
+// # Changes made while unmounted
+//
+// A clean unmount saves a manifest of the tree (each path's state, inode
+// and mtime); the next mount compares the tree with it before serving and
+// records what differs as one turn of kind offline, dropping the manifest
+// in the same batch (offline.go). A regular file that changed there has
+// no prior bytes: its record is Lost, and cat, patches and rewinds name
+// it instead of showing other bytes. A rewind made with no daemon keeps the
+// manifest in step for the paths it changes.
+//
 // # Known limits
 //
 // History is never garbage-collected yet: the store only grows. Extended

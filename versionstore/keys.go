@@ -13,6 +13,11 @@ import (
 //	         'm' "journal"                 JSON rewindJournal, present only while a rewind runs
 //	         'm' "rename" seq[8]           empty: the rename event seq is recorded but
 //	                                       not yet confirmed done (RecordRename)
+//	         'm' "manifest"                JSON manifestInfo: a manifest of the tree
+//	                                       was saved at the last clean unmount
+//	manifest 'w' path-bytes                JSON manifestEntry: one path's state at that
+//	                                       unmount (offline.go); present only between
+//	                                       an unmount and the next mount
 //	turn     't' num[8]                    JSON Turn
 //	ref      'r' ref-bytes                 num[8]: the turn the ref names
 //	event    'e' seq[8]                    JSON record: one change-log entry
@@ -37,11 +42,13 @@ const (
 	prefixRef   = 'r'
 	prefixEvent = 'e'
 	prefixChunk = 'c'
+	prefixWalk  = 'w'
 )
 
 var (
-	keyFormat  = []byte("mformat")
-	keyJournal = []byte("mjournal")
+	keyFormat   = []byte("mformat")
+	keyJournal  = []byte("mjournal")
+	keyManifest = []byte("mmanifest")
 )
 
 func u64Key(prefix byte, n uint64) []byte {

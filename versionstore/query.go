@@ -17,6 +17,7 @@ type resolved struct {
 	Live    string      // else the live path that holds this state now
 	FromLog bool        // the state came from a record, not from the live tree
 	Seq     uint64      // with FromLog: the record's event (0: renamed over)
+	Lost    bool        // a regular file whose bytes were never captured
 }
 
 // sameObject reports whether two resolutions of a path found the same
@@ -71,7 +72,7 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 		switch r.Op {
 		case opPrior:
 			for _, id := range pending[r.Path] {
-				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq}
+				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq, Lost: r.Lost}
 			}
 			delete(pending, r.Path)
 		case opMeta:
@@ -158,12 +159,18 @@ func (s *Store) OpenAt(n uint64, path string, live Tree) (io.ReadCloser, State, 
 		return nil, State{}, err
 	}
 	rc, err := s.open(r, live)
+	if r.Lost {
+		err = fmt.Errorf("%s at the end of turn %d: %w", path, n, err)
+	}
 	return rc, r.State, err
 }
 
 func (s *Store) open(r resolved, live Tree) (io.ReadCloser, error) {
 	if r.State.Type != fsstate.Regular {
 		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	if r.Lost {
+		return nil, fmt.Errorf("%w: the file changed while the project was not mounted, so its bytes from before were never seen", ErrNotCaptured)
 	}
 	if r.Content != nil {
 		return s.openContent(r.Content)
@@ -311,8 +318,11 @@ func (s *Store) compare(x, y resolved, live Tree) (ChangeKind, error) {
 }
 
 func (s *Store) sameBytes(x, y resolved, live Tree) (bool, error) {
-	if x.State.Size != y.State.Size {
-		return false, nil
+	if x.FromLog && y.FromLog && x.Seq == y.Seq && x.Seq != 0 {
+		return true, nil // one record
+	}
+	if x.State.Size != y.State.Size || x.Lost || y.Lost {
+		return false, nil // never captured: not known to be the same
 	}
 	if x.Content != nil && y.Content != nil {
 		if x.Content.Attic == "" && y.Content.Attic == "" {

@@ -29,6 +29,10 @@ type RewindOptions struct {
 type RewindResult struct {
 	Turn    Turn     // the new turn of kind rewind (zero with DryRun or no change)
 	Changes []Change // per path: Before = now, After = the target state
+	// NotRestored are the paths left as they were because their bytes at
+	// the target were never captured (they changed while the project was
+	// not mounted).
+	NotRestored []string
 }
 
 // rewindJournal is kept under keyJournal while a rewind runs, so that a
@@ -48,6 +52,7 @@ type rewindJournal struct {
 	Stop    uint64   `json:"stop"`
 	Actions []action `json:"actions,omitempty"`
 	Restore bool     `json:"restore,omitempty"`
+	Lost    []string `json:"lost,omitempty"` // paths left as they are: bytes never captured
 
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
@@ -102,8 +107,9 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 		return res, err
 	}
 	var actions []action
+	var lost []string
 	if opts.Paths != nil {
-		if actions, err = s.planRestore(stop, prefixes, live, nil); err != nil {
+		if actions, lost, err = s.planRestore(stop, prefixes, live, nil); err != nil {
 			return res, err
 		}
 	}
@@ -118,7 +124,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if err != nil {
 		return res, err
 	}
-	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil}
+	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost}
 	if j.Restore {
 		j.Next = 0
 	} else if j.Next-j.Stop > replayLimit(len(changes)) {
@@ -146,6 +152,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if res.Turn, err = s.finishJournal(j); err != nil {
 		return res, err
 	}
+	res.NotRestored = j.Lost
 	// The changes as they are now recorded: "before" from the rewind turn's
 	// own captures, not from live paths the rewind has just changed.
 	res.Changes, err = s.Changes(res.Turn.Num-1, res.Turn.Num, live)
@@ -244,7 +251,11 @@ func walkLive(live Tree, dir string, fn func(rel string)) error {
 // written, if not nil, maps paths to the stored version the caller just
 // wrote there: when the target is that same version and type, mode and size
 // match, the bytes are not read again to compare.
-func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) ([]action, error) {
+//
+// A path whose target bytes were never captured (Lost) gets no action: it
+// is returned in lost instead, to be named to the user.
+func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) ([]action, []string, error) {
+	var lost []string
 	seen := map[string]bool{}
 	var cands []string
 	under := func(p string) bool {
@@ -311,7 +322,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 		return true, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// What lies below a moved directory's live location: under the name it
 	// had then (to bring back) and under the name it has now (to remove,
@@ -325,30 +336,38 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			add(join(m.orig, p))
 			add(join(m.cur, p))
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	rs, err := s.resolveMany(stop, cands, live)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var mk, rm []action
 	for i, p := range cands {
 		r := rs[i]
 		a := action{Path: p, State: r.State, Content: r.Content}
+		if r.Lost {
+			if cur, err := live.Lstat(p); err != nil {
+				return nil, nil, err
+			} else if cur.Exists() || r.State.Exists() {
+				lost = append(lost, p)
+			}
+			continue
+		}
 		if !r.FromLog {
 			a.Live = r.Live // r.Live == p: the same file, its mode maybe changed
 		}
 		cur, err := live.Lstat(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if w := written[p]; w != nil && r.Content != nil && sameRef(w, r.Content) &&
 			cur.Type == r.State.Type && cur.Size == r.State.Size && cur.Mode == r.State.Mode {
 			continue // just written from exactly this version
 		}
 		if k, err := s.compare(resolved{State: cur, Live: p}, r, live); err != nil {
-			return nil, err
+			return nil, nil, err
 		} else if k == "" {
 			continue // already as it was
 		}
@@ -358,12 +377,12 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			// action (and its redo after a crash) stands on its own.
 			f, err := live.Open(a.Live)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			a.Content, err = s.putContent(f, a.State.Size)
 			f.Close()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			a.Live = ""
 		}
@@ -375,7 +394,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 	}
 	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
 	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
-	return append(mk, rm...), nil
+	return append(mk, rm...), lost, nil
 }
 
 func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
@@ -429,6 +448,15 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 			j.Next = j.Stop
 			break
 		}
+		if rec.Lost {
+			// Nothing to put back: an older record of the path, or
+			// else the fix-up pass, decides what the path becomes.
+			j.Next = rec.Seq - 1
+			if err := s.saveProgress(j); err != nil {
+				return err
+			}
+			continue
+		}
 		if rec.Op == opPrior && rec.Content != nil {
 			if j.written == nil {
 				j.written = map[string]*contentRef{}
@@ -449,12 +477,12 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 	// state (forward resolution, which does not depend on intermediate
 	// states) and set whatever still differs. Normally there is nothing to
 	// do; the model tests count it.
-	actions, err := s.planRestore(j.Stop, []string{""}, live, j.written)
+	actions, lost, err := s.planRestore(j.Stop, []string{""}, live, j.written)
 	if err != nil {
 		return err
 	}
 	fixups.Add(int64(len(actions)))
-	j.Restore, j.Actions, j.Next = true, actions, 0
+	j.Restore, j.Actions, j.Next, j.Lost = true, actions, 0, lost
 	if err := s.saveProgress(j); err != nil {
 		return err
 	}

@@ -537,6 +537,14 @@ func (s *Store) Current() (Turn, bool) {
 	return t, true
 }
 
+// Events returns how many events were ever recorded (the sequence number
+// the next one gets): it changes with every record.
+func (s *Store) Events() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextSeq
+}
+
 // Latest returns the highest turn number (0 when only turn 0 exists).
 func (s *Store) Latest() uint64 {
 	s.mu.Lock()

@@ -2,7 +2,8 @@ package main
 
 // History figures, on C only: turn boundary latency against tree size (and
 // the shadow-git peer G), log and show with many turns, rewind of k changed
-// files, and bytes stored per byte changed.
+// files, bytes stored per byte changed, and what finding the changes made
+// while unmounted costs a mount (and saving the manifest an umount).
 
 import (
 	"context"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -35,7 +37,7 @@ func (b *bench) runHistory(ctx context.Context, ts []target) error {
 		return fmt.Errorf("emptying %s: %w", c.Dir(), err)
 	}
 	h := &history{b: b, c: c, reps: b.o.reps}
-	for _, f := range []func(context.Context) error{h.boundaries, h.logShow, h.rewinds, h.bigFile, h.stored} {
+	for _, f := range []func(context.Context) error{h.boundaries, h.logShow, h.rewinds, h.bigFile, h.stored, h.offline} {
 		if err := f(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -444,6 +446,48 @@ func writeRandom(p string, n int64, seed uint64, appendTo bool) error {
 		}
 	}
 	return f.Close()
+}
+
+// offline times `ckptfs umount` (which saves the manifest of the tree) and
+// `ckptfs mount` (which compares the tree with it and records what changed
+// in between, here one file) on a project of the largest history tree
+// size, mounted in the background as a user would.
+func (h *history) offline(ctx context.Context) error {
+	n := h.b.sz.histTrees[len(h.b.sz.histTrees)-1]
+	dir := filepath.Join(h.b.o.work, "offline")
+	defer func() {
+		exec.Command(h.b.o.ckptfs, "umount", dir).Run()
+		os.RemoveAll(dir)
+	}()
+	if err := genFiles(ctx, dir, 0, n); err != nil {
+		return err
+	}
+	run := func(args ...string) (sample, error) {
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, h.b.o.ckptfs, args...).CombinedOutput()
+		if err != nil {
+			return sample{}, fmt.Errorf("ckptfs %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return sample{Wall: since(start), CPU: -1}, nil
+	}
+	if _, err := run("mount", dir); err != nil {
+		return err
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		s, err := run("umount", dir)
+		if err != nil {
+			return err
+		}
+		h.record(fmt.Sprintf("umount (saves the manifest), %d files", n), "C", s)
+		if err := os.WriteFile(genPath(dir, rep), fmt.Appendf(nil, "changed offline %d\n", rep), 0o644); err != nil {
+			return err
+		}
+		if s, err = run("mount", dir); err != nil {
+			return err
+		}
+		h.record(fmt.Sprintf("mount (finds offline changes), %d files", n), "C", s)
+	}
+	return nil
 }
 
 // genPath is file i of a generated tree: 100 files per directory.

@@ -181,7 +181,8 @@ Workloads (--only takes names or numbers):
 	}
 	fmt.Fprintf(w, `     history  C only: turn boundary vs tree size, shadow git (G), log/show,
               rewind, rename and delete of a 1 GiB file (and on N),
-              bytes stored per byte changed
+              bytes stored per byte changed, umount and mount with a check
+              for changes made while unmounted
 
 Flags:
 %s

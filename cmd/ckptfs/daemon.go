@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -111,6 +112,13 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	if len(ex.pats) > 0 {
 		exclude = ex.match
 	}
+	// unversioned: what no capture sees, and so no manifest holds.
+	unversioned := func(p string, isDir bool) bool {
+		return slices.Contains(hidden, p) || (exclude != nil && exclude(p, isDir))
+	}
+	if err := recordOffline(store, tree, unversioned, logger); err != nil {
+		return fmt.Errorf("mount: changes made while unmounted: %v", err)
+	}
 	root, err := fusefs.NewRoot(dirFile, fusefs.Options{
 		Recorder: store,
 		Hidden:   hidden,
@@ -157,23 +165,72 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		logger.Printf("unmounted from outside")
 	}
 	stopControl()
-	// Close the open turn at a boundary no mutation straddles.
+	// Close the open turn, and save the manifest the next mount compares
+	// the tree with, at a boundary no mutation straddles.
+	var walked uint64
 	if err := root.Exclusive(func() error {
 		if _, open := store.Current(); open {
-			_, err := store.End("")
-			return err
+			if _, err := store.End(""); err != nil {
+				return err
+			}
 		}
-		return nil
+		walked = store.Events()
+		return store.SaveManifest(tree, unversioned, o.excludes)
 	}); err != nil {
-		logger.Printf("close open turn: %v", err)
+		logger.Printf("close open turn, save manifest: %v", err)
 	}
 	root.Close() // its fd of the mount would keep the mount busy
 	unmount(srv, dir, logger)
+	if store.Events() != walked {
+		// A change slipped in between the walk and the unmount (and was
+		// recorded): walk again, now that nothing can change the tree
+		// through the mount.
+		if _, open := store.Current(); open {
+			store.End("")
+		}
+		if err := store.SaveManifest(tree, unversioned, o.excludes); err != nil {
+			logger.Printf("save manifest: %v", err)
+		}
+	}
 	storeClosed = true
 	if err := store.Close(); err != nil {
 		logger.Printf("close store: %v", err)
 	}
 	rundir.Remove(dir)
+	return nil
+}
+
+// recordOffline records, before the tree is served, what changed in it
+// since the last clean unmount (versionstore.RecordOffline). The manifest
+// was walked with that mount's exclude patterns: paths either set of
+// patterns excludes are left out of the comparison.
+func recordOffline(store *versionstore.Store, tree *backing.Tree, unversioned func(string, bool) bool, logger *log.Logger) error {
+	pats, ok, err := store.ManifestPatterns()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if store.Latest() > 0 {
+			logger.Printf("no manifest of the last unmount (the daemon did not stop cleanly): changes made since, while unmounted, are not recorded")
+		}
+		return nil
+	}
+	skip := unversioned
+	if old, err := newExcluder(pats); err == nil && len(old.pats) > 0 {
+		skip = func(p string, isDir bool) bool { return unversioned(p, isDir) || old.match(p, isDir) }
+	}
+	start := time.Now()
+	res, err := store.RecordOffline(tree, skip)
+	if err != nil {
+		return err
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	if res.Paths == 0 {
+		logger.Printf("nothing changed while unmounted (%d paths checked in %v)", res.Examined, took)
+		return nil
+	}
+	logger.Printf("changed while unmounted: %d paths (%d whose earlier bytes were never seen), recorded as turn %d (%d paths checked in %v)",
+		res.Paths, res.Lost, res.Turn.Num, res.Examined, took)
 	return nil
 }
 

@@ -16,6 +16,7 @@ const (
 	KindAgent   Kind = "agent"   // opened by `turnctl begin`
 	KindManual  Kind = "manual"  // changes made while no turn was open
 	KindRewind  Kind = "rewind"  // a rewind or restore
+	KindOffline Kind = "offline" // changes made while the project was not mounted
 )
 
 // Turn is one numbered group of changes. Turn 0 is the tree as it was when

@@ -76,7 +76,7 @@ func logRow(t history.Turn) []cell {
 		kindColor = cBlue
 	case history.KindRewind:
 		kindColor = cRed
-	case history.KindManual:
+	case history.KindManual, history.KindOffline:
 		kindColor = cCyan
 	}
 	return []cell{

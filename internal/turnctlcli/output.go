@@ -143,6 +143,8 @@ func kindColor(k history.ChangeKind) string {
 // lines renders the +/- count of a change ("" when there is none).
 func lines(c turnctl.FileChange) string {
 	switch {
+	case c.NotCaptured:
+		return "bytes never captured"
 	case c.Binary:
 		return "binary"
 	case c.LinesAdded == 0 && c.LinesDeleted == 0:

@@ -46,12 +46,17 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	switch {
 	case len(rep.Changes) == 0:
 		fmt.Fprintf(e.stdout, "%s: nothing to change\n", what)
-		return nil
 	case rep.DryRun:
 		fmt.Fprintf(e.stdout, "%s would change %s:\n", what, statsLine(rep.Stats))
 	case rep.Turn != nil:
 		fmt.Fprintf(e.stdout, "%s done as turn %d: %s\n", what, rep.Turn.Num, statsLine(rep.Stats))
 	}
 	e.printTable(e.changeRows(rep.Changes), "  ")
+	if len(rep.NotRestored) > 0 {
+		fmt.Fprintf(e.stdout, "not restored, left as they are (their bytes then were never captured: they changed while the project was not mounted):\n")
+		for _, p := range rep.NotRestored {
+			fmt.Fprintf(e.stdout, "  %s\n", p)
+		}
+	}
 	return nil
 }

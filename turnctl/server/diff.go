@@ -36,9 +36,10 @@ const (
 
 // side is one side of a file comparison.
 type side struct {
-	st     fsstate.State
-	data   []byte // the bytes (regular) or target (symlink)
-	binary bool   // not text, or too large: no line diff
+	st      fsstate.State
+	data    []byte // the bytes (regular) or target (symlink)
+	binary  bool   // not text, or too large: no line diff
+	unknown bool   // never captured (binary too)
 }
 
 // readSide loads one side of a store Change (after: the later state). The
@@ -59,6 +60,10 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 			// A live file that vanished since Changes looked (the mount is
 			// in use): its bytes are unknown, not an error of the command.
 			sd.binary = true
+			return sd, nil
+		}
+		if errors.Is(err, versionstore.ErrNotCaptured) {
+			sd.binary, sd.unknown = true, true
 			return sd, nil
 		}
 		if err != nil {
@@ -109,6 +114,8 @@ func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileCha
 	}
 	var hunks []hunk
 	switch {
+	case a.unknown || b.unknown:
+		fc.NotCaptured = true
 	case (a.binary || b.binary) && (a.data == nil || b.data == nil || !bytes.Equal(a.data, b.data)):
 		// Too large to hold (data nil) or not text.
 		if a.st.Exists() || b.st.Exists() {
@@ -293,6 +300,15 @@ func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 	}
 	if !b.st.Exists() {
 		to = "/dev/null"
+	}
+	if a.unknown || b.unknown {
+		// Not a patch git would apply: say why there are no hunks.
+		name := to
+		if a.unknown {
+			name = from
+		}
+		fmt.Fprintf(&w, "Bytes of %s never captured (changed while the project was not mounted)\n", name)
+		return w.String()
 	}
 	if a.binary || b.binary {
 		fmt.Fprintf(&w, "Binary files %s and %s differ\n", from, to)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"ckptfs/internal/backing"
 	"ckptfs/turnctl"
@@ -38,5 +39,32 @@ func OpenOffline(root, store string) (turnctl.Handler, func(), error) {
 		st.Close()
 		return nil, nil, fmt.Errorf("finishing an interrupted rewind: %s", strings.TrimPrefix(err.Error(), "versionstore: "))
 	}
-	return NewService(st, tree, nil), func() { tree.Close(); st.Close() }, nil
+	// A rewind changes the tree with no daemon to see it: keep the
+	// manifest of the last unmount in step, path by path, so that the
+	// next mount does not take the rewind for changes made by hand.
+	g := &touchedPaths{}
+	return NewService(st, tree, g), func() {
+		if len(g.paths) > 0 {
+			if err := st.RefreshManifest(tree, g.paths); err != nil {
+				fmt.Fprintf(os.Stderr, "turnctl: keeping the manifest of the last unmount in step: %v\n", err)
+			}
+		}
+		tree.Close()
+		st.Close()
+	}, nil
+}
+
+// touchedPaths is the Gate of an offline Service: nothing else uses the
+// tree, so Exclusive just runs fn; it collects the paths a rewind changed.
+type touchedPaths struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (g *touchedPaths) Exclusive(fn func() error) error { return fn() }
+
+func (g *touchedPaths) Invalidate(p string) {
+	g.mu.Lock()
+	g.paths = append(g.paths, p)
+	g.mu.Unlock()
 }

@@ -102,7 +102,7 @@ func (s *Service) wrap(err error) error {
 	msg := strings.ReplaceAll(err.Error(), "versionstore: ", "")
 	code := turnctl.CodeInternal
 	switch {
-	case errors.Is(err, versionstore.ErrTurnNotFound):
+	case errors.Is(err, versionstore.ErrTurnNotFound), errors.Is(err, versionstore.ErrNotCaptured):
 		code = turnctl.CodeNotFound
 	case errors.Is(err, versionstore.ErrNoOpenTurn):
 		code, msg = turnctl.CodeConflict, "no turn is open (turnctl begin opens one)"

@@ -134,7 +134,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	rep := &turnctl.RewindReply{Target: n, DryRun: dry, Changes: []turnctl.FileChange{}}
+	rep := &turnctl.RewindReply{Target: n, DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
 	// Before is the state now (before the rewind), After the target state.
 	cs := res.Changes
 	if !dry && res.Turn.Num != 0 {

@@ -1,0 +1,130 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Changes made while the project is not mounted are found at the next
+// mount and recorded as a turn of their own, before anything is served.
+// What was never captured (the earlier bytes of a file changed or deleted
+// while unmounted) is named as such: cat refuses, a rewind leaves the path
+// as it is and says so, and nothing shows today's bytes as old ones.
+func TestChangesWhileUnmountedAreRecorded(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"main.go": "package main\n", "keep.txt": "keep\n", "mode.txt": "mode\n", "gone.txt": "gone\n", "sub/x": "x\n",
+	})
+	p := func(rel string) string { return filepath.Join(dir, rel) }
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "edit main.go")
+	if err := os.WriteFile(p("main.go"), []byte("package main // v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	m.Unmount(t)
+
+	// While unmounted.
+	f, err := os.OpenFile(p("main.go"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("// offline\n")
+	f.Close()
+	writeTree(t, dir, map[string]string{"new.txt": "new\n"})
+	if err := os.Chmod(p("mode.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p("gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p("newdir"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("keep.txt", p("ln")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(p("sub/fifo"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+
+	m = mountProject(t, dir)
+	log := m.turnctl(t, "log")
+	if !strings.Contains(log, "offline") || !strings.Contains(log, "changed while unmounted") {
+		t.Fatalf("turnctl log shows no offline turn:\n%s", log)
+	}
+	show := m.turnctl(t, "show", "2")
+	for _, want := range []string{"main.go", "bytes never captured", "new.txt", "mode.txt", "gone.txt", "newdir", "ln", "sub/fifo"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("turnctl show 2 does not name %q:\n%s", want, show)
+		}
+	}
+	if strings.Contains(show, "keep.txt ") || strings.Contains(show, "sub/x") {
+		t.Errorf("turnctl show 2 names an unchanged path:\n%s", show)
+	}
+	// The bytes main.go had before the offline turn were never seen.
+	out, code := m.turnctlFail(t, "cat", "1", "main.go")
+	if code != 1 || !strings.Contains(out, "never captured") || strings.Contains(out, "offline") {
+		t.Errorf("turnctl cat 1 main.go: exit %d, %q; want a refusal naming the bytes as never captured", code, out)
+	}
+	// Older bytes, captured through the mount, are there.
+	if got := m.turnctl(t, "cat", "0", "main.go"); got != "package main\n" {
+		t.Errorf("turnctl cat 0 main.go = %q", got)
+	}
+
+	out = m.turnctl(t, "rewind", "1")
+	if !strings.Contains(out, "not restored") || !strings.Contains(out, "main.go") || !strings.Contains(out, "gone.txt") {
+		t.Errorf("rewind 1 does not name what it could not restore:\n%s", out)
+	}
+	checkFiles(t, dir, map[string]string{
+		"main.go":  "package main // v1\n// offline\n", // left as it is, and said so
+		"keep.txt": "keep\n", "mode.txt": "mode\n", "sub/x": "x\n",
+	}, []string{"new.txt", "newdir", "ln", "sub/fifo", "gone.txt"})
+	if fi, err := os.Stat(p("mode.txt")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode.txt after rewind 1: %v, %v; want 0644", fi.Mode(), err)
+	}
+	// Before turn 1, main.go's bytes are known again.
+	m.turnctl(t, "rewind", "0")
+	checkFiles(t, dir, map[string]string{"main.go": "package main\n"}, nil)
+	m.Unmount(t)
+
+	// A rewind made while unmounted (turnctl's offline commands) is history
+	// already: the next mount does not take it for changes made by hand.
+	if out := m.turnctl(t, "rewind", "1"); !strings.Contains(out, "done as turn") {
+		t.Fatalf("offline rewind 1: %s", out)
+	}
+	m = mountProject(t, dir)
+	before := m.turnctl(t, "log")
+	if n := strings.Count(before, "changed while unmounted"); n != 1 {
+		t.Errorf("%d offline turns after an offline rewind, want 1:\n%s", n, before)
+	}
+	checkFiles(t, dir, map[string]string{"main.go": "package main // v1\n// offline\n"}, []string{"new.txt"})
+	m.Unmount(t)
+
+	// A clean unmount and mount with nothing changed in between records
+	// no turn.
+	m = mountProject(t, dir)
+	if after := m.turnctl(t, "log"); after != before {
+		t.Errorf("a mount after no offline change added to the log:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// checkFiles fails unless each file of want has its bytes under dir and
+// each of absent is missing.
+func checkFiles(t *testing.T, dir string, want map[string]string, absent []string) {
+	t.Helper()
+	for rel, w := range want {
+		if b, err := os.ReadFile(filepath.Join(dir, rel)); err != nil || string(b) != w {
+			t.Errorf("%s = %q, %v; want %q", rel, b, err, w)
+		}
+	}
+	for _, rel := range absent {
+		if _, err := os.Lstat(filepath.Join(dir, rel)); err == nil {
+			t.Errorf("%s exists, want it gone", rel)
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package versionstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"ckptfs/internal/fsstate"
+)
+
+// offline.go: changes made to the tree while no daemon watched it.
+//
+// At a clean unmount the daemon saves a manifest of the tree (SaveManifest):
+// every path's State and Stamp. At the next mount, before the tree is
+// served, RecordOffline walks the tree again and compares: every path that
+// differs gets a record of its state at the unmount, all in one turn of
+// kind offline ("changed while unmounted"), committed in one batch with the
+// manifest's deletion (so a crash either records the turn and drops the
+// manifest, or does neither). The comparison is at the level of stat: a
+// regular file changed when its inode, size or mtime did, its mode or
+// owner when those did. Its prior bytes were never seen, so its record is
+// Lost: every command that would need them (cat, a diff's patch, a rewind
+// across the turn) names the path instead of showing today's bytes as old
+// ones. Everything else (added paths, directories, symlinks, nodes, modes)
+// is recorded exactly.
+//
+// The manifest exists only between an unmount and the next mount: a daemon
+// that was killed leaves none, and changes made before the next mount
+// cannot be told (RecordOffline reports that). A rewind made without a
+// daemon (turnctl's offline commands) keeps the manifest in step for the
+// paths it changes (RefreshManifest).
+
+// manifestInfo is the value under keyManifest.
+type manifestInfo struct {
+	Saved    time.Time `json:"saved"`
+	Patterns []string  `json:"patterns,omitempty"` // the exclude patterns of the walk
+}
+
+// manifestEntry is one path of the manifest.
+type manifestEntry struct {
+	State  State         `json:"s"`
+	Stamp  fsstate.Stamp `json:"p"`
+	Target []byte        `json:"t,omitempty"` // a symlink's target, as bytes
+}
+
+func walkKey(p string) []byte { return append([]byte{prefixWalk}, p...) }
+
+func encodeEntry(st State, sp fsstate.Stamp) []byte {
+	e := manifestEntry{State: st, Stamp: sp}
+	if st.Target != "" {
+		e.Target, e.State.Target = []byte(st.Target), ""
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic("versionstore: BUG: " + err.Error())
+	}
+	return b
+}
+
+func decodeEntry(v []byte) (manifestEntry, error) {
+	var e manifestEntry
+	if err := json.Unmarshal(v, &e); err != nil {
+		return e, fmt.Errorf("%w: manifest entry: %v", ErrCorrupt, err)
+	}
+	e.State.Target = string(e.Target)
+	return e, nil
+}
+
+// SaveManifest records the tree as it is now, every path but those skip
+// leaves out (patterns names them, for the next mount to know), replacing
+// any earlier manifest. Its cost grows with the size of the tree: the
+// daemon calls it once, at unmount.
+func (s *Store) SaveManifest(live Tree, skip func(string, bool) bool, patterns []string) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{prefixWalk}, upper(prefixWalk), nil); err != nil {
+		return err
+	}
+	err := live.Walk("", skip, func(p string, st State, sp fsstate.Stamp) error {
+		return b.Set(walkKey(p), encodeEntry(st, sp), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("versionstore: manifest: %w", err)
+	}
+	putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: patterns})
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	return s.wal.SyncWAL()
+}
+
+// ManifestPatterns reports whether a manifest is saved, and the exclude
+// patterns it was walked with.
+func (s *Store) ManifestPatterns() ([]string, bool, error) {
+	v, closer, err := s.db.Get(keyManifest)
+	if err == pebble.ErrNotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("versionstore: %w", err)
+	}
+	defer closer.Close()
+	var info manifestInfo
+	if err := json.Unmarshal(v, &info); err != nil {
+		return nil, false, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
+	}
+	return info.Patterns, true, nil
+}
+
+// OfflineResult says what RecordOffline found.
+type OfflineResult struct {
+	Checked  bool   // a manifest was there to compare with
+	Turn     Turn   // the offline turn (zero when nothing changed)
+	Paths    int    // paths recorded
+	Lost     int    // of them, regular files whose prior bytes are unknown
+	Examined int    // paths of the tree walked
+	Saved    string // when the manifest was saved (RFC 3339), if Checked
+}
+
+// RecordOffline compares the tree with the manifest saved at the last
+// clean unmount and records what changed since as one turn of kind
+// offline, dropping the manifest in the same batch. skip must leave out
+// what the manifest's walk left out too (see ManifestPatterns). Without a
+// manifest it reports Checked false and does nothing. Call it before the
+// tree is served, after Recover.
+func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool) (OfflineResult, error) {
+	var res OfflineResult
+	v, closer, err := s.db.Get(keyManifest)
+	if err == pebble.ErrNotFound {
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("versionstore: %w", err)
+	}
+	var info manifestInfo
+	err = json.Unmarshal(v, &info)
+	closer.Close()
+	if err != nil {
+		return res, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
+	}
+	res.Checked, res.Saved = true, info.Saved.Format(time.RFC3339)
+
+	old := map[string]manifestEntry{}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixWalk}, UpperBound: upper(prefixWalk)})
+	if err != nil {
+		return res, fmt.Errorf("versionstore: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		p := string(it.Key()[1:])
+		e, err := decodeEntry(it.Value())
+		if err != nil {
+			it.Close()
+			return res, err
+		}
+		if skip != nil && skip(p, e.State.Type == fsstate.Dir) {
+			continue
+		}
+		old[p] = e
+	}
+	if err := it.Close(); err != nil {
+		return res, fmt.Errorf("versionstore: %w", err)
+	}
+	type now struct {
+		st State
+		sp fsstate.Stamp
+	}
+	cur := map[string]now{}
+	err = live.Walk("", skip, func(p string, st State, sp fsstate.Stamp) error {
+		cur[p] = now{st, sp}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("versionstore: offline changes: %w", err)
+	}
+	res.Examined = len(cur)
+
+	var recs []*record
+	for p, e := range old {
+		c, ok := cur[p]
+		switch {
+		case !ok:
+			recs = append(recs, priorRecord(p, e.State))
+		case c.st.Type != e.State.Type:
+			recs = append(recs, priorRecord(p, e.State))
+		case e.State.Type == fsstate.Regular && (c.sp.Ino != e.Stamp.Ino || c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime):
+			recs = append(recs, priorRecord(p, e.State))
+		case e.State.Type == fsstate.Regular && sameMeta(c.st, e.State):
+			// unchanged
+		case e.State.Type == fsstate.Regular:
+			m := e.State
+			m.Size = 0
+			recs = append(recs, &record{Op: opMeta, Path: p, State: m})
+		case c.st != e.State:
+			recs = append(recs, priorRecord(p, e.State))
+		}
+	}
+	for p := range cur {
+		if _, ok := old[p]; !ok {
+			recs = append(recs, &record{Op: opPrior, Path: p, State: State{}})
+		}
+	}
+	// Parents before children, as a capture would have found them.
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Path < recs[j].Path })
+	for _, r := range recs {
+		if r.Lost {
+			res.Lost++
+		}
+	}
+	res.Paths = len(recs)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return res, ErrClosed
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{prefixWalk}, upper(prefixWalk), nil); err != nil {
+		return res, err
+	}
+	if err := b.Delete(keyManifest, nil); err != nil {
+		return res, err
+	}
+	var t *Turn
+	if len(recs) > 0 {
+		if s.cur != nil {
+			s.closeTurn(b, s.cur)
+		}
+		t = s.newTurn(b, KindOffline, "changed while unmounted")
+		for i, r := range recs {
+			r.Seq, r.Turn = s.nextSeq+uint64(i), t.Num
+			data, err := json.Marshal(r)
+			if err != nil {
+				return res, fmt.Errorf("versionstore: BUG: %w", err)
+			}
+			b.Set(eventKey(r.Seq), data, nil)
+		}
+		t.Open = false
+		t.End = time.Now().UTC()
+		t.LastSeq = s.nextSeq + uint64(len(recs)) - 1
+		putJSON(b, turnKey(t.Num), t)
+	}
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return res, err
+	}
+	if t != nil {
+		s.nextSeq += uint64(len(recs))
+		s.latest = t.Num
+		s.cur = nil
+		s.touched = map[string]uint8{}
+		s.programs = map[string]bool{}
+		res.Turn = *t
+	}
+	return res, s.wal.SyncWAL()
+}
+
+// priorRecord is the record of a path's state at the unmount; a regular
+// file's bytes are unknown.
+func priorRecord(p string, st State) *record {
+	return &record{Op: opPrior, Path: p, State: st, Lost: st.Type == fsstate.Regular}
+}
+
+func sameMeta(a, b State) bool { return a.Mode == b.Mode && a.UID == b.UID && a.GID == b.GID }
+
+// RefreshManifest keeps a saved manifest in step with changes made to the
+// tree on the store's behalf while no daemon runs (an offline rewind): the
+// entries at and below each path are taken again from the tree. Without a
+// manifest it does nothing.
+func (s *Store) RefreshManifest(live Tree, paths []string) error {
+	if _, ok, err := s.ManifestPatterns(); err != nil || !ok {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, p := range paths {
+		if p == "" {
+			continue // the root: a whole-tree change records a fresh manifest instead
+		}
+		if err := b.Delete(walkKey(p), nil); err != nil {
+			return err
+		}
+		if err := b.DeleteRange(walkKey(p+"/"), walkKey(p+"0"), nil); err != nil { // '0' follows '/'
+			return err
+		}
+		err := live.Walk(p, nil, func(q string, st State, sp fsstate.Stamp) error {
+			return b.Set(walkKey(q), encodeEntry(st, sp), nil)
+		})
+		if err != nil {
+			return fmt.Errorf("versionstore: manifest: %w", err)
+		}
+	}
+	return s.commit(b, pebble.Sync)
+}
