@@ -667,13 +667,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		return live.RemoveAll(path)
 	case fsstate.Dir:
 		if cur.Type == fsstate.Dir {
-			if cur.Mode == st.Mode && cur.UID == st.UID && cur.GID == st.GID {
-				return nil
-			}
-			if err := s.capture(live, path, cur, who); err != nil {
-				return err
-			}
-			return setMeta(live, path, cur, st)
+			return s.ensureMeta(live, path, cur, st, who)
 		}
 		if err := s.replace(live, path, cur, who); err != nil {
 			return err
@@ -735,13 +729,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		return live.WriteFile(path, st, rc)
 	case fsstate.FIFO, fsstate.Socket, fsstate.CharDevice, fsstate.BlockDevice:
 		if cur.Type == st.Type && cur.Rdev == st.Rdev {
-			if cur.Mode == st.Mode && cur.UID == st.UID && cur.GID == st.GID {
-				return nil
-			}
-			if err := s.capture(live, path, cur, who); err != nil {
-				return err
-			}
-			return setMeta(live, path, cur, st)
+			return s.ensureMeta(live, path, cur, st, who)
 		}
 		if err := s.replace(live, path, cur, who); err != nil {
 			return err
@@ -752,6 +740,18 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		return setMeta(live, path, State{Mode: st.Mode}, st)
 	}
 	return nil // Special (recorded by an older ckptfs): its kind is unknown
+}
+
+// ensureMeta gives path, a directory or node of the right type already,
+// st's mode and owner, recording its current state first.
+func (s *Store) ensureMeta(live Tree, path string, cur, st State, who Program) error {
+	if sameMeta(cur, st) {
+		return nil
+	}
+	if err := s.capture(live, path, cur, who); err != nil {
+		return err
+	}
+	return setMeta(live, path, cur, st)
 }
 
 // replace records and removes whatever is at path.

@@ -54,14 +54,14 @@ leave it.`, stdout)
 // refused, or with lazy detached first (the daemon still closes the turn).
 func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) error {
 	info, ierr := rundir.ReadInfo(dir)
-	mnt, mounted := mountEntry(dir)
+	mnt, mounted := topMount(dir)
 	if ierr != nil && !mounted {
 		return fmt.Errorf("umount: %s is not a ckptfs mount", dir)
 	}
 	if ierr == nil && alive(info.PID) {
 		var holders []holder
 		if mounted {
-			holders = mountHolders(dir, mnt.dev, info.Store, map[int]bool{info.PID: true, os.Getpid(): true})
+			holders = mountHolders(dir, mnt.Dev, info.Store, map[int]bool{info.PID: true, os.Getpid(): true})
 		}
 		if len(holders) > 0 && !lazy {
 			return fmt.Errorf("umount: %s is in use by %s; leave it (cd out, close its files, end those processes) and run umount again, or run 'ckptfs umount --lazy %s'", dir, listHolders(holders), dir)
@@ -104,64 +104,18 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 	return nil
 }
 
-// mountInfo is what umount needs of a mount table entry.
-type mountInfo struct {
-	dev uint64 // the filesystem's device number (st_dev of its files)
-}
-
-// mountEntry returns the topmost ckptfs mount on dir from
-// /proc/self/mountinfo.
-func mountEntry(dir string) (mountInfo, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return mountInfo{}, false
-	}
-	defer f.Close()
-	var m mountInfo
+// topMount returns the topmost ckptfs mount on dir.
+func topMount(dir string) (rundir.Mount, bool) {
+	ms, _ := rundir.MountTable()
+	var top rundir.Mount
 	found := false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-		line := sc.Text()
-		sep := strings.Index(line, " - ")
-		if sep < 0 {
-			continue
+	for _, m := range ms {
+		if m.Dir == dir {
+			top, found = m, true
 		}
-		pre, post := strings.Fields(line[:sep]), strings.Fields(line[sep+3:])
-		if len(pre) < 5 || len(post) < 1 || post[0] != rundir.FSType || unescapeMountField(pre[4]) != dir {
-			continue
-		}
-		maj, min, ok := strings.Cut(pre[2], ":")
-		a, err1 := strconv.ParseUint(maj, 10, 32)
-		b, err2 := strconv.ParseUint(min, 10, 32)
-		if !ok || err1 != nil || err2 != nil {
-			continue
-		}
-		m, found = mountInfo{dev: unix.Mkdev(uint32(a), uint32(b))}, true
 	}
-	return m, found
+	return top, found
 }
-
-// unescapeMountField undoes the octal escapes (\040 for space, …) of a
-// mountinfo field.
-func unescapeMountField(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')*64 + (s[i+2]-'0')*8 + (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // holder is a process that keeps a mount busy.
 type holder struct {

@@ -24,8 +24,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // FSType is the filesystem type ckptfs mounts show in /proc/mounts.
@@ -128,14 +131,21 @@ func Remove(mountDir string) {
 // ErrNotMounted says no ckptfs mount contains the directory.
 var ErrNotMounted = errors.New("not inside a ckptfs mount")
 
-// Mounts lists the mount points of live ckptfs mounts.
-func Mounts() ([]string, error) {
+// Mount is one live ckptfs mount in the mount table.
+type Mount struct {
+	Dir string // its mount point
+	Dev uint64 // its device number (st_dev of its files)
+}
+
+// MountTable lists the live ckptfs mounts, in the order of
+// /proc/self/mountinfo (a mount stacked on another comes after it).
+func MountTable() ([]Mount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []string
+	var out []Mount
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
@@ -150,9 +160,27 @@ func Mounts() ([]string, error) {
 		if len(post) < 1 || len(pre) < 5 || post[0] != FSType {
 			continue
 		}
-		out = append(out, unescape(pre[4]))
+		m := Mount{Dir: unescape(pre[4])}
+		if maj, min, ok := strings.Cut(pre[2], ":"); ok {
+			a, err1 := strconv.ParseUint(maj, 10, 32)
+			b, err2 := strconv.ParseUint(min, 10, 32)
+			if err1 == nil && err2 == nil {
+				m.Dev = unix.Mkdev(uint32(a), uint32(b))
+			}
+		}
+		out = append(out, m)
 	}
 	return out, sc.Err()
+}
+
+// Mounts lists the mount points of live ckptfs mounts.
+func Mounts() ([]string, error) {
+	ms, err := MountTable()
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Dir)
+	}
+	return out, err
 }
 
 // IsMounted reports whether dir itself is a live ckptfs mount point.
