@@ -187,7 +187,7 @@ func (n *Node) captureSelf(ctx context.Context, metaOnly bool) syscall.Errno {
 	if p, ok := n.path(); !ok {
 		return 0
 	} else if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
-		if !r.links.has(n.StableAttr()) {
+		if !r.links.has(n.StableAttr().Ino) {
 			return 0
 		}
 	}

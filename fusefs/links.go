@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/fsstate"
@@ -13,23 +12,24 @@ import (
 // A write through one name of a file with several hard links changes every
 // name, so its capture must cover them all; but the kernel tells the daemon
 // only the names it looks up. linkNames remembers, by root-relative path,
-// every name the overlay has seen of an inode that had more than one link,
-// keyed by the inode's identity. It outlives the inode's node: a node the
-// kernel forgot and looked up again under one name still finds the others.
+// every name the overlay has seen of an inode that had more than one link
+// (and those a walk of the tree found at mount: NoteLink), keyed by inode
+// number. It outlives the inode's node: a node the kernel forgot and looked
+// up again under one name still finds the others.
 // Renames move the remembered paths with them. An entry may go stale (a
 // name unlinked, or replaced by another file): every remembered path is
 // checked against the backing tree before a capture uses it.
 type linkNames struct {
 	mu    sync.Mutex
-	names map[fs.StableAttr]map[string]bool
+	names map[uint64]map[string]bool // inode number → paths
 }
 
 // add remembers p as a name of the inode id.
-func (l *linkNames) add(id fs.StableAttr, p string) {
+func (l *linkNames) add(id uint64, p string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.names == nil {
-		l.names = map[fs.StableAttr]map[string]bool{}
+		l.names = map[uint64]map[string]bool{}
 	}
 	set := l.names[id]
 	if set == nil {
@@ -40,14 +40,14 @@ func (l *linkNames) add(id fs.StableAttr, p string) {
 }
 
 // has reports whether id ever had several names the overlay saw.
-func (l *linkNames) has(id fs.StableAttr) bool {
+func (l *linkNames) has(id uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.names[id]) > 0
 }
 
 // list returns the remembered names of id.
-func (l *linkNames) list(id fs.StableAttr) []string {
+func (l *linkNames) list(id uint64) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]string, 0, len(l.names[id]))
@@ -58,7 +58,7 @@ func (l *linkNames) list(id fs.StableAttr) []string {
 }
 
 // drop forgets the name p of id (stale), or every name with p "".
-func (l *linkNames) drop(id fs.StableAttr, p string) {
+func (l *linkNames) drop(id uint64, p string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p == "" {
@@ -108,6 +108,11 @@ func join(dir, rest string) string {
 	}
 	return fsstate.Join(dir, rest)
 }
+
+// NoteLink tells the overlay, before it serves, that the file at the
+// root-relative path p has inode number ino and more than one link: a walk
+// of the tree at mount finds the names no lookup has shown yet.
+func (r *Root) NoteLink(ino uint64, p string) { r.links.add(ino, p) }
 
 // lstatPath stats the root-relative path p in the backing tree without
 // following any symlink on the way.

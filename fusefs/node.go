@@ -87,7 +87,7 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *stat, out 
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink >= 2 {
 		if p, ok := n.childPath(name); ok {
-			n.r.links.add(id, p)
+			n.r.links.add(st.Ino, p)
 		}
 	}
 	if got != nn {
@@ -107,7 +107,7 @@ func (n *Node) paths(st *stat) []string {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return out
 	}
-	id := n.StableAttr()
+	id := st.Ino
 	if st.Nlink < 2 {
 		n.r.links.drop(id, "")
 		return out

@@ -174,7 +174,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno(err)
 	}
 	if p, ok := t.path(); ok && t.StableAttr().Mode&unix.S_IFMT == unix.S_IFREG {
-		n.r.links.add(t.StableAttr(), p) // the new name is added by childAt
+		n.r.links.add(t.StableAttr().Ino, p) // the new name is added by childAt
 	}
 	return n.childAt(ctx, name, out)
 }

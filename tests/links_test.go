@@ -72,3 +72,44 @@ func TestHardLinkNamesSurviveTheKernelForgetting(t *testing.T) {
 		}
 	}
 }
+
+// A file hard-linked before the mount (or while unmounted) has names no
+// lookup has shown the overlay: a write through one name must capture
+// the others too, on a first mount and on a remount alike.
+func TestHardLinksMadeBeforeTheMountAreCaptured(t *testing.T) {
+	dir := t.TempDir()
+	p := func(rel string) string { return filepath.Join(dir, rel) }
+	writeTree(t, dir, map[string]string{"a": "a0", "deep/er/b": "b0"})
+	if err := os.Link(p("a"), p("deep/er/a2")); err != nil {
+		t.Fatal(err)
+	}
+	m := mountProject(t, dir)
+	write := func(rel, s string) {
+		t.Helper()
+		f, err := os.OpenFile(p(rel), os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.turnctl(t, "begin", "--label", "write a")
+	write("a", "a1")
+	m.turnctl(t, "end")
+	m.Unmount(t)
+	// While unmounted: another pair.
+	if err := os.Link(p("deep/er/b"), p("b2")); err != nil {
+		t.Fatal(err)
+	}
+	m = mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "write b2")
+	write("b2", "b1")
+	m.turnctl(t, "end")
+
+	m.turnctl(t, "rewind", "0")
+	checkFiles(t, dir, map[string]string{"a": "a0", "deep/er/a2": "a0", "deep/er/b": "b0"}, []string{"b2"})
+	m.turnctl(t, "undo")
+	checkFiles(t, dir, map[string]string{"a": "a1", "deep/er/a2": "a1", "deep/er/b": "b1", "b2": "b1"}, nil)
+}

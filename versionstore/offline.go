@@ -125,8 +125,9 @@ type OfflineResult struct {
 // offline, dropping the manifest in the same batch. skip must leave out
 // what the manifest's walk left out too (see ManifestPatterns). Without a
 // manifest it reports Checked false and does nothing. Call it before the
-// tree is served, after Recover.
-func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool) (OfflineResult, error) {
+// tree is served, after Recover. seen, if not nil, is called for every
+// path of the tree the comparison walks (the daemon learns hard links).
+func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func(string, State, fsstate.Stamp)) (OfflineResult, error) {
 	var res OfflineResult
 	v, closer, err := s.db.Get(keyManifest)
 	if err == pebble.ErrNotFound {
@@ -170,6 +171,9 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool) (OfflineR
 	cur := map[string]now{}
 	err = live.Walk("", skip, func(p string, st State, sp fsstate.Stamp) error {
 		cur[p] = now{st, sp}
+		if seen != nil {
+			seen(p, st, sp)
+		}
 		return nil
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"ckptfs/fusefs"
 	"ckptfs/internal/backing"
+	"ckptfs/internal/fsstate"
 	"ckptfs/internal/rundir"
 	"ckptfs/versionstore"
 )
@@ -116,7 +117,8 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	unversioned := func(p string, isDir bool) bool {
 		return slices.Contains(hidden, p) || (exclude != nil && exclude(p, isDir))
 	}
-	if err := recordOffline(store, tree, unversioned, logger); err != nil {
+	links, err := recordOffline(store, tree, unversioned, logger)
+	if err != nil {
 		return fmt.Errorf("mount: changes made while unmounted: %v", err)
 	}
 	root, err := fusefs.NewRoot(dirFile, fusefs.Options{
@@ -132,6 +134,9 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	})
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)
+	}
+	for _, l := range links {
+		root.NoteLink(l.ino, l.path)
 	}
 	// Catch the stop signals before the mount exists: a SIGTERM from here
 	// on must unmount, not leave a dead mount behind.
@@ -200,38 +205,57 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	return nil
 }
 
+// link is one name of a file with several links.
+type link struct {
+	ino  uint64
+	path string
+}
+
 // recordOffline records, before the tree is served, what changed in it
-// since the last clean unmount (versionstore.RecordOffline). The manifest
-// was walked with that mount's exclude patterns: paths either set of
-// patterns excludes are left out of the comparison.
-func recordOffline(store *versionstore.Store, tree *backing.Tree, unversioned func(string, bool) bool, logger *log.Logger) error {
+// since the last clean unmount (versionstore.RecordOffline), and returns
+// the names of hard-linked files its walk of the tree found (the overlay
+// must capture every name of a file written through one of them, also
+// names no lookup has shown it). The manifest was walked with that mount's
+// exclude patterns: paths either set of patterns excludes are left out of
+// the comparison. Without a manifest the tree is walked for the links alone.
+func recordOffline(store *versionstore.Store, tree *backing.Tree, unversioned func(string, bool) bool, logger *log.Logger) ([]link, error) {
+	var links []link
+	seen := func(p string, st fsstate.State, sp fsstate.Stamp) {
+		if st.Type == fsstate.Regular && sp.Nlink > 1 {
+			links = append(links, link{sp.Ino, p})
+		}
+	}
 	pats, ok, err := store.ManifestPatterns()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
 		if store.Latest() > 0 {
 			logger.Printf("no manifest of the last unmount (the daemon did not stop cleanly): changes made since, while unmounted, are not recorded")
 		}
-		return nil
+		err := tree.Walk("", unversioned, func(p string, st fsstate.State, sp fsstate.Stamp) error {
+			seen(p, st, sp)
+			return nil
+		})
+		return links, err
 	}
 	skip := unversioned
 	if old, err := newExcluder(pats); err == nil && len(old.pats) > 0 {
 		skip = func(p string, isDir bool) bool { return unversioned(p, isDir) || old.match(p, isDir) }
 	}
 	start := time.Now()
-	res, err := store.RecordOffline(tree, skip)
+	res, err := store.RecordOffline(tree, skip, seen)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	took := time.Since(start).Round(time.Millisecond)
 	if res.Paths == 0 {
 		logger.Printf("nothing changed while unmounted (%d paths checked in %v)", res.Examined, took)
-		return nil
+		return links, nil
 	}
 	logger.Printf("changed while unmounted: %d paths (%d whose earlier bytes were never seen), recorded as turn %d (%d paths checked in %v)",
 		res.Paths, res.Lost, res.Turn.Num, res.Examined, took)
-	return nil
+	return links, nil
 }
 
 // unmount unmounts, retrying while busy, and detaches lazily at last.

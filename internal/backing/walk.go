@@ -105,5 +105,5 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, f
 }
 
 func stampOf(x *unix.Stat_t) fsstate.Stamp {
-	return fsstate.Stamp{Ino: x.Ino, Mtime: x.Mtim.Nano()}
+	return fsstate.Stamp{Ino: x.Ino, Mtime: x.Mtim.Nano(), Nlink: uint32(x.Nlink)}
 }

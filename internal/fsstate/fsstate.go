@@ -92,6 +92,9 @@ type State struct {
 type Stamp struct {
 	Ino   uint64 `json:"i"`
 	Mtime int64  `json:"t"` // nanoseconds since the epoch
+	// Nlink comes with a walk (which names share an inode); it is not part
+	// of the comparison: a link made elsewhere changes it alone.
+	Nlink uint32 `json:"-"`
 }
 
 // Exists reports whether anything is at the path.
