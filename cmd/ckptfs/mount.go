@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/exclude"
 	"ckptfs/internal/rundir"
 )
 
@@ -40,8 +41,8 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageError{"mount: expected one DIR (try --help)"}
 	}
-	if _, err := newExcluder(o.excludes); err != nil {
-		return err
+	if _, err := exclude.New(o.excludes); err != nil {
+		return usageError{err.Error()}
 	}
 	dir, err := filepath.Abs(fs.Arg(0))
 	if err != nil {

@@ -1,4 +1,7 @@
-package main
+// Package exclude matches the gitignore-style patterns of `ckptfs mount
+// --exclude`: the paths a mount passes through unversioned, which the
+// daemon, the manifest of an unmount and the offline commands must agree on.
+package exclude
 
 import (
 	"fmt"
@@ -6,7 +9,7 @@ import (
 	"strings"
 )
 
-// excluder matches the gitignore-style --exclude patterns. The subset
+// Matcher matches the gitignore-style --exclude patterns. The subset
 // implemented (no dependency needed for it):
 //
 //	name        a glob without '/': matches any path element, so the path
@@ -18,7 +21,7 @@ import (
 //
 // Globs are path.Match globs ('*', '?', '[...]'); "**" and negation ("!")
 // are not supported and are rejected.
-type excluder struct{ pats []pattern }
+type Matcher struct{ pats []pattern }
 
 type pattern struct {
 	elems   []string // anchored: one glob per element
@@ -26,12 +29,13 @@ type pattern struct {
 	dirOnly bool
 }
 
-func newExcluder(pats []string) (*excluder, error) {
-	e := &excluder{}
+// New compiles patterns; an unsupported pattern is an error naming it.
+func New(pats []string) (*Matcher, error) {
+	e := &Matcher{}
 	for _, raw := range pats {
 		p := strings.TrimSpace(raw)
 		if p == "" || strings.HasPrefix(p, "!") || strings.Contains(p, "**") {
-			return nil, usageError{fmt.Sprintf("--exclude %q: unsupported pattern", raw)}
+			return nil, fmt.Errorf("--exclude %q: unsupported pattern", raw)
 		}
 		var pt pattern
 		if strings.HasSuffix(p, "/") {
@@ -45,7 +49,7 @@ func newExcluder(pats []string) (*excluder, error) {
 		}
 		for _, g := range append(pt.elems, pt.name) {
 			if _, err := path.Match(g, ""); err != nil {
-				return nil, usageError{fmt.Sprintf("--exclude %q: %v", raw, err)}
+				return nil, fmt.Errorf("--exclude %q: %v", raw, err)
 			}
 		}
 		e.pats = append(e.pats, pt)
@@ -53,9 +57,15 @@ func newExcluder(pats []string) (*excluder, error) {
 	return e, nil
 }
 
-// match reports whether the root-relative path p (isDir: p is a directory)
+// Empty reports whether there are no patterns.
+func (e *Matcher) Empty() bool { return e == nil || len(e.pats) == 0 }
+
+// Match reports whether the root-relative path p (isDir: p is a directory)
 // is excluded.
-func (e *excluder) match(p string, isDir bool) bool {
+func (e *Matcher) Match(p string, isDir bool) bool {
+	if e == nil {
+		return false
+	}
 	if p == "" {
 		return false
 	}
