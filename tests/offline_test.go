@@ -94,8 +94,9 @@ func TestChangesWhileUnmountedAreRecorded(t *testing.T) {
 
 	// A rewind made while unmounted (turnctl's offline commands) is history
 	// already: the next mount does not take it for changes made by hand.
-	if out := m.turnctl(t, "rewind", "1"); !strings.Contains(out, "done as turn") {
-		t.Fatalf("offline rewind 1: %s", out)
+	// (Turn 3 is the rewind to 1, which left main.go as it was.)
+	if out := m.turnctl(t, "rewind", "3"); !strings.Contains(out, "done as turn") || !strings.Contains(out, "main.go") {
+		t.Fatalf("offline rewind 3: %s", out)
 	}
 	m = mountProject(t, dir)
 	before := m.turnctl(t, "log")
@@ -126,5 +127,42 @@ func checkFiles(t *testing.T, dir string, want map[string]string, absent []strin
 		if _, err := os.Lstat(filepath.Join(dir, rel)); err == nil {
 			t.Errorf("%s exists, want it gone", rel)
 		}
+	}
+}
+
+// turnctl's offline commands (the project not mounted) see changes made
+// by hand since the unmount as history too, before they read or rewind:
+// a hand edit is never shown or restored as the bytes of an older turn.
+func TestOfflineCommandsRecordHandEditsFirst(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"f": "f0"})
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "f1")
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("f1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	m.Unmount(t)
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("HAND-EDIT"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := m.turnctlFail(t, "cat", "1", "f")
+	if code != 1 || !strings.Contains(out, "never captured") {
+		t.Errorf("offline cat 1 f: exit %d, %q; want a refusal (f1 was never captured)", code, out)
+	}
+	if got := m.turnctl(t, "cat", "0", "f"); got != "f0" {
+		t.Errorf("offline cat 0 f = %q, want f0", got)
+	}
+	out = m.turnctl(t, "rewind", "1")
+	if !strings.Contains(out, "not restored") {
+		t.Errorf("offline rewind 1 does not say f was not restored:\n%s", out)
+	}
+	checkFiles(t, dir, map[string]string{"f": "HAND-EDIT"}, nil)
+	m = mountProject(t, dir)
+	if log := m.turnctl(t, "log"); strings.Count(log, "changed while unmounted") != 1 {
+		t.Errorf("want one offline turn:\n%s", log)
+	}
+	if got := m.turnctl(t, "cat", "0", "f"); got != "f0" {
+		t.Errorf("cat 0 f = %q, want f0", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -14,29 +15,37 @@ import (
 // offline.go: changes made to the tree while no daemon watched it.
 //
 // At a clean unmount the daemon saves a manifest of the tree (SaveManifest):
-// every path's State and Stamp. At the next mount, before the tree is
-// served, RecordOffline walks the tree again and compares: every path that
-// differs gets a record of its state at the unmount, all in one turn of
-// kind offline ("changed while unmounted"), committed in one batch with the
-// manifest's deletion (so a crash either records the turn and drops the
-// manifest, or does neither). The comparison is at the level of stat: a
-// regular file changed when its inode, size or mtime did, its mode or
-// owner when those did. Its prior bytes were never seen, so its record is
-// Lost: every command that would need them (cat, a diff's patch, a rewind
-// across the turn) names the path instead of showing today's bytes as old
-// ones. Everything else (added paths, directories, symlinks, nodes, modes)
-// is recorded exactly.
+// every path's State and Stamp, and how many events history held then. At
+// the next mount, before the tree is served, RecordOffline walks the tree
+// again and compares: every path that differs gets a record of its state
+// in the manifest, all in one turn of kind offline ("changed while
+// unmounted"), committed in one batch with the manifest's deletion (so a
+// crash either records the turn and drops the manifest, or does neither).
+// The comparison is at the level of stat: a regular file changed when its
+// inode, size or mtime did, its mode or owner when those did. Its prior
+// bytes were never seen, so its record is Lost: every command that would
+// need them (cat, a diff's patch, a rewind across the turn) names the path
+// instead of showing today's bytes as old ones. Everything else (added
+// paths, directories, symlinks, nodes, modes) is recorded exactly.
+//
+// Events recorded after the manifest was saved (a change that reached the
+// daemon after the unmount's walk, a rewind made with no daemon, a rewind
+// finished by Recover) captured their paths' prior states themselves: the
+// manifest's entries for the paths they name are taken from the tree
+// before the comparison, so that they are not recorded twice, the second
+// time wrongly. The commands run with no daemon (turnctl's offline
+// commands) call RecordOffline too, keeping a manifest of the tree as
+// they found it (keep).
 //
 // The manifest exists only between an unmount and the next mount: a daemon
 // that was killed leaves none, and changes made before the next mount
-// cannot be told (RecordOffline reports that). A rewind made without a
-// daemon (turnctl's offline commands) keeps the manifest in step for the
-// paths it changes (RefreshManifest).
+// cannot be told (RecordOffline reports that).
 
 // manifestInfo is the value under keyManifest.
 type manifestInfo struct {
 	Saved    time.Time `json:"saved"`
 	Patterns []string  `json:"patterns,omitempty"` // the exclude patterns of the walk
+	Events   uint64    `json:"events"`             // Store.Events() when it was saved
 }
 
 // manifestEntry is one path of the manifest.
@@ -85,7 +94,7 @@ func (s *Store) SaveManifest(live Tree, skip func(string, bool) bool, patterns [
 	if err != nil {
 		return fmt.Errorf("versionstore: manifest: %w", err)
 	}
-	putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: patterns})
+	putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: patterns, Events: s.Events()})
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return err
 	}
@@ -122,12 +131,15 @@ type OfflineResult struct {
 
 // RecordOffline compares the tree with the manifest saved at the last
 // clean unmount and records what changed since as one turn of kind
-// offline, dropping the manifest in the same batch. skip must leave out
-// what the manifest's walk left out too (see ManifestPatterns). Without a
-// manifest it reports Checked false and does nothing. Call it before the
-// tree is served, after Recover. seen, if not nil, is called for every
-// path of the tree the comparison walks (the daemon learns hard links).
-func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func(string, State, fsstate.Stamp)) (OfflineResult, error) {
+// offline. skip must leave out what the manifest's walk left out too (see
+// ManifestPatterns). With keep, the tree as it is now becomes the manifest
+// (a command run with no daemon: the next mount compares with that);
+// without, the manifest is dropped in the same batch (a mount: while
+// mounted, the daemon sees every change). seen, if not nil, is called for
+// every path of the tree the walk finds (the daemon learns hard links).
+// Without a manifest it reports Checked false and does nothing. Call it
+// before the tree is served or read, after Recover.
+func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func(string, State, fsstate.Stamp), keep bool) (OfflineResult, error) {
 	var res OfflineResult
 	v, closer, err := s.db.Get(keyManifest)
 	if err == pebble.ErrNotFound {
@@ -156,9 +168,6 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 			it.Close()
 			return res, err
 		}
-		if skip != nil && skip(p, e.State.Type == fsstate.Dir) {
-			continue
-		}
 		old[p] = e
 	}
 	if err := it.Close(); err != nil {
@@ -181,8 +190,28 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 	}
 	res.Examined = len(cur)
 
+	// Paths that events since the manifest name were captured by those
+	// events: take them as they are now.
+	recorded, err := s.pathsSince(info.Events)
+	if err != nil {
+		return res, err
+	}
+	for p := range old {
+		if recorded.covers(p) {
+			delete(old, p)
+		}
+	}
+	for p, c := range cur {
+		if recorded.covers(p) {
+			old[p] = manifestEntry{State: c.st, Stamp: c.sp}
+		}
+	}
+
 	var recs []*record
 	for p, e := range old {
+		if skip != nil && skip(p, e.State.Type == fsstate.Dir) {
+			continue
+		}
 		c, ok := cur[p]
 		switch {
 		case !ok:
@@ -225,13 +254,11 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 	if err := b.DeleteRange([]byte{prefixWalk}, upper(prefixWalk), nil); err != nil {
 		return res, err
 	}
-	if err := b.Delete(keyManifest, nil); err != nil {
-		return res, err
-	}
 	var t *Turn
 	if len(recs) > 0 {
 		if s.cur != nil {
-			s.closeTurn(b, s.cur)
+			c := *s.cur // s.cur changes only once the batch is committed
+			s.closeTurn(b, &c)
 		}
 		t = s.newTurn(b, KindOffline, "changed while unmounted")
 		for i, r := range recs {
@@ -247,6 +274,14 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 		t.LastSeq = s.nextSeq + uint64(len(recs)) - 1
 		putJSON(b, turnKey(t.Num), t)
 	}
+	if keep {
+		for p, c := range cur {
+			b.Set(walkKey(p), encodeEntry(c.st, c.sp), nil)
+		}
+		putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: info.Patterns, Events: s.nextSeq + uint64(len(recs))})
+	} else if err := b.Delete(keyManifest, nil); err != nil {
+		return res, err
+	}
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return res, err
 	}
@@ -261,6 +296,42 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 	return res, s.wal.SyncWAL()
 }
 
+// recordedPaths are the paths events named, each with everything below it.
+type recordedPaths map[string]bool
+
+func (r recordedPaths) covers(p string) bool {
+	for q := p; ; {
+		if r[q] {
+			return true
+		}
+		i := strings.LastIndexByte(q, '/')
+		if i < 0 {
+			return r[""]
+		}
+		q = q[:i]
+	}
+}
+
+// pathsSince returns the paths the events from seq on name (both names of
+// a rename).
+func (s *Store) pathsSince(seq uint64) (recordedPaths, error) {
+	out := recordedPaths{}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	if seq >= end {
+		return out, nil
+	}
+	err := s.scanEvents(seq, end, func(r *record) (bool, error) {
+		out[r.Path] = true
+		if r.To != "" {
+			out[r.To] = true
+		}
+		return true, nil
+	})
+	return out, err
+}
+
 // priorRecord is the record of a path's state at the unmount; a regular
 // file's bytes are unknown.
 func priorRecord(p string, st State) *record {
@@ -268,33 +339,3 @@ func priorRecord(p string, st State) *record {
 }
 
 func sameMeta(a, b State) bool { return a.Mode == b.Mode && a.UID == b.UID && a.GID == b.GID }
-
-// RefreshManifest keeps a saved manifest in step with changes made to the
-// tree on the store's behalf while no daemon runs (an offline rewind): the
-// entries at and below each path are taken again from the tree. Without a
-// manifest it does nothing.
-func (s *Store) RefreshManifest(live Tree, paths []string) error {
-	if _, ok, err := s.ManifestPatterns(); err != nil || !ok {
-		return err
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	for _, p := range paths {
-		if p == "" {
-			continue // the root: a whole-tree change records a fresh manifest instead
-		}
-		if err := b.Delete(walkKey(p), nil); err != nil {
-			return err
-		}
-		if err := b.DeleteRange(walkKey(p+"/"), walkKey(p+"0"), nil); err != nil { // '0' follows '/'
-			return err
-		}
-		err := live.Walk(p, nil, func(q string, st State, sp fsstate.Stamp) error {
-			return b.Set(walkKey(q), encodeEntry(st, sp), nil)
-		})
-		if err != nil {
-			return fmt.Errorf("versionstore: manifest: %w", err)
-		}
-	}
-	return s.commit(b, pebble.Sync)
-}

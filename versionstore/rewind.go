@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -95,11 +96,21 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if opts.Paths != nil {
 		changes = filterChanges(changes, prefixes)
 	}
+	// A path whose target bytes were never captured stays as it is.
+	kept := changes[:0:0]
+	for _, c := range changes {
+		if c.after.Lost {
+			res.NotRestored = append(res.NotRestored, c.Path)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	changes = kept
 	res.Changes = changes
 	if opts.DryRun || len(changes) == 0 {
 		return res, nil
 	}
-	if err := checkRewindSpace(changes, live); err != nil {
+	if err := s.checkRewindSpace(changes, live); err != nil {
 		return res, err
 	}
 	stop, err := s.endSeq(target)
@@ -152,35 +163,60 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if res.Turn, err = s.finishJournal(j); err != nil {
 		return res, err
 	}
-	res.NotRestored = j.Lost
+	for _, p := range j.Lost {
+		if !slices.Contains(res.NotRestored, p) {
+			res.NotRestored = append(res.NotRestored, p)
+		}
+	}
+	sort.Strings(res.NotRestored)
 	// The changes as they are now recorded: "before" from the rewind turn's
 	// own captures, not from live paths the rewind has just changed.
 	res.Changes, err = s.Changes(res.Turn.Num-1, res.Turn.Num, live)
 	return res, err
 }
 
-// checkRewindSpace refuses, before anything changes, a rewind whose files
+// checkRewindSpace refuses, before anything changes, a rewind whose bytes
 // cannot fit: it writes the target bytes of every regular file it adds or
-// changes into the live tree, and a rewind that ran out of space half-way
-// would leave the tree neither where it was nor where it was going until
-// space came back.
-func checkRewindSpace(changes []Change, live Tree) error {
-	var need int64
+// changes into the live tree, and first copies the current bytes of every
+// regular file it changes or removes into the store (twice: its log and a
+// table), and a rewind that ran out of space half-way would leave the tree
+// neither where it was nor where it was going until space came back.
+func (s *Store) checkRewindSpace(changes []Change, live Tree) error {
+	var tree, store int64
 	for _, c := range changes {
-		if c.After.Type == fsstate.Regular && c.Kind != history.Renamed && c.Kind != history.ModeOnly {
-			need += c.After.Size
+		if c.Kind == history.Renamed || c.Kind == history.ModeOnly {
+			continue
+		}
+		if c.After.Type == fsstate.Regular {
+			tree += c.After.Size
+		}
+		if c.Before.Type == fsstate.Regular {
+			store += storedSize(c.Before.Size)
 		}
 	}
-	if need == 0 {
+	if tree == 0 && store == 0 {
 		return nil
 	}
-	avail, err := live.Avail()
+	treeFree, treeDev, err := live.Avail()
 	if err != nil {
 		return nil // cannot tell: let the rewind try
 	}
-	if need += headroom; avail < need {
-		return fmt.Errorf("%w: the rewind writes %s into the tree and its disk has %s free; free some space and try again",
-			ErrNoSpace, units.Bytes(need-headroom), units.Bytes(avail))
+	storeFree, storeDev, known := s.storeSpace()
+	fail := func(what string, free int64) error {
+		return fmt.Errorf("%w: the rewind writes %s and its disk has %s free; free some space and try again",
+			ErrNoSpace, what, units.Bytes(free))
+	}
+	if known && storeDev == treeDev {
+		if treeFree < tree+store+headroom {
+			return fail(fmt.Sprintf("%s into the tree and keeps %s in the store", units.Bytes(tree), units.Bytes(store)), treeFree)
+		}
+		return nil
+	}
+	if treeFree < tree+headroom {
+		return fail(units.Bytes(tree)+" into the tree", treeFree)
+	}
+	if known && storeFree < store+headroom {
+		return fail(units.Bytes(store)+" into the store", storeFree)
 	}
 	return nil
 }
@@ -348,11 +384,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 		r := rs[i]
 		a := action{Path: p, State: r.State, Content: r.Content}
 		if r.Lost {
-			if cur, err := live.Lstat(p); err != nil {
-				return nil, nil, err
-			} else if cur.Exists() || r.State.Exists() {
-				lost = append(lost, p)
-			}
+			lost = append(lost, p)
 			continue
 		}
 		if !r.FromLog {

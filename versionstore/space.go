@@ -21,7 +21,8 @@ import (
 //   - Record refuses a capture with ErrStoreFull (the caller's operation
 //     fails with ENOSPC, the backing tree is untouched) when the free space
 //     under the store would drop below headroom after storing the capture's
-//     bytes twice (once in the WAL, once in the sstable a flush writes).
+//     bytes (storedSize: twice, in the WAL and the table a flush writes,
+//     or once for content ingested as a table).
 //     A record that stores no bytes (a rename, an unlink linked into the
 //     attic, a mode change) needs only the headroom, also while the store
 //     is full: removing or renaming a file never needs room for its data.
@@ -85,6 +86,34 @@ func (s *Store) statfs() (avail, total int64, err error) {
 	return int64(st.Bavail) * int64(st.Bsize), int64(st.Blocks) * int64(st.Bsize), nil
 }
 
+// storeSpace returns the bytes free under the store and its filesystem's
+// device number; known is false on a store with no directory (in memory)
+// or when they cannot be read.
+func (s *Store) storeSpace() (free int64, dev uint64, known bool) {
+	if s.dirf == nil {
+		return 0, 0, false
+	}
+	free, _, err := s.statfs()
+	if err != nil {
+		return 0, 0, false
+	}
+	var x unix.Stat_t
+	if unix.Fstat(int(s.dirf.Fd()), &x) != nil {
+		return 0, 0, false
+	}
+	return free, x.Dev, true
+}
+
+// storedSize is the most a copy of size bytes of content takes in the
+// store before compaction: twice (the WAL and the flushed table) below
+// ingestMin, once above (written straight as a table).
+func storedSize(size int64) int64 {
+	if size >= ingestMin {
+		return size
+	}
+	return 2 * size
+}
+
 // ballastSize is the ballast for a filesystem of total bytes: an eighth of
 // it, at most maxBallast.
 func ballastSize(total int64) int64 { return min(total/8, maxBallast) }
@@ -142,7 +171,7 @@ func (s *Store) checkSpace(size int64) error {
 	if err != nil {
 		return nil // cannot tell: let the write try
 	}
-	need := 2*size + headroom
+	need := storedSize(size) + headroom
 	if full && size == 0 && avail >= headroom {
 		// A record without bytes (rename, unlink into the attic, mode,
 		// directory, symlink) is a few hundred bytes: it never waits for

@@ -19,6 +19,7 @@ import (
 
 	"ckptfs/fusefs"
 	"ckptfs/internal/backing"
+	"ckptfs/internal/exclude"
 	"ckptfs/internal/fsstate"
 	"ckptfs/internal/rundir"
 	"ckptfs/versionstore"
@@ -65,7 +66,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	logger := log.New(stderr, "", log.LstdFlags)
 
-	ex, err := newExcluder(o.excludes)
+	ex, err := exclude.New(o.excludes)
 	if err != nil {
 		return err
 	}
@@ -109,13 +110,13 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	if rel, err := filepath.Rel(dir, o.store); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
 		hidden = append(hidden, filepath.ToSlash(rel))
 	}
-	var exclude func(string, bool) bool
-	if len(ex.pats) > 0 {
-		exclude = ex.match
+	var excluded func(string, bool) bool
+	if !ex.Empty() {
+		excluded = ex.Match
 	}
 	// unversioned: what no capture sees, and so no manifest holds.
 	unversioned := func(p string, isDir bool) bool {
-		return slices.Contains(hidden, p) || (exclude != nil && exclude(p, isDir))
+		return slices.Contains(hidden, p) || ex.Match(p, isDir)
 	}
 	links, err := recordOffline(store, tree, unversioned, logger)
 	if err != nil {
@@ -124,7 +125,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	root, err := fusefs.NewRoot(dirFile, fusefs.Options{
 		Recorder: store,
 		Hidden:   hidden,
-		Exclude:  exclude,
+		Exclude:  excluded,
 		Logger:   logger,
 		// Passthrough for reads unless CKPTFS_PASSTHROUGH=0, for writes
 		// to files the turn holds already unless
@@ -171,31 +172,23 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	stopControl()
 	// Close the open turn, and save the manifest the next mount compares
-	// the tree with, at a boundary no mutation straddles.
-	var walked uint64
+	// the tree with, at a boundary no mutation straddles. (A change that
+	// reaches the daemon after it is recorded as usual; the next mount
+	// knows it from its event.)
 	if err := root.Exclusive(func() error {
 		if _, open := store.Current(); open {
 			if _, err := store.End(""); err != nil {
 				return err
 			}
 		}
-		walked = store.Events()
 		return store.SaveManifest(tree, unversioned, o.excludes)
 	}); err != nil {
 		logger.Printf("close open turn, save manifest: %v", err)
 	}
 	root.Close() // its fd of the mount would keep the mount busy
 	unmount(srv, dir, logger)
-	if store.Events() != walked {
-		// A change slipped in between the walk and the unmount (and was
-		// recorded): walk again, now that nothing can change the tree
-		// through the mount.
-		if _, open := store.Current(); open {
-			store.End("")
-		}
-		if err := store.SaveManifest(tree, unversioned, o.excludes); err != nil {
-			logger.Printf("save manifest: %v", err)
-		}
+	if _, open := store.Current(); open {
+		store.End("") // a change that came in after the boundary
 	}
 	storeClosed = true
 	if err := store.Close(); err != nil {
@@ -240,11 +233,11 @@ func recordOffline(store *versionstore.Store, tree *backing.Tree, unversioned fu
 		return links, err
 	}
 	skip := unversioned
-	if old, err := newExcluder(pats); err == nil && len(old.pats) > 0 {
-		skip = func(p string, isDir bool) bool { return unversioned(p, isDir) || old.match(p, isDir) }
+	if old, err := exclude.New(pats); err == nil && !old.Empty() {
+		skip = func(p string, isDir bool) bool { return unversioned(p, isDir) || old.Match(p, isDir) }
 	}
 	start := time.Now()
-	res, err := store.RecordOffline(tree, skip, seen)
+	res, err := store.RecordOffline(tree, skip, seen, false)
 	if err != nil {
 		return nil, err
 	}

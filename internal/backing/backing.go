@@ -57,13 +57,17 @@ func (t *Tree) Close() error {
 func (t *Tree) Root() *os.File { return t.root }
 
 // Avail returns the bytes free to unprivileged users on the tree's
-// filesystem.
-func (t *Tree) Avail() (int64, error) {
+// filesystem, and its device number.
+func (t *Tree) Avail() (int64, uint64, error) {
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(t.root.Fd()), &st); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	var x unix.Stat_t
+	if err := unix.Fstat(int(t.root.Fd()), &x); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), x.Dev, nil
 }
 
 const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS

@@ -208,8 +208,8 @@ type Tree interface {
 	// path with st's mode and Rdev.
 	Mknod(path string, st State) error
 	// Avail returns the bytes free to unprivileged users on the tree's
-	// filesystem.
-	Avail() (int64, error)
+	// filesystem, and the filesystem's device number (st_dev).
+	Avail() (free int64, dev uint64, err error)
 	// Walk calls fn for every path at or below dir ("" for the whole tree,
 	// the root itself left out), parents before their children, without
 	// following symlinks; a path for which skip is true is left out with

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/exclude"
 	"ckptfs/turnctl"
 	"ckptfs/versionstore"
 )
@@ -39,32 +40,33 @@ func OpenOffline(root, store string) (turnctl.Handler, func(), error) {
 		st.Close()
 		return nil, nil, fmt.Errorf("finishing an interrupted rewind: %s", strings.TrimPrefix(err.Error(), "versionstore: "))
 	}
-	// A rewind changes the tree with no daemon to see it: keep the
-	// manifest of the last unmount in step, path by path, so that the
-	// next mount does not take the rewind for changes made by hand.
-	g := &touchedPaths{}
-	return NewService(st, tree, g), func() {
-		if len(g.paths) > 0 {
-			if err := st.RefreshManifest(tree, g.paths); err != nil {
-				fmt.Fprintf(os.Stderr, "turnctl: keeping the manifest of the last unmount in step: %v\n", err)
-			}
-		}
+	// Changes made since the last unmount are history before anyone reads
+	// it, as a mount would record them; the manifest then describes the
+	// tree as this command found it.
+	if err := recordOffline(st, tree, root, store); err != nil {
 		tree.Close()
 		st.Close()
-	}, nil
+		return nil, nil, fmt.Errorf("recording changes made while unmounted: %s", strings.TrimPrefix(err.Error(), "versionstore: "))
+	}
+	return NewService(st, tree, nil), func() { tree.Close(); st.Close() }, nil
 }
 
-// touchedPaths is the Gate of an offline Service: nothing else uses the
-// tree, so Exclusive just runs fn; it collects the paths a rewind changed.
-type touchedPaths struct {
-	mu    sync.Mutex
-	paths []string
-}
-
-func (g *touchedPaths) Exclusive(fn func() error) error { return fn() }
-
-func (g *touchedPaths) Invalidate(p string) {
-	g.mu.Lock()
-	g.paths = append(g.paths, p)
-	g.mu.Unlock()
+// recordOffline runs versionstore.RecordOffline with the exclude patterns
+// of the manifest, keeping a manifest of the tree as it is now.
+func recordOffline(st *versionstore.Store, tree *backing.Tree, root, store string) error {
+	pats, ok, err := st.ManifestPatterns()
+	if err != nil || !ok {
+		return err
+	}
+	ex, err := exclude.New(pats)
+	if err != nil {
+		return err
+	}
+	var hidden string
+	if rel, err := filepath.Rel(root, store); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+		hidden = filepath.ToSlash(rel)
+	}
+	skip := func(p string, isDir bool) bool { return p == hidden || ex.Match(p, isDir) }
+	_, err = st.RecordOffline(tree, skip, nil, true)
+	return err
 }

@@ -1,0 +1,97 @@
+package versionstore
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/fsstate"
+)
+
+func offlineFixture(t *testing.T) (*Store, *backing.Tree, string) {
+	t.Helper()
+	root := t.TempDir()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tree.Close() })
+	return s, tree, root
+}
+
+// A change recorded after the manifest was saved (one that reached the
+// daemon after the unmount's walk, a rewind with no daemon) is not taken
+// for a change made while unmounted: it was captured by its own event.
+func TestOfflineIgnoresWhatEventsRecordedSinceTheManifest(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	os.WriteFile(filepath.Join(root, "a"), []byte("a"), 0o644)
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Through the "mount", after the manifest: h created, a rewritten.
+	if err := s.Record(Capture{Path: "h", Prior: State{}}, Program{}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "h"), []byte("h"), 0o644)
+	if err := s.Record(Capture{Path: "a", Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: 1},
+		Open: func() (*os.File, error) { return tree.Open("a") }}, Program{}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "a"), []byte("a2"), 0o644)
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	// While unmounted: b created.
+	os.WriteFile(filepath.Join(root, "b"), []byte("b"), 0o644)
+
+	res, err := s.RecordOffline(tree, nil, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Checked || res.Paths != 1 || res.Lost != 0 {
+		t.Fatalf("offline check: %+v; want one path (b), none lost", res)
+	}
+	cs, err := s.Changes(res.Turn.Num-1, res.Turn.Num, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Path != "b" || cs[0].Kind != Added {
+		t.Fatalf("offline turn: %+v", cs)
+	}
+	// The manifest is gone: a second check finds nothing to compare with.
+	if res, err := s.RecordOffline(tree, nil, nil, false); err != nil || res.Checked {
+		t.Fatalf("second check: %+v, %v", res, err)
+	}
+}
+
+// keep (a command run with no daemon) makes the tree as it is the new
+// manifest: the next check records only what changed after it.
+func TestOfflineKeepRebasesTheManifest(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	os.WriteFile(filepath.Join(root, "a"), []byte("a"), 0o644)
+	if err := s.SaveManifest(tree, nil, []string{"build"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "a"), []byte("edited by hand"), 0o644)
+	res, err := s.RecordOffline(tree, nil, nil, true)
+	if err != nil || res.Paths != 1 || res.Lost != 1 {
+		t.Fatalf("first check: %+v, %v; want a, lost", res, err)
+	}
+	if pats, ok, err := s.ManifestPatterns(); err != nil || !ok || len(pats) != 1 || pats[0] != "build" {
+		t.Fatalf("kept manifest: %v %v %v", pats, ok, err)
+	}
+	if _, _, err := s.OpenAt(0, "a", tree); err == nil {
+		t.Fatal("cat of a's bytes before the hand edit: no error")
+	}
+	os.WriteFile(filepath.Join(root, "c"), []byte("c"), 0o644)
+	res, err = s.RecordOffline(tree, nil, nil, false)
+	if err != nil || res.Paths != 1 || res.Lost != 0 {
+		t.Fatalf("second check: %+v, %v; want c only", res, err)
+	}
+}
