@@ -1,12 +1,11 @@
 package fusefs
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"ckptfs/internal/fsstate"
 )
 
 // A write through one name of a file with several hard links changes every
@@ -21,92 +20,177 @@ import (
 // checked against the backing tree before a capture uses it.
 type linkNames struct {
 	mu    sync.Mutex
-	names map[uint64]map[string]bool // inode number → paths
+	root  linkNode                      // the tree of remembered paths
+	names map[uint64]map[*linkNode]bool // inode number → its remembered paths
 }
 
-// add remembers p as a name of the inode id.
-func (l *linkNames) add(id uint64, p string) {
+// linkNode is one element of a remembered path; ino is set on the last
+// element of a path that names a file (0 on directories on the way). A
+// rename moves a subtree in O(depth), whatever it holds.
+type linkNode struct {
+	parent   *linkNode
+	name     string
+	children map[string]*linkNode
+	ino      uint64
+}
+
+// find returns the node of p, creating it (and its parents) with create.
+func (l *linkNames) find(p string, create bool) *linkNode {
+	n := &l.root
+	if p == "" {
+		return n
+	}
+	for _, el := range strings.Split(p, "/") {
+		c := n.children[el]
+		if c == nil {
+			if !create {
+				return nil
+			}
+			if n.children == nil {
+				n.children = map[string]*linkNode{}
+			}
+			c = &linkNode{parent: n, name: el}
+			n.children[el] = c
+		}
+		n = c
+	}
+	return n
+}
+
+// path is the root-relative path of n.
+func (n *linkNode) path() string {
+	var els []string
+	for ; n.parent != nil; n = n.parent {
+		els = append(els, n.name)
+	}
+	slices.Reverse(els)
+	return strings.Join(els, "/")
+}
+
+// prune removes n and its parents while they hold nothing.
+func (l *linkNames) prune(n *linkNode) {
+	for n.parent != nil && n.ino == 0 && len(n.children) == 0 {
+		delete(n.parent.children, n.name)
+		n = n.parent
+	}
+}
+
+// unname drops the file remembered at n from names.
+func (l *linkNames) unname(n *linkNode) {
+	if n.ino == 0 {
+		return
+	}
+	delete(l.names[n.ino], n)
+	if len(l.names[n.ino]) == 0 {
+		delete(l.names, n.ino)
+	}
+	n.ino = 0
+}
+
+// forgetBelow drops every file remembered at or below n.
+func (l *linkNames) forgetBelow(n *linkNode) {
+	l.unname(n)
+	for _, c := range n.children {
+		l.forgetBelow(c)
+	}
+}
+
+// add remembers p as a name of inode ino.
+func (l *linkNames) add(ino uint64, p string) {
+	if p == "" {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := l.find(p, true)
+	if n.ino == ino {
+		return
+	}
+	l.unname(n)
+	n.ino = ino
 	if l.names == nil {
-		l.names = map[uint64]map[string]bool{}
+		l.names = map[uint64]map[*linkNode]bool{}
 	}
-	set := l.names[id]
-	if set == nil {
-		set = map[string]bool{}
-		l.names[id] = set
+	if l.names[ino] == nil {
+		l.names[ino] = map[*linkNode]bool{}
 	}
-	set[p] = true
+	l.names[ino][n] = true
 }
 
-// has reports whether id ever had several names the overlay saw.
-func (l *linkNames) has(id uint64) bool {
+// has reports whether the overlay remembers names of inode ino.
+func (l *linkNames) has(ino uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.names[id]) > 0
+	return len(l.names[ino]) > 0
 }
 
-// list returns the remembered names of id.
-func (l *linkNames) list(id uint64) []string {
+// list returns the remembered names of inode ino.
+func (l *linkNames) list(ino uint64) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]string, 0, len(l.names[id]))
-	for p := range l.names[id] {
-		out = append(out, p)
+	out := make([]string, 0, len(l.names[ino]))
+	for n := range l.names[ino] {
+		out = append(out, n.path())
 	}
 	return out
 }
 
-// drop forgets the name p of id (stale), or every name with p "".
-func (l *linkNames) drop(id uint64, p string) {
+// drop forgets the name p of inode ino (found stale).
+func (l *linkNames) drop(ino uint64, p string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p == "" {
-		delete(l.names, id)
+	n := l.find(p, false)
+	if n == nil || n.ino != ino {
 		return
 	}
-	delete(l.names[id], p)
-	if len(l.names[id]) == 0 {
-		delete(l.names, id)
-	}
+	l.unname(n)
+	l.prune(n)
 }
 
-// renamed moves the names at or below from to the same place below to,
-// and with exchange those below to back to from. Its cost grows with the
-// number of remembered names, not with the tree.
+// renamed moves the names at or below from to the same place below to
+// (what was remembered at or below to is gone: replaced), and with
+// exchange those below to back to from. It costs the depth of the paths
+// (and the names replaced), not the number of names remembered.
 func (l *linkNames) renamed(from, to string, exchange bool) {
+	if from == "" || to == "" || from == to {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	move := func(p string) (string, bool) {
-		if rest, ok := fsstate.Under(p, from); ok {
-			return join(to, rest), true
-		}
-		if exchange {
-			if rest, ok := fsstate.Under(p, to); ok {
-				return join(from, rest), true
-			}
-		}
-		return p, false
+	src, dst := l.find(from, false), l.find(to, false)
+	if src == nil && dst == nil {
+		return
 	}
-	for _, set := range l.names {
-		var moved []string
-		for p := range set {
-			if q, ok := move(p); ok {
-				delete(set, p)
-				moved = append(moved, q)
-			}
-		}
-		for _, q := range moved {
-			set[q] = true
+	var oldParents []*linkNode
+	for _, n := range []*linkNode{src, dst} {
+		if n != nil {
+			delete(n.parent.children, n.name)
+			oldParents = append(oldParents, n.parent)
 		}
 	}
-}
-
-func join(dir, rest string) string {
-	if rest == "" {
-		return dir
+	if !exchange && dst != nil {
+		l.forgetBelow(dst) // replaced by the rename
+		dst = nil
 	}
-	return fsstate.Join(dir, rest)
+	attach := func(n *linkNode, p string) {
+		if n == nil {
+			return
+		}
+		parent, name := &l.root, p
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			parent, name = l.find(p[:i], true), p[i+1:]
+		}
+		if parent.children == nil {
+			parent.children = map[string]*linkNode{}
+		}
+		n.parent, n.name = parent, name
+		parent.children[name] = n
+	}
+	attach(src, to)
+	attach(dst, from)
+	for _, n := range oldParents {
+		l.prune(n)
+	}
 }
 
 // NoteLink tells the overlay, before it serves, that the file at the

@@ -109,7 +109,8 @@ func (n *Node) paths(st *stat) []string {
 	}
 	id := st.Ino
 	if st.Nlink < 2 {
-		n.r.links.drop(id, "")
+		// (The names stay remembered: a link made meanwhile may be
+		// among them, and each is checked before use anyway.)
 		return out
 	}
 	for _, p := range n.r.links.list(id) {

@@ -122,6 +122,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	claim.done(err == nil)
 	if err == nil && sok && dok {
 		r.links.renamed(srcPath, dstPath, exchange)
+		if sst.Mode&unix.S_IFMT == unix.S_IFREG && sst.Nlink > 1 {
+			// Also when a capture racing the rename found the old
+			// name gone and dropped it before it could move.
+			r.links.add(sst.Ino, dstPath)
+		}
 	}
 	return errno(err)
 }

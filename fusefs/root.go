@@ -416,6 +416,17 @@ func (r *Root) Close() {
 	r.mntMu.Unlock()
 }
 
+// Moved says a rename (or exchange) moved from to to in the backing tree
+// underneath us (rewind): the names of hard-linked files remembered below
+// them move along. Like Invalidate, it does not take the mutation lock.
+func (r *Root) Moved(from, to string, exchange bool) {
+	f, ok1 := fsstate.Clean(from)
+	t, ok2 := fsstate.Clean(to)
+	if ok1 && ok2 {
+		r.links.renamed(f, t, exchange)
+	}
+}
+
 // Invalidate says the backing tree changed at path underneath us (rewind):
 // it drops go-fuse's child entry for it and tells the kernel, so processes
 // see the new state at once. It does not take the mutation lock (Exclusive's

@@ -25,6 +25,10 @@ type Gate interface {
 	// Invalidate tells the overlay that the backing tree changed at path
 	// (root-relative), so it drops the kernel's caches for it.
 	Invalidate(path string)
+	// Moved tells the overlay that a rename (or, with exchange, an
+	// exchange) moved from to to in the backing tree: what it remembers
+	// by path moves along (before the paths are invalidated).
+	Moved(from, to string, exchange bool)
 }
 
 // Service implements the control commands on top of the history store. It
@@ -420,13 +424,21 @@ func (t invalidatingTree) Lchown(p string, uid, gid uint32) error {
 func (t invalidatingTree) Rename(from, to string) error {
 	defer t.gate.Invalidate(to)
 	defer t.gate.Invalidate(from)
-	return t.Tree.Rename(from, to)
+	err := t.Tree.Rename(from, to)
+	if err == nil {
+		t.gate.Moved(from, to, false)
+	}
+	return err
 }
 
 func (t invalidatingTree) Exchange(a, b string) error {
 	defer t.gate.Invalidate(b)
 	defer t.gate.Invalidate(a)
-	return t.Tree.Exchange(a, b)
+	err := t.Tree.Exchange(a, b)
+	if err == nil {
+		t.gate.Moved(a, b, true)
+	}
+	return err
 }
 
 func wireState(st fsstate.State) *turnctl.FileState {

@@ -34,6 +34,8 @@ func (g *fakeGate) Invalidate(p string) {
 	g.mu.Unlock()
 }
 
+func (g *fakeGate) Moved(from, to string, exchange bool) {}
+
 type fixture struct {
 	t    *testing.T
 	ov   *turnctltest.Overlay
