@@ -15,26 +15,28 @@ import (
 // LOOKUP must not revive a node being forgotten).
 //
 // So every request that may reuse a node (LOOKUP, READDIRPLUS) holds
-// forgetOrder's read lock from its decision through go-fuse's registration,
-// and FORGET holds the write lock while go-fuse drops the node and OnForget
-// closes its fd. Requests that take the read lock never wait for the
-// mutation gate, so a FORGET waits at most for lookups of the backing tree.
+// Root.order's read lock from its decision through go-fuse's registration,
+// and whatever may make go-fuse forget a node holds the write lock: FORGET,
+// while go-fuse drops the node and OnForget closes its fd, and Invalidate's
+// RmChild (a rewind). Requests that take the read lock never wait for the
+// mutation gate, so a writer waits at most for lookups of the backing tree,
+// also when it holds the gate (Invalidate runs inside Exclusive).
 type forgetOrder struct{ mu sync.RWMutex }
 
 func (f *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	f.order.mu.RLock()
-	defer f.order.mu.RUnlock()
+	f.r.order.mu.RLock()
+	defer f.r.order.mu.RUnlock()
 	return f.RawFileSystem.Lookup(cancel, header, name, out)
 }
 
 func (f *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	f.order.mu.RLock()
-	defer f.order.mu.RUnlock()
+	f.r.order.mu.RLock()
+	defer f.r.order.mu.RUnlock()
 	return f.RawFileSystem.ReadDirPlus(cancel, in, out)
 }
 
 func (f *rawFS) Forget(nodeid, nlookup uint64) {
-	f.order.mu.Lock()
-	defer f.order.mu.Unlock()
+	f.r.order.mu.Lock()
+	defer f.r.order.mu.Unlock()
 	f.RawFileSystem.Forget(nodeid, nlookup)
 }

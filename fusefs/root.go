@@ -106,6 +106,7 @@ type Root struct {
 	nodes   map[fs.StableAttr]*Node // live nodes by identity: lookups reuse them
 	attic   map[fs.StableAttr]int   // inodes claimed by the store's attic (attic.go)
 	links   linkNames               // the names of hard-linked files (links.go)
+	order   forgetOrder             // node reuse against forgetting (forget.go)
 
 	commMu sync.Mutex
 	comms  map[uint32]string
@@ -218,7 +219,7 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 		NullPermissions: true,
 		RootStableAttr:  &fs.StableAttr{Ino: 1},
 	}
-	raw := &rawFS{RawFileSystem: fs.NewNodeFS(r.root, opts)}
+	raw := &rawFS{RawFileSystem: fs.NewNodeFS(r.root, opts), r: r}
 	srv, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
@@ -324,8 +325,8 @@ func killSuidgid(fd int) error {
 
 type rawFS struct {
 	fuse.RawFileSystem
-	srv   *fuse.Server
-	order forgetOrder // LOOKUP and READDIRPLUS against FORGET (forget.go)
+	srv *fuse.Server
+	r   *Root
 }
 
 // OpenDir lets the kernel keep directory listings across opens
@@ -461,7 +462,9 @@ func (r *Root) Invalidate(path string) {
 		// forget the old one under this name. One that is still there
 		// (a chmod) stays, so handles open on it keep a path and their
 		// writes keep being captured.
+		r.order.mu.Lock()
 		parent.RmChild(name)
+		r.order.mu.Unlock()
 	}
 	r.notify(func() {
 		parent.NotifyEntry(name)
