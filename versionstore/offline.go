@@ -243,6 +243,10 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 		}
 	}
 	res.Paths = len(recs)
+	if keep && len(recs) == 0 && info.Events == s.Events() {
+		// Nothing to record, and the manifest still describes the tree.
+		return res, nil
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

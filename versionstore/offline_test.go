@@ -95,3 +95,30 @@ func TestOfflineKeepRebasesTheManifest(t *testing.T) {
 		t.Fatalf("second check: %+v, %v; want c only", res, err)
 	}
 }
+
+// An offline command that finds nothing to record but events since the
+// manifest (an earlier offline rewind) rebases the manifest: a hand edit
+// of a path that rewind changed is found by the check after it.
+func TestOfflineKeepRebasesAfterEvents(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	os.WriteFile(filepath.Join(root, "a"), []byte("a"), 0o644)
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// An offline rewind's change of a, recorded.
+	if err := s.Record(Capture{Path: "a", Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: 1},
+		Open: func() (*os.File, error) { return tree.Open("a") }}, Program{}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "a"), []byte("rewound"), 0o644)
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.RecordOffline(tree, nil, nil, true); err != nil || res.Paths != 0 {
+		t.Fatalf("check after the rewind: %+v, %v; want nothing", res, err)
+	}
+	os.WriteFile(filepath.Join(root, "a"), []byte("edited by hand"), 0o644)
+	if res, err := s.RecordOffline(tree, nil, nil, false); err != nil || res.Paths != 1 || res.Lost != 1 {
+		t.Fatalf("check after the hand edit: %+v, %v; want a, lost", res, err)
+	}
+}
