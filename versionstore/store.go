@@ -254,6 +254,15 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
+	// A sequence number is never given twice, even when the newest
+	// events were dropped (a rename that never happened: Recover): the
+	// latest turn's range may cover numbers no event holds any more, and
+	// an event given one of those would count as that turn's.
+	floor := t.FirstSeq
+	if !t.Open {
+		floor = t.LastSeq + 1
+	}
+	s.nextSeq = max(s.nextSeq, floor)
 	s.touched = map[string]uint8{}
 	s.programs = map[string]bool{}
 	if t.Open {
