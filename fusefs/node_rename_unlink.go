@@ -73,7 +73,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	defer func() { claim.done(false) }()
 	switch {
 	case exchange && srcVer && dstVer:
-		c, err := r.rec.RecordRename(srcPath, dstPath, true, r.caller(ctx))
+		c, err := r.rec.RecordExchange(srcPath, dstPath, sst.Ino, dst.Ino, r.caller(ctx))
 		if err != nil {
 			return r.recordErrno(srcPath, err)
 		}

@@ -90,16 +90,18 @@
 //     that no action depends on what an earlier one changed. After a power loss the rewind still completes exactly, but
 //     the captures of the rewind turn itself may be lost (rule 4), so that
 //     one rewind may not be undoable.
-//  6. A rename is recorded before the syscall, with a pending mark in the
-//     same synced batch, and dropped again if the syscall fails
-//     (RecordRename's commit(false)); success deletes the mark (unsynced).
-//     A kill in between leaves the mark: Recover, run before the tree is
-//     served, drops the record of a rename whose source still exists (it
-//     never happened: the kernel holds both parent directories' locks
-//     until the reply, so the source name cannot come back there; only a
-//     rename of an ancestor racing the kill could mislead it) and keeps
-//     the others. An exchange cannot be told apart that way and is kept
-//     either way.
+//  6. A rename or exchange is recorded before the syscall, with a pending
+//     mark in the same synced batch, and dropped again if the syscall
+//     fails (commit(false)); success deletes the mark (unsynced). A kill
+//     in between leaves the mark: Recover, run before the tree is served,
+//     drops the record of one that never happened and keeps the others.
+//     Between the kill and Recover nothing changes the tree, and while
+//     the syscall ran the kernel held both parent directories' locks. So
+//     a rename whose source still exists did not happen (only a rename of
+//     an ancestor racing the kill could mislead this). An exchange leaves
+//     both names in place either way: its mark holds the inode numbers of
+//     both names taken just before the syscall (RecordExchange), and it
+//     did not happen if each name still has its own.
 //
 // # Errors
 //

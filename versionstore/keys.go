@@ -11,8 +11,11 @@ import (
 //	meta     'm' name                      value: depends on name
 //	         'm' "format"                  decimal format version ("1")
 //	         'm' "journal"                 JSON rewindJournal, present only while a rewind runs
-//	         'm' "rename" seq[8]           empty: the rename event seq is recorded but
-//	                                       not yet confirmed done (RecordRename)
+//	         'm' "rename" seq[8]           the rename or exchange event seq is recorded
+//	                                       but not yet confirmed done (RecordRename,
+//	                                       RecordExchange); value: empty, or for an
+//	                                       exchange ino(Path)[8] ino(To)[8], the inode
+//	                                       numbers of both names just before it
 //	turn     't' num[8]                    JSON Turn
 //	ref      'r' ref-bytes                 num[8]: the turn the ref names
 //	event    'e' seq[8]                    JSON record: one change-log entry

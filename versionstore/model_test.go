@@ -310,7 +310,9 @@ func (m *sim) step() {
 		if _, under := fsstate.Under(p, q); under {
 			return
 		}
-		commit, err := m.store.RecordRename(p, q, true, Program{Comm: "mv"})
+		ip, _ := m.tree.Ident(p)
+		iq, _ := m.tree.Ident(q)
+		commit, err := m.store.RecordExchange(p, q, ip, iq, Program{Comm: "mv"})
 		if err != nil {
 			m.t.Fatal(err)
 		}

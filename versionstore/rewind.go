@@ -603,15 +603,28 @@ func (s *Store) mkdirParents(live Tree, path string, who Program) error {
 }
 
 func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) error {
-	commit, err := s.RecordRename(from, to, exchange, who)
+	if exchange {
+		ia, err := live.Ident(from)
+		if err != nil {
+			return err
+		}
+		ib, err := live.Ident(to)
+		if err != nil {
+			return err
+		}
+		commit, err := s.RecordExchange(from, to, ia, ib, who)
+		if err != nil {
+			return err
+		}
+		err = live.Exchange(from, to)
+		commit(err == nil)
+		return err
+	}
+	commit, err := s.RecordRename(from, to, false, who)
 	if err != nil {
 		return err
 	}
-	if exchange {
-		err = live.Exchange(from, to)
-	} else {
-		err = live.Rename(from, to)
-	}
+	err = live.Rename(from, to)
 	commit(err == nil)
 	return err
 }
@@ -780,17 +793,29 @@ func (s *Store) captureTree(live Tree, path string, cur State, who Program) erro
 	return s.capture(live, path, cur, who)
 }
 
-// dropPhantomRenames settles the renames recorded but never confirmed
-// (RecordRename's pending marks): the process died between recording one
-// and the syscall, or between the syscall and its confirmation. While a
-// rename runs, the kernel holds the locks of both parent directories, so
-// no other operation in them can have created the source name again: a
-// rename whose source still exists did not happen, and its record is
-// dropped; one whose source is gone did, and is kept. (The kernel does
-// not lock their ancestors: a concurrent rename of an ancestor directory,
-// in the same instant as the kill, can still mislead this.) An exchange
-// leaves both names in place whether or not it happened; it is kept. A
-// source that cannot be looked at keeps its rename.
+// dropPhantomRenames settles the renames and exchanges recorded but never
+// confirmed (RecordRename's pending marks): the process died between
+// recording one and the syscall, or between the syscall and its
+// confirmation. A record of one that did not happen is dropped: history
+// would otherwise have later captures of the names stand for the other
+// name's state. While a rename runs, the kernel holds the locks of both
+// parent directories, and from the kill until this runs nothing else
+// serves the tree, so the names are as the kill left them:
+//
+//   - a rename whose source still exists did not happen (nothing can have
+//     created the source name again); one whose source is gone did.
+//   - an exchange leaves both names in place either way; its mark holds
+//     the inode numbers the two names had just before (RecordExchange).
+//     Each name still on its own inode: it did not happen; the two
+//     swapped: it did; a name gone: it did not (an exchange leaves both).
+//     An exchange whose inode numbers are unknown (a mark written before
+//     they were kept, a caller that had none) or are one inode (two hard
+//     links: either way the tree is the same) is kept.
+//
+// A name that cannot be looked at keeps its record, as before marks
+// existed. (The kernel does not lock the parents' ancestors: a concurrent
+// rename of an ancestor directory, in the same instant as the kill, can
+// still mislead this.)
 func (s *Store) dropPhantomRenames(live Tree) error {
 	if live == nil {
 		return nil // the marks wait for a Recover that can look
@@ -799,37 +824,47 @@ func (s *Store) dropPhantomRenames(live Tree) error {
 	if err != nil {
 		return err
 	}
-	var seqs []uint64
+	type mark struct {
+		seq uint64
+		ids []byte
+	}
+	var marks []mark
 	for ok := it.First(); ok; ok = it.Next() {
 		if k := it.Key(); len(k) == len(pendingRenamePrefix)+8 {
-			seqs = append(seqs, binary.BigEndian.Uint64(k[len(pendingRenamePrefix):]))
+			marks = append(marks, mark{binary.BigEndian.Uint64(k[len(pendingRenamePrefix):]), append([]byte(nil), it.Value()...)})
 		}
 	}
 	if err := it.Close(); err != nil {
 		return err
 	}
-	if len(seqs) == 0 {
+	if len(marks) == 0 {
 		return nil
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	dropped := false
-	for _, seq := range seqs {
-		b.SingleDelete(pendingRenameKey(seq), nil)
+	for _, m := range marks {
+		b.SingleDelete(pendingRenameKey(m.seq), nil)
 		var r *record
-		err := s.scanEvents(seq, seq+1, func(x *record) (bool, error) { r = x; return false, nil })
+		err := s.scanEvents(m.seq, m.seq+1, func(x *record) (bool, error) { r = x; return false, nil })
 		if err != nil {
 			return err
 		}
-		if r == nil || r.Op != opRename {
+		if r == nil {
 			continue
 		}
-		st, err := live.Lstat(r.Path)
-		if err != nil {
-			continue // cannot look: keep it, as before marks existed
+		happened, known := true, false
+		switch r.Op {
+		case opRename:
+			st, err := live.Lstat(r.Path)
+			if known = err == nil; known {
+				happened = !st.Exists()
+			}
+		case opExchange:
+			happened, known = exchangeHappened(live, r, m.ids)
 		}
-		if st.Exists() {
-			b.Delete(eventKey(seq), nil)
+		if known && !happened {
+			b.Delete(eventKey(m.seq), nil)
 			dropped = true
 		}
 	}
@@ -842,6 +877,33 @@ func (s *Store) dropPhantomRenames(live Tree) error {
 		return s.rebuildTouched()
 	}
 	return nil
+}
+
+// exchangeHappened tells by the inode numbers ids (RecordExchange's mark)
+// whether the exchange r was made; known is false when it cannot tell.
+func exchangeHappened(live Tree, r *record, ids []byte) (happened, known bool) {
+	if len(ids) != 16 {
+		return true, false
+	}
+	ia, ib := binary.BigEndian.Uint64(ids), binary.BigEndian.Uint64(ids[8:])
+	if ia == 0 || ib == 0 || ia == ib {
+		return true, false
+	}
+	na, err := live.Ident(r.Path)
+	if err != nil {
+		return true, false
+	}
+	nb, err := live.Ident(r.To)
+	if err != nil {
+		return true, false
+	}
+	switch {
+	case na == ia && nb == ib, na == 0 || nb == 0:
+		return false, true
+	case na == ib && nb == ia:
+		return true, true
+	}
+	return true, false
 }
 
 // upperBytes is the exclusive upper bound of all keys starting with p.

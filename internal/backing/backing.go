@@ -178,6 +178,32 @@ func (t *Tree) Lstat(p string) (fsstate.State, error) {
 	return s, nil
 }
 
+// Ident returns the inode number at p, 0 when nothing is there.
+func (t *Tree) Ident(p string) (uint64, error) {
+	var st unix.Stat_t
+	if p == "" {
+		if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
+			return 0, err
+		}
+		return st.Ino, nil
+	}
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		if absent(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	defer unix.Close(pfd)
+	if err := retry(func() error { return unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		if absent(err) {
+			return 0, nil
+		}
+		return 0, &os.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	return st.Ino, nil
+}
+
 // Open opens the regular file at p read-only.
 func (t *Tree) Open(p string) (*os.File, error) {
 	fd, err := t.openat2(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
