@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/fsstate"
 )
 
@@ -125,7 +126,11 @@ func (s *Store) Record(c Capture, who Program) error {
 		}
 		r.Content = ref
 	}
-	return s.noteErr(s.append(r, who, true))
+	if err := s.append(r, who, true); err != nil {
+		return s.noteErr(err)
+	}
+	crashpoint.Hit("record.committed")
+	return nil
 }
 
 // keepBytes keeps the prior bytes of a regular file: linked into the attic
@@ -299,6 +304,7 @@ func (s *Store) recordMove(op, from, to string, mark []byte, who Program) (commi
 	if err := s.appendWith(r, who, false, pending); err != nil {
 		return nil, s.noteErr(err)
 	}
+	crashpoint.Hit("rename.recorded")
 	return func(ok bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -312,6 +318,7 @@ func (s *Store) recordMove(op, from, to string, mark []byte, who Program) (commi
 			if err := s.db.SingleDelete(pendingRenameKey(r.Seq), pebble.NoSync); err != nil {
 				fmt.Printf("versionstore: BUG: cannot confirm rename %d: %v\n", r.Seq, err)
 			}
+			crashpoint.Hit("rename.confirmed")
 			return
 		}
 		// The rename failed: the record must not stay in history.

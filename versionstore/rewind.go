@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/fsstate"
 	"ckptfs/internal/history"
 	"ckptfs/internal/units"
@@ -118,6 +119,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if err != nil {
 		return res, err
 	}
+	crashpoint.Hit("rewind.begun")
 	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil}
 	if j.Restore {
 		j.Next = 0
@@ -140,6 +142,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if err := s.wal.SyncWAL(); err != nil {
 		return res, fmt.Errorf("versionstore: %w", err)
 	}
+	crashpoint.Hit("rewind.journaled")
 	if err := s.runJournal(j, live, opts.Who); err != nil {
 		return res, err
 	}
@@ -406,9 +409,11 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 	if j.Restore {
 		for j.Next < uint64(len(j.Actions)) {
 			a := j.Actions[j.Next]
+			crashpoint.Hit("rewind.fixup")
 			if err := s.ensure(live, a.Path, a.State, a.Content, a.Live, who); err != nil {
 				return fmt.Errorf("versionstore: restore %s: %w", a.Path, err)
 			}
+			crashpoint.Hit("rewind.fixup.done")
 			j.Next++
 			if err := s.saveProgress(j); err != nil {
 				return err
@@ -437,9 +442,11 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 		} else if rec.Op == opRename || rec.Op == opExchange {
 			j.written = nil // paths moved: trust nothing written so far
 		}
+		crashpoint.Hit("rewind.step")
 		if err := s.undo(rec, live, who); err != nil {
 			return fmt.Errorf("versionstore: rewind: undo event %d (%s %s): %w", rec.Seq, rec.Op, rec.Path, err)
 		}
+		crashpoint.Hit("rewind.step.done")
 		j.Next = rec.Seq - 1
 		if err := s.saveProgress(j); err != nil {
 			return err
@@ -454,6 +461,7 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 		return err
 	}
 	fixups.Add(int64(len(actions)))
+	crashpoint.Hit("rewind.planned")
 	j.Restore, j.Actions, j.Next = true, actions, 0
 	if err := s.saveProgress(j); err != nil {
 		return err
@@ -481,18 +489,22 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 	if err != nil {
 		return t, err
 	}
+	crashpoint.Hit("rewind.ended")
 	if err := s.db.Delete(keyJournal, pebble.Sync); err != nil {
 		return t, fmt.Errorf("versionstore: %w", err)
 	}
+	crashpoint.Hit("rewind.finished")
 	return t, s.wal.SyncWAL()
 }
 
 // Recover finishes a rewind that a crash interrupted. It reports whether
 // there was one. Call it before the tree is served again.
 func (s *Store) Recover(live Tree) (bool, error) {
+	crashpoint.Hit("recover.start")
 	if err := s.dropPhantomRenames(live); err != nil {
 		return false, err
 	}
+	crashpoint.Hit("recover.marks")
 	v, closer, err := s.db.Get(keyJournal)
 	if err == pebble.ErrNotFound {
 		return false, nil
@@ -517,8 +529,11 @@ func (s *Store) Recover(live Tree) (bool, error) {
 	if err := s.runJournal(j, live, Program{Comm: "ckptfs-recover"}); err != nil {
 		return true, err
 	}
-	_, err = s.finishJournal(j)
-	return true, err
+	if _, err = s.finishJournal(j); err != nil {
+		return true, err
+	}
+	crashpoint.Hit("recover.done")
+	return true, nil
 }
 
 // undo reverses one event on the live tree, recording what it changes in
@@ -616,7 +631,9 @@ func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) e
 		if err != nil {
 			return err
 		}
+		crashpoint.Hit("rewind.exchange.recorded")
 		err = live.Exchange(from, to)
+		crashpoint.Hit("rewind.exchange.done")
 		commit(err == nil)
 		return err
 	}
@@ -624,7 +641,9 @@ func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) e
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit("rewind.rename.recorded")
 	err = live.Rename(from, to)
+	crashpoint.Hit("rewind.rename.done")
 	commit(err == nil)
 	return err
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/crashpoint"
 )
 
 // formatVersion is the on-disk format this code writes. A store with a
@@ -400,6 +402,7 @@ func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return Turn{}, err
 	}
+	crashpoint.Hit("turn.committed")
 	// The turn is open from here on, whether or not the fsync works: the
 	// in-memory state must follow what is committed.
 	s.cur = t
@@ -513,6 +516,7 @@ func (s *Store) End(ref string) (Turn, error) {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return Turn{}, err
 	}
+	crashpoint.Hit("turn.committed")
 	// Closed from here on, whether or not the fsync works (as in Begin).
 	s.cur = nil
 	s.touched = map[string]uint8{}

@@ -18,6 +18,7 @@ import (
 
 	"ckptfs/fusefs"
 	"ckptfs/internal/backing"
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/rundir"
 	"ckptfs/versionstore"
 )
@@ -102,6 +103,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	} else if finished {
 		logger.Printf("finished an interrupted rewind")
 	}
+	crashpoint.Hit("mount.recovered")
 
 	var hidden []string
 	if rel, err := filepath.Rel(dir, o.store); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/fsstate"
 )
 
@@ -280,6 +281,7 @@ func removeAt(dirfd int, name string) error {
 				d.Close()
 				return err
 			}
+			crashpoint.Hit("tree.remove.part")
 		}
 		if rerr == io.EOF || len(names) == 0 {
 			break
@@ -384,25 +386,27 @@ func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 		}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			unix.Unlinkat(pfd, tmp, 0)
-		}
-	}()
+	// Failures remove the temporary; a crash (no deferred function runs)
+	// leaves it, for the redo to overwrite.
+	fail := func(op string, err error) error {
+		f.Close()
+		unix.Unlinkat(pfd, tmp, 0)
+		return pathErr(op, p, err)
+	}
 	if _, err := io.Copy(f, r); err != nil {
-		return pathErr("write", p, err)
+		return fail("write", err)
 	}
 	if os.Geteuid() == 0 {
 		f.Chown(int(st.UID), int(st.GID)) // best effort; chown clears SUID, so chmod after
 	}
 	if err := unix.Fchmod(fd, st.Mode&0o7777); err != nil {
-		return pathErr("chmod", p, err)
+		return fail("chmod", err)
 	}
 	if err := f.Close(); err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
 		return pathErr("close", p, err)
 	}
+	crashpoint.Hit("tree.write.tmp")
 	err = retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
 	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 		if err = removeAt(pfd, name); err == nil {
@@ -410,9 +414,9 @@ func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 		}
 	}
 	if err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
 		return pathErr("rename", p, err)
 	}
-	ok = true
 	return nil
 }
 
