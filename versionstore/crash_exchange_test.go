@@ -1,6 +1,7 @@
 package versionstore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -61,5 +62,69 @@ func TestKillBetweenExchangeRecordAndExchange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// exchangeCase is a tree whose turn 1 exchanged a file with a directory,
+// and a rewind to 0 killed at point: after the recovery the tree is turn
+// 0's, and the rewind turn's events are returned.
+func exchangeCase(t *testing.T, point string) []string {
+	mem := vfs.NewCrashableMem()
+	s := openOn(t, mem)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"a": "a0", "d/x": "x0", "d/y": "y0"})
+	tree, _ := backing.Open(root)
+	defer tree.Close()
+	before := takeSnapshot(t, root)
+	s.Begin(KindAgent, "", "")
+	ia, _ := tree.Ident("a")
+	id, _ := tree.Ident("d")
+	commit, err := s.RecordExchange("a", "d", ia, id, Program{Comm: "mv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(tree.Exchange("a", "d") == nil)
+	s.End("")
+	p, err := untilCrash(t, point, func() error { _, err := s.Rewind(0, tree, RewindOptions{}); return err })
+	if p != point {
+		t.Fatalf("crashed at %q (%v), want %s", p, err, point)
+	}
+	s2, _ := killClone(t, mem)
+	s.Close()
+	defer s2.Close()
+	if _, err := s2.Recover(tree); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSnap(before, takeSnapshot(t, root)); d != "" {
+		t.Fatalf("after the recovery of a rewind killed at %s:\n%s", point, d)
+	}
+	rt, _ := s2.Turn(s2.Latest())
+	var evs []string
+	s2.scanEvents(rt.FirstSeq, rt.LastSeq+1, func(r *record) (bool, error) {
+		evs = append(evs, r.Op+" "+r.Path+" "+r.To)
+		return true, nil
+	})
+	return evs
+}
+
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestKillBetweenRewindsExchangeRecordAndExchange: a rewind killed after
+// recording its exchange back and before making it left that record in
+// the rewind turn (Recover kept every exchange); the redo exchanged and
+// recorded again, and the fix-up pass, reading history as two exchanges,
+// gave a the directory and d the file.
+func TestKillBetweenRewindsExchangeRecordAndExchange(t *testing.T) {
+	evs := exchangeCase(t, "rewind.exchange.recorded")
+	if fmt.Sprint(evs) != "[x d a]" {
+		t.Errorf("rewind turn's events %q, want one exchange", evs)
 	}
 }
