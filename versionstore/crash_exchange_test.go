@@ -128,3 +128,18 @@ func TestKillBetweenRewindsExchangeRecordAndExchange(t *testing.T) {
 		t.Errorf("rewind turn's events %q, want one exchange", evs)
 	}
 }
+
+// TestRedoOfRewindsExchangeExchangesOnce: a rewind killed after its
+// exchange back and before saving its progress redid the step and
+// exchanged again; the fix-up pass then had to copy both sides back.
+// The redo now finds its own earlier exchange (the journal's Mark).
+func TestRedoOfRewindsExchangeExchangesOnce(t *testing.T) {
+	before := fixups.Load()
+	evs := exchangeCase(t, "rewind.exchange.done")
+	if fmt.Sprint(evs) != "[x d a]" {
+		t.Errorf("rewind turn's events %q, want one exchange", evs)
+	}
+	if n := fixups.Load() - before; n != 0 {
+		t.Errorf("the fix-up pass took %d actions, want none", n)
+	}
+}

@@ -84,12 +84,16 @@
 //     fsynced), then changes the tree step by step, saving its progress
 //     after each step. Every step is idempotent, so Recover, run before the
 //     tree is served again, redoes the step in progress and finishes the
-//     rewind. The last phase (the fix-up pass, or the whole rewind when
-//     the events since the target far outnumber the paths that differ)
-//     is a plan whose every action carries its bytes in the store, so
-//     that no action depends on what an earlier one changed. After a power loss the rewind still completes exactly, but
-//     the captures of the rewind turn itself may be lost (rule 4), so that
-//     one rewind may not be undoable.
+//     rewind. An exchange back looks the same done and not done; its redo
+//     looks for its own record among the events since the journal was
+//     last saved (its Mark), which rule 6 has kept only if it was made,
+//     and does not exchange twice. The last phase (the fix-up pass, or
+//     the whole rewind when the events since the target far outnumber
+//     the paths that differ) is a plan whose every action carries its
+//     bytes in the store, so that no action depends on what an earlier
+//     one changed. After a power loss the rewind still completes exactly,
+//     but the captures of the rewind turn itself may be lost (rule 4), so
+//     that one rewind may not be undoable.
 //  6. A rename or exchange is recorded before the syscall, with a pending
 //     mark in the same synced batch, and dropped again if the syscall
 //     fails (commit(false)); success deletes the mark (unsynced). A kill

@@ -49,6 +49,11 @@ type rewindJournal struct {
 	Stop    uint64   `json:"stop"`
 	Actions []action `json:"actions,omitempty"`
 	Restore bool     `json:"restore,omitempty"`
+	// Mark is the first event seq the step in progress may have recorded
+	// (the store's next seq when the journal was last saved): what a redo
+	// of the step after a crash finds of its own earlier run. 0 in
+	// journals written before it was kept.
+	Mark uint64 `json:"mark,omitempty"`
 
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
@@ -384,8 +389,9 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	putJSON(b, keyJournal, j)
 	s.mu.Lock()
+	j.Mark = s.nextSeq
+	putJSON(b, keyJournal, j)
 	if s.cur != nil && s.cur.Num == turn {
 		t := *s.cur
 		tg := target
@@ -400,6 +406,9 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 func (s *Store) saveProgress(j *rewindJournal) error {
 	b := s.db.NewBatch()
 	defer b.Close()
+	s.mu.Lock()
+	j.Mark = s.nextSeq
+	s.mu.Unlock()
 	putJSON(b, keyJournal, j)
 	return s.commit(b, pebble.Sync)
 }
@@ -443,7 +452,7 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 			j.written = nil // paths moved: trust nothing written so far
 		}
 		crashpoint.Hit("rewind.step")
-		if err := s.undo(rec, live, who); err != nil {
+		if err := s.undo(rec, live, who, j.Mark); err != nil {
 			return fmt.Errorf("versionstore: rewind: undo event %d (%s %s): %w", rec.Seq, rec.Op, rec.Path, err)
 		}
 		crashpoint.Hit("rewind.step.done")
@@ -537,8 +546,10 @@ func (s *Store) Recover(live Tree) (bool, error) {
 }
 
 // undo reverses one event on the live tree, recording what it changes in
-// the open (rewind) turn.
-func (s *Store) undo(r *record, live Tree, who Program) error {
+// the open (rewind) turn. since is the journal's Mark: the events from
+// there on are this step's own, recorded by an earlier run of it that a
+// crash cut short (0: unknown).
+func (s *Store) undo(r *record, live Tree, who Program, since uint64) error {
 	switch r.Op {
 	case opPrior:
 		return s.ensure(live, r.Path, r.State, r.Content, "", who)
@@ -569,8 +580,20 @@ func (s *Store) undo(r *record, live Tree, who Program) error {
 		if err != nil {
 			return err
 		}
+		// An exchange back, or a rename that stands for one, cannot be
+		// told done from the names alone: a redo after a crash looks
+		// for the record of its earlier run (which Recover kept only if
+		// it was made) and does not make it twice.
 		if r.Op == opExchange && to.Exists() && from.Exists() {
+			if done, err := s.movedSince(since, opExchange, r.To, r.Path); err != nil || done {
+				return err
+			}
 			return s.rename(live, r.To, r.Path, true, who)
+		}
+		if r.Op == opExchange {
+			if done, err := s.movedSince(since, opRename, r.Path, r.To); err != nil || done {
+				return err
+			}
 		}
 		if !to.Exists() {
 			if r.Op == opExchange && from.Exists() {
@@ -615,6 +638,23 @@ func (s *Store) mkdirParents(live Tree, path string, who Program) error {
 		}
 	}
 	return nil
+}
+
+// movedSince reports whether an event op(from, to) was recorded at seq
+// since or later (since 0: unknown, false).
+func (s *Store) movedSince(since uint64, op, from, to string) (bool, error) {
+	if since == 0 {
+		return false, nil
+	}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	found := false
+	err := s.scanEvents(since, end, func(r *record) (bool, error) {
+		found = r.Op == op && r.Path == from && r.To == to
+		return !found, nil
+	})
+	return found, err
 }
 
 func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) error {
