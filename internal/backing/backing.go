@@ -258,7 +258,16 @@ func (t *Tree) RemoveAll(p string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return pathErr("remove", p, removeAt(pfd, name))
+	return changed(pathErr("remove", p, removeAt(pfd, name)))
+}
+
+// changed passes err on, and marks the moment after a change of the tree
+// (a crash point) when it is nil.
+func changed(err error) error {
+	if err == nil {
+		crashpoint.Hit("tree.changed")
+	}
+	return err
 }
 
 func removeAt(dirfd int, name string) error {
@@ -311,10 +320,10 @@ func (t *Tree) Mkdir(p string, mode uint32) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) }); err != nil {
+	if err := changed(retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) })); err != nil {
 		return pathErr("mkdir", p, err)
 	}
-	return pathErr("chmod", p, fchmodat2(pfd, name, mode&0o7777))
+	return changed(pathErr("chmod", p, fchmodat2(pfd, name, mode&0o7777)))
 }
 
 // fchmodat2 chmods name in dirfd without following a final symlink
@@ -340,7 +349,7 @@ func (t *Tree) Symlink(target, p string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) }))
+	return changed(pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) })))
 }
 
 // Mknod creates a FIFO, socket or device node at p with exactly st's mode.
@@ -354,10 +363,10 @@ func (t *Tree) Mknod(p string, st fsstate.State) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) }); err != nil {
+	if err := changed(retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) })); err != nil {
 		return pathErr("mknod", p, err)
 	}
-	return pathErr("chmod", p, fchmodat2(pfd, name, st.Mode&0o7777))
+	return changed(pathErr("chmod", p, fchmodat2(pfd, name, st.Mode&0o7777)))
 }
 
 // TempPrefix starts the names of the temporary files WriteFile creates.
@@ -417,13 +426,13 @@ func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 		unix.Unlinkat(pfd, tmp, 0)
 		return pathErr("rename", p, err)
 	}
-	return nil
+	return changed(nil)
 }
 
 // Chmod sets mode on p; a symlink at p is left alone.
 func (t *Tree) Chmod(p string, mode uint32) error {
 	if p == "" {
-		return pathErr("chmod", ".", unix.Fchmod(int(t.root.Fd()), mode&0o7777))
+		return changed(pathErr("chmod", ".", unix.Fchmod(int(t.root.Fd()), mode&0o7777)))
 	}
 	pfd, name, err := t.parent(p)
 	if err != nil {
@@ -434,20 +443,20 @@ func (t *Tree) Chmod(p string, mode uint32) error {
 	if errors.Is(err, syscall.EOPNOTSUPP) { // a symlink: it has no mode of its own
 		return nil
 	}
-	return pathErr("chmod", p, err)
+	return changed(pathErr("chmod", p, err))
 }
 
 // Lchown sets the owner of p without following a final symlink.
 func (t *Tree) Lchown(p string, uid, gid uint32) error {
 	if p == "" {
-		return pathErr("chown", ".", unix.Fchown(int(t.root.Fd()), int(uid), int(gid)))
+		return changed(pathErr("chown", ".", unix.Fchown(int(t.root.Fd()), int(uid), int(gid))))
 	}
 	pfd, name, err := t.parent(p)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
-	return pathErr("chown", p, unix.Fchownat(pfd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW))
+	return changed(pathErr("chown", p, unix.Fchownat(pfd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)))
 }
 
 // Rename renames from to to.
@@ -467,5 +476,5 @@ func (t *Tree) rename(from, to string, flags uint) error {
 		return err
 	}
 	defer unix.Close(pt)
-	return pathErr("rename", from, retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) }))
+	return changed(pathErr("rename", from, retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) })))
 }

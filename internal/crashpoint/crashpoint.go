@@ -14,7 +14,8 @@
 // ("*" alone: any point), and N (default 1) counts the hits of the points
 // the patterns match, from the start of the process: "rewind.step@3" is
 // the third undo step, "rewind.*,tree.*@40" the 40th moment of a rewind.
-// Without CKPTFS_CRASH, Hit is one atomic load.
+// Without CKPTFS_CRASH, Hit is one atomic load. CKPTFS_CRASH_TRACE=FILE
+// lists the hits counted in FILE.
 //
 // Points lists every name; the tests choose from it with their seed.
 package crashpoint
@@ -32,6 +33,11 @@ import (
 
 // Env is the environment variable that arms a crash point.
 const Env = "CKPTFS_CRASH"
+
+// TraceEnv names a file to which a process armed by Env appends the name
+// of every hit the patterns match, one a line, the fatal one included: a
+// test learns from it how many hits an operation has.
+const TraceEnv = "CKPTFS_CRASH_TRACE"
 
 // Points names every crash point, grouped by where it is. A test in this
 // package checks that the list and the Hit calls in the code agree.
@@ -59,6 +65,7 @@ var Points = []string{
 	"recover.marks",            // the pending marks are settled
 	"recover.done",             // Recover finished an interrupted rewind
 	// internal/backing: inside one change of the tree.
+	"tree.changed",     // after each change a rewind makes to the tree (one syscall)
 	"tree.write.tmp",   // WriteFile wrote its temporary, not yet renamed into place
 	"tree.remove.part", // RemoveAll removed one entry of a directory, maybe not all
 	// fusefs: the overlay's rename.
@@ -81,6 +88,7 @@ type plan struct {
 
 	mu    sync.Mutex
 	trace *[]string
+	out   *os.File // TraceEnv
 }
 
 var armed atomic.Pointer[plan]
@@ -96,6 +104,12 @@ func init() {
 		os.Exit(2)
 	}
 	p.fire = kill
+	if f := os.Getenv(TraceEnv); f != "" {
+		if p.out, err = os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "ckptfs: %s: %v\n", TraceEnv, err)
+			os.Exit(2)
+		}
+	}
 	armed.Store(p)
 }
 
@@ -154,6 +168,9 @@ func Hit(name string) {
 				p.mu.Lock()
 				*p.trace = append(*p.trace, name)
 				p.mu.Unlock()
+			}
+			if p.out != nil {
+				p.out.WriteString(name + "\n") // one append: lines stay whole
 			}
 			if p.hits.Add(1) == p.n && armed.CompareAndSwap(p, nil) {
 				p.fire(name, p.spec)
