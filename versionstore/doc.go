@@ -107,6 +107,13 @@
 //     both names taken just before the syscall (RecordExchange), and it
 //     did not happen if each name still has its own.
 //
+// The moments between these steps are named crash points
+// (internal/crashpoint: record.committed, rename.recorded, rewind.step,
+// rewind.exchange.recorded, recover.marks, ...). The crash tests kill the
+// store at them: in-process at every point a rewind, its recovery and the
+// recording pass (crashpoint_test.go), and through the daemon, armed by
+// CKPTFS_CRASH and chosen by the test's seed (tests/crashpoint_test.go).
+//
 // # Errors
 //
 // Sentinel errors carry the "versionstore:" prefix and are matched with
