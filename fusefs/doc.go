@@ -38,7 +38,7 @@
 //	                                record is committed only if the syscall
 //	                                succeeded. NOREPLACE onto an existing name
 //	                                fails EEXIST before any capture.
-//	rename EXCHANGE                 RecordRename(a, b, exchange)
+//	rename EXCHANGE                 RecordExchange(a, b, and their inode numbers)
 //	rename across the exclude line  moving out: the source as if deleted;
 //	                                moving in: the destination's prior state
 //	setxattr, removexattr           nothing (xattrs are not versioned yet)

@@ -95,6 +95,10 @@ func (f *fakeRec) Record(c fsstate.Capture, who fsstate.Program) error {
 	return nil
 }
 
+func (f *fakeRec) RecordExchange(a, b string, _, _ uint64, who fsstate.Program) (func(bool), error) {
+	return f.RecordRename(a, b, true, who)
+}
+
 func (f *fakeRec) RecordRename(from, to string, exchange bool, who fsstate.Program) (func(bool), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

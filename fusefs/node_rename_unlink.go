@@ -6,6 +6,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/crashpoint"
 )
 
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -69,15 +71,17 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	dstVer := dok && !r.excluded(dstPath, dstDir)
 
 	commit := func(bool) {}
+	point := ""           // "rename" or "exchange" when recorded as one (crash points)
 	var claim *atticClaim // the destination, if its inode may go to the attic
 	defer func() { claim.done(false) }()
 	switch {
 	case exchange && srcVer && dstVer:
-		c, err := r.rec.RecordRename(srcPath, dstPath, true, r.caller(ctx))
+		c, err := r.rec.RecordExchange(srcPath, dstPath, sst.Ino, dst.Ino, r.caller(ctx))
 		if err != nil {
 			return r.recordErrno(srcPath, err)
 		}
 		commit = c
+		point = "exchange"
 	case exchange:
 		// One side is unversioned: each versioned name gets new content.
 		if srcVer {
@@ -110,6 +114,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 				return r.recordErrno(srcPath, err)
 			}
 			commit = c
+			point = "rename"
 		case srcVer:
 			// Moving out of the versioned tree: as good as a delete.
 			if eno := r.captureName(ctx, n.fd, name, srcPath, nil); eno != 0 {
@@ -117,7 +122,19 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
+	switch point {
+	case "rename":
+		crashpoint.Hit("fuse.rename.recorded")
+	case "exchange":
+		crashpoint.Hit("fuse.exchange.recorded")
+	}
 	err = retry(func() error { return unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)) })
+	switch point {
+	case "rename":
+		crashpoint.Hit("fuse.rename.done")
+	case "exchange":
+		crashpoint.Hit("fuse.exchange.done")
+	}
 	commit(err == nil)
 	claim.done(err == nil)
 	if err == nil && sok && dok {

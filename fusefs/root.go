@@ -29,6 +29,10 @@ type Recorder interface {
 	// RecordRename records a rename before it happens; commit reports
 	// whether the syscall succeeded.
 	RecordRename(from, to string, exchange bool, who fsstate.Program) (commit func(ok bool), err error)
+	// RecordExchange records a RENAME_EXCHANGE before it happens, with
+	// the inode numbers of a and b just before: what tells, after a
+	// kill in between, whether it happened.
+	RecordExchange(a, b string, ia, ib uint64, who fsstate.Program) (commit func(ok bool), err error)
 	// Credit adds who to the open turn's programs: it opened for writing,
 	// through passthrough, a file whose prior state the turn holds.
 	Credit(who fsstate.Program) error

@@ -1,15 +1,16 @@
 package versionstore
 
 import (
-	"time"
-
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/fsstate"
 )
 
@@ -128,7 +129,11 @@ func (s *Store) Record(c Capture, who Program) error {
 		}
 		r.Content = ref
 	}
-	return s.noteErr(s.append(r, who, true))
+	if err := s.append(r, who, true); err != nil {
+		return s.noteErr(err)
+	}
+	crashpoint.Hit("record.committed")
+	return nil
 }
 
 // keepBytes keeps the prior bytes of a regular file: linked into the attic
@@ -253,21 +258,43 @@ func (s *Store) Credit(who Program) error {
 	return nil
 }
 
-// RecordRename records a rename (or, with exchange, a RENAME_EXCHANGE)
-// before it is carried out. The caller must first Record the prior state of
-// `to` if something is there (and it is not an exchange). After the syscall
-// the caller calls commit(true) if it succeeded, or commit(false), which
+// RecordRename records a rename (or, with exchange, a RENAME_EXCHANGE
+// whose inode numbers are not known: see RecordExchange) before it is
+// carried out. The caller must first Record the prior state of `to` if
+// something is there (and it is not an exchange). After the syscall the
+// caller calls commit(true) if it succeeded, or commit(false), which
 // removes the record again.
 func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commit func(ok bool), err error) {
+	if exchange {
+		return s.RecordExchange(from, to, 0, 0, who)
+	}
+	return s.recordMove(opRename, from, to, nil, who)
+}
+
+// RecordExchange records a RENAME_EXCHANGE of a and b before it is carried
+// out, as RecordRename does a rename. ia and ib are the inode numbers of a
+// and b just before the syscall, taken while nothing else can change
+// either name (0: unknown). An exchange leaves both names in place, so
+// they are what tells Recover, after a kill between this record and its
+// commit, whether the exchange happened (a and b have swapped inodes) or
+// not (each still has its own): see dropPhantomRenames.
+func (s *Store) RecordExchange(a, b string, ia, ib uint64, who Program) (commit func(ok bool), err error) {
+	var ids []byte
+	if ia != 0 && ib != 0 {
+		ids = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, ia), ib)
+	}
+	return s.recordMove(opExchange, a, b, ids, who)
+}
+
+// recordMove records a rename or exchange with its pending mark, whose
+// value is mark.
+func (s *Store) recordMove(op, from, to string, mark []byte, who Program) (commit func(ok bool), err error) {
 	f, ok1 := fsstate.Clean(from)
 	t, ok2 := fsstate.Clean(to)
 	if !ok1 || !ok2 || f == "" || t == "" {
 		return nil, fmt.Errorf("%w: rename %q to %q", ErrBadPath, from, to)
 	}
-	r := &record{Op: opRename, Path: f, To: t}
-	if exchange {
-		r.Op = opExchange
-	}
+	r := &record{Op: op, Path: f, To: t}
 	// The touched set moves only on commit(true): until the rename has
 	// happened, the names still mean what they meant.
 	if err := s.checkSpace(0); err != nil {
@@ -276,10 +303,11 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 	// The record goes in with a pending mark: a kill before the syscall
 	// must not leave a rename in history that never happened. Recover
 	// looks at the live tree for every mark it finds (dropPhantomRenames).
-	pending := func(b *pebble.Batch, seq uint64) { b.Set(pendingRenameKey(seq), nil, nil) }
+	pending := func(b *pebble.Batch, seq uint64) { b.Set(pendingRenameKey(seq), mark, nil) }
 	if err := s.appendWith(r, who, false, pending); err != nil {
 		return nil, s.noteErr(err)
 	}
+	crashpoint.Hit("rename.recorded")
 	return func(ok bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -293,6 +321,7 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 			if err := s.db.SingleDelete(pendingRenameKey(r.Seq), pebble.NoSync); err != nil {
 				fmt.Printf("versionstore: BUG: cannot confirm rename %d: %v\n", r.Seq, err)
 			}
+			crashpoint.Hit("rename.confirmed")
 			return
 		}
 		// The rename failed: the record must not stay in history.

@@ -70,3 +70,51 @@ func killBetweenRenameRecordAndConfirm(t *testing.T, renamed bool) {
 		}
 	}
 }
+
+// TestDroppedEventSeqIsNotGivenAgain: Recover drops the record of a
+// rename that never happened; when it was the newest event, the next
+// Open numbered events from its seq again, inside the range of the turn
+// that had closed over it, so a rewind to that turn skipped the new
+// turn's first event (b kept the bytes of turn 2).
+func TestDroppedEventSeqIsNotGivenAgain(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s := openOn(t, mem)
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "a"), []byte("a0"), 0o644)
+	os.WriteFile(filepath.Join(root, "b"), []byte("b0"), 0o644)
+	tree, _ := backing.Open(root)
+	defer tree.Close()
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	s.Begin(KindAgent, "", "")
+	m.capture("b", false)
+	os.WriteFile(filepath.Join(root, "b"), []byte("b1"), 0o644)
+	if _, err := s.RecordRename("a", "y", false, Program{Comm: "mv"}); err != nil {
+		t.Fatal(err)
+	}
+	// kill -9 before the rename; the remount drops it and closes turn 1.
+	s2, mem2 := killClone(t, mem)
+	if _, err := s2.Recover(tree); err != nil {
+		t.Fatal(err)
+	}
+	t1, err := s2.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	// The next mount: turn 2 writes b again.
+	s3 := openOn(t, mem2)
+	defer s3.Close()
+	m.store = s3
+	t2, _ := s3.Begin(KindAgent, "", "")
+	m.capture("b", false)
+	os.WriteFile(filepath.Join(root, "b"), []byte("b2"), 0o644)
+	if t2.FirstSeq <= t1.LastSeq {
+		t.Errorf("turn 2 starts at seq %d, inside turn 1 (%d-%d)", t2.FirstSeq, t1.FirstSeq, t1.LastSeq)
+	}
+	if _, err := s3.Rewind(t1.Num, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "b")); string(b) != "b1" {
+		t.Errorf("b after the rewind to turn 1: %q, want b1", b)
+	}
+}

@@ -29,6 +29,14 @@ func eventDump(t *testing.T, s *Store, uptoSeq uint64) []string {
 	return out
 }
 
+// killClone reopens the store from what a kill -9 of the process leaves
+// (every written byte, synced or not).
+func killClone(t *testing.T, mem *vfs.MemFS) (*Store, *vfs.MemFS) {
+	t.Helper()
+	c := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand2.New(rand2.NewPCG(1, 2))})
+	return openOn(t, c), c
+}
+
 func openOn(t *testing.T, fs vfs.FS) *Store {
 	t.Helper()
 	s, err := Open("/store", Options{FS: fs})

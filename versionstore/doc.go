@@ -84,22 +84,35 @@
 //     fsynced), then changes the tree step by step, saving its progress
 //     after each step. Every step is idempotent, so Recover, run before the
 //     tree is served again, redoes the step in progress and finishes the
-//     rewind. The last phase (the fix-up pass, or the whole rewind when
-//     the events since the target far outnumber the paths that differ)
-//     is a plan whose every action carries its bytes in the store, so
-//     that no action depends on what an earlier one changed. After a power loss the rewind still completes exactly, but
-//     the captures of the rewind turn itself may be lost (rule 4), so that
-//     one rewind may not be undoable.
-//  6. A rename is recorded before the syscall, with a pending mark in the
-//     same synced batch, and dropped again if the syscall fails
-//     (RecordRename's commit(false)); success deletes the mark (unsynced).
-//     A kill in between leaves the mark: Recover, run before the tree is
-//     served, drops the record of a rename whose source still exists (it
-//     never happened: the kernel holds both parent directories' locks
-//     until the reply, so the source name cannot come back there; only a
-//     rename of an ancestor racing the kill could mislead it) and keeps
-//     the others. An exchange cannot be told apart that way and is kept
-//     either way.
+//     rewind. An exchange back looks the same done and not done; its redo
+//     looks for its own record among the events since the journal was
+//     last saved (its Mark), which rule 6 has kept only if it was made,
+//     and does not exchange twice. The last phase (the fix-up pass, or
+//     the whole rewind when the events since the target far outnumber
+//     the paths that differ) is a plan whose every action carries its
+//     bytes in the store, so that no action depends on what an earlier
+//     one changed. After a power loss the rewind still completes exactly,
+//     but the captures of the rewind turn itself may be lost (rule 4), so
+//     that one rewind may not be undoable.
+//  6. A rename or exchange is recorded before the syscall, with a pending
+//     mark in the same synced batch, and dropped again if the syscall
+//     fails (commit(false)); success deletes the mark (unsynced). A kill
+//     in between leaves the mark: Recover, run before the tree is served,
+//     drops the record of one that never happened and keeps the others.
+//     Between the kill and Recover nothing changes the tree, and while
+//     the syscall ran the kernel held both parent directories' locks. So
+//     a rename whose source still exists did not happen (only a rename of
+//     an ancestor racing the kill could mislead this). An exchange leaves
+//     both names in place either way: its mark holds the inode numbers of
+//     both names taken just before the syscall (RecordExchange), and it
+//     did not happen if each name still has its own.
+//
+// The moments between these steps are named crash points
+// (internal/crashpoint: record.committed, rename.recorded, rewind.step,
+// rewind.exchange.recorded, recover.marks, ...). The crash tests kill the
+// store at them: in-process at every point a rewind, its recovery and the
+// recording pass (crashpoint_test.go), and through the daemon, armed by
+// CKPTFS_CRASH and chosen by the test's seed (tests/crashpoint_test.go).
 //
 // # Errors
 //

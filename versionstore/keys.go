@@ -11,8 +11,11 @@ import (
 //	meta     'm' name                      value: depends on name
 //	         'm' "format"                  decimal format version ("1")
 //	         'm' "journal"                 JSON rewindJournal, present only while a rewind runs
-//	         'm' "rename" seq[8]           empty: the rename event seq is recorded but
-//	                                       not yet confirmed done (RecordRename)
+//	         'm' "rename" seq[8]           the rename or exchange event seq is recorded
+//	                                       but not yet confirmed done (RecordRename,
+//	                                       RecordExchange); value: empty, or for an
+//	                                       exchange ino(Path)[8] ino(To)[8], the inode
+//	                                       numbers of both names just before it
 //	         'm' "manifest"                JSON manifestInfo: a manifest of the tree
 //	                                       was saved at the last clean unmount
 //	manifest 'w' path-bytes                JSON manifestEntry: one path's state at that

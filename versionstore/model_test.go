@@ -116,6 +116,7 @@ type sim struct {
 	tree  *backing.Tree
 	store *Store
 	link  bool // offer Link for unlink and rename-over
+	moves bool // half the steps rename or exchange
 	ops   int
 }
 
@@ -128,6 +129,24 @@ func (m *sim) randPath() string {
 		els = append(els, names[m.rng.Intn(len(names))])
 	}
 	return strings.Join(els, "/")
+}
+
+// movePath is a random path; with moves, mostly one that exists.
+func (m *sim) movePath() string {
+	if !m.moves || m.rng.Intn(4) == 0 {
+		return m.randPath()
+	}
+	var all []string
+	filepath.Walk(m.root, func(p string, fi os.FileInfo, err error) error {
+		if rel, _ := filepath.Rel(m.root, p); err == nil && rel != "." && !strings.HasPrefix(rel, ".store") {
+			all = append(all, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if len(all) == 0 {
+		return m.randPath()
+	}
+	return all[m.rng.Intn(len(all))]
 }
 
 func (m *sim) abs(p string) string { return filepath.Join(m.root, p) }
@@ -179,7 +198,13 @@ func (m *sim) step() {
 	p := m.randPath()
 	st := m.lstat(p)
 	m.ops++
-	switch op := m.rng.Intn(11); {
+	op := m.rng.Intn(11)
+	if m.moves && m.rng.Intn(2) == 0 {
+		op = []int{5, 9}[m.rng.Intn(2)]
+		p = m.movePath()
+		st = m.lstat(p)
+	}
+	switch {
 	case op <= 2: // write (create, overwrite or append)
 		if !parentIsDir(m, p) || (st.Exists() && st.Type != fsstate.Regular) {
 			return
@@ -221,7 +246,7 @@ func (m *sim) step() {
 			m.t.Fatal(err)
 		}
 	case op == 5: // rename
-		q := m.randPath()
+		q := m.movePath()
 		qs := m.lstat(q)
 		if !st.Exists() || p == q || !parentIsDir(m, q) {
 			return
@@ -299,7 +324,7 @@ func (m *sim) step() {
 			m.t.Fatal(err)
 		}
 	case op == 9: // exchange
-		q := m.randPath()
+		q := m.movePath()
 		qs := m.lstat(q)
 		if !st.Exists() || !qs.Exists() || p == q {
 			return
@@ -310,7 +335,9 @@ func (m *sim) step() {
 		if _, under := fsstate.Under(p, q); under {
 			return
 		}
-		commit, err := m.store.RecordRename(p, q, true, Program{Comm: "mv"})
+		ip, _ := m.tree.Ident(p)
+		iq, _ := m.tree.Ident(q)
+		commit, err := m.store.RecordExchange(p, q, ip, iq, Program{Comm: "mv"})
 		if err != nil {
 			m.t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/fsstate"
 	"ckptfs/internal/history"
 	"ckptfs/internal/units"
@@ -54,6 +55,11 @@ type rewindJournal struct {
 	Actions []action `json:"actions,omitempty"`
 	Restore bool     `json:"restore,omitempty"`
 	Lost    []string `json:"lost,omitempty"` // paths left as they are: bytes never captured
+	// Mark is the first event seq the step in progress may have recorded
+	// (the store's next seq when the journal was last saved): what a redo
+	// of the step after a crash finds of its own earlier run. 0 in
+	// journals written before it was kept.
+	Mark uint64 `json:"mark,omitempty"`
 
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
@@ -135,6 +141,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if err != nil {
 		return res, err
 	}
+	crashpoint.Hit("rewind.begun")
 	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost}
 	if j.Restore {
 		j.Next = 0
@@ -157,6 +164,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if err := s.wal.SyncWAL(); err != nil {
 		return res, fmt.Errorf("versionstore: %w", err)
 	}
+	crashpoint.Hit("rewind.journaled")
 	if err := s.runJournal(j, live, opts.Who); err != nil {
 		return res, err
 	}
@@ -432,8 +440,9 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	putJSON(b, keyJournal, j)
 	s.mu.Lock()
+	j.Mark = s.nextSeq
+	putJSON(b, keyJournal, j)
 	if s.cur != nil && s.cur.Num == turn {
 		t := *s.cur
 		tg := target
@@ -448,6 +457,9 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 func (s *Store) saveProgress(j *rewindJournal) error {
 	b := s.db.NewBatch()
 	defer b.Close()
+	s.mu.Lock()
+	j.Mark = s.nextSeq
+	s.mu.Unlock()
 	putJSON(b, keyJournal, j)
 	return s.commit(b, pebble.Sync)
 }
@@ -457,9 +469,11 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 	if j.Restore {
 		for j.Next < uint64(len(j.Actions)) {
 			a := j.Actions[j.Next]
+			crashpoint.Hit("rewind.fixup")
 			if err := s.ensure(live, a.Path, a.State, a.Content, a.Live, who); err != nil {
 				return fmt.Errorf("versionstore: restore %s: %w", a.Path, err)
 			}
+			crashpoint.Hit("rewind.fixup.done")
 			j.Next++
 			if err := s.saveProgress(j); err != nil {
 				return err
@@ -497,9 +511,11 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 		} else if rec.Op == opRename || rec.Op == opExchange {
 			j.written = nil // paths moved: trust nothing written so far
 		}
-		if err := s.undo(rec, live, who); err != nil {
+		crashpoint.Hit("rewind.step")
+		if err := s.undo(rec, live, who, j.Mark); err != nil {
 			return fmt.Errorf("versionstore: rewind: undo event %d (%s %s): %w", rec.Seq, rec.Op, rec.Path, err)
 		}
+		crashpoint.Hit("rewind.step.done")
 		j.Next = rec.Seq - 1
 		if err := s.saveProgress(j); err != nil {
 			return err
@@ -514,6 +530,7 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 		return err
 	}
 	fixups.Add(int64(len(actions)))
+	crashpoint.Hit("rewind.planned")
 	j.Restore, j.Actions, j.Next, j.Lost = true, actions, 0, lost
 	if err := s.saveProgress(j); err != nil {
 		return err
@@ -541,18 +558,22 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 	if err != nil {
 		return t, err
 	}
+	crashpoint.Hit("rewind.ended")
 	if err := s.db.Delete(keyJournal, pebble.Sync); err != nil {
 		return t, fmt.Errorf("versionstore: %w", err)
 	}
+	crashpoint.Hit("rewind.finished")
 	return t, s.wal.SyncWAL()
 }
 
 // Recover finishes a rewind that a crash interrupted. It reports whether
 // there was one. Call it before the tree is served again.
 func (s *Store) Recover(live Tree) (bool, error) {
+	crashpoint.Hit("recover.start")
 	if err := s.dropPhantomRenames(live); err != nil {
 		return false, err
 	}
+	crashpoint.Hit("recover.marks")
 	v, closer, err := s.db.Get(keyJournal)
 	if err == pebble.ErrNotFound {
 		return false, nil
@@ -577,13 +598,18 @@ func (s *Store) Recover(live Tree) (bool, error) {
 	if err := s.runJournal(j, live, Program{Comm: "ckptfs-recover"}); err != nil {
 		return true, err
 	}
-	_, err = s.finishJournal(j)
-	return true, err
+	if _, err = s.finishJournal(j); err != nil {
+		return true, err
+	}
+	crashpoint.Hit("recover.done")
+	return true, nil
 }
 
 // undo reverses one event on the live tree, recording what it changes in
-// the open (rewind) turn.
-func (s *Store) undo(r *record, live Tree, who Program) error {
+// the open (rewind) turn. since is the journal's Mark: the events from
+// there on are this step's own, recorded by an earlier run of it that a
+// crash cut short (0: unknown).
+func (s *Store) undo(r *record, live Tree, who Program, since uint64) error {
 	switch r.Op {
 	case opPrior:
 		return s.ensure(live, r.Path, r.State, r.Content, "", who)
@@ -614,8 +640,20 @@ func (s *Store) undo(r *record, live Tree, who Program) error {
 		if err != nil {
 			return err
 		}
+		// An exchange back, or a rename that stands for one, cannot be
+		// told done from the names alone: a redo after a crash looks
+		// for the record of its earlier run (which Recover kept only if
+		// it was made) and does not make it twice.
 		if r.Op == opExchange && to.Exists() && from.Exists() {
+			if done, err := s.movedSince(since, opExchange, r.To, r.Path); err != nil || done {
+				return err
+			}
 			return s.rename(live, r.To, r.Path, true, who)
+		}
+		if r.Op == opExchange {
+			if done, err := s.movedSince(since, opRename, r.Path, r.To); err != nil || done {
+				return err
+			}
 		}
 		if !to.Exists() {
 			if r.Op == opExchange && from.Exists() {
@@ -662,16 +700,50 @@ func (s *Store) mkdirParents(live Tree, path string, who Program) error {
 	return nil
 }
 
+// movedSince reports whether an event op(from, to) was recorded at seq
+// since or later (since 0: unknown, false).
+func (s *Store) movedSince(since uint64, op, from, to string) (bool, error) {
+	if since == 0 {
+		return false, nil
+	}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	found := false
+	err := s.scanEvents(since, end, func(r *record) (bool, error) {
+		found = r.Op == op && r.Path == from && r.To == to
+		return !found, nil
+	})
+	return found, err
+}
+
 func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) error {
-	commit, err := s.RecordRename(from, to, exchange, who)
+	if exchange {
+		ia, err := live.Ident(from)
+		if err != nil {
+			return err
+		}
+		ib, err := live.Ident(to)
+		if err != nil {
+			return err
+		}
+		commit, err := s.RecordExchange(from, to, ia, ib, who)
+		if err != nil {
+			return err
+		}
+		crashpoint.Hit("rewind.exchange.recorded")
+		err = live.Exchange(from, to)
+		crashpoint.Hit("rewind.exchange.done")
+		commit(err == nil)
+		return err
+	}
+	commit, err := s.RecordRename(from, to, false, who)
 	if err != nil {
 		return err
 	}
-	if exchange {
-		err = live.Exchange(from, to)
-	} else {
-		err = live.Rename(from, to)
-	}
+	crashpoint.Hit("rewind.rename.recorded")
+	err = live.Rename(from, to)
+	crashpoint.Hit("rewind.rename.done")
 	commit(err == nil)
 	return err
 }
@@ -840,17 +912,29 @@ func (s *Store) captureTree(live Tree, path string, cur State, who Program) erro
 	return s.capture(live, path, cur, who)
 }
 
-// dropPhantomRenames settles the renames recorded but never confirmed
-// (RecordRename's pending marks): the process died between recording one
-// and the syscall, or between the syscall and its confirmation. While a
-// rename runs, the kernel holds the locks of both parent directories, so
-// no other operation in them can have created the source name again: a
-// rename whose source still exists did not happen, and its record is
-// dropped; one whose source is gone did, and is kept. (The kernel does
-// not lock their ancestors: a concurrent rename of an ancestor directory,
-// in the same instant as the kill, can still mislead this.) An exchange
-// leaves both names in place whether or not it happened; it is kept. A
-// source that cannot be looked at keeps its rename.
+// dropPhantomRenames settles the renames and exchanges recorded but never
+// confirmed (RecordRename's pending marks): the process died between
+// recording one and the syscall, or between the syscall and its
+// confirmation. A record of one that did not happen is dropped: history
+// would otherwise have later captures of the names stand for the other
+// name's state. While a rename runs, the kernel holds the locks of both
+// parent directories, and from the kill until this runs nothing else
+// serves the tree, so the names are as the kill left them:
+//
+//   - a rename whose source still exists did not happen (nothing can have
+//     created the source name again); one whose source is gone did.
+//   - an exchange leaves both names in place either way; its mark holds
+//     the inode numbers the two names had just before (RecordExchange).
+//     Each name still on its own inode: it did not happen; the two
+//     swapped: it did; a name gone: it did not (an exchange leaves both).
+//     An exchange whose inode numbers are unknown (a mark written before
+//     they were kept, a caller that had none) or are one inode (two hard
+//     links: either way the tree is the same) is kept.
+//
+// A name that cannot be looked at keeps its record, as before marks
+// existed. (The kernel does not lock the parents' ancestors: a concurrent
+// rename of an ancestor directory, in the same instant as the kill, can
+// still mislead this.)
 func (s *Store) dropPhantomRenames(live Tree) error {
 	if live == nil {
 		return nil // the marks wait for a Recover that can look
@@ -859,37 +943,47 @@ func (s *Store) dropPhantomRenames(live Tree) error {
 	if err != nil {
 		return err
 	}
-	var seqs []uint64
+	type mark struct {
+		seq uint64
+		ids []byte
+	}
+	var marks []mark
 	for ok := it.First(); ok; ok = it.Next() {
 		if k := it.Key(); len(k) == len(pendingRenamePrefix)+8 {
-			seqs = append(seqs, binary.BigEndian.Uint64(k[len(pendingRenamePrefix):]))
+			marks = append(marks, mark{binary.BigEndian.Uint64(k[len(pendingRenamePrefix):]), append([]byte(nil), it.Value()...)})
 		}
 	}
 	if err := it.Close(); err != nil {
 		return err
 	}
-	if len(seqs) == 0 {
+	if len(marks) == 0 {
 		return nil
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	dropped := false
-	for _, seq := range seqs {
-		b.SingleDelete(pendingRenameKey(seq), nil)
+	for _, m := range marks {
+		b.SingleDelete(pendingRenameKey(m.seq), nil)
 		var r *record
-		err := s.scanEvents(seq, seq+1, func(x *record) (bool, error) { r = x; return false, nil })
+		err := s.scanEvents(m.seq, m.seq+1, func(x *record) (bool, error) { r = x; return false, nil })
 		if err != nil {
 			return err
 		}
-		if r == nil || r.Op != opRename {
+		if r == nil {
 			continue
 		}
-		st, err := live.Lstat(r.Path)
-		if err != nil {
-			continue // cannot look: keep it, as before marks existed
+		happened, known := true, false
+		switch r.Op {
+		case opRename:
+			st, err := live.Lstat(r.Path)
+			if known = err == nil; known {
+				happened = !st.Exists()
+			}
+		case opExchange:
+			happened, known = exchangeHappened(live, r, m.ids)
 		}
-		if st.Exists() {
-			b.Delete(eventKey(seq), nil)
+		if known && !happened {
+			b.Delete(eventKey(m.seq), nil)
 			dropped = true
 		}
 	}
@@ -902,6 +996,33 @@ func (s *Store) dropPhantomRenames(live Tree) error {
 		return s.rebuildTouched()
 	}
 	return nil
+}
+
+// exchangeHappened tells by the inode numbers ids (RecordExchange's mark)
+// whether the exchange r was made; known is false when it cannot tell.
+func exchangeHappened(live Tree, r *record, ids []byte) (happened, known bool) {
+	if len(ids) != 16 {
+		return true, false
+	}
+	ia, ib := binary.BigEndian.Uint64(ids), binary.BigEndian.Uint64(ids[8:])
+	if ia == 0 || ib == 0 || ia == ib {
+		return true, false
+	}
+	na, err := live.Ident(r.Path)
+	if err != nil {
+		return true, false
+	}
+	nb, err := live.Ident(r.To)
+	if err != nil {
+		return true, false
+	}
+	switch {
+	case na == ia && nb == ib, na == 0 || nb == 0:
+		return false, true
+	case na == ib && nb == ia:
+		return true, true
+	}
+	return true, false
 }
 
 // upperBytes is the exclusive upper bound of all keys starting with p.

@@ -17,6 +17,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/crashpoint"
 )
 
 // formatVersion is the on-disk format this code writes. A store with a
@@ -254,6 +256,15 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
+	// A sequence number is never given twice, even when the newest
+	// events were dropped (a rename that never happened: Recover): the
+	// latest turn's range may cover numbers no event holds any more, and
+	// an event given one of those would count as that turn's.
+	floor := t.FirstSeq
+	if !t.Open {
+		floor = t.LastSeq + 1
+	}
+	s.nextSeq = max(s.nextSeq, floor)
 	s.touched = map[string]uint8{}
 	s.programs = map[string]bool{}
 	if t.Open {
@@ -391,6 +402,7 @@ func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return Turn{}, err
 	}
+	crashpoint.Hit("turn.committed")
 	// The turn is open from here on, whether or not the fsync works: the
 	// in-memory state must follow what is committed.
 	s.cur = t
@@ -504,6 +516,7 @@ func (s *Store) End(ref string) (Turn, error) {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return Turn{}, err
 	}
+	crashpoint.Hit("turn.committed")
 	// Closed from here on, whether or not the fsync works (as in Begin).
 	s.cur = nil
 	s.touched = map[string]uint8{}

@@ -19,6 +19,7 @@ import (
 
 	"ckptfs/fusefs"
 	"ckptfs/internal/backing"
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/exclude"
 	"ckptfs/internal/fsstate"
 	"ckptfs/internal/rundir"
@@ -105,6 +106,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	} else if finished {
 		logger.Printf("finished an interrupted rewind")
 	}
+	crashpoint.Hit("mount.recovered")
 
 	var hidden []string
 	if rel, err := filepath.Rel(dir, o.store); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/fsstate"
 )
 
@@ -182,6 +183,32 @@ func (t *Tree) Lstat(p string) (fsstate.State, error) {
 	return s, nil
 }
 
+// Ident returns the inode number at p, 0 when nothing is there.
+func (t *Tree) Ident(p string) (uint64, error) {
+	var st unix.Stat_t
+	if p == "" {
+		if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
+			return 0, err
+		}
+		return st.Ino, nil
+	}
+	pfd, name, err := t.parent(p)
+	if err != nil {
+		if absent(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	defer unix.Close(pfd)
+	if err := retry(func() error { return unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		if absent(err) {
+			return 0, nil
+		}
+		return 0, &os.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	return st.Ino, nil
+}
+
 // Open opens the regular file at p read-only.
 func (t *Tree) Open(p string) (*os.File, error) {
 	fd, err := t.openat2(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
@@ -235,7 +262,16 @@ func (t *Tree) RemoveAll(p string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return pathErr("remove", p, removeAt(pfd, name))
+	return changed(pathErr("remove", p, removeAt(pfd, name)))
+}
+
+// changed passes err on, and marks the moment after a change of the tree
+// (a crash point) when it is nil.
+func changed(err error) error {
+	if err == nil {
+		crashpoint.Hit("tree.changed")
+	}
+	return err
 }
 
 func removeAt(dirfd int, name string) error {
@@ -258,6 +294,7 @@ func removeAt(dirfd int, name string) error {
 				d.Close()
 				return err
 			}
+			crashpoint.Hit("tree.remove.part")
 		}
 		if rerr == io.EOF || len(names) == 0 {
 			break
@@ -287,10 +324,10 @@ func (t *Tree) Mkdir(p string, mode uint32) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) }); err != nil {
+	if err := changed(retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) })); err != nil {
 		return pathErr("mkdir", p, err)
 	}
-	return pathErr("chmod", p, fchmodat2(pfd, name, mode&0o7777))
+	return changed(pathErr("chmod", p, fchmodat2(pfd, name, mode&0o7777)))
 }
 
 // fchmodat2 chmods name in dirfd without following a final symlink
@@ -316,7 +353,7 @@ func (t *Tree) Symlink(target, p string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) }))
+	return changed(pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) })))
 }
 
 // Mknod creates a FIFO, socket or device node at p with exactly st's mode.
@@ -330,10 +367,10 @@ func (t *Tree) Mknod(p string, st fsstate.State) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) }); err != nil {
+	if err := changed(retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) })); err != nil {
 		return pathErr("mknod", p, err)
 	}
-	return pathErr("chmod", p, fchmodat2(pfd, name, st.Mode&0o7777))
+	return changed(pathErr("chmod", p, fchmodat2(pfd, name, st.Mode&0o7777)))
 }
 
 // TempPrefix starts the names of the temporary files WriteFile creates.
@@ -362,25 +399,27 @@ func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 		}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			unix.Unlinkat(pfd, tmp, 0)
-		}
-	}()
+	// Failures remove the temporary; a crash (no deferred function runs)
+	// leaves it, for the redo to overwrite.
+	fail := func(op string, err error) error {
+		f.Close()
+		unix.Unlinkat(pfd, tmp, 0)
+		return pathErr(op, p, err)
+	}
 	if _, err := io.Copy(f, r); err != nil {
-		return pathErr("write", p, err)
+		return fail("write", err)
 	}
 	if os.Geteuid() == 0 {
 		f.Chown(int(st.UID), int(st.GID)) // best effort; chown clears SUID, so chmod after
 	}
 	if err := unix.Fchmod(fd, st.Mode&0o7777); err != nil {
-		return pathErr("chmod", p, err)
+		return fail("chmod", err)
 	}
 	if err := f.Close(); err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
 		return pathErr("close", p, err)
 	}
+	crashpoint.Hit("tree.write.tmp")
 	err = retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
 	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 		if err = removeAt(pfd, name); err == nil {
@@ -388,16 +427,16 @@ func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 		}
 	}
 	if err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
 		return pathErr("rename", p, err)
 	}
-	ok = true
-	return nil
+	return changed(nil)
 }
 
 // Chmod sets mode on p; a symlink at p is left alone.
 func (t *Tree) Chmod(p string, mode uint32) error {
 	if p == "" {
-		return pathErr("chmod", ".", unix.Fchmod(int(t.root.Fd()), mode&0o7777))
+		return changed(pathErr("chmod", ".", unix.Fchmod(int(t.root.Fd()), mode&0o7777)))
 	}
 	pfd, name, err := t.parent(p)
 	if err != nil {
@@ -408,20 +447,20 @@ func (t *Tree) Chmod(p string, mode uint32) error {
 	if errors.Is(err, syscall.EOPNOTSUPP) { // a symlink: it has no mode of its own
 		return nil
 	}
-	return pathErr("chmod", p, err)
+	return changed(pathErr("chmod", p, err))
 }
 
 // Lchown sets the owner of p without following a final symlink.
 func (t *Tree) Lchown(p string, uid, gid uint32) error {
 	if p == "" {
-		return pathErr("chown", ".", unix.Fchown(int(t.root.Fd()), int(uid), int(gid)))
+		return changed(pathErr("chown", ".", unix.Fchown(int(t.root.Fd()), int(uid), int(gid))))
 	}
 	pfd, name, err := t.parent(p)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(pfd)
-	return pathErr("chown", p, unix.Fchownat(pfd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW))
+	return changed(pathErr("chown", p, unix.Fchownat(pfd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)))
 }
 
 // Rename renames from to to.
@@ -441,5 +480,5 @@ func (t *Tree) rename(from, to string, flags uint) error {
 		return err
 	}
 	defer unix.Close(pt)
-	return pathErr("rename", from, retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) }))
+	return changed(pathErr("rename", from, retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) })))
 }

@@ -181,6 +181,10 @@ type Tree interface {
 	// Lstat returns the state at path; Absent (and no error) when nothing
 	// is there or a parent is missing or not a directory.
 	Lstat(path string) (State, error)
+	// Ident returns the inode number of what is at path (0, and no error,
+	// when nothing is there): what tells two names apart across an
+	// exchange, which leaves both names and their states in place.
+	Ident(path string) (uint64, error)
 	// ReadDir lists the names in the directory at path (unsorted).
 	ReadDir(path string) ([]string, error)
 	// Open opens a regular file read-only without following symlinks.
