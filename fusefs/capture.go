@@ -176,7 +176,12 @@ func (n *Node) captureContentLocked(ctx context.Context) syscall.Errno {
 // captureSelf captures the node under every path it has (all names of a
 // hard-linked file that the overlay has seen). A node in no directory
 // (unlinked while open) is not in the tree and needs no capture.
-func (n *Node) captureSelf(ctx context.Context, metaOnly bool) syscall.Errno {
+func (n *Node) captureSelf(ctx context.Context, metaOnly bool) (eno syscall.Errno) {
+	n.r.settled(func() { eno = n.captureSelfSettled(ctx, metaOnly) })
+	return eno
+}
+
+func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Errno {
 	r := n.r
 	mode := n.StableAttr().Mode & unix.S_IFMT
 	isDir := mode == unix.S_IFDIR

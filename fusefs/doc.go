@@ -64,7 +64,10 @@
 // A node's path is its position in go-fuse's tree. A hard-linked inode is
 // captured under the path it was reached by (go-fuse does not expose all
 // parents of a node). A node in no directory (unlinked while open) is not
-// part of the tree and is not captured.
+// part of the tree and is not captured. Renames are ordered against the
+// captures that name paths (Root.ns, moves.go): a capture is recorded
+// before a rename under the old path or after it under the new one, never
+// after it under the old one.
 //
 // # The store stays invisible
 //

@@ -27,6 +27,8 @@ type fakeRec struct {
 	fail     error
 	linkDir  string
 	linkSeqn int
+	order    []string // records and renames in the order they were made
+	onRename func()   // called after a rename is recorded (tests of races)
 }
 
 type rec struct {
@@ -92,6 +94,7 @@ func (f *fakeRec) Record(c fsstate.Capture, who fsstate.Program) error {
 		f.touched[c.Path] |= 1
 	}
 	f.records = append(f.records, r)
+	f.order = append(f.order, "capture "+c.Path)
 	return nil
 }
 
@@ -111,6 +114,12 @@ func (f *fakeRec) RecordRename(from, to string, exchange bool, who fsstate.Progr
 	}
 	i := len(f.renames)
 	f.renames = append(f.renames, op+" "+from+" "+to)
+	f.order = append(f.order, op+" "+from+" "+to)
+	if f.onRename != nil {
+		f.mu.Unlock()
+		f.onRename()
+		f.mu.Lock()
+	}
 	return func(ok bool) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -436,5 +445,74 @@ func TestPassthroughWriterRecapturedAtBoundary(t *testing.T) {
 func TestPtFileIsNotAGoFusePassthroughFder(t *testing.T) {
 	if _, ok := any(&ptFile{}).(fs.FilePassthroughFder); ok {
 		t.Fatal("ptFile implements fs.FilePassthroughFder")
+	}
+}
+
+// TestCaptureDuringARenameOfItsDirectory: a rename is recorded before its
+// syscall, and go-fuse moves its own tree only after Rename returns. A
+// first write into a file of the directory being renamed (the kernel does
+// not serialize it with the rename) was captured under the file's old
+// path but recorded after the rename: history then gave its prior bytes
+// to whatever the old path means after the rename (found by the long kill
+// test, with two writers: "a final-sweep rewind gave a file other bytes").
+// Now the capture comes before the rename under the old path, or after it
+// under the new one.
+func TestCaptureDuringARenameOfItsDirectory(t *testing.T) {
+	for _, exchange := range []bool{false, true} {
+		t.Run(map[bool]string{false: "rename", true: "exchange"}[exchange], func(t *testing.T) {
+			dir := t.TempDir()
+			os.MkdirAll(filepath.Join(dir, "d"), 0o755)
+			os.MkdirAll(filepath.Join(dir, "x"), 0o755)
+			os.WriteFile(filepath.Join(dir, "d", "f"), []byte("old"), 0o644)
+			fr := newFakeRec(t)
+			mountFake(t, dir, Options{Recorder: fr})
+			f, err := os.OpenFile(filepath.Join(dir, "d", "f"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			fr.take()
+			recorded, release := make(chan bool), make(chan bool)
+			fr.mu.Lock()
+			fr.order = nil
+			fr.onRename = func() {
+				close(recorded)
+				select { // the write's capture may come now (or wait)
+				case <-release:
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+			fr.mu.Unlock()
+			renamed := make(chan error)
+			go func() {
+				if exchange {
+					renamed <- unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, "d"), unix.AT_FDCWD, filepath.Join(dir, "x"), unix.RENAME_EXCHANGE)
+				} else {
+					renamed <- os.Rename(filepath.Join(dir, "d"), filepath.Join(dir, "e"))
+				}
+			}()
+			<-recorded
+			written := make(chan error, 1)
+			go func() { _, err := f.Write([]byte("new")); written <- err }()
+			select {
+			case <-written: // captured while the rename waits: too early
+				written <- nil
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(release)
+			if err := <-renamed; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-written; err != nil {
+				t.Fatal(err)
+			}
+			fr.mu.Lock()
+			order := strings.Join(fr.order, "; ")
+			fr.mu.Unlock()
+			want := map[bool]string{false: "rename d e; capture e/f", true: "exchange d x; capture x/f"}[exchange]
+			if order != want {
+				t.Errorf("records %q, want %q", order, want)
+			}
+		})
 	}
 }

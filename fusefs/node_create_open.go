@@ -98,8 +98,12 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	ch := n.newChild(ctx, name, pfd, &st, out)
 	child := ch.Operations().(*Node)
 	// The new node is linked under name only after Create returns.
-	p, ok := n.childPath(name)
-	h, eno := child.newHandle(ctx, fd, int(flags), ok && n.r.priorRecorded(p, &st))
+	var held bool
+	n.r.settled(func() {
+		p, ok := n.childPath(name)
+		held = ok && n.r.priorRecorded(p, &st)
+	})
+	h, eno := child.newHandle(ctx, fd, int(flags), held)
 	if eno != 0 {
 		return nil, nil, 0, eno
 	}
@@ -216,8 +220,10 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	wantPT := false
 	if n.r.opts.WritePassthrough {
 		if st, err := fstatFd(fd); err == nil {
-			p, ok := n.path()
-			wantPT = ok && n.r.priorRecorded(p, &st)
+			n.r.settled(func() {
+				p, ok := n.path()
+				wantPT = ok && n.r.priorRecorded(p, &st)
+			})
 		}
 	}
 	// The handle is registered before the truncate: a claimed inode (see

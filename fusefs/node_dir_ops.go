@@ -85,12 +85,15 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 // captureChild captures the prior state of name inside n (see
 // Root.captureName). The caller holds the gate.
-func (n *Node) captureChild(ctx context.Context, name string, claim *atticClaim) syscall.Errno {
-	p, ok := n.childPath(name)
-	if !ok {
-		return 0 // a directory that was removed: not in the tree
-	}
-	return n.r.captureName(ctx, n.fd, name, p, claim)
+func (n *Node) captureChild(ctx context.Context, name string, claim *atticClaim) (eno syscall.Errno) {
+	n.r.settled(func() {
+		p, ok := n.childPath(name)
+		if !ok {
+			return // a directory that was removed: not in the tree
+		}
+		eno = n.r.captureName(ctx, n.fd, name, p, claim)
+	})
+	return eno
 }
 
 // Fsync syncs the backing inode. For a directory (FSYNCDIR: a program that

@@ -41,6 +41,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	exchange := flags&unix.RENAME_EXCHANGE != 0
 	r.gate.RLock()
 	defer r.gate.RUnlock()
+	// From its paths to its confirmation, no capture comes in between,
+	// and none computes a path before go-fuse's tree shows it (moves.go).
+	r.ns.Lock()
+	defer r.ns.Unlock()
+	r.settleMoves()
 
 	sst, err := lstatAt(n.fd, name)
 	if err != nil {
@@ -122,6 +127,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
+	move := &pendingMove{from: &n.Inode, to: &np.Inode, fromName: name, toName: newName,
+		a: n.GetChild(name), b: np.GetChild(newName), exchange: exchange}
 	switch point {
 	case "rename":
 		crashpoint.Hit("fuse.rename.recorded")
@@ -137,6 +144,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	commit(err == nil)
 	claim.done(err == nil)
+	if err == nil {
+		r.addMove(move)
+	}
 	if err == nil && sok && dok {
 		r.links.renamed(srcPath, dstPath, exchange)
 		if sst.Mode&unix.S_IFMT == unix.S_IFREG && sst.Nlink > 1 {

@@ -95,6 +95,11 @@ type Root struct {
 	// syscall; Exclusive holds the write lock.
 	gate      sync.RWMutex
 	exclusive atomic.Bool
+	// ns, moves: captures name paths in step with renames (moves.go).
+	ns        sync.RWMutex
+	movesMu   sync.Mutex
+	moves     []*pendingMove
+	nMoves    atomic.Int32
 	pendingMu sync.Mutex
 	pending   []func() // kernel notifications deferred until Exclusive ends
 	// pendingDirs are the directories whose listing a pending

@@ -99,13 +99,14 @@
 //     fails (commit(false)); success deletes the mark (unsynced). A kill
 //     in between leaves the mark: Recover, run before the tree is served,
 //     drops the record of one that never happened and keeps the others.
-//     Between the kill and Recover nothing changes the tree, and while
-//     the syscall ran the kernel held both parent directories' locks. So
-//     a rename whose source still exists did not happen (only a rename of
-//     an ancestor racing the kill could mislead this). An exchange leaves
-//     both names in place either way: its mark holds the inode numbers of
-//     both names taken just before the syscall (RecordExchange), and it
-//     did not happen if each name still has its own.
+//     Between the kill and Recover nothing changes the tree, while the
+//     syscall ran the kernel held both parent directories' locks, and the
+//     overlay makes one rename at a time (fusefs: Root.ns), so no rename
+//     of an ancestor raced it. So a rename whose source still exists did
+//     not happen. An exchange leaves both names in place either way: its
+//     mark holds the inode numbers of both names taken just before the
+//     syscall (RecordExchange), and it did not happen if each name still
+//     has its own.
 //
 // The moments between these steps are named crash points
 // (internal/crashpoint: record.committed, rename.recorded, rewind.step,

@@ -918,7 +918,8 @@ func (s *Store) captureTree(live Tree, path string, cur State, who Program) erro
 // confirmation. A record of one that did not happen is dropped: history
 // would otherwise have later captures of the names stand for the other
 // name's state. While a rename runs, the kernel holds the locks of both
-// parent directories, and from the kill until this runs nothing else
+// parent directories, the overlay runs no other rename (fusefs: Root.ns;
+// a rewind runs alone), and from the kill until this runs nothing else
 // serves the tree, so the names are as the kill left them:
 //
 //   - a rename whose source still exists did not happen (nothing can have
@@ -932,9 +933,9 @@ func (s *Store) captureTree(live Tree, path string, cur State, who Program) erro
 //     links: either way the tree is the same) is kept.
 //
 // A name that cannot be looked at keeps its record, as before marks
-// existed. (The kernel does not lock the parents' ancestors: a concurrent
-// rename of an ancestor directory, in the same instant as the kill, can
-// still mislead this.)
+// existed. (A caller that renamed an ancestor at the same time, which the
+// overlay does not, could mislead this: the kernel does not lock the
+// parents' ancestors.)
 func (s *Store) dropPhantomRenames(live Tree) error {
 	if live == nil {
 		return nil // the marks wait for a Recover that can look
