@@ -73,3 +73,48 @@ func TestChangesKinds(t *testing.T) {
 		t.Fatal("dry run changed the tree")
 	}
 }
+
+// TestChangesInsideDirectoryMovedBack: a file changed while its directory
+// had another name (an exchange, then the exchange undone) is a change
+// under its own name, which no event names; a rewind must see it.
+func TestChangesInsideDirectoryMovedBack(t *testing.T) {
+	root := t.TempDir()
+	s := NewTestStore(t)
+	tree, _ := backing.Open(root)
+	defer tree.Close()
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	os.MkdirAll(filepath.Join(root, "a"), 0o755)
+	os.MkdirAll(filepath.Join(root, "d"), 0o755)
+	os.WriteFile(filepath.Join(root, "a/b"), []byte("one"), 0o644)
+	exchange := func() {
+		commit, err := s.RecordRename("a", "d", true, Program{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tree.Exchange("a", "d")
+		commit(err == nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Begin(KindAgent, "", "")
+	exchange()
+	m.capture("d/b", false)
+	os.WriteFile(filepath.Join(root, "d/b"), []byte("two"), 0o644)
+	exchange()
+	tn, _ := s.End("")
+
+	cs, err := s.Changes(tn.Num-1, tn.Num, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Path != "a/b" || cs[0].Kind != Modified {
+		t.Fatalf("changes %+v, want a/b modified", cs)
+	}
+	if _, err := s.Rewind(tn.Num-1, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "a/b")); string(b) != "one" {
+		t.Fatalf("after the rewind a/b = %q", b)
+	}
+}

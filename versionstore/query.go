@@ -208,13 +208,20 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 			cands = append(cands, p)
 		}
 	}
+	// Each event's paths, and the names they had at the earlier end: a
+	// file changed while its directory had another name, since moved
+	// back, is a change under a name no event names.
+	var ml moveLog
 	err = s.scanEvents(lo+1, hi+1, func(r *record) (bool, error) {
 		add(r.Path)
+		add(ml.back(r.Path))
 		if r.To != "" {
 			add(r.To)
+			add(ml.back(r.To))
 			renames = append(renames, [2]string{r.Path, r.To})
 			moved[r.Path], moved[r.To] = true, true
 		}
+		ml.note(r)
 		return true, nil
 	})
 	if err != nil {

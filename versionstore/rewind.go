@@ -280,18 +280,11 @@ func walkLive(live Tree, dir string, fn func(rel string)) error {
 	return walk("")
 }
 
-// planRestore computes the actions that give every path under prefixes its
-// state right after event stop: existing things first, parents before
-// children, then removals, children before parents.
-//
-// written, if not nil, maps paths to the stored version the caller just
-// wrote there: when the target is that same version and type, mode and size
-// match, the bytes are not read again to compare.
-//
-// A path whose target bytes were never captured (Lost) gets no action: it
-// is returned in lost instead, to be named to the user.
-func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) ([]action, []string, error) {
-	var lost []string
+// candidates returns every path under prefixes whose state may differ
+// from what it was right after event stop: the paths the events since
+// name, as they were named then (renames followed back), and what lies
+// below a directory moved since, under both its names.
+func (s *Store) candidates(stop uint64, prefixes []string, live Tree) ([]string, error) {
 	seen := map[string]bool{}
 	var cands []string
 	under := func(p string) bool {
@@ -308,62 +301,25 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			cands = append(cands, p)
 		}
 	}
-	// moves maps the current name of every subtree renamed since `stop`
-	// back to the name it had then, so that events under the new name (and
-	// what still lies there) are found for the old one.
-	type move struct{ orig, cur string }
-	var moves []*move
-	back := func(p string) string { // the longest (innermost) move wins
-		best, orig := -1, p
-		for _, m := range moves {
-			if rest, ok := fsstate.Under(p, m.cur); ok && len(m.cur) > best {
-				best, orig = len(m.cur), join(m.orig, rest)
-			}
-		}
-		return orig
-	}
+	var ml moveLog
 	s.mu.Lock()
 	end := s.nextSeq
 	s.mu.Unlock()
 	err := s.scanEvents(stop+1, end, func(r *record) (bool, error) {
-		add(back(r.Path))
-		if r.To == "" {
-			return true, nil
+		add(ml.back(r.Path))
+		if r.To != "" {
+			add(ml.back(r.To))
 		}
-		add(back(r.To))
-		from, to := back(r.Path), back(r.To)
-		var kept []*move
-		for _, m := range moves {
-			if rest, ok := fsstate.Under(m.cur, r.Path); ok {
-				m.cur = join(r.To, rest) // carried along
-			} else if rest, ok := fsstate.Under(m.cur, r.To); ok {
-				if r.Op == opRename {
-					continue // renamed over
-				}
-				m.cur = join(r.Path, rest)
-			}
-			// A move that now ends where a new one below ends is that
-			// move again (back gave its orig for from or to): keep one,
-			// or a name renamed back and forth adds a move per rename
-			// and every event costs O(renames so far).
-			if m.cur == r.To || (r.Op == opExchange && m.cur == r.Path) {
-				continue
-			}
-			kept = append(kept, m)
-		}
-		moves = append(kept, &move{orig: from, cur: r.To})
-		if r.Op == opExchange {
-			moves = append(moves, &move{orig: to, cur: r.Path})
-		}
+		ml.note(r)
 		return true, nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// What lies below a moved directory's live location: under the name it
 	// had then (to bring back) and under the name it has now (to remove,
 	// if nothing else was there then).
-	for _, m := range moves {
+	for _, m := range ml.moves {
 		back, now := under(m.orig) || underAny(prefixes, m.orig), under(m.cur) || underAny(prefixes, m.cur)
 		if !back && !now {
 			continue
@@ -372,8 +328,78 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			add(join(m.orig, p))
 			add(join(m.cur, p))
 		}); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
+	}
+	return cands, nil
+}
+
+// moveLog maps the current name of every subtree renamed since some
+// moment back to the name it had then, event by event, so that events
+// under the new name (and what still lies there) are found for the old
+// one.
+type moveLog struct{ moves []*move }
+
+type move struct{ orig, cur string }
+
+// back returns the name p had at the start (the longest, innermost move
+// wins).
+func (l *moveLog) back(p string) string {
+	best, orig := -1, p
+	for _, m := range l.moves {
+		if rest, ok := fsstate.Under(p, m.cur); ok && len(m.cur) > best {
+			best, orig = len(m.cur), join(m.orig, rest)
+		}
+	}
+	return orig
+}
+
+// note follows the event r, if it is a rename or an exchange.
+func (l *moveLog) note(r *record) {
+	if r.To == "" {
+		return
+	}
+	from, to := l.back(r.Path), l.back(r.To)
+	var kept []*move
+	for _, m := range l.moves {
+		if rest, ok := fsstate.Under(m.cur, r.Path); ok {
+			m.cur = join(r.To, rest) // carried along
+		} else if rest, ok := fsstate.Under(m.cur, r.To); ok {
+			if r.Op == opRename {
+				continue // renamed over
+			}
+			m.cur = join(r.Path, rest)
+		}
+		// A move that now ends where a new one below ends is that
+		// move again (back gave its orig for from or to): keep one,
+		// or a name renamed back and forth adds a move per rename
+		// and every event costs O(renames so far).
+		if m.cur == r.To || (r.Op == opExchange && m.cur == r.Path) {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	l.moves = append(kept, &move{orig: from, cur: r.To})
+	if r.Op == opExchange {
+		l.moves = append(l.moves, &move{orig: to, cur: r.Path})
+	}
+}
+
+// planRestore computes the actions that give every path under prefixes its
+// state right after event stop: existing things first, parents before
+// children, then removals, children before parents.
+//
+// written, if not nil, maps paths to the stored version the caller just
+// wrote there: when the target is that same version and type, mode and size
+// match, the bytes are not read again to compare.
+//
+// A path whose target bytes were never captured (Lost) gets no action: it
+// is returned in lost instead, to be named to the user.
+func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) ([]action, []string, error) {
+	var lost []string
+	cands, err := s.candidates(stop, prefixes, live)
+	if err != nil {
+		return nil, nil, err
 	}
 	rs, err := s.resolveMany(stop, cands, live)
 	if err != nil {
