@@ -54,6 +54,9 @@ type rewindJournal struct {
 	Actions []action `json:"actions,omitempty"`
 	Restore bool     `json:"restore,omitempty"`
 	Lost    []string `json:"lost,omitempty"` // paths left as they are: bytes never captured
+	// Plan: Actions are kept apart, under keyJournalPlan (journals of
+	// older versions hold them here).
+	Plan bool `json:"plan,omitempty"`
 
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
@@ -458,7 +461,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	putJSON(b, keyJournal, j)
+	putJournal(b, j, true)
 	s.mu.Lock()
 	if s.cur != nil && s.cur.Num == turn {
 		t := *s.cur
@@ -471,11 +474,32 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	return s.commit(b, pebble.Sync)
 }
 
+// saveProgress saves the journal but for its plan, which is unchanged.
 func (s *Store) saveProgress(j *rewindJournal) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	putJSON(b, keyJournal, j)
+	putJournal(b, j, false)
 	return s.commit(b, pebble.Sync)
+}
+
+// savePlan saves the journal with a new plan (Actions).
+func (s *Store) savePlan(j *rewindJournal) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	putJournal(b, j, true)
+	return s.commit(b, pebble.Sync)
+}
+
+// putJournal writes j into b and, with plan, its Actions apart
+// (keyJournalPlan): the progress saved after every action does not
+// write the whole plan again, which made a plan of n actions cost n².
+func putJournal(b *pebble.Batch, j *rewindJournal, plan bool) {
+	c := *j
+	c.Actions, c.Plan = nil, true
+	putJSON(b, keyJournal, c)
+	if plan {
+		putJSON(b, keyJournalPlan, j.Actions)
+	}
 }
 
 // runJournal carries out a journaled rewind from j.Next on.
@@ -541,7 +565,7 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 	}
 	fixups.Add(int64(len(actions)))
 	j.Restore, j.Actions, j.Next, j.Lost = true, actions, 0, lost
-	if err := s.saveProgress(j); err != nil {
+	if err := s.savePlan(j); err != nil {
 		return err
 	}
 	return s.runJournal(j, live, who)
@@ -567,7 +591,11 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 	if err != nil {
 		return t, err
 	}
-	if err := s.db.Delete(keyJournal, pebble.Sync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Delete(keyJournal, nil)
+	b.Delete(keyJournalPlan, nil)
+	if err := s.commit(b, pebble.Sync); err != nil {
 		return t, fmt.Errorf("versionstore: %w", err)
 	}
 	return t, s.wal.SyncWAL()
@@ -589,6 +617,14 @@ func (s *Store) Recover(live Tree) (bool, error) {
 	j := &rewindJournal{}
 	jerr := json.Unmarshal(v, j)
 	closer.Close()
+	if jerr == nil && j.Plan {
+		if v, closer, err := s.db.Get(keyJournalPlan); err == nil {
+			jerr = json.Unmarshal(v, &j.Actions)
+			closer.Close()
+		} else if err != pebble.ErrNotFound {
+			return false, fmt.Errorf("versionstore: %w", err)
+		}
+	}
 	if jerr != nil {
 		return false, fmt.Errorf("%w: rewind journal: %v", ErrCorrupt, jerr)
 	}
