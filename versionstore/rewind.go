@@ -57,6 +57,12 @@ type rewindJournal struct {
 	// Plan: Actions are kept apart, under keyJournalPlan (journals of
 	// older versions hold them here).
 	Plan bool `json:"plan,omitempty"`
+	// LinkPass: the rewind ends with a link pass (journals written before
+	// there was one have not), restricted to Paths for a restore; Links:
+	// it is planned (Actions are its, planLinks), or has nothing to do.
+	LinkPass bool     `json:"linkpass,omitempty"`
+	Paths    []string `json:"paths,omitempty"`
+	Links    bool     `json:"links,omitempty"`
 
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
@@ -64,12 +70,17 @@ type rewindJournal struct {
 }
 
 // action makes Path have State, with bytes from Content or the live path
-// Live (restore only).
+// Live (restore only); or, in the link pass (Op), gives Path an inode of
+// its own (actSplit, if it still has inode Expect) or makes it a name of
+// the inode at From (actLink).
 type action struct {
-	Path    string      `json:"p"`
-	State   State       `json:"s"`
-	Content *contentRef `json:"c,omitempty"`
-	Live    string      `json:"l,omitempty"`
+	Path    string         `json:"p"`
+	State   State          `json:"s"`
+	Content *contentRef    `json:"c,omitempty"`
+	Live    string         `json:"l,omitempty"`
+	Op      string         `json:"o,omitempty"`
+	From    string         `json:"f,omitempty"`
+	Expect  *fsstate.Inode `json:"e,omitempty"`
 }
 
 // Rewind makes the tree equal its state at the end of turn target, or with
@@ -80,6 +91,8 @@ type action struct {
 func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResult, error) {
 	s.rewindMu.Lock()
 	defer s.rewindMu.Unlock()
+	s.dropLinkIndex()
+	defer s.dropLinkIndex()
 	var res RewindResult
 	if _, err := s.Turn(target); err != nil {
 		return res, err
@@ -122,8 +135,9 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	}
 	var actions []action
 	var lost []string
+	shared := false
 	if opts.Paths != nil {
-		if actions, lost, err = s.planRestore(stop, prefixes, live, nil); err != nil {
+		if actions, lost, shared, err = s.planRestore(stop, prefixes, live, nil); err != nil {
 			return res, err
 		}
 	}
@@ -138,9 +152,10 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	if err != nil {
 		return res, err
 	}
-	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost}
+	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost, LinkPass: true}
 	if j.Restore {
 		j.Next = 0
+		j.Paths, j.Links = prefixes, !shared
 	} else if j.Next-j.Stop > replayLimit(len(changes)) {
 		// The journey is much longer than the way: the events since the
 		// target go round in circles (renames back and forth, earlier
@@ -187,7 +202,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 func (s *Store) checkRewindSpace(changes []Change, live Tree) error {
 	var tree, store int64
 	for _, c := range changes {
-		if c.Kind == history.Renamed || c.Kind == history.ModeOnly {
+		if c.Kind == history.Renamed || c.Kind == history.ModeOnly || c.Kind == history.Relinked {
 			continue
 		}
 		if c.After.Type == fsstate.Regular {
@@ -397,21 +412,29 @@ func (l *moveLog) note(r *record) {
 // match, the bytes are not read again to compare.
 //
 // A path whose target bytes were never captured (Lost) gets no action: it
-// is returned in lost instead, to be named to the user.
-func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) ([]action, []string, error) {
-	var lost []string
+// is returned in lost instead, to be named to the user. shared reports
+// whether any path looked at shares (or shared at the target) its inode
+// with another: only then has the link pass anything to do.
+func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) (actions []action, lost []string, shared bool, err error) {
 	cands, err := s.candidates(stop, prefixes, live)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	rs, err := s.resolveMany(stop, cands, live)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	var mk, rm []action
 	for i, p := range cands {
 		r := rs[i]
 		a := action{Path: p, State: r.State, Content: r.Content}
+		cur, ino, err := live.LstatInode(p)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if r.State.Type == fsstate.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) || cur.Type == fsstate.Regular && ino.Nlink > 1 {
+			shared = true
+		}
 		if r.Lost {
 			lost = append(lost, p)
 			continue
@@ -419,16 +442,12 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 		if !r.FromLog {
 			a.Live = r.Live // r.Live == p: the same file, its mode maybe changed
 		}
-		cur, err := live.Lstat(p)
-		if err != nil {
-			return nil, nil, err
-		}
 		if w := written[p]; w != nil && r.Content != nil && sameRef(w, r.Content) &&
 			cur.Type == r.State.Type && cur.Size == r.State.Size && cur.Mode == r.State.Mode {
 			continue // just written from exactly this version
 		}
 		if k, err := s.compare(resolved{State: cur, Live: p}, r, live); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		} else if k == "" {
 			continue // already as it was
 		}
@@ -438,12 +457,12 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			// action (and its redo after a crash) stands on its own.
 			f, err := live.Open(a.Live)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			a.Content, err = s.putContent(f, a.State.Size)
 			f.Close()
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			a.Live = ""
 		}
@@ -455,7 +474,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 	}
 	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
 	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
-	return append(mk, rm...), lost, nil
+	return append(mk, rm...), lost, shared, nil
 }
 
 func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
@@ -492,7 +511,8 @@ func (s *Store) savePlan(j *rewindJournal) error {
 
 // putJournal writes j into b and, with plan, its Actions apart
 // (keyJournalPlan): the progress saved after every action does not
-// write the whole plan again, which made a plan of n actions cost n².
+// write the whole plan again, which made a plan of n actions cost n²
+// (a link pass relinking 5000 names took 10 s more).
 func putJournal(b *pebble.Batch, j *rewindJournal, plan bool) {
 	c := *j
 	c.Actions, c.Plan = nil, true
@@ -504,19 +524,73 @@ func putJournal(b *pebble.Batch, j *rewindJournal, plan bool) {
 
 // runJournal carries out a journaled rewind from j.Next on.
 func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
-	if j.Restore {
-		for j.Next < uint64(len(j.Actions)) {
-			a := j.Actions[j.Next]
-			if err := s.ensure(live, a.Path, a.State, a.Content, a.Live, who); err != nil {
-				return fmt.Errorf("versionstore: restore %s: %w", a.Path, err)
-			}
-			j.Next++
-			if err := s.saveProgress(j); err != nil {
-				return err
-			}
+	if !j.Restore {
+		if err := s.replay(j, live, who); err != nil {
+			return err
 		}
+		// Fix-up pass: compare every path the log mentions with its
+		// target state (forward resolution, which does not depend on
+		// intermediate states) and set whatever still differs. Normally
+		// there is nothing to do; the model tests count it.
+		actions, lost, shared, err := s.planRestore(j.Stop, []string{""}, live, j.written)
+		if err != nil {
+			return err
+		}
+		fixups.Add(int64(len(actions)))
+		j.Restore, j.Actions, j.Next, j.Lost = true, actions, 0, lost
+		j.Links = !shared // no link pass to do
+		if err := s.savePlan(j); err != nil {
+			return err
+		}
+	}
+	if err := s.runActions(j, live, who); err != nil {
+		return err
+	}
+	if !j.LinkPass || j.Links {
 		return nil
 	}
+	// Link pass: every path has its target bytes and mode; now the
+	// regular files get their target partition into inodes (links.go).
+	actions, err := s.planLinks(j.Stop, j.Paths, live)
+	if err != nil {
+		return err
+	}
+	j.Links, j.Actions, j.Next = true, actions, 0
+	if err := s.savePlan(j); err != nil {
+		return err
+	}
+	return s.runActions(j, live, who)
+}
+
+// runActions carries out j.Actions from j.Next on, saving the progress
+// after each.
+func (s *Store) runActions(j *rewindJournal, live Tree, who Program) error {
+	for j.Next < uint64(len(j.Actions)) {
+		a := j.Actions[j.Next]
+		var err error
+		switch a.Op {
+		case "":
+			err = s.ensure(live, a.Path, a.State, a.Content, a.Live, who)
+		case actSplit:
+			err = s.split(live, a.Path, a.State, a.Expect, who)
+		case actLink:
+			err = s.relink(live, a.From, a.Path, who)
+		default:
+			err = fmt.Errorf("%w: unknown rewind action %q", ErrCorrupt, a.Op)
+		}
+		if err != nil {
+			return fmt.Errorf("versionstore: restore %s: %w", a.Path, err)
+		}
+		j.Next++
+		if err := s.saveProgress(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replay undoes the events from j.Next down to j.Stop+1, newest first.
+func (s *Store) replay(j *rewindJournal, live Tree, who Program) error {
 	for j.Next > j.Stop {
 		var rec *record
 		err := s.scanEventsReverse(j.Stop+1, j.Next+1, func(r *record) (bool, error) {
@@ -555,20 +629,60 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 			return err
 		}
 	}
-	// Fix-up pass: compare every path the log mentions with its target
-	// state (forward resolution, which does not depend on intermediate
-	// states) and set whatever still differs. Normally there is nothing to
-	// do; the model tests count it.
-	actions, lost, err := s.planRestore(j.Stop, []string{""}, live, j.written)
+	return nil
+}
+
+// split gives the regular file at path an inode of its own, with its
+// bytes and st's mode and owner, if it still has inode expect (else it
+// was done before a crash).
+func (s *Store) split(live Tree, path string, st State, expect *fsstate.Inode, who Program) error {
+	cur, ino, err := live.LstatInode(path)
+	if err != nil || cur.Type != fsstate.Regular || expect == nil || !ino.Same(*expect) {
+		return err
+	}
+	if err := s.capture(live, path, cur, who); err != nil {
+		return err
+	}
+	f, err := live.Open(path)
 	if err != nil {
 		return err
 	}
-	fixups.Add(int64(len(actions)))
-	j.Restore, j.Actions, j.Next, j.Lost = true, actions, 0, lost
-	if err := s.savePlan(j); err != nil {
+	defer f.Close()
+	return live.WriteFile(path, st, f)
+}
+
+// relink makes path a name of the regular file at from (recording what
+// path was first), unless it is one already.
+func (s *Store) relink(live Tree, from, path string, who Program) error {
+	fst, fino, err := live.LstatInode(from)
+	if err != nil {
 		return err
 	}
-	return s.runJournal(j, live, who)
+	if fst.Type != fsstate.Regular {
+		// Not what the pass planned (a crash, then a change before
+		// Recover): path keeps its bytes, in an inode of its own.
+		return nil
+	}
+	cur, ino, err := live.LstatInode(path)
+	if err != nil || ino.Same(fino) {
+		return err
+	}
+	if cur.Type == fsstate.Dir {
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+	} else if err := s.capture(live, path, cur, who); err != nil {
+		return err
+	}
+	if err := s.mkdirParents(live, path, who); err != nil {
+		return err
+	}
+	if err := live.Hardlink(from, path); err != nil {
+		return err
+	}
+	s.nameAdded(fino.Ino, path)
+	s.nameAdded(fino.Ino, from)
+	return nil
 }
 
 // replayLimit is how many events a whole-tree rewind undoes one by one
@@ -604,6 +718,8 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 // Recover finishes a rewind that a crash interrupted. It reports whether
 // there was one. Call it before the tree is served again.
 func (s *Store) Recover(live Tree) (bool, error) {
+	s.dropLinkIndex()
+	defer s.dropLinkIndex()
 	if err := s.dropPhantomRenames(live); err != nil {
 		return false, err
 	}
@@ -654,13 +770,7 @@ func (s *Store) undo(r *record, live Tree, who Program) error {
 		if err != nil || cur.Type != fsstate.Regular {
 			return err
 		}
-		if cur.Mode == r.State.Mode && cur.UID == r.State.UID && cur.GID == r.State.GID {
-			return nil
-		}
-		if err := s.Record(Capture{Path: r.Path, Prior: cur, MetaOnly: true}, who); err != nil {
-			return err
-		}
-		return setMeta(live, r.Path, cur, r.State)
+		return s.setFileMeta(live, r.Path, cur, r.State, who)
 	case opRename, opExchange:
 		// Undo by renaming back. First-touch capture means the tree between
 		// two events of one turn is not always exactly reconstructed (a path
@@ -729,6 +839,7 @@ func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) e
 	if err != nil {
 		return err
 	}
+	s.namesMoved()
 	if exchange {
 		err = live.Exchange(from, to)
 	} else {
@@ -746,7 +857,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 			return err
 		}
 	}
-	cur, err := live.Lstat(path)
+	cur, ino, err := live.LstatInode(path)
 	if err != nil {
 		return err
 	}
@@ -787,13 +898,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 	case fsstate.Regular:
 		if src == path && cur.Type == fsstate.Regular {
 			// The same file: only its mode or owner differs.
-			if cur.Mode == st.Mode && cur.UID == st.UID && cur.GID == st.GID {
-				return nil
-			}
-			if err := s.Record(Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
-				return err
-			}
-			return setMeta(live, path, cur, st)
+			return s.setFileMeta(live, path, cur, st, who)
 		}
 		var rc io.ReadCloser
 		if content != nil {
@@ -811,11 +916,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 			if err := s.replace(live, path, cur, who); err != nil {
 				return err
 			}
-		} else if cur.Exists() {
-			if err := s.capture(live, path, cur, who); err != nil {
-				return err
-			}
-		} else if err := s.capture(live, path, cur, who); err != nil {
+		} else if err := s.captureIno(live, path, cur, ino, who); err != nil {
 			return err
 		}
 		// WriteFile replaces atomically with a new inode: fresh mtime, and
@@ -859,6 +960,29 @@ func (s *Store) replace(live Tree, path string, cur State, who Program) error {
 	return nil
 }
 
+// setFileMeta gives the regular file at path st's mode and owner,
+// recording its current state first. A file with other names gets an
+// inode of its own instead: a chmod would change the other names too.
+// (The link pass then joins it again to the names it had at the target.)
+func (s *Store) setFileMeta(live Tree, path string, cur, st State, who Program) error {
+	if sameMeta(cur, st) {
+		return nil
+	}
+	_, ino, err := live.LstatInode(path)
+	if err != nil {
+		return err
+	}
+	if ino.Nlink > 1 {
+		want := cur
+		want.Mode, want.UID, want.GID = st.Mode, st.UID, st.GID
+		return s.split(live, path, want, &ino, who)
+	}
+	if err := s.Record(Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
+		return err
+	}
+	return setMeta(live, path, cur, st)
+}
+
 func setMeta(live Tree, path string, cur, st State) error {
 	if cur.UID != st.UID || cur.GID != st.GID {
 		if err := live.Lchown(path, st.UID, st.GID); err != nil && os.Geteuid() == 0 {
@@ -870,10 +994,29 @@ func setMeta(live Tree, path string, cur, st State) error {
 
 // capture records path's current state in the open turn. Bytes are
 // copied, not linked: a process may still hold the file open for writing.
+// A regular file's record names its inode and that inode's other names.
 func (s *Store) capture(live Tree, path string, cur State, who Program) error {
+	return s.captureIno(live, path, cur, fsstate.Inode{}, who)
+}
+
+// captureIno is capture, with the inode at path if the caller has it.
+func (s *Store) captureIno(live Tree, path string, cur State, ino fsstate.Inode, who Program) error {
 	c := Capture{Path: path, Prior: cur}
 	if cur.Type == fsstate.Regular {
 		c.Open = func() (*os.File, error) { return live.Open(path) }
+		if s.NeedsCapture(path, false) {
+			if !ino.Known() {
+				var err error
+				if _, ino, err = live.LstatInode(path); err != nil {
+					return err
+				}
+			}
+			c.Inode = ino
+			var err error
+			if c.Links, err = s.otherNames(live, path, ino); err != nil {
+				return err
+			}
+		}
 	}
 	return s.Record(c, who)
 }
