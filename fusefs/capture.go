@@ -129,6 +129,9 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 		st = st2
 	}
 	c := r.captureFor(p, fd, &st, false)
+	if c.Prior.Type == fsstate.Regular && st.Nlink > 1 {
+		c.Links = r.otherNames(r.namesOf(&st), p)
+	}
 	if claim != nil && c.Prior.Type == fsstate.Regular && st.Nlink == 1 && idOf(&st) == claim.id {
 		c.Link = func(dir *os.File, newName string) error {
 			err := retry(func() error {
@@ -152,6 +155,7 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 func (r *Root) captureFor(p string, fd int, st *stat, metaOnly bool) fsstate.Capture {
 	c := fsstate.Capture{Path: p, Prior: stateOf(st, fd)}
 	if c.Prior.Type == fsstate.Regular {
+		c.Inode = fsstate.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
 		if metaOnly {
 			c.MetaOnly = true
 		} else {
@@ -200,11 +204,15 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 	if err != nil {
 		return errno(err)
 	}
-	for _, p := range n.paths(&st) {
+	paths := n.paths(&st)
+	for _, p := range paths {
 		if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
 			continue
 		}
 		c := r.captureFor(p, n.fd, &st, metaOnly)
+		if mode == unix.S_IFREG && st.Nlink > 1 {
+			c.Links = r.otherNames(paths, p)
+		}
 		if err := r.rec.Record(c, r.caller(ctx)); err != nil {
 			return r.recordErrno(p, err)
 		}

@@ -61,11 +61,15 @@
 // returned before the boundary began, and writes issued after it returned,
 // land in their own turns.
 //
-// A node's path is its position in go-fuse's tree. A hard-linked inode is
-// captured under the path it was reached by (go-fuse does not expose all
-// parents of a node). A node in no directory (unlinked while open) is not
-// part of the tree and is not captured. Renames are ordered against the
-// captures that name paths (Root.ns, moves.go): a capture is recorded
+// A node's path is its position in go-fuse's tree. A regular file with
+// several links is captured under every name the overlay knows of it
+// (links.go: names seen by lookups and links, and found by the walk at
+// mount), since a write through one name changes them all. Every capture
+// of a regular file names its inode and its other versioned names
+// (fsstate.Capture.Inode, Links): that is how a rewind gives back which
+// paths share an inode. A node in no directory (unlinked while open) is
+// not part of the tree and is not captured. Renames are ordered against
+// the captures that name paths (Root.ns, moves.go): a capture is recorded
 // before a rename under the old path or after it under the new one, never
 // after it under the old one.
 //

@@ -2,7 +2,11 @@ package fusefs
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,5 +71,60 @@ func TestLinkNamesRenameIsCheap(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("1000 renames with 100k names took %v", d)
+	}
+}
+
+// A capture of a file with several links names its inode and its other
+// names, whichever name the change came through (a write, an unlink);
+// an unversioned name is not among them.
+func TestCapturesNameTheInodeAndItsOtherNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a", "solo"} {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Mkdir(filepath.Join(dir, "d"), 0o755)
+	os.Mkdir(filepath.Join(dir, "skip"), 0o755)
+	f := newFakeRec(t)
+	mountFake(t, dir, Options{Recorder: f, Exclude: func(p string, isDir bool) bool { return p == "skip" || strings.HasPrefix(p, "skip/") }})
+	for _, l := range []string{"d/b", "skip/c"} {
+		if err := os.Link(filepath.Join(dir, "a"), filepath.Join(dir, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "a"), &st); err != nil {
+		t.Fatal(err)
+	}
+	f.take()
+	f.newTurn()
+	fh, err := os.OpenFile(filepath.Join(dir, "d/b"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteString("+")
+	fh.Close()
+	os.WriteFile(filepath.Join(dir, "solo"), []byte("s"), 0o644)
+	f.newTurn()
+	os.Remove(filepath.Join(dir, "a"))
+	recs, _ := f.take()
+	got := map[string]string{}
+	for _, r := range recs {
+		if r.Inode.Known() && (r.Inode.Ino != st.Ino) != (r.Path == "solo") {
+			t.Errorf("%s: inode %+v, want %d", r.Path, r.Inode, st.Ino)
+		}
+		l := slices.Clone(r.Links)
+		slices.Sort(l)
+		got[fmt.Sprintf("%s %d", r.Path, r.Inode.Nlink)] = strings.Join(l, " ")
+	}
+	want := map[string]string{"d/b 3": "a", "a 3": "d/b", "solo 1": ""}
+	if len(recs) != 4 { // a twice: at the write, and at the unlink
+		t.Errorf("%d records %v, want %v, a twice", len(recs), got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s: links %q (%v), want %q", k, g, ok, v)
+		}
 	}
 }

@@ -107,19 +107,53 @@ func (n *Node) paths(st *stat) []string {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return out
 	}
-	id := st.Ino
 	if st.Nlink < 2 {
 		// (The names stay remembered: a link made meanwhile may be
 		// among them, and each is checked before use anyway.)
 		return out
 	}
-	for _, p := range n.r.links.list(id) {
-		lst, err := n.r.lstatPath(p)
+	for _, p := range n.r.namesOf(st) {
+		if !containsPath(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// namesOf returns the remembered names (linkNames) that still name the
+// regular file st describes, dropping those found stale.
+func (r *Root) namesOf(st *stat) []string {
+	var out []string
+	for _, p := range r.links.list(st.Ino) {
+		lst, err := r.lstatPath(p)
 		if err != nil || lst.Ino != st.Ino || lst.Dev != st.Dev {
-			n.r.links.drop(id, p)
+			r.links.drop(st.Ino, p)
 			continue
 		}
-		if !containsPath(out, p) {
+		out = append(out, p)
+	}
+	return out
+}
+
+// otherNames is names without p and without the unversioned ones: the
+// other names a capture of p lists (fsstate.Capture.Links).
+func (r *Root) otherNames(names []string, p string) []string {
+	var out []string
+	for _, q := range names {
+		if q != p && !r.excluded(q, false) && !containsPath(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// LinkNames returns the versioned names the overlay remembers for inode
+// number ino (fsstate.LinkNamer, through the control server's tree): the
+// history store checks each one.
+func (r *Root) LinkNames(ino uint64) []string {
+	var out []string
+	for _, p := range r.links.list(ino) {
+		if !r.excluded(p, false) {
 			out = append(out, p)
 		}
 	}

@@ -221,10 +221,17 @@ type entry struct {
 	Mode   fs.FileMode
 	Sum    string // regular files: sha256 of the bytes
 	Target string // symlinks
+	// Link: for a regular file with other names in the tree, the first
+	// of its names: which paths share an inode, without inode numbers.
+	Link string
 }
 
 func (e entry) String() string {
-	return fmt.Sprintf("%s %v %s%s", e.Type, e.Mode, e.Sum, e.Target)
+	s := fmt.Sprintf("%s %v %s%s", e.Type, e.Mode, e.Sum, e.Target)
+	if e.Link != "" {
+		s += " =" + e.Link
+	}
+	return s
 }
 
 // snapshot walks a tree and returns every path's state. skip lists
@@ -233,6 +240,7 @@ func (e entry) String() string {
 func snapshot(t *testing.T, root string, skip []string, noBytes []string) map[string]entry {
 	t.Helper()
 	out := map[string]entry{}
+	inodes := map[[2]uint64][]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -258,6 +266,10 @@ func snapshot(t *testing.T, root string, skip []string, noBytes []string) map[st
 		switch {
 		case fi.Mode().IsRegular():
 			e.Type = "file"
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+				k := [2]uint64{st.Dev, st.Ino}
+				inodes[k] = append(inodes[k], rel)
+			}
 			if !contains(noBytes, rel) {
 				b, err := os.ReadFile(p)
 				if err != nil {
@@ -279,6 +291,16 @@ func snapshot(t *testing.T, root string, skip []string, noBytes []string) map[st
 	})
 	if err != nil {
 		t.Fatalf("walk %s: %v", root, err)
+	}
+	for _, names := range inodes {
+		if len(names) > 1 {
+			sort.Strings(names)
+			for _, n := range names {
+				e := out[n]
+				e.Link = names[0]
+				out[n] = e
+			}
+		}
 	}
 	return out
 }

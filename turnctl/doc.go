@@ -93,7 +93,8 @@
 //
 // 200 with a JSON body (see the *Reply types; times are RFC 3339). A
 // FileChange says, for one path: "kind" (added, modified, deleted, renamed
-// — "from" then holds the old path — mode, or type), "before" and "after"
+// — "from" then holds the old path — mode, type, or link: the same bytes
+// and mode, but hard-linked with other paths than before), "before" and "after"
 // (each {"type","mode","size","target"}, absent when the path did not
 // exist), "lines_added", "lines_deleted", "binary" (not text, or larger
 // than 8 MiB: no line counts) and, where asked for, "patch" in git's diff

@@ -61,6 +61,7 @@ const (
 	Renamed  = history.Renamed  // From holds the old path
 	ModeOnly = history.ModeOnly // only mode/owner changed
 	TypeChg  = history.TypeChg  // e.g. file became symlink
+	Relinked = history.Relinked // shares its inode with other paths than before
 )
 
 // Change is one path that differs between two states.

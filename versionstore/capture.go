@@ -34,6 +34,11 @@ type record struct {
 	// Lost: the prior bytes of this regular file were never captured (it
 	// changed while the project was not mounted); State is still right.
 	Lost bool `json:"x,omitempty"`
+	// Inode: for a regular file's prior state, the identity of its inode
+	// then, and Links the other names it had then (links.go). Records of
+	// older stores, and offline records, have none.
+	Inode *fsstate.Inode `json:"i,omitempty"`
+	Links []string       `json:"l,omitempty"`
 }
 
 // NeedsCapture reports whether path still needs its prior state recorded in
@@ -121,6 +126,15 @@ func (s *Store) Record(c Capture, who Program) error {
 	// for them, so rm and mv work on a disk too full to copy the file.
 	if err := s.checkSpace(0); err != nil {
 		return s.noteErr(err)
+	}
+	if r.Op == opPrior && c.Prior.Type == fsstate.Regular && c.Inode.Known() {
+		ino := c.Inode
+		r.Inode = &ino
+		for _, l := range c.Links {
+			if q, ok := fsstate.Clean(l); ok && q != "" && q != p {
+				r.Links = append(r.Links, q)
+			}
+		}
 	}
 	if r.Op == opPrior && c.Prior.Type == fsstate.Regular {
 		ref, err := s.keepBytes(c)

@@ -3,6 +3,7 @@ package versionstore
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"ckptfs/internal/backing"
@@ -116,5 +117,71 @@ func TestChangesInsideDirectoryMovedBack(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "a/b")); string(b) != "one" {
 		t.Fatalf("after the rewind a/b = %q", b)
+	}
+}
+
+// TestChangesSeeHardLinks: a file replaced by a hard link of another with
+// the same bytes differs only in which paths share its inode; Changes
+// says so (kind link), and a rewind undoes it.
+func TestChangesSeeHardLinks(t *testing.T) {
+	root := t.TempDir()
+	s := NewTestStore(t)
+	tree, _ := backing.Open(root)
+	defer tree.Close()
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	p := func(rel string) string { return filepath.Join(root, rel) }
+	os.WriteFile(p("a"), []byte("x"), 0o644)
+	os.WriteFile(p("b"), []byte("x"), 0o644)
+	ino := func(rel string) uint64 {
+		_, i, err := tree.LstatInode(rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i.Ino
+	}
+	kinds := func(from, to uint64) string {
+		cs, err := s.Changes(from, to, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cs {
+			out = append(out, string(c.Kind)+" "+c.Path)
+		}
+		return strings.Join(out, ", ")
+	}
+
+	s.Begin(KindAgent, "", "")
+	m.capture("b", true)
+	os.Remove(p("b"))
+	os.Link(p("a"), p("b"))
+	t1, _ := s.End("")
+	if got := kinds(0, t1.Num); got != "link b" {
+		t.Fatalf("turn 1 changed %q, want link b", got)
+	}
+	res, err := s.Rewind(0, tree, RewindOptions{DryRun: true})
+	if err != nil || len(res.Changes) != 1 || res.Changes[0].Kind != Relinked {
+		t.Fatalf("dry run: %+v, %v", res.Changes, err)
+	}
+	if _, err := s.Rewind(0, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ino("a") == ino("b") {
+		t.Fatal("after the rewind a and b still share an inode")
+	}
+	if got := kinds(t1.Num, Now); got != "link b" {
+		t.Fatalf("the rewind changed %q, want link b", got)
+	}
+	// Its undo links them again.
+	if _, err := s.Rewind(t1.Num, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ino("a") != ino("b") {
+		t.Fatal("after the undo a and b do not share an inode")
+	}
+	for _, f := range []string{"a", "b"} {
+		if b, _ := os.ReadFile(p(f)); string(b) != "x" {
+			t.Fatalf("%s = %q", f, b)
+		}
 	}
 }

@@ -160,6 +160,12 @@ func (f *failingTree) Mknod(p string, st fsstate.State) error {
 	}
 	return f.Tree.Mknod(p, st)
 }
+func (f *failingTree) Hardlink(a, b string) error {
+	if err := f.spend(); err != nil {
+		return err
+	}
+	return f.Tree.Hardlink(a, b)
+}
 func (f *failingTree) Exchange(a, b string) error {
 	if err := f.spend(); err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 //	meta     'm' name                      value: depends on name
 //	         'm' "format"                  decimal format version ("1")
 //	         'm' "journal"                 JSON rewindJournal, present only while a rewind runs
+//	         'm' "journal-plan"            JSON []action: the journal's plan (kept apart:
+//	                                       saving progress does not rewrite it)
 //	         'm' "rename" seq[8]           the rename or exchange event seq is recorded
 //	                                       but not yet confirmed done (RecordRename,
 //	                                       RecordExchange); value: empty, or for an
@@ -49,9 +51,10 @@ const (
 )
 
 var (
-	keyFormat   = []byte("mformat")
-	keyJournal  = []byte("mjournal")
-	keyManifest = []byte("mmanifest")
+	keyFormat      = []byte("mformat")
+	keyJournal     = []byte("mjournal")
+	keyJournalPlan = []byte("mjournal-plan")
+	keyManifest    = []byte("mmanifest")
 )
 
 func u64Key(prefix byte, n uint64) []byte {

@@ -25,6 +25,10 @@ type snapEntry struct {
 	Target string
 	Data   string
 	Rdev   uint64
+	// Link: for a regular file that shares its inode with other paths of
+	// the snapshot, the first of them all (itself maybe): which paths
+	// share an inode, without the inode numbers.
+	Link string
 }
 
 type snapshot map[string]snapEntry
@@ -34,7 +38,7 @@ func (e snapEntry) String() string {
 	if len(d) > 20 {
 		d = d[:20] + "…"
 	}
-	return fmt.Sprintf("%v %o %q %q %d", e.Type, e.Mode, e.Target, d, e.Rdev)
+	return fmt.Sprintf("%v %o %q %q %d link %q", e.Type, e.Mode, e.Target, d, e.Rdev, e.Link)
 }
 
 // takeSnapshot walks a real directory (skipping names starting with
@@ -42,6 +46,7 @@ func (e snapEntry) String() string {
 func takeSnapshot(t testing.TB, root string) snapshot {
 	t.Helper()
 	snap := snapshot{}
+	inodes := map[[2]uint64][]string{}
 	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -66,6 +71,8 @@ func takeSnapshot(t testing.TB, root string) snapshot {
 				return err
 			}
 			e.Data = string(b)
+			k := [2]uint64{st.Dev, st.Ino}
+			inodes[k] = append(inodes[k], rel)
 		case os.ModeDir:
 			e.Type = fsstate.Dir
 		case os.ModeSymlink:
@@ -80,7 +87,41 @@ func takeSnapshot(t testing.TB, root string) snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, names := range inodes {
+		if len(names) > 1 {
+			sort.Strings(names)
+			for _, n := range names {
+				e := snap[n]
+				e.Link = names[0]
+				snap[n] = e
+			}
+		}
+	}
 	return snap
+}
+
+// inodeNames returns the names of the inode at p in the tree at root
+// (skipping names starting with ".store"): what the overlay knows.
+func inodeNames(t testing.TB, root, p string) []string {
+	var want syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(root, p), &want); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	filepath.Walk(root, func(q string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, q)
+		if strings.HasPrefix(rel, ".store") {
+			return filepath.SkipDir
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Ino == want.Ino && st.Dev == want.Dev {
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out
 }
 
 func diffSnap(want, got snapshot) string {
@@ -118,11 +159,19 @@ type sim struct {
 	link  bool // offer Link for unlink and rename-over
 	moves bool // half the steps rename or exchange
 	ops   int
+	// linkOps weighs hard links among the steps (0: 2, against 1 for
+	// each other kind of step); flat keeps to eight names in the top
+	// directory.
+	linkOps int
+	flat    bool
 }
 
 var names = []string{"a", "b", "c", "d.txt"}
 
 func (m *sim) randPath() string {
+	if m.flat {
+		return string(rune('a' + m.rng.Intn(8)))
+	}
 	depth := 1 + m.rng.Intn(3)
 	var els []string
 	for i := 0; i < depth; i++ {
@@ -159,17 +208,49 @@ func (m *sim) lstat(p string) State {
 	return st
 }
 
+// capture records p's state as the overlay does: a regular file with its
+// inode and that inode's other names, and a link into the attic offered
+// only for the last name of an inode.
 func (m *sim) capture(p string, withLink bool) {
-	st := m.lstat(p)
-	c := Capture{Path: p, Prior: st}
+	m.captureAs(p, withLink, false)
+}
+
+func (m *sim) captureAs(p string, withLink, metaOnly bool) {
+	st, ino, err := m.tree.LstatInode(p)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	c := Capture{Path: p, Prior: st, MetaOnly: metaOnly && st.Type == fsstate.Regular}
 	if st.Type == fsstate.Regular {
 		c.Open = func() (*os.File, error) { return m.tree.Open(p) }
-		if withLink && m.link {
+		if withLink && m.link && ino.Nlink == 1 {
 			c.Link = func(dir *os.File, name string) error { return m.tree.Link(p, dir, name) }
+		}
+		c.Inode = ino
+		if ino.Nlink > 1 {
+			for _, q := range inodeNames(m.t, m.root, p) {
+				if q != p {
+					c.Links = append(c.Links, q)
+				}
+			}
 		}
 	}
 	if err := m.store.Record(c, Program{Comm: "sim"}); err != nil {
 		m.t.Fatalf("record %s: %v", p, err)
+	}
+}
+
+// captureAll captures every name of the file at p not yet captured in the
+// turn, before a change of its inode (the overlay's captureSelf).
+func (m *sim) captureAll(p string, metaOnly bool) {
+	names := []string{p}
+	if st, ino, _ := m.tree.LstatInode(p); st.Type == fsstate.Regular && ino.Nlink > 1 {
+		names = inodeNames(m.t, m.root, p)
+	}
+	for _, q := range names {
+		if m.store.NeedsCapture(q, metaOnly) {
+			m.captureAs(q, false, metaOnly)
+		}
 	}
 }
 
@@ -198,7 +279,7 @@ func (m *sim) step() {
 	p := m.randPath()
 	st := m.lstat(p)
 	m.ops++
-	op := m.rng.Intn(11)
+	op := m.rng.Intn(m.nOps())
 	if m.moves && m.rng.Intn(2) == 0 {
 		op = []int{5, 9}[m.rng.Intn(2)]
 		p = m.movePath()
@@ -209,9 +290,7 @@ func (m *sim) step() {
 		if !parentIsDir(m, p) || (st.Exists() && st.Type != fsstate.Regular) {
 			return
 		}
-		if m.store.NeedsCapture(p, false) {
-			m.capture(p, false)
-		}
+		m.captureAll(p, false)
 		flags := os.O_WRONLY | os.O_CREATE
 		if m.rng.Intn(2) == 0 {
 			flags |= os.O_APPEND
@@ -261,6 +340,9 @@ func (m *sim) step() {
 			if qs.Type == fsstate.Dir || st.Type == fsstate.Dir {
 				return // keep to the simple, always-valid cases
 			}
+			if sameInode(m, p, q) {
+				return // rename(2) of two names of one inode does nothing
+			}
 			m.capture(q, true)
 		}
 		commit, err := m.store.RecordRename(p, q, false, Program{Comm: "mv"})
@@ -276,15 +358,7 @@ func (m *sim) step() {
 		if !st.Exists() || st.Type == fsstate.Symlink {
 			return
 		}
-		if m.store.NeedsCapture(p, true) {
-			c := Capture{Path: p, Prior: st, MetaOnly: true}
-			if st.Type != fsstate.Regular {
-				c.MetaOnly = false
-			}
-			if err := m.store.Record(c, Program{Comm: "chmod"}); err != nil {
-				m.t.Fatal(err)
-			}
-		}
+		m.captureAll(p, true)
 		mode := []os.FileMode{0o755, 0o644, 0o600, 0o700, 0o4755}[m.rng.Intn(5)]
 		if st.Type == fsstate.Dir {
 			mode |= 0o700
@@ -304,9 +378,7 @@ func (m *sim) step() {
 		if st.Type != fsstate.Regular {
 			return
 		}
-		if m.store.NeedsCapture(p, false) {
-			m.capture(p, false)
-		}
+		m.captureAll(p, false)
 		if err := os.Truncate(m.abs(p), int64(m.rng.Intn(10))); err != nil {
 			m.t.Fatal(err)
 		}
@@ -321,6 +393,23 @@ func (m *sim) step() {
 			dev = int(unix.Mkdev(uint32(1+m.rng.Intn(3)), uint32(m.rng.Intn(3))))
 		}
 		if err := unix.Mknod(m.abs(p), kind|0o640, dev); err != nil {
+			m.t.Fatal(err)
+		}
+	case op >= 11: // ln p q, or ln -f (q replaced)
+		q := m.randPath()
+		qs := m.lstat(q)
+		if st.Type != fsstate.Regular || p == q || !parentIsDir(m, q) || qs.Type == fsstate.Dir || sameInode(m, p, q) {
+			return
+		}
+		if qs.Exists() {
+			m.capture(q, true)
+			if err := os.Remove(m.abs(q)); err != nil {
+				m.t.Fatal(err)
+			}
+		} else {
+			m.capture(q, false)
+		}
+		if err := os.Link(m.abs(p), m.abs(q)); err != nil {
 			m.t.Fatal(err)
 		}
 	case op == 9: // exchange
@@ -349,6 +438,27 @@ func (m *sim) step() {
 	}
 }
 
+// nOps is the number of kinds of step: eleven, and hard links (twice as
+// often as the others by default: they need a file and a free name).
+func (m *sim) nOps() int {
+	if m.linkOps == 0 {
+		return 13
+	}
+	return 11 + m.linkOps
+}
+
+func sameInode(m *sim, p, q string) bool {
+	_, a, err := m.tree.LstatInode(p)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	_, b, err := m.tree.LstatInode(q)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return a.Known() && a.Same(b)
+}
+
 // checkHistory checks the store's answer for every path of every snapshot.
 func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []uint64) {
 	t.Helper()
@@ -367,6 +477,33 @@ func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []u
 		rs, err := s.resolveMany(after, paths, tree)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Which paths shared an inode: the paths whose records (or live
+		// inodes) name the same inode, and only those.
+		first := map[inoKey]string{}
+		count := map[inoKey]int{}
+		for k, p := range paths {
+			if e, ok := snaps[i][p]; ok && e.Type == fsstate.Regular {
+				if !rs[k].Inode.Known() {
+					t.Fatalf("turn %d: %s: no inode recorded", n, p)
+				}
+				key := keyOf(rs[k].Inode)
+				if f, ok := first[key]; !ok || p < f {
+					first[key] = p
+				}
+				count[key]++
+			}
+		}
+		for k, p := range paths {
+			if e, ok := snaps[i][p]; ok && e.Type == fsstate.Regular {
+				got := ""
+				if key := keyOf(rs[k].Inode); count[key] > 1 {
+					got = first[key]
+				}
+				if got != e.Link {
+					t.Fatalf("turn %d: %s shares its inode with %q, store says with %q", n, p, e.Link, got)
+				}
+			}
 		}
 		for k, p := range paths {
 			want, ok := snaps[i][p]
@@ -434,6 +571,7 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 	// is the target's snapshot.
 	for i := 0; i < 8; i++ {
 		j := m.rng.Intn(len(turns))
+		before := takeSnapshot(t, root)
 		res, err := s.Rewind(turns[j], tree, RewindOptions{})
 		if err != nil {
 			t.Fatalf("seed %d: rewind to %d: %v", seed, turns[j], err)
@@ -445,6 +583,21 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 		if len(res.Changes) > 0 {
 			snaps = append(snaps, got)
 			turns = append(turns, res.Turn.Num)
+		}
+		if len(res.Changes) > 0 && i%4 == 0 {
+			// Undo it, and undo the undo (not on every rewind: each
+			// records as many events as the rewind, and checkHistory
+			// costs turns times events).
+			for k, target := range []uint64{res.Turn.Num - 1, res.Turn.Num} {
+				want := []snapshot{before, got}[k]
+				if _, err := s.Rewind(target, tree, RewindOptions{}); err != nil {
+					t.Fatalf("seed %d: undo of rewind to %d: %v", seed, turns[j], err)
+				}
+				now := takeSnapshot(t, root)
+				if d := diffSnap(want, now); d != "" {
+					t.Fatalf("seed %d: undo (to %d) of rewind to %d: the tree differs:\n%s", seed, target, turns[j], d)
+				}
+			}
 		}
 		// Some more random work after the rewind.
 		s.Begin(KindAgent, "after", "")
@@ -466,8 +619,11 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 			t.Fatalf("seed %d: restore %s from %d: %v", seed, p, turns[j], err)
 		}
 		got := takeSnapshot(t, root)
+		if w, g := groupsUnder(snaps[j], p), groupsUnder(got, p); w != g {
+			t.Fatalf("seed %d: restore %s from %d: the paths below share inodes as %s, want %s", seed, p, turns[j], g, w)
+		}
 		for path, want := range snaps[j] {
-			if _, ok := fsstate.Under(path, p); ok && got[path] != want {
+			if _, ok := fsstate.Under(path, p); ok && !sameEntry(got[path], want) {
 				stop, _ := s.endSeq(turns[j])
 				t.Logf("stop=%d events:\n%s", stop, s.dumpEvents(stop+1, ""))
 				t.Fatalf("seed %d: restore %s from %d: %s = %v, want %v", seed, p, turns[j], path, got[path], want)
@@ -481,7 +637,33 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 			}
 		}
 	}
-	t.Logf("seed %d: %d ops, %d turns, %d fix-ups", seed, m.ops, len(turns), fixups.Load())
+	t.Logf("seed %d: %d ops, %d turns, %d fix-ups, %d events", seed, m.ops, len(turns), fixups.Load(), s.nextSeq)
+}
+
+// sameEntry compares two entries but for which paths they share an inode
+// with.
+func sameEntry(a, b snapEntry) bool {
+	a.Link, b.Link = "", ""
+	return a == b
+}
+
+// groupsUnder describes which of the paths below dir share an inode.
+func groupsUnder(snap snapshot, dir string) string {
+	g := map[string][]string{}
+	for p, e := range snap {
+		if _, ok := fsstate.Under(p, dir); ok && e.Link != "" {
+			g[e.Link] = append(g[e.Link], p)
+		}
+	}
+	var out []string
+	for _, l := range g {
+		if len(l) > 1 {
+			sort.Strings(l)
+			out = append(out, strings.Join(l, "="))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 func TestModelMemStore(t *testing.T) {

@@ -18,6 +18,11 @@ type resolved struct {
 	FromLog bool        // the state came from a record, not from the live tree
 	Seq     uint64      // with FromLog: the record's event (0: renamed over)
 	Lost    bool        // a regular file whose bytes were never captured
+	// Inode is a regular file's inode at that moment (the record's tag,
+	// or the live inode now; zero: not known), Links the other names the
+	// record lists (links.go).
+	Inode fsstate.Inode
+	Links []string
 }
 
 // sameObject reports whether two resolutions of a path found the same
@@ -72,7 +77,10 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 		switch r.Op {
 		case opPrior:
 			for _, id := range pending[r.Path] {
-				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq, Lost: r.Lost}
+				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq, Lost: r.Lost, Links: r.Links}
+				if r.Inode != nil && r.State.Type == fsstate.Regular {
+					res[id].Inode = *r.Inode
+				}
 			}
 			delete(pending, r.Path)
 		case opMeta:
@@ -110,15 +118,19 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 	}
 	for p, ids := range pending {
 		var st State
+		var ino fsstate.Inode
 		if live != nil {
-			if st, err = live.Lstat(p); err != nil {
+			if st, ino, err = live.LstatInode(p); err != nil {
 				return nil, err
 			}
 		} else {
 			return nil, fmt.Errorf("versionstore: the live tree is needed to answer for %q", p)
 		}
+		if st.Type != fsstate.Regular {
+			ino = fsstate.Inode{}
+		}
 		for _, id := range ids {
-			res[id] = resolved{State: st, Live: p}
+			res[id] = resolved{State: st, Live: p, Inode: ino}
 		}
 	}
 	for i, m := range meta {
@@ -194,6 +206,9 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	last := s.nextSeq - 1
+	s.mu.Unlock()
 	lo, hi := a, b
 	if lo > hi {
 		lo, hi = hi, lo
@@ -240,6 +255,7 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 		idx[p] = i
 	}
 	out := map[string]Change{}
+	kinds := make([]ChangeKind, len(cands))
 	for i, p := range cands {
 		k, err := s.compare(before[i], after[i], live)
 		if err != nil {
@@ -250,7 +266,13 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 		if k == "" && moved[p] && before[i].State.Type == fsstate.Dir && !sameObject(before[i], after[i]) {
 			k = Modified
 		}
-		if k != "" {
+		kinds[i] = k
+	}
+	if err := s.linkChanges(a, b, cands, before, after, kinds, live, last); err != nil {
+		return nil, err
+	}
+	for i, p := range cands {
+		if k := kinds[i]; k != "" {
 			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State, before: before[i], after: after[i]}
 		}
 	}

@@ -36,7 +36,7 @@ func TestPlanRestoreRenamesLinear(t *testing.T) {
 		}
 		s.End("")
 		start := time.Now()
-		if _, _, err := s.planRestore(0, []string{""}, tree, nil); err != nil {
+		if _, _, _, err := s.planRestore(0, []string{""}, tree, nil); err != nil {
 			t.Fatal(err)
 		}
 		return time.Since(start)

@@ -60,6 +60,15 @@ type rewindJournal struct {
 	// of the step after a crash finds of its own earlier run. 0 in
 	// journals written before it was kept.
 	Mark uint64 `json:"mark,omitempty"`
+	// Plan: Actions are kept apart, under keyJournalPlan (journals of
+	// older versions hold them here).
+	Plan bool `json:"plan,omitempty"`
+	// LinkPass: the rewind ends with a link pass (journals written before
+	// there was one have not), restricted to Paths for a restore; Links:
+	// it is planned (Actions are its, planLinks), or has nothing to do.
+	LinkPass bool     `json:"linkpass,omitempty"`
+	Paths    []string `json:"paths,omitempty"`
+	Links    bool     `json:"links,omitempty"`
 
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
@@ -67,12 +76,17 @@ type rewindJournal struct {
 }
 
 // action makes Path have State, with bytes from Content or the live path
-// Live (restore only).
+// Live (restore only); or, in the link pass (Op), gives Path an inode of
+// its own (actSplit, if it still has inode Expect) or makes it a name of
+// the inode at From (actLink).
 type action struct {
-	Path    string      `json:"p"`
-	State   State       `json:"s"`
-	Content *contentRef `json:"c,omitempty"`
-	Live    string      `json:"l,omitempty"`
+	Path    string         `json:"p"`
+	State   State          `json:"s"`
+	Content *contentRef    `json:"c,omitempty"`
+	Live    string         `json:"l,omitempty"`
+	Op      string         `json:"o,omitempty"`
+	From    string         `json:"f,omitempty"`
+	Expect  *fsstate.Inode `json:"e,omitempty"`
 }
 
 // Rewind makes the tree equal its state at the end of turn target, or with
@@ -83,6 +97,8 @@ type action struct {
 func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResult, error) {
 	s.rewindMu.Lock()
 	defer s.rewindMu.Unlock()
+	s.dropLinkIndex()
+	defer s.dropLinkIndex()
 	var res RewindResult
 	if _, err := s.Turn(target); err != nil {
 		return res, err
@@ -125,8 +141,9 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	}
 	var actions []action
 	var lost []string
+	shared := false
 	if opts.Paths != nil {
-		if actions, lost, err = s.planRestore(stop, prefixes, live, nil); err != nil {
+		if actions, lost, shared, err = s.planRestore(stop, prefixes, live, nil); err != nil {
 			return res, err
 		}
 	}
@@ -142,9 +159,10 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 		return res, err
 	}
 	crashpoint.Hit("rewind.begun")
-	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost}
+	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost, LinkPass: true}
 	if j.Restore {
 		j.Next = 0
+		j.Paths, j.Links = prefixes, !shared
 	} else if j.Next-j.Stop > replayLimit(len(changes)) {
 		// The journey is much longer than the way: the events since the
 		// target go round in circles (renames back and forth, earlier
@@ -192,7 +210,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 func (s *Store) checkRewindSpace(changes []Change, live Tree) error {
 	var tree, store int64
 	for _, c := range changes {
-		if c.Kind == history.Renamed || c.Kind == history.ModeOnly {
+		if c.Kind == history.Renamed || c.Kind == history.ModeOnly || c.Kind == history.Relinked {
 			continue
 		}
 		if c.After.Type == fsstate.Regular {
@@ -402,21 +420,29 @@ func (l *moveLog) note(r *record) {
 // match, the bytes are not read again to compare.
 //
 // A path whose target bytes were never captured (Lost) gets no action: it
-// is returned in lost instead, to be named to the user.
-func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) ([]action, []string, error) {
-	var lost []string
+// is returned in lost instead, to be named to the user. shared reports
+// whether any path looked at shares (or shared at the target) its inode
+// with another: only then has the link pass anything to do.
+func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) (actions []action, lost []string, shared bool, err error) {
 	cands, err := s.candidates(stop, prefixes, live)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	rs, err := s.resolveMany(stop, cands, live)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	var mk, rm []action
 	for i, p := range cands {
 		r := rs[i]
 		a := action{Path: p, State: r.State, Content: r.Content}
+		cur, ino, err := live.LstatInode(p)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if r.State.Type == fsstate.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) || cur.Type == fsstate.Regular && ino.Nlink > 1 {
+			shared = true
+		}
 		if r.Lost {
 			lost = append(lost, p)
 			continue
@@ -424,16 +450,12 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 		if !r.FromLog {
 			a.Live = r.Live // r.Live == p: the same file, its mode maybe changed
 		}
-		cur, err := live.Lstat(p)
-		if err != nil {
-			return nil, nil, err
-		}
 		if w := written[p]; w != nil && r.Content != nil && sameRef(w, r.Content) &&
 			cur.Type == r.State.Type && cur.Size == r.State.Size && cur.Mode == r.State.Mode {
 			continue // just written from exactly this version
 		}
 		if k, err := s.compare(resolved{State: cur, Live: p}, r, live); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		} else if k == "" {
 			continue // already as it was
 		}
@@ -443,12 +465,12 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			// action (and its redo after a crash) stands on its own.
 			f, err := live.Open(a.Live)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			a.Content, err = s.putContent(f, a.State.Size)
 			f.Close()
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			a.Live = ""
 		}
@@ -460,7 +482,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 	}
 	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
 	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
-	return append(mk, rm...), lost, nil
+	return append(mk, rm...), lost, shared, nil
 }
 
 func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
@@ -468,7 +490,7 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	defer b.Close()
 	s.mu.Lock()
 	j.Mark = s.nextSeq
-	putJSON(b, keyJournal, j)
+	putJournal(b, j, true)
 	if s.cur != nil && s.cur.Num == turn {
 		t := *s.cur
 		tg := target
@@ -480,33 +502,121 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	return s.commit(b, pebble.Sync)
 }
 
+// saveProgress saves the journal but for its plan, which is unchanged.
 func (s *Store) saveProgress(j *rewindJournal) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	s.mu.Lock()
 	j.Mark = s.nextSeq
 	s.mu.Unlock()
-	putJSON(b, keyJournal, j)
+	putJournal(b, j, false)
 	return s.commit(b, pebble.Sync)
+}
+
+// savePlan saves the journal with a new plan (Actions).
+func (s *Store) savePlan(j *rewindJournal) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	s.mu.Lock()
+	j.Mark = s.nextSeq
+	s.mu.Unlock()
+	putJournal(b, j, true)
+	return s.commit(b, pebble.Sync)
+}
+
+// putJournal writes j into b and, with plan, its Actions apart
+// (keyJournalPlan): the progress saved after every action does not
+// write the whole plan again, which made a plan of n actions cost n²
+// (a link pass relinking 5000 names took 10 s more).
+func putJournal(b *pebble.Batch, j *rewindJournal, plan bool) {
+	c := *j
+	c.Actions, c.Plan = nil, true
+	putJSON(b, keyJournal, c)
+	if plan {
+		putJSON(b, keyJournalPlan, j.Actions)
+	}
 }
 
 // runJournal carries out a journaled rewind from j.Next on.
 func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
-	if j.Restore {
-		for j.Next < uint64(len(j.Actions)) {
-			a := j.Actions[j.Next]
-			crashpoint.Hit("rewind.fixup")
-			if err := s.ensure(live, a.Path, a.State, a.Content, a.Live, who); err != nil {
-				return fmt.Errorf("versionstore: restore %s: %w", a.Path, err)
-			}
-			crashpoint.Hit("rewind.fixup.done")
-			j.Next++
-			if err := s.saveProgress(j); err != nil {
-				return err
-			}
+	if !j.Restore {
+		if err := s.replay(j, live, who); err != nil {
+			return err
 		}
+		// Fix-up pass: compare every path the log mentions with its
+		// target state (forward resolution, which does not depend on
+		// intermediate states) and set whatever still differs. Normally
+		// there is nothing to do; the model tests count it.
+		actions, lost, shared, err := s.planRestore(j.Stop, []string{""}, live, j.written)
+		if err != nil {
+			return err
+		}
+		fixups.Add(int64(len(actions)))
+		crashpoint.Hit("rewind.planned")
+		j.Restore, j.Actions, j.Next, j.Lost = true, actions, 0, lost
+		j.Links = !shared // no link pass to do
+		if err := s.savePlan(j); err != nil {
+			return err
+		}
+	}
+	if err := s.runActions(j, live, who); err != nil {
+		return err
+	}
+	if !j.LinkPass || j.Links {
 		return nil
 	}
+	// Link pass: every path has its target bytes and mode; now the
+	// regular files get their target partition into inodes (links.go).
+	actions, err := s.planLinks(j.Stop, j.Paths, live)
+	if err != nil {
+		return err
+	}
+	crashpoint.Hit("rewind.links.planned")
+	j.Links, j.Actions, j.Next = true, actions, 0
+	if err := s.savePlan(j); err != nil {
+		return err
+	}
+	return s.runActions(j, live, who)
+}
+
+// runActions carries out j.Actions from j.Next on, saving the progress
+// after each.
+func (s *Store) runActions(j *rewindJournal, live Tree, who Program) error {
+	for j.Next < uint64(len(j.Actions)) {
+		a := j.Actions[j.Next]
+		var err error
+		switch a.Op {
+		case "":
+			crashpoint.Hit("rewind.fixup")
+			if err = s.ensure(live, a.Path, a.State, a.Content, a.Live, who); err == nil {
+				crashpoint.Hit("rewind.fixup.done")
+			}
+		case actSplit:
+			crashpoint.Hit("rewind.links")
+			if err = s.split(live, a.Path, a.State, a.Expect, who); err == nil {
+				crashpoint.Hit("rewind.links.done")
+			}
+		case actLink:
+			crashpoint.Hit("rewind.links")
+			if err = s.relink(live, a.From, a.Path, who); err == nil {
+				crashpoint.Hit("rewind.links.done")
+			}
+		default:
+			err = fmt.Errorf("%w: unknown rewind action %q", ErrCorrupt, a.Op)
+		}
+		if err != nil {
+			return fmt.Errorf("versionstore: restore %s: %w", a.Path, err)
+		}
+		j.Next++
+		if err := s.saveProgress(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replay undoes the events from j.Next down to j.Stop+1, newest first.
+func (s *Store) replay(j *rewindJournal, live Tree, who Program) error {
 	for j.Next > j.Stop {
 		var rec *record
 		err := s.scanEventsReverse(j.Stop+1, j.Next+1, func(r *record) (bool, error) {
@@ -547,21 +657,60 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 			return err
 		}
 	}
-	// Fix-up pass: compare every path the log mentions with its target
-	// state (forward resolution, which does not depend on intermediate
-	// states) and set whatever still differs. Normally there is nothing to
-	// do; the model tests count it.
-	actions, lost, err := s.planRestore(j.Stop, []string{""}, live, j.written)
+	return nil
+}
+
+// split gives the regular file at path an inode of its own, with its
+// bytes and st's mode and owner, if it still has inode expect (else it
+// was done before a crash).
+func (s *Store) split(live Tree, path string, st State, expect *fsstate.Inode, who Program) error {
+	cur, ino, err := live.LstatInode(path)
+	if err != nil || cur.Type != fsstate.Regular || expect == nil || !ino.Same(*expect) {
+		return err
+	}
+	if err := s.capture(live, path, cur, who); err != nil {
+		return err
+	}
+	f, err := live.Open(path)
 	if err != nil {
 		return err
 	}
-	fixups.Add(int64(len(actions)))
-	crashpoint.Hit("rewind.planned")
-	j.Restore, j.Actions, j.Next, j.Lost = true, actions, 0, lost
-	if err := s.saveProgress(j); err != nil {
+	defer f.Close()
+	return live.WriteFile(path, st, f)
+}
+
+// relink makes path a name of the regular file at from (recording what
+// path was first), unless it is one already.
+func (s *Store) relink(live Tree, from, path string, who Program) error {
+	fst, fino, err := live.LstatInode(from)
+	if err != nil {
 		return err
 	}
-	return s.runJournal(j, live, who)
+	if fst.Type != fsstate.Regular {
+		// Not what the pass planned (a crash, then a change before
+		// Recover): path keeps its bytes, in an inode of its own.
+		return nil
+	}
+	cur, ino, err := live.LstatInode(path)
+	if err != nil || ino.Same(fino) {
+		return err
+	}
+	if cur.Type == fsstate.Dir {
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+	} else if err := s.capture(live, path, cur, who); err != nil {
+		return err
+	}
+	if err := s.mkdirParents(live, path, who); err != nil {
+		return err
+	}
+	if err := live.Hardlink(from, path); err != nil {
+		return err
+	}
+	s.nameAdded(fino.Ino, path)
+	s.nameAdded(fino.Ino, from)
+	return nil
 }
 
 // replayLimit is how many events a whole-tree rewind undoes one by one
@@ -585,7 +734,11 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 		return t, err
 	}
 	crashpoint.Hit("rewind.ended")
-	if err := s.db.Delete(keyJournal, pebble.Sync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Delete(keyJournal, nil)
+	b.Delete(keyJournalPlan, nil)
+	if err := s.commit(b, pebble.Sync); err != nil {
 		return t, fmt.Errorf("versionstore: %w", err)
 	}
 	crashpoint.Hit("rewind.finished")
@@ -596,6 +749,8 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 // there was one. Call it before the tree is served again.
 func (s *Store) Recover(live Tree) (bool, error) {
 	crashpoint.Hit("recover.start")
+	s.dropLinkIndex()
+	defer s.dropLinkIndex()
 	if err := s.dropPhantomRenames(live); err != nil {
 		return false, err
 	}
@@ -610,6 +765,14 @@ func (s *Store) Recover(live Tree) (bool, error) {
 	j := &rewindJournal{}
 	jerr := json.Unmarshal(v, j)
 	closer.Close()
+	if jerr == nil && j.Plan {
+		if v, closer, err := s.db.Get(keyJournalPlan); err == nil {
+			jerr = json.Unmarshal(v, &j.Actions)
+			closer.Close()
+		} else if err != pebble.ErrNotFound {
+			return false, fmt.Errorf("versionstore: %w", err)
+		}
+	}
 	if jerr != nil {
 		return false, fmt.Errorf("%w: rewind journal: %v", ErrCorrupt, jerr)
 	}
@@ -644,13 +807,7 @@ func (s *Store) undo(r *record, live Tree, who Program, since uint64) error {
 		if err != nil || cur.Type != fsstate.Regular {
 			return err
 		}
-		if cur.Mode == r.State.Mode && cur.UID == r.State.UID && cur.GID == r.State.GID {
-			return nil
-		}
-		if err := s.Record(Capture{Path: r.Path, Prior: cur, MetaOnly: true}, who); err != nil {
-			return err
-		}
-		return setMeta(live, r.Path, cur, r.State)
+		return s.setFileMeta(live, r.Path, cur, r.State, who)
 	case opRename, opExchange:
 		// Undo by renaming back. First-touch capture means the tree between
 		// two events of one turn is not always exactly reconstructed (a path
@@ -757,6 +914,7 @@ func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) e
 		if err != nil {
 			return err
 		}
+		s.namesMoved()
 		crashpoint.Hit("rewind.exchange.recorded")
 		err = live.Exchange(from, to)
 		crashpoint.Hit("rewind.exchange.done")
@@ -767,6 +925,7 @@ func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) e
 	if err != nil {
 		return err
 	}
+	s.namesMoved()
 	crashpoint.Hit("rewind.rename.recorded")
 	err = live.Rename(from, to)
 	crashpoint.Hit("rewind.rename.done")
@@ -782,7 +941,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 			return err
 		}
 	}
-	cur, err := live.Lstat(path)
+	cur, ino, err := live.LstatInode(path)
 	if err != nil {
 		return err
 	}
@@ -823,13 +982,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 	case fsstate.Regular:
 		if src == path && cur.Type == fsstate.Regular {
 			// The same file: only its mode or owner differs.
-			if cur.Mode == st.Mode && cur.UID == st.UID && cur.GID == st.GID {
-				return nil
-			}
-			if err := s.Record(Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
-				return err
-			}
-			return setMeta(live, path, cur, st)
+			return s.setFileMeta(live, path, cur, st, who)
 		}
 		var rc io.ReadCloser
 		if content != nil {
@@ -847,11 +1000,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 			if err := s.replace(live, path, cur, who); err != nil {
 				return err
 			}
-		} else if cur.Exists() {
-			if err := s.capture(live, path, cur, who); err != nil {
-				return err
-			}
-		} else if err := s.capture(live, path, cur, who); err != nil {
+		} else if err := s.captureIno(live, path, cur, ino, who); err != nil {
 			return err
 		}
 		// WriteFile replaces atomically with a new inode: fresh mtime, and
@@ -895,6 +1044,29 @@ func (s *Store) replace(live Tree, path string, cur State, who Program) error {
 	return nil
 }
 
+// setFileMeta gives the regular file at path st's mode and owner,
+// recording its current state first. A file with other names gets an
+// inode of its own instead: a chmod would change the other names too.
+// (The link pass then joins it again to the names it had at the target.)
+func (s *Store) setFileMeta(live Tree, path string, cur, st State, who Program) error {
+	if sameMeta(cur, st) {
+		return nil
+	}
+	_, ino, err := live.LstatInode(path)
+	if err != nil {
+		return err
+	}
+	if ino.Nlink > 1 {
+		want := cur
+		want.Mode, want.UID, want.GID = st.Mode, st.UID, st.GID
+		return s.split(live, path, want, &ino, who)
+	}
+	if err := s.Record(Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
+		return err
+	}
+	return setMeta(live, path, cur, st)
+}
+
 func setMeta(live Tree, path string, cur, st State) error {
 	if cur.UID != st.UID || cur.GID != st.GID {
 		if err := live.Lchown(path, st.UID, st.GID); err != nil && os.Geteuid() == 0 {
@@ -906,10 +1078,29 @@ func setMeta(live Tree, path string, cur, st State) error {
 
 // capture records path's current state in the open turn. Bytes are
 // copied, not linked: a process may still hold the file open for writing.
+// A regular file's record names its inode and that inode's other names.
 func (s *Store) capture(live Tree, path string, cur State, who Program) error {
+	return s.captureIno(live, path, cur, fsstate.Inode{}, who)
+}
+
+// captureIno is capture, with the inode at path if the caller has it.
+func (s *Store) captureIno(live Tree, path string, cur State, ino fsstate.Inode, who Program) error {
 	c := Capture{Path: path, Prior: cur}
 	if cur.Type == fsstate.Regular {
 		c.Open = func() (*os.File, error) { return live.Open(path) }
+		if s.NeedsCapture(path, false) {
+			if !ino.Known() {
+				var err error
+				if _, ino, err = live.LstatInode(path); err != nil {
+					return err
+				}
+			}
+			c.Inode = ino
+			var err error
+			if c.Links, err = s.otherNames(live, path, ino); err != nil {
+				return err
+			}
+		}
 	}
 	return s.Record(c, who)
 }

@@ -50,6 +50,10 @@ type Store struct {
 
 	rewindMu sync.Mutex // one rewind at a time
 
+	linkMu      sync.Mutex
+	linkIdx     *linkIndex                      // the hard links a walk found, during a rewind (links.go)
+	unversioned func(p string, isDir bool) bool // paths no capture sees (SetUnversioned)
+
 	mu        sync.Mutex
 	full      bool      // captures refused for want of space (space.go)
 	spaceAt   time.Time // when the free space was last found sufficient

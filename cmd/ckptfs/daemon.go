@@ -120,6 +120,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	unversioned := func(p string, isDir bool) bool {
 		return slices.Contains(hidden, p) || ex.Match(p, isDir)
 	}
+	store.SetUnversioned(unversioned)
 	links, err := recordOffline(store, tree, unversioned, logger)
 	if err != nil {
 		return fmt.Errorf("mount: changes made while unmounted: %v", err)

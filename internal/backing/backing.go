@@ -150,37 +150,48 @@ func absent(err error) bool {
 // Lstat returns the state at p; Absent when nothing is there, when a parent
 // is missing, or when a parent is not a directory (a symlink counts as not).
 func (t *Tree) Lstat(p string) (fsstate.State, error) {
+	s, _, err := t.LstatInode(p)
+	return s, err
+}
+
+// InodeOf is the identity and link count of a stat result.
+func InodeOf(st *unix.Stat_t) fsstate.Inode {
+	return fsstate.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
+}
+
+// LstatInode is Lstat with the identity of the inode at p.
+func (t *Tree) LstatInode(p string) (fsstate.State, fsstate.Inode, error) {
 	var st unix.Stat_t
 	if p == "" {
 		if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
-			return fsstate.State{}, err
+			return fsstate.State{}, fsstate.Inode{}, err
 		}
-		return StateOf(&st), nil
+		return StateOf(&st), InodeOf(&st), nil
 	}
 	pfd, name, err := t.parent(p)
 	if err != nil {
 		if absent(err) {
-			return fsstate.State{}, nil
+			return fsstate.State{}, fsstate.Inode{}, nil
 		}
-		return fsstate.State{}, err
+		return fsstate.State{}, fsstate.Inode{}, err
 	}
 	defer unix.Close(pfd)
 	if err := retry(func() error { return unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
 		if absent(err) {
-			return fsstate.State{}, nil
+			return fsstate.State{}, fsstate.Inode{}, nil
 		}
-		return fsstate.State{}, &os.PathError{Op: "lstat", Path: p, Err: err}
+		return fsstate.State{}, fsstate.Inode{}, &os.PathError{Op: "lstat", Path: p, Err: err}
 	}
 	s := StateOf(&st)
 	if s.Type == fsstate.Symlink {
 		buf := make([]byte, 4096)
 		n, err := unix.Readlinkat(pfd, name, buf)
 		if err != nil {
-			return s, &os.PathError{Op: "readlink", Path: p, Err: err}
+			return s, fsstate.Inode{}, &os.PathError{Op: "readlink", Path: p, Err: err}
 		}
 		s.Target = string(buf[:n])
 	}
-	return s, nil
+	return s, InodeOf(&st), nil
 }
 
 // Ident returns the inode number at p, 0 when nothing is there.
@@ -243,6 +254,63 @@ func (t *Tree) Link(p string, dir *os.File, name string) error {
 	}
 	defer unix.Close(pfd)
 	return pathErr("link", p, retry(func() error { return unix.Linkat(pfd, base, int(dir.Fd()), name, 0) }))
+}
+
+// Hardlink makes to another name of the file at from, atomically: a link
+// under a temporary name in to's directory (derived from to's name, so a
+// step redone after a crash reuses its own leftover), renamed over to.
+func (t *Tree) Hardlink(from, to string) error {
+	pf, nf, err := t.parent(from)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pf)
+	pt, nt, err := t.parent(to)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pt)
+	var src, dst unix.Stat_t
+	if err := retry(func() error { return unix.Fstatat(pf, nf, &src, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		return pathErr("link", from, err)
+	}
+	if src.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return pathErr("link", from, syscall.EISDIR)
+	}
+	if retry(func() error { return unix.Fstatat(pt, nt, &dst, unix.AT_SYMLINK_NOFOLLOW) }) == nil &&
+		dst.Dev == src.Dev && dst.Ino == src.Ino {
+		return nil // rename(2) of two names of one inode would do nothing
+	}
+	tmp := tempName(nt)
+	link := func() error { return retry(func() error { return unix.Linkat(pf, nf, pt, tmp, 0) }) }
+	err = link()
+	if errors.Is(err, syscall.EEXIST) {
+		if err = removeAt(pt, tmp); err == nil {
+			err = link()
+		}
+	}
+	if err != nil {
+		return pathErr("link", to, err)
+	}
+	crashpoint.Hit("tree.link.tmp")
+	err = retry(func() error { return unix.Renameat(pt, tmp, pt, nt) })
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		if err = removeAt(pt, nt); err == nil {
+			err = retry(func() error { return unix.Renameat(pt, tmp, pt, nt) })
+		}
+	}
+	if err != nil {
+		unix.Unlinkat(pt, tmp, 0)
+		return pathErr("rename", to, err)
+	}
+	return changed(nil)
+}
+
+// tempName is the temporary name WriteFile and Hardlink use in the
+// directory of name.
+func tempName(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return TempPrefix + hex.EncodeToString(sum[:8])
 }
 
 func pathErr(op, p string, err error) error {
@@ -385,8 +453,7 @@ func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
 	defer unix.Close(pfd)
 	// The temporary name derives from the target's, so a step redone after
 	// a crash overwrites (and then renames away) its own leftover.
-	sum := sha256.Sum256([]byte(name))
-	tmp := TempPrefix + hex.EncodeToString(sum[:8])
+	tmp := tempName(name)
 	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		// Something else sits there (a symlink, a directory): remove it.

@@ -96,3 +96,54 @@ func TestWriteFileReplacesAndKeepsMode(t *testing.T) {
 		}
 	}
 }
+
+// Hardlink replaces what is at the destination (a file, a directory)
+// with another name of the source's inode, does nothing when it is one
+// already, and never goes through a symlinked parent.
+func TestHardlink(t *testing.T) {
+	root := t.TempDir()
+	tree, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	os.WriteFile(filepath.Join(root, "a"), []byte("a"), 0o644)
+	os.WriteFile(filepath.Join(root, "b"), []byte("b"), 0o600)
+	os.MkdirAll(filepath.Join(root, "d/e"), 0o755)
+	os.Symlink(t.TempDir(), filepath.Join(root, "out"))
+	ino := func(p string) fsstate.Inode {
+		t.Helper()
+		_, i, err := tree.LstatInode(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	for _, to := range []string{"b", "c", "d", "b"} {
+		if err := tree.Hardlink("a", to); err != nil {
+			t.Fatalf("Hardlink a %s: %v", to, err)
+		}
+		if !ino(to).Same(ino("a")) {
+			t.Fatalf("%s is not a name of a", to)
+		}
+	}
+	if n := ino("a").Nlink; n != 4 {
+		t.Fatalf("a has %d links, want 4 (a b c d)", n)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "b")); string(b) != "a" {
+		t.Fatalf("b = %q", b)
+	}
+	if err := tree.Hardlink("a", "out/x"); err == nil {
+		t.Error("Hardlink through a symlinked parent succeeded")
+	}
+	os.Mkdir(filepath.Join(root, "dir"), 0o755)
+	if err := tree.Hardlink("dir", "x"); err == nil {
+		t.Error("Hardlink of a directory succeeded")
+	}
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), TempPrefix) {
+			t.Errorf("temporary left behind: %s", e.Name())
+		}
+	}
+}

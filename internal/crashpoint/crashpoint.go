@@ -59,6 +59,9 @@ var Points = []string{
 	"rewind.planned",           // the fix-up pass's plan is made, not yet saved
 	"rewind.fixup",             // before one action of the fix-up pass (or a restore)
 	"rewind.fixup.done",        // the action is done, progress not yet saved
+	"rewind.links.planned",     // the link pass's plan is made, not yet saved
+	"rewind.links",             // before one action of the link pass (a split or a link)
+	"rewind.links.done",        // the action is done, progress not yet saved
 	"rewind.ended",             // the rewind turn is closed, the journal not yet deleted
 	"rewind.finished",          // the journal is deleted
 	"recover.start",            // Recover begins, before the pending marks are settled
@@ -68,6 +71,7 @@ var Points = []string{
 	"tree.changed",     // after each change a rewind makes to the tree (one syscall)
 	"tree.write.tmp",   // WriteFile wrote its temporary, not yet renamed into place
 	"tree.remove.part", // RemoveAll removed one entry of a directory, maybe not all
+	"tree.link.tmp",    // Hardlink made its temporary link, not yet renamed into place
 	// fusefs: the overlay's rename.
 	"fuse.rename.recorded",   // the rename is recorded, the syscall not made
 	"fuse.rename.done",       // the syscall is made, the record not confirmed

@@ -100,6 +100,25 @@ type Stamp struct {
 // Exists reports whether anything is at the path.
 func (s State) Exists() bool { return s.Type != Absent }
 
+// Inode is the identity of the inode at a path at one moment: its device
+// and inode number, which no two inodes that exist at the same time share,
+// and its link count then (not part of the identity). It is kept apart
+// from State: two paths in the same State may or may not share an inode,
+// and the comparisons of States elsewhere must not see it.
+type Inode struct {
+	Dev   uint64 `json:"d,omitempty"`
+	Ino   uint64 `json:"i"`
+	Nlink uint32 `json:"n,omitempty"`
+}
+
+// Known reports whether i names an inode (a zero Inode: not known).
+func (i Inode) Known() bool { return i.Ino != 0 }
+
+// Same reports whether i and j name the same inode. Inode numbers are
+// reused once an inode is gone, so this holds only for two Inodes seen at
+// moments when both inodes existed (see versionstore/doc.go).
+func (i Inode) Same(j Inode) bool { return i.Known() && i.Dev == j.Dev && i.Ino == j.Ino }
+
 // Capture describes the state a path had just before a mutation, as the
 // overlay hands it to the store. The store decides how to keep the bytes.
 type Capture struct {
@@ -121,6 +140,13 @@ type Capture struct {
 	// bytes afterwards (no other hard link, no open writer). The store falls
 	// back to Open when linking fails (for example EXDEV).
 	Link func(dir *os.File, name string) error
+	// Inode is the identity of the regular file's inode at the capture
+	// (zero if not known), and Links the other names it has then, when it
+	// has more than one (root-relative, as Path): a rewind finds through
+	// them the names it shared the inode with that have no record of
+	// their own.
+	Inode Inode
+	Links []string
 }
 
 // Program names the process that made a change.
@@ -185,12 +211,19 @@ type Tree interface {
 	// when nothing is there): what tells two names apart across an
 	// exchange, which leaves both names and their states in place.
 	Ident(path string) (uint64, error)
+	// LstatInode is Lstat, with the identity and link count of the inode
+	// (zero when nothing is there).
+	LstatInode(path string) (State, Inode, error)
 	// ReadDir lists the names in the directory at path (unsorted).
 	ReadDir(path string) ([]string, error)
 	// Open opens a regular file read-only without following symlinks.
 	Open(path string) (*os.File, error)
 	// Link hard-links the regular file at path to name inside dir.
 	Link(path string, dir *os.File, name string) error
+	// Hardlink makes to another name of the regular file at from,
+	// replacing whatever is at to atomically (a temporary name, then a
+	// rename); nothing changes when to is a name of that inode already.
+	Hardlink(from, to string) error
 	// RemoveAll removes whatever is at path, recursively; no error if absent.
 	RemoveAll(path string) error
 	// Mkdir creates a directory with exactly mode (umask not applied).
@@ -219,4 +252,13 @@ type Tree interface {
 	// following symlinks; a path for which skip is true is left out with
 	// everything below it.
 	Walk(dir string, skip func(path string, isDir bool) bool, fn func(path string, st State, sp Stamp) error) error
+}
+
+// LinkNamer is implemented by a Tree that knows cheaply the names of the
+// files with more than one link (the mounted overlay does): LinkNames
+// returns names that had inode number ino, some of them maybe stale or
+// missing. The history store checks each one, and walks the tree for the
+// rest when they do not add up to the link count.
+type LinkNamer interface {
+	LinkNames(ino uint64) []string
 }

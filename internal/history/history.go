@@ -70,6 +70,9 @@ const (
 	Renamed  ChangeKind = "renamed" // From holds the old path
 	ModeOnly ChangeKind = "mode"    // only mode/owner changed
 	TypeChg  ChangeKind = "type"    // e.g. file became symlink
+	// Relinked: the same type, bytes, mode and owner, but the file shares
+	// its inode (hard links) with other paths than before.
+	Relinked ChangeKind = "link"
 )
 
 // Health says whether the store is accepting captures and what failed last.

@@ -102,8 +102,9 @@ func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileCha
 		oldPath = c.From
 	}
 	a, b := side{st: c.Before}, side{st: c.After}
-	if c.Kind != versionstore.ModeOnly {
-		// Only mode or owner changed: the bytes are the same, skip them.
+	if c.Kind != versionstore.ModeOnly && c.Kind != versionstore.Relinked {
+		// Only mode or owner, or the hard links, changed: the bytes are
+		// the same, skip them.
 		var err error
 		if a, err = s.readSide(c, false); err != nil {
 			return fc, err

@@ -48,7 +48,24 @@ func OpenOffline(root, store string) (turnctl.Handler, func(), error) {
 		st.Close()
 		return nil, nil, fmt.Errorf("recording changes made while unmounted: %s", strings.TrimPrefix(err.Error(), "versionstore: "))
 	}
+	st.SetUnversioned(unversioned(st, root, store))
 	return NewService(st, tree, nil), func() { tree.Close(); st.Close() }, nil
+}
+
+// unversioned reports the paths of the tree no capture sees: the store, if
+// it lies in the tree, and what the manifest's exclude patterns match.
+func unversioned(st *versionstore.Store, root, store string) func(string, bool) bool {
+	var hidden string
+	if rel, err := filepath.Rel(root, store); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+		hidden = filepath.ToSlash(rel)
+	}
+	ex, _ := exclude.New(nil)
+	if pats, ok, err := st.ManifestPatterns(); err == nil && ok {
+		if e, err := exclude.New(pats); err == nil {
+			ex = e
+		}
+	}
+	return func(p string, isDir bool) bool { return p == hidden || ex.Match(p, isDir) }
 }
 
 // recordOffline runs versionstore.RecordOffline with the exclude patterns

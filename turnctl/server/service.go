@@ -29,6 +29,11 @@ type Gate interface {
 	// exchange) moved from to to in the backing tree: what it remembers
 	// by path moves along (before the paths are invalidated).
 	Moved(from, to string, exchange bool)
+	// NoteLink tells the overlay that the file at path has inode number
+	// ino and more than one link (a rewind linked it), and LinkNames
+	// returns the names it knows of inode ino (fsstate.LinkNamer).
+	NoteLink(ino uint64, path string)
+	LinkNames(ino uint64) []string
 }
 
 // Service implements the control commands on top of the history store. It
@@ -430,6 +435,22 @@ func (t invalidatingTree) Rename(from, to string) error {
 	}
 	return err
 }
+
+func (t invalidatingTree) Hardlink(from, to string) error {
+	defer t.gate.Invalidate(to)
+	defer t.gate.Invalidate(from) // its link count
+	if err := t.Tree.Hardlink(from, to); err != nil {
+		return err
+	}
+	if st, ino, err := t.Tree.LstatInode(to); err == nil && st.Type == fsstate.Regular {
+		t.gate.NoteLink(ino.Ino, from)
+		t.gate.NoteLink(ino.Ino, to)
+	}
+	return nil
+}
+
+// LinkNames makes the overlay's knowledge of hard links the store's.
+func (t invalidatingTree) LinkNames(ino uint64) []string { return t.gate.LinkNames(ino) }
 
 func (t invalidatingTree) Exchange(a, b string) error {
 	defer t.gate.Invalidate(b)

@@ -35,6 +35,8 @@ func (g *fakeGate) Invalidate(p string) {
 }
 
 func (g *fakeGate) Moved(from, to string, exchange bool) {}
+func (g *fakeGate) NoteLink(ino uint64, p string)        {}
+func (g *fakeGate) LinkNames(ino uint64) []string        { return nil }
 
 type fixture struct {
 	t    *testing.T
