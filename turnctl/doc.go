@@ -1,7 +1,7 @@
 // Package turnctl is the control protocol of a ckptfs mount: the wire
 // types, the Handler interface and a Client. The server side (Listen,
 // Serve, and the Service that carries out each command on the history
-// store) is package turnctl/server.
+// store) is the daemon's package internal/control.
 //
 // This package and what it imports stay small: the turnctl binary, which
 // agents' hooks start at every prompt, links only it (the Client is a
@@ -10,12 +10,12 @@
 // shares with the store are in internal/history (cmd/turnctl's test checks
 // this).
 //
-// The daemon calls server.Listen, server.NewService and server.Serve; the
+// The daemon calls control.Listen, control.NewService and control.Serve; the
 // turnctl command talks to it with a Client. When the project is not
 // mounted, turnctl hands the command over to `ckptfs turnctl-offline`,
 // which runs the same command-line code (internal/turnctlcli) on a
-// server.Service in its own process, on the store it opened
-// (server.OpenOffline). Client and Service both implement Handler, so the
+// control.Service in its own process, on the store it opened
+// (control.OpenOffline). Client and Service both implement Handler, so the
 // command-line code is the same either way.
 //
 // # Transport

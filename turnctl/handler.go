@@ -3,9 +3,9 @@ package turnctl
 import "context"
 
 // Handler carries out the control commands, one method per endpoint. The
-// daemon serves a *server.Service; the Client implements Handler too, so
+// daemon serves a *control.Service; the Client implements Handler too, so
 // the CLI runs the same code against a live daemon (over the socket) or
-// against a store opened in-process (a server.Service, in `ckptfs
+// against a store opened in-process (a control.Service, in `ckptfs
 // turnctl-offline`).
 //
 // Errors the user should see are *Error; anything else is reported as an

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"ckptfs/internal/control"
 	"ckptfs/internal/turnctlcli"
-	"ckptfs/turnctl/server"
 )
 
 // runTurnctlOffline is the hidden `ckptfs turnctl-offline ARGS...`: turnctl's
@@ -10,5 +10,5 @@ import (
 // does not link the store, hands commands over to it when the project is
 // not mounted. args are turnctl's (without the program name).
 func runTurnctlOffline(args []string) int {
-	return turnctlcli.Main(args, server.OpenOffline)
+	return turnctlcli.Main(args, control.OpenOffline)
 }

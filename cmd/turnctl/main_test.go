@@ -21,7 +21,7 @@ func TestLinksNoStore(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	banned := []string{
-		"ckptfs/versionstore", "ckptfs/fusefs", "ckptfs/turnctl/server",
+		"ckptfs/versionstore", "ckptfs/fusefs", "ckptfs/internal/control",
 		"github.com/cockroachdb/", "github.com/prometheus/", "github.com/getsentry/",
 		"google.golang.org/protobuf", "github.com/hanwen/go-fuse",
 		"net/http", "crypto/tls",

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"ckptfs/turnctl/server"
-	"ckptfs/turnctl/turnctltest"
+	"ckptfs/fusefs/fusefstest"
+	"ckptfs/internal/control"
 	"ckptfs/versionstore"
 )
 
@@ -30,7 +30,7 @@ func testProject(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ov := turnctltest.New(t, dir, store)
+	ov := fusefstest.New(t, dir, store)
 	step := func(label, ref string, fn func()) {
 		if _, err := store.Begin(versionstore.KindAgent, label, ref); err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func testProject(t *testing.T) string {
 func tc(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := runWith(context.Background(), server.OpenOffline, args, strings.NewReader(""), &out, &errb)
+	code := runWith(context.Background(), control.OpenOffline, args, strings.NewReader(""), &out, &errb)
 	return out.String(), errb.String(), code
 }
 

@@ -6,7 +6,7 @@
 //     milliseconds. For a project that is not mounted it hands the command
 //     over to `ckptfs turnctl-offline` (see Offline).
 //   - ckptfs, whose hidden `turnctl-offline` command runs the same code
-//     with the store linked in (server.OpenOffline).
+//     with the store linked in (control.OpenOffline).
 //
 // The package must not import versionstore (or anything that links
 // Pebble): cmd/turnctl's test checks it.

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/turnctlcli/agenthooks"
 	"ckptfs/turnctl"
-	"ckptfs/turnctl/agenthooks"
 )
 
 var hookEventCmd = &command{

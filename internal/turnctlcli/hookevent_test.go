@@ -9,16 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"ckptfs/internal/control"
 	"ckptfs/turnctl"
-	"ckptfs/turnctl/server"
 	"ckptfs/versionstore"
 )
 
-// payload reads a hook payload from turnctl/agenthooks/testdata with its
+// payload reads a hook payload from internal/turnctlcli/agenthooks/testdata with its
 // placeholders filled in.
 func payload(t *testing.T, name, project string) string {
 	t.Helper()
-	td, _ := filepath.Abs("../../turnctl/agenthooks/testdata")
+	td, _ := filepath.Abs("agenthooks/testdata")
 	data, err := os.ReadFile(filepath.Join(td, name))
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestHookEventNeverFails(t *testing.T) {
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
-		code := runWith(context.Background(), server.OpenOffline, c.args, strings.NewReader(c.stdin), &out, &errb)
+		code := runWith(context.Background(), control.OpenOffline, c.args, strings.NewReader(c.stdin), &out, &errb)
 		if code != 0 || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want 0 and one line with %q", c.name, code, errb.String(), c.want)
 		}

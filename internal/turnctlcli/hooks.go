@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"ckptfs/internal/rundir"
-	"ckptfs/turnctl/agenthooks"
+	"ckptfs/internal/turnctlcli/agenthooks"
 )
 
 var hooksCmd = &command{

@@ -3,7 +3,7 @@ package turnctlcli
 import (
 	"fmt"
 
-	"ckptfs/turnctl/agenthooks"
+	"ckptfs/internal/turnctlcli/agenthooks"
 )
 
 // aiderConf is aider's per-project configuration file.

@@ -9,7 +9,7 @@ import (
 
 func TestHooksInstallUninstallCLI(t *testing.T) {
 	dir := t.TempDir()
-	orig, err := os.ReadFile("../../turnctl/agenthooks/testdata/settings/claude-settings.json")
+	orig, err := os.ReadFile("agenthooks/testdata/settings/claude-settings.json")
 	if err != nil {
 		t.Fatal(err)
 	}

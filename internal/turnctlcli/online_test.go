@@ -7,26 +7,26 @@ import (
 	"strings"
 	"testing"
 
+	"ckptfs/fusefs/fusefstest"
+	"ckptfs/internal/control"
 	"ckptfs/turnctl"
-	"ckptfs/turnctl/server"
-	"ckptfs/turnctl/turnctltest"
 	"ckptfs/versionstore"
 )
 
 // onlineEnv serves a Service on a socket, as the daemon does, and returns
 // an env whose Handler is a Client on it (the mounted case without a
 // mount).
-func onlineEnv(t *testing.T) (*env, *bytes.Buffer, *bytes.Buffer, *turnctltest.Overlay) {
+func onlineEnv(t *testing.T) (*env, *bytes.Buffer, *bytes.Buffer, *fusefstest.Overlay) {
 	t.Helper()
 	dir := t.TempDir()
 	store := versionstore.NewTestStore(t)
-	ov := turnctltest.New(t, dir, store)
+	ov := fusefstest.New(t, dir, store)
 	sock := filepath.Join(t.TempDir(), "s")
-	ln, err := server.Listen(sock)
+	ln, err := control.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go server.Serve(ln, server.NewService(store, ov.Tree, nil))
+	go control.Serve(ln, control.NewService(store, ov.Tree, nil))
 	t.Cleanup(func() { ln.Close() })
 	c := turnctl.NewClient(sock)
 	t.Cleanup(func() { c.Close() })

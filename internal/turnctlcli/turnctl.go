@@ -106,7 +106,7 @@ func (e *exitError) Error() string { return e.msg }
 // Offline opens the history store of a project that is not mounted (root:
 // the project directory; store: its store directory) and returns a Handler
 // on it and a func that closes it. The ckptfs binary passes
-// server.OpenOffline; the turnctl binary, which does not link the store,
+// control.OpenOffline; the turnctl binary, which does not link the store,
 // passes a func that hands the whole command over to `ckptfs
 // turnctl-offline` (it returns only with an error).
 type Offline func(root, store string) (turnctl.Handler, func(), error)

@@ -1,4 +1,4 @@
-package server
+package control
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"ckptfs/turnctl/turnctltest"
+	"ckptfs/fusefs/fusefstest"
 	"ckptfs/versionstore"
 
 	"ckptfs/turnctl"
@@ -40,7 +40,7 @@ func (g *fakeGate) LinkNames(ino uint64) []string        { return nil }
 
 type fixture struct {
 	t    *testing.T
-	ov   *turnctltest.Overlay
+	ov   *fusefstest.Overlay
 	gate *fakeGate
 	svc  *Service
 	ctx  context.Context
@@ -48,7 +48,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	store := versionstore.NewTestStore(t)
-	ov := turnctltest.New(t, t.TempDir(), store)
+	ov := fusefstest.New(t, t.TempDir(), store)
 	g := &fakeGate{}
 	return &fixture{t: t, ov: ov, gate: g, svc: NewService(store, ov.Tree, g), ctx: context.Background()}
 }

@@ -1,8 +1,8 @@
-// Package turnctltest changes a real directory the way the capturing
+// Package fusefstest changes a real directory the way the capturing
 // overlay (fusefs) would: it records each path's prior state in the store
 // before changing it. Tests of turnctl and cmd/turnctl use it to build a
 // history without a FUSE mount.
-package turnctltest
+package fusefstest
 
 import (
 	"os"
