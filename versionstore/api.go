@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"errors"
+	"fmt"
 
 	"ckptfs/internal/fsstate"
 	"ckptfs/internal/history"
@@ -19,6 +20,8 @@ type (
 // Sentinel errors. Wrapped errors keep these as their cause (errors.Is).
 var (
 	ErrTurnNotFound = errors.New("versionstore: turn not found")
+	ErrBadTurn      = errors.New("versionstore: not a turn") // a TURN argument that is neither a number nor ref:ID
+	ErrBadRef       = errors.New("versionstore: bad ref")    // a ref with a NUL or newline, or too long
 	ErrNoOpenTurn   = errors.New("versionstore: no turn is open")
 	ErrRefTaken     = errors.New("versionstore: ref already names another turn")
 	ErrStoreFull    = errors.New("versionstore: store full")
@@ -32,6 +35,20 @@ var (
 	ErrBadPath     = errors.New("versionstore: path outside the tree")
 	ErrClosed      = errors.New("versionstore: store is closed")
 )
+
+// detailError is an error whose message is its detail alone, written for
+// the person who gave the argument, and whose cause is a sentinel.
+type detailError struct {
+	cause error
+	msg   string
+}
+
+func (e *detailError) Error() string { return e.msg }
+func (e *detailError) Unwrap() error { return e.cause }
+
+func detailf(cause error, format string, args ...any) error {
+	return &detailError{cause, fmt.Sprintf(format, args...)}
+}
 
 // The vocabulary shared with turnctl's protocol lives in internal/history
 // (which does not import Pebble); these are its names here.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"ckptfs/internal/fsstate"
@@ -77,25 +76,8 @@ func (s *Service) liveTree() fsstate.Tree {
 // resolve turns a TURN argument into a turn number, with an error that
 // names the turns that exist.
 func (s *Service) resolve(spec string) (uint64, error) {
-	spec = strings.TrimSpace(spec)
-	if spec == "" {
-		return 0, errorf(turnctl.CodeBadRequest, "missing turn (a number, 0, or ref:ID)")
-	}
 	n, err := s.store.Resolve(spec)
-	if err == nil {
-		return n, nil
-	}
-	if !errors.Is(err, versionstore.ErrTurnNotFound) {
-		return 0, s.wrap(err)
-	}
-	turns := fmt.Sprintf("turns are 0-%d", s.store.Latest())
-	if ref, ok := strings.CutPrefix(spec, "ref:"); ok {
-		return 0, errorf(turnctl.CodeNotFound, "no turn has ref %q (%s)", ref, turns)
-	}
-	if n, perr := strconv.ParseUint(spec, 10, 64); perr == nil {
-		return 0, errorf(turnctl.CodeNotFound, "no turn %d (%s)", n, turns)
-	}
-	return 0, errorf(turnctl.CodeBadRequest, "%q is not a turn: use a number, 0, or ref:ID (%s)", spec, turns)
+	return n, s.wrap(err)
 }
 
 // wrap turns a store error into an *Error with a code and a message
@@ -117,14 +99,12 @@ func (s *Service) wrap(err error) error {
 		code, msg = turnctl.CodeConflict, "no turn is open (turnctl begin opens one)"
 	case errors.Is(err, versionstore.ErrRefTaken), errors.Is(err, versionstore.ErrLocked):
 		code = turnctl.CodeConflict
-	case errors.Is(err, versionstore.ErrBadPath):
+	case errors.Is(err, versionstore.ErrBadPath), errors.Is(err, versionstore.ErrBadTurn), errors.Is(err, versionstore.ErrBadRef):
 		code = turnctl.CodeBadRequest
 	case errors.Is(err, versionstore.ErrCorrupt):
 		code = turnctl.CodeCorrupt
 	case errors.Is(err, versionstore.ErrStoreFull), errors.Is(err, versionstore.ErrNoSpace):
 		code = turnctl.CodeConflict
-	case strings.Contains(msg, "bad ref"):
-		code = turnctl.CodeBadRequest
 	}
 	return &turnctl.Error{Code: code, Message: msg}
 }
@@ -331,13 +311,9 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	cur, curOK := s.store.Current()
 	m := s.mark()
 	for i := range turns {
 		t := &turns[i]
-		if curOK && t.Num == cur.Num {
-			*t = cur // the stored record of the open turn lags behind
-		}
 		if t.Stats != nil {
 			continue
 		}
