@@ -23,14 +23,16 @@ import (
 type RewindOptions struct {
 	DryRun bool     // compute and return the changes; touch nothing
 	Paths  []string // restore: only these paths (and everything below them)
-	Label  string   // label of the rewind turn
+	Undo   bool     // the rewind undoes turn target+1: its label says so
 	Who    Program
 }
 
 // RewindResult says what a rewind did (or would do, with DryRun).
 type RewindResult struct {
-	Turn    Turn     // the new turn of kind rewind (zero with DryRun or no change)
-	Changes []Change // per path: Before = now, After = the target state
+	Turn Turn // the new turn of kind rewind (zero with DryRun or no change)
+	// Changes per path: Before the state before the rewind, After the
+	// target state (after a rewind, the rewind turn's own changes).
+	Changes []Change
 	// NotRestored are the paths left as they were because their bytes at
 	// the target were never captured (they changed while the project was
 	// not mounted).
@@ -147,12 +149,12 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 			return res, err
 		}
 	}
-	label := opts.Label
-	if label == "" {
-		label = fmt.Sprintf("rewind to %d", target)
-		if opts.Paths != nil {
-			label = fmt.Sprintf("restore %s from %d", strings.Join(prefixes, " "), target)
-		}
+	label := fmt.Sprintf("rewind to %d", target)
+	switch {
+	case opts.Undo:
+		label = fmt.Sprintf("undo turn %d", target+1)
+	case opts.Paths != nil:
+		label = fmt.Sprintf("restore %s from %d", strings.Join(prefixes, " "), target)
 	}
 	t, err := s.Begin(KindRewind, label, "")
 	if err != nil {

@@ -3,7 +3,6 @@ package versionstore
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -140,9 +139,6 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := pebble.Open(filepath.Join(root, "db"), popts)
 	if err != nil {
 		s.closeFiles()
-		if strings.Contains(err.Error(), "lock") {
-			return nil, fmt.Errorf("%w (%s)", ErrLocked, dir)
-		}
 		return nil, fmt.Errorf("versionstore: open %s: %w", dir, err)
 	}
 	s.db = db
@@ -256,7 +252,7 @@ func (s *Store) load() error {
 		}
 		s.nextSeq = seq + 1
 	}
-	t, err := s.Turn(s.latest)
+	t, err := s.storedTurn(s.latest)
 	if err != nil {
 		return err
 	}
@@ -476,7 +472,7 @@ func (s *Store) closeTurn(b *pebble.Batch, t *Turn) {
 
 func (s *Store) checkRef(ref string, num uint64) error {
 	if strings.ContainsAny(ref, "\x00\n") || len(ref) > 512 {
-		return fmt.Errorf("versionstore: bad ref %q", ref)
+		return fmt.Errorf("%w %q", ErrBadRef, ref)
 	}
 	v, closer, err := s.db.Get(refKey(ref))
 	if err == pebble.ErrNotFound {
@@ -569,8 +565,17 @@ func (s *Store) Latest() uint64 {
 	return s.latest
 }
 
-// Turn returns turn n.
+// Turn returns turn n; the open turn as it is now (as Current).
 func (s *Store) Turn(n uint64) (Turn, error) {
+	if cur, ok := s.Current(); ok && cur.Num == n {
+		return cur, nil
+	}
+	return s.storedTurn(n)
+}
+
+// storedTurn reads turn n's record. That of the open turn lags behind
+// (its LastSeq and Programs are kept in memory until it closes).
+func (s *Store) storedTurn(n uint64) (Turn, error) {
 	var t Turn
 	v, closer, err := s.db.Get(turnKey(n))
 	if err == pebble.ErrNotFound {
@@ -599,6 +604,11 @@ func (s *Store) Turns(limit int) ([]Turn, error) {
 		if err := json.Unmarshal(it.Value(), &t); err != nil {
 			return nil, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
 		}
+		if t.Open {
+			if cur, ok := s.Current(); ok && cur.Num == t.Num {
+				t = cur
+			}
+		}
 		out = append(out, t)
 	}
 	return out, it.Error()
@@ -608,7 +618,7 @@ func (s *Store) Turns(limit int) ([]Turn, error) {
 func (s *Store) SetStats(n uint64, st Stats) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, err := s.Turn(n)
+	t, err := s.storedTurn(n)
 	if err != nil {
 		return err
 	}
@@ -622,28 +632,33 @@ func (s *Store) SetStats(n uint64, st Stats) error {
 	return s.commit(b, pebble.NoSync)
 }
 
-// Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number. An
-// unknown turn is an error that names the turns that exist.
+// Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number.
+// Its errors are for people and name the turns that exist: ErrBadTurn for
+// what is not a turn at all, ErrTurnNotFound for a turn that does not
+// exist.
 func (s *Store) Resolve(spec string) (uint64, error) {
-	latest := s.Latest()
-	if strings.HasPrefix(spec, "ref:") {
-		ref := spec[4:]
+	spec = strings.TrimSpace(spec)
+	turns := fmt.Sprintf("turns are 0-%d", s.Latest())
+	if spec == "" {
+		return 0, detailf(ErrBadTurn, "missing turn (a number, 0, or ref:ID)")
+	}
+	if ref, ok := strings.CutPrefix(spec, "ref:"); ok {
 		v, closer, err := s.db.Get(refKey(ref))
 		if err == pebble.ErrNotFound {
-			return 0, fmt.Errorf("%w: no turn has ref %q", ErrTurnNotFound, ref)
+			return 0, detailf(ErrTurnNotFound, "no turn has ref %q (%s)", ref, turns)
 		}
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("versionstore: %w", err)
 		}
 		defer closer.Close()
 		return decodeU64Key(prefixTurn, append([]byte{prefixTurn}, v...))
 	}
 	n, err := strconv.ParseUint(spec, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q is not a turn (a number or ref:ID; turns are 0-%d)", ErrTurnNotFound, spec, latest)
+		return 0, detailf(ErrBadTurn, "%q is not a turn: use a number, 0, or ref:ID (%s)", spec, turns)
 	}
-	if n > latest {
-		return 0, fmt.Errorf("%w: no turn %d (turns are 0-%d)", ErrTurnNotFound, n, latest)
+	if n > s.Latest() {
+		return 0, detailf(ErrTurnNotFound, "no turn %d (%s)", n, turns)
 	}
 	return n, nil
 }
@@ -669,5 +684,3 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
-
-var _ = io.EOF

@@ -20,9 +20,6 @@ func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.S
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	if cur, ok := s.store.Current(); ok && cur.Num == n {
-		t = cur
-	}
 	m := s.mark()
 	fcs, st, err := s.turnChanges(n, req.Patch)
 	if err != nil {

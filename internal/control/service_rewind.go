@@ -2,8 +2,6 @@ package control
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"ckptfs/versionstore"
 
@@ -16,7 +14,7 @@ func (s *Service) Rewind(ctx context.Context, req turnctl.RewindRequest) (*turnc
 	if err != nil {
 		return nil, err
 	}
-	return s.rewind(func() (uint64, error) { return n, nil }, nil, req.DryRun, fmt.Sprintf("rewind to %d", n))
+	return s.rewind(func() (uint64, error) { return n, nil }, nil, req.DryRun, false)
 }
 
 // Undo rewinds to the state before the most recent turn that changed
@@ -29,7 +27,7 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 		undone = n
 		return n - 1, err
 	}
-	rep, err := s.rewind(target, nil, req.DryRun, "")
+	rep, err := s.rewind(target, nil, req.DryRun, true)
 	if err != nil {
 		return nil, err
 	}
@@ -40,14 +38,10 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 // lastChangedTurn finds the newest turn whose end state differs from the
 // one before it. It walks back over empty turns only.
 func (s *Service) lastChangedTurn() (uint64, error) {
-	cur, curOK := s.store.Current()
 	for n := s.store.Latest(); n >= 1; n-- {
 		t, err := s.store.Turn(n)
 		if err != nil {
 			return 0, err
-		}
-		if curOK && cur.Num == n {
-			t = cur
 		}
 		if t.Empty() {
 			continue
@@ -93,8 +87,7 @@ func (s *Service) Restore(ctx context.Context, req turnctl.RestoreRequest) (*tur
 		}
 		paths = append(paths, c)
 	}
-	label := fmt.Sprintf("restore %s from %d", strings.Join(paths, " "), n)
-	return s.rewind(func() (uint64, error) { return n, nil }, paths, req.DryRun, label)
+	return s.rewind(func() (uint64, error) { return n, nil }, paths, req.DryRun, false)
 }
 
 func displayPath(p string) string {
@@ -106,8 +99,9 @@ func displayPath(p string) string {
 
 // rewind runs store.Rewind inside the gate (target is evaluated there too,
 // so that undo picks its turn with the tree quiet), then counts lines
-// outside it.
-func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, label string) (*turnctl.RewindReply, error) {
+// outside it. The turn's label is the store's ("rewind to N", "restore P
+// from N"), or with undo "undo turn N+1".
+func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, undo bool) (*turnctl.RewindReply, error) {
 	var n uint64
 	var res versionstore.RewindResult
 	var m mark
@@ -116,11 +110,8 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 		if n, err = target(); err != nil {
 			return err
 		}
-		if label == "" {
-			label = fmt.Sprintf("undo turn %d", n+1)
-		}
 		res, err = s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
-			DryRun: dry, Paths: paths, Label: label, Who: versionstore.Program{Comm: "turnctl"},
+			DryRun: dry, Paths: paths, Undo: undo, Who: versionstore.Program{Comm: "turnctl"},
 		})
 		m = s.mark()
 		return err
@@ -135,20 +126,14 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 		return nil, s.wrap(err)
 	}
 	rep := &turnctl.RewindReply{Target: n, DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
-	// Before is the state now (before the rewind), After the target state.
-	cs := res.Changes
+	// Before is the state before the rewind, After the target state.
 	if !dry && res.Turn.Num != 0 {
-		// The changes were resolved before the rewind, against a live
-		// tree that has changed since: ask again, for the rewind turn.
 		t := res.Turn
 		rep.Turn = &t
-		if cs, err = s.store.Changes(t.Num-1, t.Num, s.tree); err != nil {
-			return nil, s.wrap(err)
-		}
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
-	if rep.Changes, rep.Stats, err = s.listChanges(cs); err != nil {
+	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes); err != nil {
 		return nil, s.wrap(err)
 	}
 	if rep.Turn != nil {
