@@ -7,10 +7,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,9 +16,9 @@ import (
 
 	"ckptfs/fusefs"
 	"ckptfs/internal/backing"
+	"ckptfs/internal/control"
 	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/exclude"
-	"ckptfs/internal/fsstate"
 	"ckptfs/internal/rundir"
 	"ckptfs/versionstore"
 )
@@ -101,29 +98,18 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		}
 	}()
 	tree := backing.New(dirFile)
-	if finished, err := store.Recover(tree); err != nil {
-		return fmt.Errorf("mount: finish interrupted rewind: %v", err)
-	} else if finished {
-		logger.Printf("finished an interrupted rewind")
+	started, err := control.Start(store, tree, dir, o.store, control.StartOptions{Excludes: ex, Links: true, Logf: logger.Printf})
+	if err != nil {
+		return fmt.Errorf("mount: %v", err)
 	}
 	crashpoint.Hit("mount.recovered")
-
 	var hidden []string
-	if rel, err := filepath.Rel(dir, o.store); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
-		hidden = append(hidden, filepath.ToSlash(rel))
+	if started.Hidden != "" {
+		hidden = append(hidden, started.Hidden)
 	}
 	var excluded func(string, bool) bool
 	if !ex.Empty() {
 		excluded = ex.Match
-	}
-	// unversioned: what no capture sees, and so no manifest holds.
-	unversioned := func(p string, isDir bool) bool {
-		return slices.Contains(hidden, p) || ex.Match(p, isDir)
-	}
-	store.SetUnversioned(unversioned)
-	links, err := recordOffline(store, tree, unversioned, logger)
-	if err != nil {
-		return fmt.Errorf("mount: changes made while unmounted: %v", err)
 	}
 	root, err := fusefs.NewRoot(dirFile, fusefs.Options{
 		Recorder: store,
@@ -139,8 +125,8 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)
 	}
-	for _, l := range links {
-		root.NoteLink(l.ino, l.path)
+	for _, l := range started.Links {
+		root.NoteLink(l.Ino, l.Path)
 	}
 	// Catch the stop signals before the mount exists: a SIGTERM from here
 	// on must unmount, not leave a dead mount behind.
@@ -184,7 +170,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 				return err
 			}
 		}
-		return store.SaveManifest(tree, unversioned, o.excludes)
+		return store.SaveManifest(tree, started.Skip, o.excludes)
 	}); err != nil {
 		logger.Printf("close open turn, save manifest: %v", err)
 	}
@@ -199,59 +185,6 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	rundir.Remove(dir)
 	return nil
-}
-
-// link is one name of a file with several links.
-type link struct {
-	ino  uint64
-	path string
-}
-
-// recordOffline records, before the tree is served, what changed in it
-// since the last clean unmount (versionstore.RecordOffline), and returns
-// the names of hard-linked files its walk of the tree found (the overlay
-// must capture every name of a file written through one of them, also
-// names no lookup has shown it). The manifest was walked with that mount's
-// exclude patterns: paths either set of patterns excludes are left out of
-// the comparison. Without a manifest the tree is walked for the links alone.
-func recordOffline(store *versionstore.Store, tree *backing.Tree, unversioned func(string, bool) bool, logger *log.Logger) ([]link, error) {
-	var links []link
-	seen := func(p string, st fsstate.State, sp fsstate.Stamp) {
-		if st.Type == fsstate.Regular && sp.Nlink > 1 {
-			links = append(links, link{sp.Ino, p})
-		}
-	}
-	pats, ok, err := store.ManifestPatterns()
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		if store.Latest() > 0 {
-			logger.Printf("no manifest of the last unmount (the daemon did not stop cleanly): changes made since, while unmounted, are not recorded")
-		}
-		err := tree.Walk("", unversioned, func(p string, st fsstate.State, sp fsstate.Stamp) error {
-			seen(p, st, sp)
-			return nil
-		})
-		return links, err
-	}
-	skip := unversioned
-	if old, err := exclude.New(pats); err == nil && !old.Empty() {
-		skip = func(p string, isDir bool) bool { return unversioned(p, isDir) || old.Match(p, isDir) }
-	}
-	start := time.Now()
-	res, err := store.RecordOffline(tree, skip, seen, false)
-	if err != nil {
-		return nil, err
-	}
-	took := time.Since(start).Round(time.Millisecond)
-	if res.Paths == 0 {
-		logger.Printf("nothing changed while unmounted (%d paths checked in %v)", res.Examined, took)
-		return links, nil
-	}
-	logger.Printf("changed while unmounted: %d paths (%d whose earlier bytes were never seen), recorded as turn %d (%d paths checked in %v)",
-		res.Paths, res.Lost, res.Turn.Num, res.Examined, took)
-	return links, nil
 }
 
 // unmount unmounts, retrying while busy, and detaches lazily at last.

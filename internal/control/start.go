@@ -1,0 +1,127 @@
+package control
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/exclude"
+	"ckptfs/internal/fsstate"
+	"ckptfs/versionstore"
+)
+
+// StartOptions says who starts using a project's history.
+type StartOptions struct {
+	// Excludes are the patterns the overlay leaves out (a mount). Nil: an
+	// offline command, which leaves out what the last mount did (the
+	// manifest's patterns).
+	Excludes *exclude.Matcher
+	// KeepManifest: the tree as found becomes the manifest the next mount
+	// compares with (an offline command; a mount drops it, since while
+	// mounted the overlay sees every change).
+	KeepManifest bool
+	// Links: find the names of hard-linked files (the overlay must know
+	// every name of a file written through one of them).
+	Links bool
+	// Logf receives what start-up did; may be nil.
+	Logf func(format string, args ...any)
+}
+
+// Link is one name of a file with several links, found by the start-up
+// walk of the tree.
+type Link struct {
+	Ino  uint64
+	Path string
+}
+
+// StartResult says what Start found.
+type StartResult struct {
+	Recovered bool                            // a rewind a crash interrupted was finished
+	Offline   versionstore.OfflineResult      // what changed while unmounted
+	Links     []Link                          // the names of hard-linked files, with StartOptions.Links
+	Hidden    string                          // the store's path in the tree ("": outside it)
+	Skip      func(p string, isDir bool) bool // what no capture sees: the store, the excluded
+}
+
+// Start readies a project's history for use, the same way for a mount and
+// for an offline command, before anyone reads history or the tree: it
+// finishes a rewind a crash left half-done, records what changed while
+// the project was unmounted (versionstore.RecordOffline), and tells the
+// store which paths no capture sees. root is the project directory and
+// storeDir the store's, as given by the user.
+func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o StartOptions) (StartResult, error) {
+	var res StartResult
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	var err error
+	if res.Recovered, err = st.Recover(tree); err != nil {
+		return res, fmt.Errorf("finishing an interrupted rewind: %w", err)
+	}
+	if res.Recovered {
+		logf("finished an interrupted rewind")
+	}
+	if rel, err := filepath.Rel(root, storeDir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+		res.Hidden = filepath.ToSlash(rel)
+	}
+	pats, haveManifest, err := st.ManifestPatterns()
+	if err != nil {
+		return res, err
+	}
+	// What the manifest's walk left out must be left out of the
+	// comparison too: the union of its patterns and today's.
+	var old *exclude.Matcher
+	if haveManifest {
+		if old, err = exclude.New(pats); err != nil {
+			return res, err
+		}
+	}
+	current := o.Excludes
+	if current == nil {
+		current = old
+	}
+	res.Skip = func(p string, isDir bool) bool {
+		return p == res.Hidden || current != nil && current.Match(p, isDir)
+	}
+	st.SetUnversioned(res.Skip)
+	skip := res.Skip
+	if old != nil && old != current {
+		skip = func(p string, isDir bool) bool { return res.Skip(p, isDir) || old.Match(p, isDir) }
+	}
+	var seen func(string, fsstate.State, fsstate.Stamp)
+	if o.Links {
+		seen = func(p string, s fsstate.State, sp fsstate.Stamp) {
+			if s.Type == fsstate.Regular && sp.Nlink > 1 {
+				res.Links = append(res.Links, Link{sp.Ino, p})
+			}
+		}
+	}
+	if !haveManifest {
+		if st.Latest() > 0 && o.Excludes != nil {
+			logf("no manifest of the last unmount (the daemon did not stop cleanly): changes made since, while unmounted, are not recorded")
+		}
+		if seen == nil {
+			return res, nil
+		}
+		err := tree.Walk("", res.Skip, func(p string, s fsstate.State, sp fsstate.Stamp) error {
+			seen(p, s, sp)
+			return nil
+		})
+		return res, err
+	}
+	start := time.Now()
+	if res.Offline, err = st.RecordOffline(tree, skip, seen, o.KeepManifest); err != nil {
+		return res, fmt.Errorf("recording changes made while unmounted: %w", err)
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	if res.Offline.Paths == 0 {
+		logf("nothing changed while unmounted (%d paths checked in %v)", res.Offline.Examined, took)
+	} else {
+		logf("changed while unmounted: %d paths (%d whose earlier bytes were never seen), recorded as turn %d (%d paths checked in %v)",
+			res.Offline.Paths, res.Offline.Lost, res.Offline.Turn.Num, res.Offline.Examined, took)
+	}
+	return res, nil
+}
