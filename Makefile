@@ -3,7 +3,7 @@
 #   make            build bin/ckptfs and bin/turnctl
 #   make test       vet + unit and end-to-end tests (mounts FUSE: needs root and /dev/fuse)
 #   make test-long  the long randomized and crash suites
-#   make bench      side-by-side performance ratios (see ../shared/BENCH.md)
+#   make bench      side-by-side performance ratios (see doc/BENCH.md)
 
 GO      ?= go
 # -race on everything: the daemon's locking is the riskiest code we have.

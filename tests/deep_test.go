@@ -8,7 +8,7 @@ import (
 )
 
 // Paths far past PATH_MAX work through the mount: the daemon never builds a
-// full path (FUSE-NOTES), so only the kernel's per-name limit applies.
+// full path (doc/FUSE-NOTES.md), so only the kernel's per-name limit applies.
 func TestDeepTreeAndLongNames(t *testing.T) {
 	dir := t.TempDir()
 	mountProject(t, dir)

@@ -106,7 +106,7 @@ func TestProgramsDifferential(t *testing.T) {
 }
 
 // After a write through a shared mmap, stat through the mount shows the new
-// mtime at once (the daemon drops the cached attributes; FUSE-NOTES).
+// mtime at once (the daemon drops the cached attributes; doc/FUSE-NOTES.md).
 func TestMmapWriteRefreshesMtime(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"m.bin": strings.Repeat("\x00", 8192)})

@@ -1,4 +1,4 @@
-// Command ckptfs-bench runs the workloads of ../shared/BENCH.md on several
+// Command ckptfs-bench runs the workloads of doc/BENCH.md on several
 // configurations side by side (N native, L stock go-fuse loopback, L+ tuned
 // loopback, C ckptfs), interleaved and repeated, and reports medians, ranges,
 // the daemon's CPU time and the ratios C/N, C/L, C/L+.
@@ -162,7 +162,7 @@ func (o *options) check() error {
 func usage(w io.Writer, fl *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: ckptfs-bench [flags]
 
-Runs the workloads of BENCH.md on each configuration, interleaved
+Runs the workloads of doc/BENCH.md on each configuration, interleaved
 (N, L, L+, C, N, L, ...), and prints median [min-max] wall seconds, the
 daemon's CPU seconds (utime+stime from /proc/PID/stat) and the ratios
 C/N, C/L, C/L+, as a table and as JSON.

@@ -1,6 +1,6 @@
 package main
 
-// The workloads of BENCH.md. Each has an optional global preparation (once,
+// The workloads of doc/BENCH.md. Each has an optional global preparation (once,
 // outside every configuration: tarballs, projects), an optional per-target
 // setup (untimed), and steps; a step's prep is untimed and its run timed.
 

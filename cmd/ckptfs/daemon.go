@@ -52,11 +52,11 @@ func daemon(dir string, o mountOpts, stderr io.Writer) error {
 }
 
 func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
-	// The kernel already applied the caller's umask (FUSE-NOTES).
+	// The kernel already applied the caller's umask (doc/FUSE-NOTES.md).
 	syscall.Umask(0)
 	raiseNoFile()
 	if p := os.Getenv("CKPTFS_CPUPROFILE"); p != "" {
-		// For profiling the daemon (BENCH.md: profile before guessing).
+		// For profiling the daemon (doc/BENCH.md: profile before guessing).
 		if f, err := os.Create(p); err == nil {
 			pprof.StartCPUProfile(f)
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
