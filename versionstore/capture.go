@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log"
 	"strconv"
 	"time"
 
@@ -333,7 +334,7 @@ func (s *Store) recordMove(op, from, to string, mark []byte, who Program) (commi
 			// done in the live tree and keeps it. A mark is set once,
 			// so SingleDelete lets compaction drop both.
 			if err := s.db.SingleDelete(pendingRenameKey(r.Seq), pebble.NoSync); err != nil {
-				fmt.Printf("versionstore: BUG: cannot confirm rename %d: %v\n", r.Seq, err)
+				log.Printf("versionstore: cannot confirm rename %d (the next Recover settles it): %v", r.Seq, err)
 			}
 			crashpoint.Hit("rename.confirmed")
 			return
@@ -344,7 +345,7 @@ func (s *Store) recordMove(op, from, to string, mark []byte, who Program) (commi
 		b.Delete(eventKey(r.Seq), nil)
 		b.SingleDelete(pendingRenameKey(r.Seq), nil)
 		if err := b.Commit(pebble.Sync); err != nil {
-			fmt.Printf("versionstore: BUG: cannot drop failed rename %d: %v\n", r.Seq, err)
+			log.Printf("versionstore: cannot drop failed rename %d (the next Recover settles it): %v", r.Seq, err)
 		}
 	}, nil
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -468,7 +470,7 @@ func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []u
 			all[p] = true
 		}
 	}
-	paths := sortedKeys(all)
+	paths := slices.Sorted(maps.Keys(all))
 	for i, n := range turns {
 		after, err := s.endSeq(n)
 		if err != nil {
