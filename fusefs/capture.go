@@ -9,7 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // capture.go is the one hook every mutation calls before it touches the
@@ -18,33 +18,33 @@ import (
 
 // stateOf converts a stat result to the versioned state; fd is an O_PATH
 // fd of the object (for a symlink's target), or -1.
-func stateOf(st *stat, fd int) fsstate.State {
-	s := fsstate.State{Mode: st.Mode & 07777, UID: st.Uid, GID: st.Gid}
+func stateOf(st *stat, fd int) ckpt.State {
+	s := ckpt.State{Mode: st.Mode & 07777, UID: st.Uid, GID: st.Gid}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		s.Type = fsstate.Regular
+		s.Type = ckpt.Regular
 		s.Size = st.Size
 	case unix.S_IFDIR:
-		s.Type = fsstate.Dir
+		s.Type = ckpt.Dir
 	case unix.S_IFLNK:
-		s.Type = fsstate.Symlink
+		s.Type = ckpt.Symlink
 		if fd >= 0 {
 			s.Target, _ = readlinkFd(fd)
 		}
 	default:
-		s.Type, s.Rdev = fsstate.NodeState(st.Mode, st.Rdev)
+		s.Type, s.Rdev = ckpt.NodeState(st.Mode, st.Rdev)
 	}
 	return s
 }
 
 // caller names the program that sent the request.
-func (r *Root) caller(ctx context.Context) fsstate.Program {
+func (r *Root) caller(ctx context.Context) ckpt.Program {
 	if ctx == boundaryCtx {
-		return fsstate.Program{}
+		return ckpt.Program{}
 	}
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
-		return fsstate.Program{Comm: "ckptfs"}
+		return ckpt.Program{Comm: "ckptfs"}
 	}
 	pid := c.Pid
 	r.commMu.Lock()
@@ -62,7 +62,7 @@ func (r *Root) caller(ctx context.Context) fsstate.Program {
 		r.comms[pid] = comm
 		r.commMu.Unlock()
 	}
-	return fsstate.Program{PID: pid, Comm: comm}
+	return ckpt.Program{PID: pid, Comm: comm}
 }
 
 func itoa(u uint32) string {
@@ -90,7 +90,7 @@ func (r *Root) recordErrno(p string, err error) syscall.Errno {
 }
 
 // record records c unless it is excluded or already captured.
-func (r *Root) record(ctx context.Context, c fsstate.Capture, isDir bool) syscall.Errno {
+func (r *Root) record(ctx context.Context, c ckpt.Capture, isDir bool) syscall.Errno {
 	if r.excluded(c.Path, isDir) {
 		return 0
 	}
@@ -111,7 +111,7 @@ func (r *Root) record(ctx context.Context, c fsstate.Capture, isDir bool) syscal
 func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim *atticClaim) syscall.Errno {
 	st, err := lstatAt(dirfd, name)
 	if err == unix.ENOENT {
-		return r.record(ctx, fsstate.Capture{Path: p, Prior: fsstate.State{Type: fsstate.Absent}}, false)
+		return r.record(ctx, ckpt.Capture{Path: p, Prior: ckpt.State{Type: ckpt.Absent}}, false)
 	}
 	if err != nil {
 		return errno(err)
@@ -129,10 +129,10 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 		st = st2
 	}
 	c := r.captureFor(p, fd, &st, false)
-	if c.Prior.Type == fsstate.Regular && st.Nlink > 1 {
+	if c.Prior.Type == ckpt.Regular && st.Nlink > 1 {
 		c.Links = r.otherNames(r.namesOf(&st), p)
 	}
-	if claim != nil && c.Prior.Type == fsstate.Regular && st.Nlink == 1 && idOf(&st) == claim.id {
+	if claim != nil && c.Prior.Type == ckpt.Regular && st.Nlink == 1 && idOf(&st) == claim.id {
 		c.Link = func(dir *os.File, newName string) error {
 			err := retry(func() error {
 				return unix.Linkat(dirfd, name, int(dir.Fd()), newName, 0)
@@ -152,10 +152,10 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 // captureFor builds the capture of the object behind the O_PATH fd. The
 // Open function reopens the same inode read-only; fd must stay open until
 // Record returns.
-func (r *Root) captureFor(p string, fd int, st *stat, metaOnly bool) fsstate.Capture {
-	c := fsstate.Capture{Path: p, Prior: stateOf(st, fd)}
-	if c.Prior.Type == fsstate.Regular {
-		c.Inode = fsstate.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
+func (r *Root) captureFor(p string, fd int, st *stat, metaOnly bool) ckpt.Capture {
+	c := ckpt.Capture{Path: p, Prior: stateOf(st, fd)}
+	if c.Prior.Type == ckpt.Regular {
+		c.Inode = ckpt.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
 		if metaOnly {
 			c.MetaOnly = true
 		} else {

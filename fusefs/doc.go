@@ -66,7 +66,7 @@
 // (links.go: names seen by lookups and links, and found by the walk at
 // mount), since a write through one name changes them all. Every capture
 // of a regular file names its inode and its other versioned names
-// (fsstate.Capture.Inode, Links): that is how a rewind gives back which
+// (ckpt.Capture.Inode, Links): that is how a rewind gives back which
 // paths share an inode. A node in no directory (unlinked while open) is
 // not part of the tree and is not captured. Renames are ordered against
 // the captures that name paths (Root.ns, moves.go): a capture is recorded

@@ -1,8 +1,6 @@
 package fusefs
 
 import (
-	"github.com/hanwen/go-fuse/v2/fs"
-
 	"errors"
 	"io"
 	"os"
@@ -13,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // fakeRec is a Recorder that remembers every call and the prior bytes.
@@ -32,7 +31,7 @@ type fakeRec struct {
 }
 
 type rec struct {
-	fsstate.Capture
+	ckpt.Capture
 	Data   string
 	Linked bool
 	Who    string
@@ -52,9 +51,9 @@ func (f *fakeRec) NeedsCapture(p string, metaOnly bool) bool {
 	return !metaOnly || t&2 == 0
 }
 
-func (f *fakeRec) Credit(who fsstate.Program) error { return nil }
+func (f *fakeRec) Credit(who ckpt.Program) error { return nil }
 
-func (f *fakeRec) Record(c fsstate.Capture, who fsstate.Program) error {
+func (f *fakeRec) Record(c ckpt.Capture, who ckpt.Program) error {
 	f.mu.Lock()
 	fail := f.fail
 	f.linkSeqn++
@@ -64,7 +63,7 @@ func (f *fakeRec) Record(c fsstate.Capture, who fsstate.Program) error {
 		return fail
 	}
 	r := rec{Capture: c, Who: who.Comm}
-	if c.Prior.Type == fsstate.Regular && !c.MetaOnly {
+	if c.Prior.Type == ckpt.Regular && !c.MetaOnly {
 		var rd io.ReadCloser
 		if c.Link != nil {
 			d, _ := os.Open(f.linkDir)
@@ -98,11 +97,11 @@ func (f *fakeRec) Record(c fsstate.Capture, who fsstate.Program) error {
 	return nil
 }
 
-func (f *fakeRec) RecordExchange(a, b string, _, _ uint64, who fsstate.Program) (func(bool), error) {
+func (f *fakeRec) RecordExchange(a, b string, _, _ uint64, who ckpt.Program) (func(bool), error) {
 	return f.RecordRename(a, b, true, who)
 }
 
-func (f *fakeRec) RecordRename(from, to string, exchange bool, who fsstate.Program) (func(bool), error) {
+func (f *fakeRec) RecordRename(from, to string, exchange bool, who ckpt.Program) (func(bool), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -186,7 +185,7 @@ func TestCaptureTable(t *testing.T) {
 
 	type want struct {
 		path   string
-		typ    fsstate.Type
+		typ    ckpt.Type
 		data   string
 		meta   bool
 		linked bool
@@ -214,36 +213,36 @@ func TestCaptureTable(t *testing.T) {
 	if err := os.WriteFile(p("a"), []byte("version 2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	check("overwrite", []want{{path: "a", typ: fsstate.Regular, data: "v1"}})
+	check("overwrite", []want{{path: "a", typ: ckpt.Regular, data: "v1"}})
 	os.WriteFile(p("a"), []byte("version 3"), 0o644)
 	check("second write in the turn", nil)
 
 	os.Chmod(p("b"), 0o600)
-	check("chmod", []want{{path: "b", typ: fsstate.Regular, meta: true}})
+	check("chmod", []want{{path: "b", typ: ckpt.Regular, meta: true}})
 	os.Truncate(p("b"), 1)
-	check("truncate after chmod", []want{{path: "b", typ: fsstate.Regular, data: "bb"}})
+	check("truncate after chmod", []want{{path: "b", typ: ckpt.Regular, data: "bb"}})
 
 	os.WriteFile(p("c"), []byte("new"), 0o644)
-	check("create", []want{{path: "c", typ: fsstate.Absent}})
+	check("create", []want{{path: "c", typ: ckpt.Absent}})
 
 	os.Remove(p("d"))
-	check("unlink", []want{{path: "d", typ: fsstate.Regular, data: "dd", linked: true}})
+	check("unlink", []want{{path: "d", typ: ckpt.Regular, data: "dd", linked: true}})
 
 	os.Rename(p("e"), p("f"))
 	check("rename", nil, "rename e f")
 	os.Rename(p("f"), p("g"))
-	check("rename over", []want{{path: "g", typ: fsstate.Regular, data: "gg", linked: true}}, "rename f g")
+	check("rename over", []want{{path: "g", typ: ckpt.Regular, data: "gg", linked: true}}, "rename f g")
 
 	os.Mkdir(p("dir"), 0o755)
-	check("mkdir", []want{{path: "dir", typ: fsstate.Absent}})
+	check("mkdir", []want{{path: "dir", typ: ckpt.Absent}})
 	os.Remove(p("emptydir"))
-	check("rmdir", []want{{path: "emptydir", typ: fsstate.Dir}})
+	check("rmdir", []want{{path: "emptydir", typ: ckpt.Dir}})
 	os.Symlink("target", p("sl"))
-	check("symlink", []want{{path: "sl", typ: fsstate.Absent}})
+	check("symlink", []want{{path: "sl", typ: ckpt.Absent}})
 	fr.newTurn()
 	os.Remove(p("sl"))
 	rs, _ := fr.take()
-	if len(rs) != 1 || rs[0].Prior.Type != fsstate.Symlink || rs[0].Prior.Target != "target" {
+	if len(rs) != 1 || rs[0].Prior.Type != ckpt.Symlink || rs[0].Prior.Target != "target" {
 		t.Errorf("unlink symlink: %+v", rs)
 	}
 

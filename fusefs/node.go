@@ -136,7 +136,7 @@ func (r *Root) namesOf(st *stat) []string {
 }
 
 // otherNames is names without p and without the unversioned ones: the
-// other names a capture of p lists (fsstate.Capture.Links).
+// other names a capture of p lists (ckpt.Capture.Links).
 func (r *Root) otherNames(names []string, p string) []string {
 	var out []string
 	for _, q := range names {
@@ -148,7 +148,7 @@ func (r *Root) otherNames(names []string, p string) []string {
 }
 
 // LinkNames returns the versioned names the overlay remembers for inode
-// number ino (fsstate.LinkNamer, through the control server's tree): the
+// number ino (ckpt.LinkNamer, through the control server's tree): the
 // history store checks each one.
 func (r *Root) LinkNames(ino uint64) []string {
 	var out []string

@@ -14,7 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // Recorder is what the overlay needs from the history store;
@@ -25,17 +25,17 @@ type Recorder interface {
 	NeedsCapture(path string, metaOnly bool) bool
 	// Record records the prior state of c.Path; only when it returns nil
 	// may the caller change the path.
-	Record(c fsstate.Capture, who fsstate.Program) error
+	Record(c ckpt.Capture, who ckpt.Program) error
 	// RecordRename records a rename before it happens; commit reports
 	// whether the syscall succeeded.
-	RecordRename(from, to string, exchange bool, who fsstate.Program) (commit func(ok bool), err error)
+	RecordRename(from, to string, exchange bool, who ckpt.Program) (commit func(ok bool), err error)
 	// RecordExchange records a RENAME_EXCHANGE before it happens, with
 	// the inode numbers of a and b just before: what tells, after a
 	// kill in between, whether it happened.
-	RecordExchange(a, b string, ia, ib uint64, who fsstate.Program) (commit func(ok bool), err error)
+	RecordExchange(a, b string, ia, ib uint64, who ckpt.Program) (commit func(ok bool), err error)
 	// Credit adds who to the open turn's programs: it opened for writing,
 	// through passthrough, a file whose prior state the turn holds.
-	Credit(who fsstate.Program) error
+	Credit(who ckpt.Program) error
 }
 
 // Options configure the overlay.
@@ -161,7 +161,7 @@ func NewRoot(backing *os.File, opts Options) (*Root, error) {
 	}
 	r.relief = newFDRelief(r.logf)
 	for _, h := range opts.Hidden {
-		p, ok := fsstate.Clean(h)
+		p, ok := ckpt.Clean(h)
 		if !ok || p == "" {
 			unix.Close(fd)
 			return nil, fmt.Errorf("fusefs: bad hidden path %q", h)
@@ -430,8 +430,8 @@ func (r *Root) Close() {
 // underneath us (rewind): the names of hard-linked files remembered below
 // them move along. Like Invalidate, it does not take the mutation lock.
 func (r *Root) Moved(from, to string, exchange bool) {
-	f, ok1 := fsstate.Clean(from)
-	t, ok2 := fsstate.Clean(to)
+	f, ok1 := ckpt.Clean(from)
+	t, ok2 := ckpt.Clean(to)
 	if ok1 && ok2 {
 		r.links.renamed(f, t, exchange)
 	}
@@ -442,7 +442,7 @@ func (r *Root) Moved(from, to string, exchange bool) {
 // see the new state at once. It does not take the mutation lock (Exclusive's
 // fn calls it).
 func (r *Root) Invalidate(path string) {
-	p, ok := fsstate.Clean(path)
+	p, ok := ckpt.Clean(path)
 	if !ok {
 		return
 	}
@@ -559,7 +559,7 @@ func (r *Root) hiddenName(n *Node, name string) bool {
 		return false
 	}
 	p, ok := n.path()
-	return ok && r.hidden[fsstate.Join(p, name)]
+	return ok && r.hidden[ckpt.Join(p, name)]
 }
 
 // excluded reports whether p is unversioned.

@@ -1,22 +1,22 @@
 package tests
 
 import (
-	"io"
-	"net"
-	"time"
-
 	"bytes"
-	"golang.org/x/sys/unix"
-
-	"ckptfs/internal/rundir"
 	"fmt"
+	"io"
 	mrand "math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/rundir"
 )
 
 // tree is a snapshot of a whole project through the mount, for comparing

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"ckptfs/internal/ckpt"
 )
 
 // Client speaks the control protocol to a daemon's socket. It implements
@@ -327,7 +329,7 @@ func (c *Client) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &CatReply{Body: resp.body, State: FileState{Type: "file", Mode: resp.header.Get("Ckptfs-Mode")}}
+	rep := &CatReply{Body: resp.body, State: FileState{Type: ckpt.Regular, Mode: resp.header.Get("Ckptfs-Mode")}}
 	rep.Turn, _ = strconv.ParseUint(resp.header.Get("Ckptfs-Turn"), 10, 64)
 	rep.State.Size, _ = strconv.ParseInt(resp.header.Get("Ckptfs-Size"), 10, 64)
 	return rep, nil

@@ -7,7 +7,7 @@
 // agents' hooks start at every prompt, links only it (the Client is a
 // minimal HTTP/1.1 client, not net/http's) and must start in a few
 // milliseconds. It must never import versionstore or Pebble; the types it
-// shares with the store are in internal/history (cmd/turnctl's test checks
+// shares with the store are in internal/ckpt (cmd/turnctl's test checks
 // this).
 //
 // The daemon calls control.Listen, control.NewService and control.Serve; the

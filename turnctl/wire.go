@@ -1,10 +1,12 @@
 package turnctl
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 
-	"ckptfs/internal/history"
+	"ckptfs/internal/ckpt"
 )
 
 // MaxRequestBytes bounds a request body (and the error body a client reads).
@@ -22,8 +24,8 @@ type BeginRequest struct {
 
 // BeginReply names the new turn and the turn it closed, if one was open.
 type BeginReply struct {
-	Turn   history.Turn  `json:"turn"`
-	Closed *history.Turn `json:"closed,omitempty"`
+	Turn   ckpt.Turn  `json:"turn"`
+	Closed *ckpt.Turn `json:"closed,omitempty"`
 }
 
 // EndRequest closes the open turn (POST /v1/end).
@@ -33,8 +35,8 @@ type EndRequest struct {
 
 // EndReply is the closed turn (with its Stats) and a one-line summary.
 type EndReply struct {
-	Turn    history.Turn `json:"turn"`
-	Summary string       `json:"summary"`
+	Turn    ckpt.Turn `json:"turn"`
+	Summary string    `json:"summary"`
 	// LinesPending: the turn changed so many paths that end counted them
 	// but not their lines (Stats.LinesSkipped; Stats.Lines* are 0).
 	LinesPending bool `json:"lines_pending,omitempty"`
@@ -45,14 +47,14 @@ type StatusRequest struct{}
 
 // StatusReply is the open turn, if any, and what it changed so far.
 type StatusReply struct {
-	Open    bool          `json:"open"`
-	Turn    *history.Turn `json:"turn,omitempty"`
-	Latest  uint64        `json:"latest"` // highest turn number
-	Changes []FileChange  `json:"changes"`
-	Stats   history.Stats `json:"stats"`
+	Open    bool         `json:"open"`
+	Turn    *ckpt.Turn   `json:"turn,omitempty"`
+	Latest  uint64       `json:"latest"` // highest turn number
+	Changes []FileChange `json:"changes"`
+	Stats   ckpt.Stats   `json:"stats"`
 	// Store: whether the store accepts captures (full: writes fail with
 	// ENOSPC) and the last store error.
-	Store history.Health `json:"store"`
+	Store ckpt.Health `json:"store"`
 	// ChangesError: the open turn's changes could not be listed (a
 	// corrupt stored version, say); the rest of the reply still holds.
 	ChangesError string `json:"changes_error,omitempty"`
@@ -65,7 +67,7 @@ type LogRequest struct {
 
 // LogReply lists turns newest first, each with its Stats.
 type LogReply struct {
-	Turns []history.Turn `json:"turns"`
+	Turns []ckpt.Turn `json:"turns"`
 }
 
 // ShowRequest asks what one turn changed (POST /v1/show).
@@ -76,9 +78,9 @@ type ShowRequest struct {
 
 // ShowReply is one turn and its changes.
 type ShowReply struct {
-	Turn    history.Turn  `json:"turn"`
-	Changes []FileChange  `json:"changes"`
-	Stats   history.Stats `json:"stats"`
+	Turn    ckpt.Turn    `json:"turn"`
+	Changes []FileChange `json:"changes"`
+	Stats   ckpt.Stats   `json:"stats"`
 }
 
 // DiffRequest compares two states (POST /v1/diff).
@@ -90,10 +92,10 @@ type DiffRequest struct {
 
 // DiffReply lists what differs between the two states, with patches.
 type DiffReply struct {
-	From    uint64        `json:"from"`
-	To      *uint64       `json:"to,omitempty"` // nil: the live tree
-	Changes []FileChange  `json:"changes"`
-	Stats   history.Stats `json:"stats"`
+	From    uint64       `json:"from"`
+	To      *uint64      `json:"to,omitempty"` // nil: the live tree
+	Changes []FileChange `json:"changes"`
+	Stats   ckpt.Stats   `json:"stats"`
 }
 
 // CatRequest asks for a file's bytes at the end of a turn (POST /v1/cat).
@@ -134,12 +136,12 @@ type RestoreRequest struct {
 // change, with DryRun): per path, Before is the state now and After the
 // target state.
 type RewindReply struct {
-	Target  uint64        `json:"target"`
-	Undone  *uint64       `json:"undone,omitempty"` // undo: the turn it undid
-	DryRun  bool          `json:"dry_run,omitempty"`
-	Turn    *history.Turn `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
-	Changes []FileChange  `json:"changes"`
-	Stats   history.Stats `json:"stats"`
+	Target  uint64       `json:"target"`
+	Undone  *uint64      `json:"undone,omitempty"` // undo: the turn it undid
+	DryRun  bool         `json:"dry_run,omitempty"`
+	Turn    *ckpt.Turn   `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
+	Changes []FileChange `json:"changes"`
+	Stats   ckpt.Stats   `json:"stats"`
 	// NotRestored are paths left as they were: their bytes at the target
 	// were never captured (they changed while the project was not mounted).
 	NotRestored []string `json:"not_restored,omitempty"`
@@ -151,7 +153,7 @@ type VerifyRequest struct{}
 // VerifyReply is the store's verify report; OK is false when anything is
 // corrupt.
 type VerifyReply struct {
-	history.VerifyReport
+	ckpt.VerifyReport
 	OK bool `json:"ok"`
 }
 
@@ -159,13 +161,13 @@ type VerifyReply struct {
 // state at the earlier side of the comparison (at From for a rename), After
 // the state at the later side (at Path); nil means absent.
 type FileChange struct {
-	Path         string             `json:"path"`
-	From         string             `json:"from,omitempty"` // renamed only
-	Kind         history.ChangeKind `json:"kind"`
-	Before       *FileState         `json:"before,omitempty"`
-	After        *FileState         `json:"after,omitempty"`
-	LinesAdded   int                `json:"lines_added"`
-	LinesDeleted int                `json:"lines_deleted"`
+	Path         string          `json:"path"`
+	From         string          `json:"from,omitempty"` // renamed only
+	Kind         ckpt.ChangeKind `json:"kind"`
+	Before       *FileState      `json:"before,omitempty"`
+	After        *FileState      `json:"after,omitempty"`
+	LinesAdded   int             `json:"lines_added"`
+	LinesDeleted int             `json:"lines_deleted"`
 	// Binary says the bytes differ but are not text (a NUL byte) or are
 	// too large to diff: no line counts, no patch hunks.
 	Binary bool `json:"binary,omitempty"`
@@ -176,12 +178,39 @@ type FileChange struct {
 	Patch string `json:"patch,omitempty"`
 }
 
-// FileState is one side of a FileChange.
+// FileState is the wire form of one side of a FileChange (a ckpt.State
+// as people read it): the type by name, the mode in octal.
 type FileState struct {
-	Type   string `json:"type"` // file, dir, symlink, fifo, socket, chardev, blockdev (special: of an older store)
-	Mode   string `json:"mode"` // octal permission bits, "0644"
-	Size   int64  `json:"size,omitempty"`
-	Target string `json:"target,omitempty"` // symlink only
+	Type   ckpt.Type `json:"-"`    // on the wire "type": Type.String(): file, dir, symlink, fifo, socket, chardev, blockdev (special: of an older store)
+	Mode   string    `json:"mode"` // octal permission bits, "0644"
+	Size   int64     `json:"size,omitempty"`
+	Target string    `json:"target,omitempty"` // symlink only
+}
+
+// fileStateJSON is FileState with the type by name.
+type fileStateJSON struct {
+	Type string `json:"type"`
+	fileStateFields
+}
+
+type fileStateFields FileState
+
+func (fs FileState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fileStateJSON{fs.Type.String(), fileStateFields(fs)})
+}
+
+func (fs *FileState) UnmarshalJSON(b []byte) error {
+	var w fileStateJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	t, ok := ckpt.ParseType(w.Type)
+	if !ok {
+		return fmt.Errorf("unknown file type %q", w.Type)
+	}
+	*fs = FileState(w.fileStateFields)
+	fs.Type = t
+	return nil
 }
 
 // ModeBits parses Mode ("0644"); 0 if malformed.

@@ -4,17 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"ckptfs/internal/fsstate"
-	"ckptfs/internal/history"
-)
-
-// Re-exported vocabulary, so callers of the store need only this package.
-type (
-	State   = fsstate.State
-	Type    = fsstate.Type
-	Capture = fsstate.Capture
-	Program = fsstate.Program
-	Tree    = fsstate.Tree
+	"ckptfs/internal/ckpt"
 )
 
 // Sentinel errors. Wrapped errors keep these as their cause (errors.Is).
@@ -50,44 +40,13 @@ func detailf(cause error, format string, args ...any) error {
 	return &detailError{cause, fmt.Sprintf(format, args...)}
 }
 
-// The vocabulary shared with turnctl's protocol lives in internal/history
-// (which does not import Pebble); these are its names here.
-type (
-	Kind         = history.Kind
-	Turn         = history.Turn
-	Stats        = history.Stats
-	ChangeKind   = history.ChangeKind
-	Health       = history.Health
-	VerifyReport = history.VerifyReport
-)
-
-// Kinds of turn.
-const (
-	KindInitial = history.KindInitial // turn 0
-	KindAgent   = history.KindAgent   // opened by `turnctl begin`
-	KindManual  = history.KindManual  // changes made while no turn was open
-	KindOffline = history.KindOffline // changes made while the project was not mounted
-	KindRewind  = history.KindRewind  // a rewind or restore
-)
-
-// How one path differs between two states.
-const (
-	Added    = history.Added
-	Modified = history.Modified // bytes (and maybe mode) changed
-	Deleted  = history.Deleted
-	Renamed  = history.Renamed  // From holds the old path
-	ModeOnly = history.ModeOnly // only mode/owner changed
-	TypeChg  = history.TypeChg  // e.g. file became symlink
-	Relinked = history.Relinked // shares its inode with other paths than before
-)
-
 // Change is one path that differs between two states.
 type Change struct {
-	Path   string     `json:"path"`
-	From   string     `json:"from,omitempty"` // Renamed only
-	Kind   ChangeKind `json:"kind"`
-	Before State      `json:"-"`
-	After  State      `json:"-"`
+	Path   string          `json:"path"`
+	From   string          `json:"from,omitempty"` // Renamed only
+	Kind   ckpt.ChangeKind `json:"kind"`
+	Before ckpt.State      `json:"-"`
+	After  ckpt.State      `json:"-"`
 
 	before, after resolved // where the two versions' bytes are (OpenChange)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // BenchmarkCapture measures one capture of a new path (the cost every
@@ -23,10 +23,10 @@ func BenchmarkCapture(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			s.Begin(KindAgent, "", "")
+			s.Begin(ckpt.KindAgent, "", "")
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				r := &record{Op: opPrior, Path: fmt.Sprintf("dir/file%d", i), State: fsstate.State{}}
+				r := &record{Op: opPrior, Path: fmt.Sprintf("dir/file%d", i), State: ckpt.State{}}
 				switch mode {
 				case "nosync":
 					batch := s.db.NewBatch()
@@ -34,11 +34,11 @@ func BenchmarkCapture(b *testing.B) {
 					batch.Commit(pebble.NoSync)
 					batch.Close()
 				case "writeonly":
-					if err := s.append(r, Program{Comm: "bench"}, true); err != nil {
+					if err := s.append(r, ckpt.Program{Comm: "bench"}, true); err != nil {
 						b.Fatal(err)
 					}
 				case "fsync":
-					if err := s.append(r, Program{Comm: "bench"}, true); err != nil {
+					if err := s.append(r, ckpt.Program{Comm: "bench"}, true); err != nil {
 						b.Fatal(err)
 					}
 					s.wal.SyncWAL()

@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
-	"ckptfs/internal/fsstate"
 )
 
 // Event ops.
@@ -30,7 +30,7 @@ type record struct {
 	Op      string      `json:"o"`
 	Path    string      `json:"p"`
 	To      string      `json:"q,omitempty"`
-	State   State       `json:"s"`
+	State   ckpt.State  `json:"s"`
 	Content *contentRef `json:"c,omitempty"`
 	// Lost: the prior bytes of this regular file were never captured (it
 	// changed while the project was not mounted); State is still right.
@@ -38,8 +38,8 @@ type record struct {
 	// Inode: for a regular file's prior state, the identity of its inode
 	// then, and Links the other names it had then (links.go). Records of
 	// older stores, and offline records, have none.
-	Inode *fsstate.Inode `json:"i,omitempty"`
-	Links []string       `json:"l,omitempty"`
+	Inode *ckpt.Inode `json:"i,omitempty"`
+	Links []string    `json:"l,omitempty"`
 }
 
 // NeedsCapture reports whether path still needs its prior state recorded in
@@ -71,10 +71,10 @@ func (s *Store) touch(r *record) {
 	case opRename:
 		moved := map[string]uint8{}
 		for p, v := range s.touched {
-			if rest, ok := fsstate.Under(p, r.Path); ok {
+			if rest, ok := ckpt.Under(p, r.Path); ok {
 				moved[join(r.To, rest)] = v
 				delete(s.touched, p)
-			} else if _, ok := fsstate.Under(p, r.To); ok {
+			} else if _, ok := ckpt.Under(p, r.To); ok {
 				delete(s.touched, p)
 			}
 		}
@@ -84,10 +84,10 @@ func (s *Store) touch(r *record) {
 	case opExchange:
 		moved := map[string]uint8{}
 		for p, v := range s.touched {
-			if rest, ok := fsstate.Under(p, r.Path); ok {
+			if rest, ok := ckpt.Under(p, r.Path); ok {
 				moved[join(r.To, rest)] = v
 				delete(s.touched, p)
-			} else if rest, ok := fsstate.Under(p, r.To); ok {
+			} else if rest, ok := ckpt.Under(p, r.To); ok {
 				moved[join(r.Path, rest)] = v
 				delete(s.touched, p)
 			}
@@ -102,15 +102,15 @@ func join(dir, rest string) string {
 	if rest == "" {
 		return dir
 	}
-	return fsstate.Join(dir, rest)
+	return ckpt.Join(dir, rest)
 }
 
 // Record records the prior state of c.Path in the open turn (opening a
 // turn of kind manual if none is open), unless it was recorded there
 // already. When Record returns nil the record survives a kill -9 of the
 // process; only then may the caller change the path.
-func (s *Store) Record(c Capture, who Program) error {
-	p, ok := fsstate.Clean(c.Path)
+func (s *Store) Record(c ckpt.Capture, who ckpt.Program) error {
+	p, ok := ckpt.Clean(c.Path)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrBadPath, c.Path)
 	}
@@ -118,7 +118,7 @@ func (s *Store) Record(c Capture, who Program) error {
 		return nil
 	}
 	r := &record{Path: p, State: c.Prior, Op: opPrior}
-	if c.MetaOnly && c.Prior.Type == fsstate.Regular {
+	if c.MetaOnly && c.Prior.Type == ckpt.Regular {
 		r.Op = opMeta
 		r.State.Size = 0
 	}
@@ -128,16 +128,16 @@ func (s *Store) Record(c Capture, who Program) error {
 	if err := s.checkSpace(0); err != nil {
 		return s.noteErr(err)
 	}
-	if r.Op == opPrior && c.Prior.Type == fsstate.Regular && c.Inode.Known() {
+	if r.Op == opPrior && c.Prior.Type == ckpt.Regular && c.Inode.Known() {
 		ino := c.Inode
 		r.Inode = &ino
 		for _, l := range c.Links {
-			if q, ok := fsstate.Clean(l); ok && q != "" && q != p {
+			if q, ok := ckpt.Clean(l); ok && q != "" && q != p {
 				r.Links = append(r.Links, q)
 			}
 		}
 	}
-	if r.Op == opPrior && c.Prior.Type == fsstate.Regular {
+	if r.Op == opPrior && c.Prior.Type == ckpt.Regular {
 		ref, err := s.keepBytes(c)
 		if err != nil {
 			return s.noteErr(err)
@@ -153,7 +153,7 @@ func (s *Store) Record(c Capture, who Program) error {
 
 // keepBytes keeps the prior bytes of a regular file: linked into the attic
 // when the caller offers it, else copied into chunks.
-func (s *Store) keepBytes(c Capture) (*contentRef, error) {
+func (s *Store) keepBytes(c ckpt.Capture) (*contentRef, error) {
 	if c.Link != nil && s.attic != nil {
 		s.mu.Lock()
 		name := strconv.FormatUint(s.atticSeq, 16)
@@ -186,13 +186,13 @@ func (s *Store) keepBytes(c Capture) (*contentRef, error) {
 // append writes one event into the open turn (opening a manual turn if
 // needed), synced so that it survives a kill -9. touchNow updates the
 // touched set at once (renames do it only when committed).
-func (s *Store) append(r *record, who Program, touchNow bool) error {
+func (s *Store) append(r *record, who ckpt.Program, touchNow bool) error {
 	return s.appendWith(r, who, touchNow, nil)
 }
 
 // appendWith is append, with extra writing more keys into the event's
 // batch (it gets the event's seq).
-func (s *Store) appendWith(r *record, who Program, touchNow bool, extra func(b *pebble.Batch, seq uint64)) error {
+func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra func(b *pebble.Batch, seq uint64)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -206,7 +206,7 @@ func (s *Store) appendWith(r *record, who Program, touchNow bool, extra func(b *
 	newTurn := false
 	cur := s.cur
 	if cur == nil {
-		cur = s.newTurn(b, KindManual, "")
+		cur = s.newTurn(b, ckpt.KindManual, "")
 		newTurn = true
 	}
 	r.Seq = s.nextSeq
@@ -252,7 +252,7 @@ func (s *Store) appendWith(r *record, who Program, touchNow bool, extra func(b *
 // needs no record of its own (a write through FUSE passthrough to a file
 // whose prior state the turn holds already). Without an open turn it does
 // nothing.
-func (s *Store) Credit(who Program) error {
+func (s *Store) Credit(who ckpt.Program) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.cur == nil || who.Comm == "" || s.programs[who.Comm] {
@@ -279,7 +279,7 @@ func (s *Store) Credit(who Program) error {
 // something is there (and it is not an exchange). After the syscall the
 // caller calls commit(true) if it succeeded, or commit(false), which
 // removes the record again.
-func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commit func(ok bool), err error) {
+func (s *Store) RecordRename(from, to string, exchange bool, who ckpt.Program) (commit func(ok bool), err error) {
 	if exchange {
 		return s.RecordExchange(from, to, 0, 0, who)
 	}
@@ -293,7 +293,7 @@ func (s *Store) RecordRename(from, to string, exchange bool, who Program) (commi
 // they are what tells Recover, after a kill between this record and its
 // commit, whether the exchange happened (a and b have swapped inodes) or
 // not (each still has its own): see dropPhantomRenames.
-func (s *Store) RecordExchange(a, b string, ia, ib uint64, who Program) (commit func(ok bool), err error) {
+func (s *Store) RecordExchange(a, b string, ia, ib uint64, who ckpt.Program) (commit func(ok bool), err error) {
 	var ids []byte
 	if ia != 0 && ib != 0 {
 		ids = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, ia), ib)
@@ -303,9 +303,9 @@ func (s *Store) RecordExchange(a, b string, ia, ib uint64, who Program) (commit 
 
 // recordMove records a rename or exchange with its pending mark, whose
 // value is mark.
-func (s *Store) recordMove(op, from, to string, mark []byte, who Program) (commit func(ok bool), err error) {
-	f, ok1 := fsstate.Clean(from)
-	t, ok2 := fsstate.Clean(to)
+func (s *Store) recordMove(op, from, to string, mark []byte, who ckpt.Program) (commit func(ok bool), err error) {
+	f, ok1 := ckpt.Clean(from)
+	t, ok2 := ckpt.Clean(to)
 	if !ok1 || !ok2 || f == "" || t == "" {
 		return nil, fmt.Errorf("%w: rename %q to %q", ErrBadPath, from, to)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"ckptfs/internal/backing"
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // TestChangesKinds drives one turn of each kind of change through the
@@ -26,16 +26,16 @@ func TestChangesKinds(t *testing.T) {
 	w("chm", "x")
 	os.Mkdir(filepath.Join(root, "dir"), 0o755)
 
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	m.capture("mod", false)
 	w("mod", "new")
 	m.capture("gone", true)
 	os.Remove(filepath.Join(root, "gone"))
 	m.capture("added", false)
 	w("added", "hi")
-	commit, _ := s.RecordRename("mv-src", "mv-dst", false, Program{})
+	commit, _ := s.RecordRename("mv-src", "mv-dst", false, ckpt.Program{})
 	commit(os.Rename(filepath.Join(root, "mv-src"), filepath.Join(root, "mv-dst")) == nil)
-	s.Record(Capture{Path: "chm", Prior: m.lstat("chm"), MetaOnly: true}, Program{})
+	s.Record(ckpt.Capture{Path: "chm", Prior: m.lstat("chm"), MetaOnly: true}, ckpt.Program{})
 	os.Chmod(filepath.Join(root, "chm"), 0o755)
 	m.capture("dir", false)
 	os.Remove(filepath.Join(root, "dir"))
@@ -70,7 +70,7 @@ func TestChangesKinds(t *testing.T) {
 	if err != nil || len(res.Changes) != len(want) {
 		t.Fatalf("dry run: %d changes, %v", len(res.Changes), err)
 	}
-	if st, _ := tree.Lstat("added"); st.Type != fsstate.Regular {
+	if st, _ := tree.Lstat("added"); st.Type != ckpt.Regular {
 		t.Fatal("dry run changed the tree")
 	}
 }
@@ -88,7 +88,7 @@ func TestChangesInsideDirectoryMovedBack(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "d"), 0o755)
 	os.WriteFile(filepath.Join(root, "a/b"), []byte("one"), 0o644)
 	exchange := func() {
-		commit, err := s.RecordRename("a", "d", true, Program{})
+		commit, err := s.RecordRename("a", "d", true, ckpt.Program{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestChangesInsideDirectoryMovedBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	exchange()
 	m.capture("d/b", false)
 	os.WriteFile(filepath.Join(root, "d/b"), []byte("two"), 0o644)
@@ -109,7 +109,7 @@ func TestChangesInsideDirectoryMovedBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 1 || cs[0].Path != "a/b" || cs[0].Kind != Modified {
+	if len(cs) != 1 || cs[0].Path != "a/b" || cs[0].Kind != ckpt.Modified {
 		t.Fatalf("changes %+v, want a/b modified", cs)
 	}
 	if _, err := s.Rewind(tn.Num-1, tree, RewindOptions{}); err != nil {
@@ -151,7 +151,7 @@ func TestChangesSeeHardLinks(t *testing.T) {
 		return strings.Join(out, ", ")
 	}
 
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	m.capture("b", true)
 	os.Remove(p("b"))
 	os.Link(p("a"), p("b"))
@@ -160,7 +160,7 @@ func TestChangesSeeHardLinks(t *testing.T) {
 		t.Fatalf("turn 1 changed %q, want link b", got)
 	}
 	res, err := s.Rewind(0, tree, RewindOptions{DryRun: true})
-	if err != nil || len(res.Changes) != 1 || res.Changes[0].Kind != Relinked {
+	if err != nil || len(res.Changes) != 1 || res.Changes[0].Kind != ckpt.Relinked {
 		t.Fatalf("dry run: %+v, %v", res.Changes, err)
 	}
 	if _, err := s.Rewind(0, tree, RewindOptions{}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 )
 
 // TestKillBetweenExchangeRecordAndExchange: an exchange recorded before a
@@ -28,10 +29,10 @@ func TestKillBetweenExchangeRecordAndExchange(t *testing.T) {
 			tree, _ := backing.Open(root)
 			defer tree.Close()
 			m := &sim{t: t, root: root, tree: tree, store: s}
-			s.Begin(KindAgent, "", "")
+			s.Begin(ckpt.KindAgent, "", "")
 			ia, _ := tree.Ident("a")
 			iy, _ := tree.Ident("y")
-			if _, err := s.RecordExchange("a", "y", ia, iy, Program{Comm: "mv"}); err != nil {
+			if _, err := s.RecordExchange("a", "y", ia, iy, ckpt.Program{Comm: "mv"}); err != nil {
 				t.Fatal(err)
 			}
 			if done {
@@ -76,10 +77,10 @@ func exchangeCase(t *testing.T, point string) []string {
 	tree, _ := backing.Open(root)
 	defer tree.Close()
 	before := takeSnapshot(t, root)
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	ia, _ := tree.Ident("a")
 	id, _ := tree.Ident("d")
-	commit, err := s.RecordExchange("a", "d", ia, id, Program{Comm: "mv"})
+	commit, err := s.RecordExchange("a", "d", ia, id, ckpt.Program{Comm: "mv"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"ckptfs/internal/backing"
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // partialTree is a failingTree whose last, failing RemoveAll of a
@@ -137,6 +137,6 @@ func crashRewindAt(t *testing.T, seed int64, budget int) bool {
 		}
 		return nil
 	})
-	_ = fsstate.Join
+	_ = ckpt.Join
 	return false
 }

@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"ckptfs/internal/backing"
-
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 )
 
 // TestKillBetweenRenameRecordAndRename: the daemon records a rename before
@@ -36,12 +37,12 @@ func killBetweenRenameRecordAndConfirm(t *testing.T, renamed bool) {
 	tree, _ := backing.Open(root)
 	defer tree.Close()
 	m := &sim{t: t, root: root, tree: tree, store: s}
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	// mv a y: the destination is captured, the rename recorded, and the
 	// daemon is killed before the rename syscall (or after it, before
 	// its confirmation).
 	m.capture("y", true)
-	if _, err := s.RecordRename("a", "y", false, Program{Comm: "mv"}); err != nil {
+	if _, err := s.RecordRename("a", "y", false, ckpt.Program{Comm: "mv"}); err != nil {
 		t.Fatal(err)
 	}
 	if renamed {
@@ -85,10 +86,10 @@ func TestDroppedEventSeqIsNotGivenAgain(t *testing.T) {
 	tree, _ := backing.Open(root)
 	defer tree.Close()
 	m := &sim{t: t, root: root, tree: tree, store: s}
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	m.capture("b", false)
 	os.WriteFile(filepath.Join(root, "b"), []byte("b1"), 0o644)
-	if _, err := s.RecordRename("a", "y", false, Program{Comm: "mv"}); err != nil {
+	if _, err := s.RecordRename("a", "y", false, ckpt.Program{Comm: "mv"}); err != nil {
 		t.Fatal(err)
 	}
 	// kill -9 before the rename; the remount drops it and closes turn 1.
@@ -105,7 +106,7 @@ func TestDroppedEventSeqIsNotGivenAgain(t *testing.T) {
 	s3 := openOn(t, mem2)
 	defer s3.Close()
 	m.store = s3
-	t2, _ := s3.Begin(KindAgent, "", "")
+	t2, _ := s3.Begin(ckpt.KindAgent, "", "")
 	m.capture("b", false)
 	os.WriteFile(filepath.Join(root, "b"), []byte("b2"), 0o644)
 	if t2.FirstSeq <= t1.LastSeq {

@@ -12,7 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"ckptfs/internal/backing"
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // eventDump lists every event and turn of a store, for comparing stores.
@@ -57,9 +57,9 @@ func TestCrashKeepsReturnedCaptures(t *testing.T) {
 	defer tree.Close()
 	m := &sim{t: t, rng: rand.New(rand.NewSource(7)), root: root, tree: tree, store: s}
 	rng := rand.New(rand.NewSource(8))
-	var lastClosed Turn
+	var lastClosed ckpt.Turn
 	for round := 0; round < 30; round++ {
-		s.Begin(KindAgent, "", "")
+		s.Begin(ckpt.KindAgent, "", "")
 		for i := 0; i < 1+rng.Intn(10); i++ {
 			m.step()
 		}
@@ -104,7 +104,7 @@ func TestCrashKeepsReturnedCaptures(t *testing.T) {
 // failingTree fails every mutation after budget of them: a crash half-way
 // through applying a rewind.
 type failingTree struct {
-	fsstate.Tree
+	ckpt.Tree
 	budget int
 }
 
@@ -136,7 +136,7 @@ func (f *failingTree) Symlink(a, p string) error {
 	}
 	return f.Tree.Symlink(a, p)
 }
-func (f *failingTree) WriteFile(p string, st State, r io.Reader) error {
+func (f *failingTree) WriteFile(p string, st ckpt.State, r io.Reader) error {
 	if err := f.spend(); err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (f *failingTree) Rename(a, b string) error {
 	}
 	return f.Tree.Rename(a, b)
 }
-func (f *failingTree) Mknod(p string, st fsstate.State) error {
+func (f *failingTree) Mknod(p string, st ckpt.State) error {
 	if err := f.spend(); err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func TestCrashDuringRewind(t *testing.T) {
 				t.Fatalf("after recovery (power loss %v) the tree is not turn %d:\n%s", powerLoss, turns[j], d)
 			}
 			rt, err := s2.Turn(s2.Latest())
-			if err != nil || rt.Kind != KindRewind || rt.Open {
+			if err != nil || rt.Kind != ckpt.KindRewind || rt.Open {
 				t.Fatalf("rewind turn: %+v %v", rt, err)
 			}
 			// Undo the rewind: back to the state before it. After a power loss
@@ -252,7 +252,7 @@ func (m *sim) buildHistory(rng *rand.Rand, n, maxSteps int) ([]uint64, []snapsho
 	turns := []uint64{0}
 	snaps := []snapshot{takeSnapshot(m.t, m.root)}
 	for i := 0; i < n; i++ {
-		m.store.Begin(KindAgent, "", "")
+		m.store.Begin(ckpt.KindAgent, "", "")
 		for k := 0; k < 1+rng.Intn(maxSteps); k++ {
 			m.step()
 		}

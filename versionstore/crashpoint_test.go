@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
 
@@ -245,7 +246,7 @@ func crashRewindAtHit(t *testing.T, seed int64, n int) (point, recoveryPoint str
 		return nil
 	})
 	rt, err := s2.Turn(s2.Latest())
-	if err != nil || rt.Kind != KindRewind || rt.Open {
+	if err != nil || rt.Kind != ckpt.KindRewind || rt.Open {
 		t.Fatalf("%s: rewind turn: %+v %v", what, rt, err)
 	}
 	// The recovered rewind undoes exactly, and (now and then) two other
@@ -301,7 +302,7 @@ func crashRecordingAt(t *testing.T, seed int64) string {
 	defer m.tree.Close()
 	m.moves = seed%2 == 0
 	turns, snaps := m.buildHistory(rng, 1+rng.Intn(5), 12)
-	m.store.Begin(KindAgent, "", "")
+	m.store.Begin(ckpt.KindAgent, "", "")
 	// The recording's points: records, renames and exchanges, and the
 	// boundary after the turn.
 	n := 1 + rng.Intn(12)

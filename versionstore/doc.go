@@ -1,8 +1,8 @@
 // Package versionstore owns the history of one tree: turns, the prior state
 // of everything that changed, and the content bytes, in a Pebble database.
 // It knows nothing of FUSE: the overlay (fusefs) describes captures with the
-// types of internal/fsstate, and rewinds act on the tree through the
-// fsstate.Tree interface (implemented by internal/backing).
+// types of internal/ckpt, and rewinds act on the tree through the
+// ckpt.Tree interface (implemented by internal/backing).
 //
 // # Model: a change log of before-images
 //
@@ -69,8 +69,8 @@
 // had several links, its other names then (record.Links); the overlay
 // knows every name of a multi-link file (fusefs/links.go), and a rewind's
 // own captures find them the same way (links.go: the overlay's list
-// through fsstate.LinkNamer, else one walk of the tree per rewind). The
-// identity is kept in the record, not in fsstate.State: States are
+// through ckpt.LinkNamer, else one walk of the tree per rewind). The
+// identity is kept in the record, not in ckpt.State: States are
 // compared everywhere (offline changes, compare, ensure), and two paths
 // with equal States may or may not share an inode.
 //

@@ -16,7 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // Fault injection (Pebble's errorfs) under the store. What a store error
@@ -61,7 +61,7 @@ func on(suffix string, kinds ...errorfs.OpKind) errorfs.Injector {
 }
 
 func tryRecord(s *Store, path string, data []byte) error {
-	c := Capture{Path: path, Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: int64(len(data))}}
+	c := ckpt.Capture{Path: path, Prior: ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: int64(len(data))}}
 	c.Open = func() (*os.File, error) {
 		f, err := os.CreateTemp("", "ckptfs-capture-")
 		if err != nil {
@@ -72,7 +72,7 @@ func tryRecord(s *Store, path string, data []byte) error {
 		f.Seek(0, 0)
 		return f, nil
 	}
-	return s.Record(c, Program{Comm: "test"})
+	return s.Record(c, ckpt.Program{Comm: "test"})
 }
 
 func readAt(t *testing.T, s *Store, n uint64, path string) ([]byte, error) {
@@ -89,10 +89,10 @@ func readAt(t *testing.T, s *Store, n uint64, path string) ([]byte, error) {
 // recorded: the path still needs its capture.
 func TestRecordFailsWhenPriorBytesUnreadable(t *testing.T) {
 	s := NewTestStore(t)
-	s.Begin(KindAgent, "", "")
-	c := Capture{Path: "f", Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: 3}}
+	s.Begin(ckpt.KindAgent, "", "")
+	c := ckpt.Capture{Path: "f", Prior: ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: 3}}
 	c.Open = func() (*os.File, error) { return nil, errEIO }
-	if err := s.Record(c, Program{}); !errors.Is(err, syscall.EIO) {
+	if err := s.Record(c, ckpt.Program{}); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Record with unreadable bytes: %v", err)
 	}
 	if !s.NeedsCapture("f", false) {
@@ -112,7 +112,7 @@ func TestRecordFailsWhenPriorBytesUnreadable(t *testing.T) {
 func TestBoundarySyncFailureKeepsStateConsistent(t *testing.T) {
 	s, tog := faultStore(t, on(".log", errorfs.OpFileSync))
 	defer s.Close()
-	if _, err := s.Begin(KindAgent, "one", ""); err != nil {
+	if _, err := s.Begin(ckpt.KindAgent, "one", ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := tryRecord(s, "f", []byte("v0")); err != nil {
@@ -129,7 +129,7 @@ func TestBoundarySyncFailureKeepsStateConsistent(t *testing.T) {
 	if st, err := s.Turn(t1.Num); err != nil || st.Open {
 		t.Fatalf("turn %d as stored: %+v %v", t1.Num, st, err)
 	}
-	t2, err := s.Begin(KindAgent, "two", "")
+	t2, err := s.Begin(ckpt.KindAgent, "two", "")
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Begin with a failing fsync: %v", err)
 	}
@@ -161,7 +161,7 @@ func TestBoundarySyncFailureKeepsStateConsistent(t *testing.T) {
 func TestSSTableWriteErrorsDoNotLoseCaptures(t *testing.T) {
 	s, tog := faultStore(t, on(".sst", errorfs.OpCreate, errorfs.OpFileWrite, errorfs.OpFileSync))
 	defer s.Close()
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	tog.On()
 	want := map[string][]byte{}
 	for i := 0; i < 20; i++ {
@@ -198,7 +198,7 @@ func TestSSTableWriteErrorsDoNotLoseCaptures(t *testing.T) {
 func TestReadErrorsAreErrors(t *testing.T) {
 	s, tog := faultStore(t, on(".sst", errorfs.OpFileRead, errorfs.OpFileReadAt))
 	defer s.Close()
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	data := bytes.Repeat([]byte("x"), 100000)
 	if err := tryRecord(s, "f", data); err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestWALWriteErrorIsFatal(t *testing.T) {
 	s, tog := faultStore(t, on(".log", errorfs.OpFileWrite, errorfs.OpFileWriteAt))
 	// No Close: a store whose commit pipeline failed is abandoned, as the
 	// daemon abandons it by exiting.
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	tog.On()
 	var err error
 	var fatal any
@@ -259,12 +259,12 @@ func TestTamperedAtticFileDetected(t *testing.T) {
 	src := filepath.Join(dir, "src")
 	data := []byte("the only copy of precious work\n")
 	os.WriteFile(src, data, 0o644)
-	s.Begin(KindAgent, "", "")
-	c := Capture{Path: "f", Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: int64(len(data))}}
+	s.Begin(ckpt.KindAgent, "", "")
+	c := ckpt.Capture{Path: "f", Prior: ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: int64(len(data))}}
 	c.Link = func(d *os.File, name string) error {
 		return unix.Linkat(unix.AT_FDCWD, src, int(d.Fd()), name, 0)
 	}
-	if err := s.Record(c, Program{}); err != nil {
+	if err := s.Record(c, ckpt.Program{}); err != nil {
 		t.Fatal(err)
 	}
 	s.End("")

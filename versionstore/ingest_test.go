@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // TestLargeContentIsIngested: content past ingestMin goes into ingested
@@ -32,17 +32,17 @@ func TestLargeContentIsIngested(t *testing.T) {
 	rng.Read(grown)
 
 	before := ingests.Load()
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	recordBytes(t, s, "big", big)
 	recordBytes(t, s, "edited", edited)
 	// Stat'ed small, read large.
-	c := Capture{Path: "grown", Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: 10}}
+	c := ckpt.Capture{Path: "grown", Prior: ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: 10}}
 	c.Open = func() (*os.File, error) {
 		p := filepath.Join(t.TempDir(), "g")
 		os.WriteFile(p, grown, 0o644)
 		return os.Open(p)
 	}
-	if err := s.Record(c, Program{Comm: "test"}); err != nil {
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := ingests.Load() - before; n < 3 {

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // links.go: which paths share an inode (hard links). The reasoning is in
@@ -21,12 +21,12 @@ import (
 // inoKey is an inode's identity without its link count.
 type inoKey struct{ dev, ino uint64 }
 
-func keyOf(i fsstate.Inode) inoKey { return inoKey{i.Dev, i.Ino} }
+func keyOf(i ckpt.Inode) inoKey { return inoKey{i.Dev, i.Ino} }
 
 // linkTag is the identity of the inode a resolution found, when it is a
 // regular file whose inode is known.
 func linkTag(r resolved) (inoKey, bool) {
-	if r.State.Type != fsstate.Regular || r.Lost || !r.Inode.Known() {
+	if r.State.Type != ckpt.Regular || r.Lost || !r.Inode.Known() {
 		return inoKey{}, false
 	}
 	return keyOf(r.Inode), true
@@ -76,7 +76,7 @@ func (s *Store) nameAdded(ino uint64, p string) {
 
 // walkLinks returns the walk, walking the tree if there is none yet (or,
 // with again, if the one there is stale).
-func (s *Store) walkLinks(live Tree, again bool) (*linkIndex, error) {
+func (s *Store) walkLinks(live ckpt.Tree, again bool) (*linkIndex, error) {
 	s.linkMu.Lock()
 	idx, unversioned := s.linkIdx, s.unversioned
 	s.linkMu.Unlock()
@@ -99,13 +99,13 @@ func (s *Store) walkLinks(live Tree, again bool) (*linkIndex, error) {
 		return unversioned != nil && unversioned(p, isDir)
 	}
 	idx = &linkIndex{names: map[uint64][]string{}}
-	err := live.Walk("", skip, func(p string, st State, sp fsstate.Stamp) error {
+	err := live.Walk("", skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
 		switch {
-		case st.Type == fsstate.Dir && haveStore && sp.Ino == storeIno.Ino:
+		case st.Type == ckpt.Dir && haveStore && sp.Ino == storeIno.Ino:
 			if _, ino, err := live.LstatInode(p); err == nil && ino.Dev == storeIno.Dev {
 				storeDirs[p] = true
 			}
-		case st.Type == fsstate.Regular && sp.Nlink > 1 && !storeDirs[p]:
+		case st.Type == ckpt.Regular && sp.Nlink > 1 && !storeDirs[p]:
 			idx.names[sp.Ino] = append(idx.names[sp.Ino], p)
 		}
 		return nil
@@ -121,7 +121,7 @@ func (s *Store) walkLinks(live Tree, again bool) (*linkIndex, error) {
 
 // otherNames returns the names other than p of the regular file at p,
 // whose inode is ino, each checked against the tree.
-func (s *Store) otherNames(live Tree, p string, ino fsstate.Inode) ([]string, error) {
+func (s *Store) otherNames(live ckpt.Tree, p string, ino ckpt.Inode) ([]string, error) {
 	if ino.Nlink < 2 {
 		return nil, nil
 	}
@@ -132,7 +132,7 @@ func (s *Store) otherNames(live Tree, p string, ino fsstate.Inode) ([]string, er
 // except, each checked against the tree. It asks the tree first, if it
 // knows (LinkNamer), and walks the tree when that yields fewer than want
 // names (want <= 0: always).
-func (s *Store) namesOf(live Tree, ino fsstate.Inode, except string, want int) ([]string, error) {
+func (s *Store) namesOf(live ckpt.Tree, ino ckpt.Inode, except string, want int) ([]string, error) {
 	seen := map[string]bool{except: true}
 	var out []string
 	check := func(cands []string) error {
@@ -145,13 +145,13 @@ func (s *Store) namesOf(live Tree, ino fsstate.Inode, except string, want int) (
 			if err != nil {
 				return err
 			}
-			if st.Type == fsstate.Regular && qi.Same(ino) {
+			if st.Type == ckpt.Regular && qi.Same(ino) {
 				out = append(out, q)
 			}
 		}
 		return nil
 	}
-	if ln, ok := live.(fsstate.LinkNamer); ok {
+	if ln, ok := live.(ckpt.LinkNamer); ok {
 		if err := check(ln.LinkNames(ino.Ino)); err != nil {
 			return nil, err
 		}
@@ -184,12 +184,12 @@ func (s *Store) namesOf(live Tree, ino fsstate.Inode, except string, want int) (
 // the names it does not know by the link count. Between two ends in the
 // past, a path that shared the inode at one end but was unlinked before
 // any record named it is not seen.
-func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolved, kinds []ChangeKind, live Tree, last uint64) error {
+func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolved, kinds []ckpt.ChangeKind, live ckpt.Tree, last uint64) error {
 	relevant, same := false, false
 	for i := range cands {
 		same = same || kinds[i] == ""
 		for _, r := range []resolved{before[i], after[i]} {
-			if r.State.Type == fsstate.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) {
+			if r.State.Type == ckpt.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) {
 				relevant = true
 			}
 		}
@@ -266,13 +266,13 @@ func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolve
 		}
 		switch {
 		case !slices.Equal(ga[ka], gb[kb]):
-			kinds[i] = Relinked
+			kinds[i] = ckpt.Relinked
 		case a == last && int(bef[i].Inode.Nlink) > na[ka] && ka != kb,
 			b == last && int(aft[i].Inode.Nlink) > nb[kb] && ka != kb:
 			// The live inode has names no event since the other end
 			// touched, which share it at both ends: it shares them at
 			// the other end only if it is the same inode.
-			kinds[i] = Relinked
+			kinds[i] = ckpt.Relinked
 		}
 	}
 	return nil
@@ -281,9 +281,9 @@ func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolve
 // linkNode is one path the link pass of a rewind looks at.
 type linkNode struct {
 	path   string
-	tgt    resolved      // its state at the target
-	cur    State         // its state now
-	curIno fsstate.Inode // its inode now
+	tgt    resolved   // its state at the target
+	cur    ckpt.State // its state now
+	curIno ckpt.Inode // its inode now
 	// member: its target is a regular file whose inode is known.
 	// act: a member the pass may change (under the prefixes, a regular
 	// file now). pin: a member whose inode now is its inode at the
@@ -301,14 +301,14 @@ const (
 // (restricted to prefixes; nil: the whole tree), run once the paths have
 // their target bytes and modes: the actions that give the regular files
 // under prefixes their target partition into inodes. See doc.go.
-func (s *Store) planLinks(stop uint64, prefixes []string, live Tree) ([]action, error) {
+func (s *Store) planLinks(stop uint64, prefixes []string, live ckpt.Tree) ([]action, error) {
 	whole := prefixes == nil
 	if whole {
 		prefixes = []string{""}
 	}
 	under := func(p string) bool {
 		for _, pre := range prefixes {
-			if _, ok := fsstate.Under(p, pre); ok {
+			if _, ok := ckpt.Under(p, pre); ok {
 				return true
 			}
 		}
@@ -340,7 +340,7 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live Tree) ([]action, 
 					return err
 				}
 				_, n.member = linkTag(n.tgt)
-				isReg := n.cur.Type == fsstate.Regular
+				isReg := n.cur.Type == ckpt.Regular
 				n.pin = n.member && isReg && !n.tgt.FromLog && n.tgt.Live == p && n.curIno.Same(n.tgt.Inode)
 				n.act = n.member && isReg && under(p)
 				nodes = append(nodes, n)
@@ -360,7 +360,7 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live Tree) ([]action, 
 	}
 	shared := false
 	for _, n := range nodes {
-		if n.tgt.Inode.Nlink > 1 || len(n.tgt.Links) > 0 || (n.cur.Type == fsstate.Regular && n.curIno.Nlink > 1) {
+		if n.tgt.Inode.Nlink > 1 || len(n.tgt.Links) > 0 || (n.cur.Type == ckpt.Regular && n.curIno.Nlink > 1) {
 			shared = true
 			break
 		}
@@ -390,7 +390,7 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live Tree) ([]action, 
 // linkPlan is the planning of planLinks on the paths found so far. It
 // returns the inodes whose names it needs to know first (never one in
 // looked), or the actions.
-func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, []fsstate.Inode) {
+func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, []ckpt.Inode) {
 	usable := func(n *linkNode) bool { return n.act || n.pin }
 	groups := map[inoKey][]*linkNode{}  // by target inode
 	holders := map[inoKey][]*linkNode{} // by inode now
@@ -400,14 +400,14 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 			k := keyOf(n.tgt.Inode)
 			groups[k] = append(groups[k], n)
 		}
-		if n.cur.Type == fsstate.Regular && n.curIno.Known() {
+		if n.cur.Type == ckpt.Regular && n.curIno.Known() {
 			k := keyOf(n.curIno)
 			holders[k] = append(holders[k], n)
 			nlink[k] = n.curIno.Nlink
 		}
 	}
-	var need []fsstate.Inode
-	wanted := func(ino fsstate.Inode) {
+	var need []ckpt.Inode
+	wanted := func(ino ckpt.Inode) {
 		if k := keyOf(ino); !looked[k] {
 			looked[k] = true
 			need = append(need, ino)
@@ -470,7 +470,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 		count := map[inoKey]int{}
 		for _, m := range ms {
 			c := keyOf(m.curIno)
-			if o, ok := owner[c]; ok && o == k && m.cur.Type == fsstate.Regular {
+			if o, ok := owner[c]; ok && o == k && m.cur.Type == ckpt.Regular {
 				count[c]++
 			}
 		}
@@ -505,7 +505,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 		}
 		var home *linkNode
 		for _, m := range ms {
-			if count[hk] > 0 && keyOf(m.curIno) == hk && m.cur.Type == fsstate.Regular && (home == nil || m.pin && !home.pin) {
+			if count[hk] > 0 && keyOf(m.curIno) == hk && m.cur.Type == ckpt.Regular && (home == nil || m.pin && !home.pin) {
 				home = m
 			}
 		}
@@ -529,7 +529,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 			}
 		} else {
 			for _, m := range ms {
-				if keyOf(m.curIno) != hk || m.cur.Type != fsstate.Regular {
+				if keyOf(m.curIno) != hk || m.cur.Type != ckpt.Regular {
 					rest = append(rest, m)
 				}
 			}

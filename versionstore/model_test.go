@@ -17,12 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/backing"
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // snapEntry is one path of a tree snapshot.
 type snapEntry struct {
-	Type   fsstate.Type
+	Type   ckpt.Type
 	Mode   uint32
 	Target string
 	Data   string
@@ -67,7 +67,7 @@ func takeSnapshot(t testing.TB, root string) snapshot {
 		e := snapEntry{Mode: st.Mode & 0o7777}
 		switch fi.Mode().Type() {
 		case 0:
-			e.Type = fsstate.Regular
+			e.Type = ckpt.Regular
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
@@ -76,12 +76,12 @@ func takeSnapshot(t testing.TB, root string) snapshot {
 			k := [2]uint64{st.Dev, st.Ino}
 			inodes[k] = append(inodes[k], rel)
 		case os.ModeDir:
-			e.Type = fsstate.Dir
+			e.Type = ckpt.Dir
 		case os.ModeSymlink:
-			e.Type, e.Mode = fsstate.Symlink, 0o777
+			e.Type, e.Mode = ckpt.Symlink, 0o777
 			e.Target, _ = os.Readlink(p)
 		default:
-			e.Type, e.Rdev = fsstate.NodeState(st.Mode, st.Rdev)
+			e.Type, e.Rdev = ckpt.NodeState(st.Mode, st.Rdev)
 		}
 		snap[rel] = e
 		return nil
@@ -202,7 +202,7 @@ func (m *sim) movePath() string {
 
 func (m *sim) abs(p string) string { return filepath.Join(m.root, p) }
 
-func (m *sim) lstat(p string) State {
+func (m *sim) lstat(p string) ckpt.State {
 	st, err := m.tree.Lstat(p)
 	if err != nil {
 		m.t.Fatal(err)
@@ -222,8 +222,8 @@ func (m *sim) captureAs(p string, withLink, metaOnly bool) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	c := Capture{Path: p, Prior: st, MetaOnly: metaOnly && st.Type == fsstate.Regular}
-	if st.Type == fsstate.Regular {
+	c := ckpt.Capture{Path: p, Prior: st, MetaOnly: metaOnly && st.Type == ckpt.Regular}
+	if st.Type == ckpt.Regular {
 		c.Open = func() (*os.File, error) { return m.tree.Open(p) }
 		if withLink && m.link && ino.Nlink == 1 {
 			c.Link = func(dir *os.File, name string) error { return m.tree.Link(p, dir, name) }
@@ -237,7 +237,7 @@ func (m *sim) captureAs(p string, withLink, metaOnly bool) {
 			}
 		}
 	}
-	if err := m.store.Record(c, Program{Comm: "sim"}); err != nil {
+	if err := m.store.Record(c, ckpt.Program{Comm: "sim"}); err != nil {
 		m.t.Fatalf("record %s: %v", p, err)
 	}
 }
@@ -246,7 +246,7 @@ func (m *sim) captureAs(p string, withLink, metaOnly bool) {
 // turn, before a change of its inode (the overlay's captureSelf).
 func (m *sim) captureAll(p string, metaOnly bool) {
 	names := []string{p}
-	if st, ino, _ := m.tree.LstatInode(p); st.Type == fsstate.Regular && ino.Nlink > 1 {
+	if st, ino, _ := m.tree.LstatInode(p); st.Type == ckpt.Regular && ino.Nlink > 1 {
 		names = inodeNames(m.t, m.root, p)
 	}
 	for _, q := range names {
@@ -273,7 +273,7 @@ func parentIsDir(m *sim, p string) bool {
 	if d == "." {
 		return true
 	}
-	return m.lstat(d).Type == fsstate.Dir
+	return m.lstat(d).Type == ckpt.Dir
 }
 
 // step applies one random operation.
@@ -289,7 +289,7 @@ func (m *sim) step() {
 	}
 	switch {
 	case op <= 2: // write (create, overwrite or append)
-		if !parentIsDir(m, p) || (st.Exists() && st.Type != fsstate.Regular) {
+		if !parentIsDir(m, p) || (st.Exists() && st.Type != ckpt.Regular) {
 			return
 		}
 		m.captureAll(p, false)
@@ -317,7 +317,7 @@ func (m *sim) step() {
 		if !st.Exists() {
 			return
 		}
-		if st.Type == fsstate.Dir {
+		if st.Type == ckpt.Dir {
 			if ents, _ := os.ReadDir(m.abs(p)); len(ents) > 0 {
 				return
 			}
@@ -332,14 +332,14 @@ func (m *sim) step() {
 		if !st.Exists() || p == q || !parentIsDir(m, q) {
 			return
 		}
-		if _, under := fsstate.Under(q, p); under {
+		if _, under := ckpt.Under(q, p); under {
 			return
 		}
-		if _, under := fsstate.Under(p, q); under {
+		if _, under := ckpt.Under(p, q); under {
 			return
 		}
 		if qs.Exists() {
-			if qs.Type == fsstate.Dir || st.Type == fsstate.Dir {
+			if qs.Type == ckpt.Dir || st.Type == ckpt.Dir {
 				return // keep to the simple, always-valid cases
 			}
 			if sameInode(m, p, q) {
@@ -347,7 +347,7 @@ func (m *sim) step() {
 			}
 			m.capture(q, true)
 		}
-		commit, err := m.store.RecordRename(p, q, false, Program{Comm: "mv"})
+		commit, err := m.store.RecordRename(p, q, false, ckpt.Program{Comm: "mv"})
 		if err != nil {
 			m.t.Fatal(err)
 		}
@@ -357,12 +357,12 @@ func (m *sim) step() {
 			m.t.Fatal(err)
 		}
 	case op == 6: // chmod
-		if !st.Exists() || st.Type == fsstate.Symlink {
+		if !st.Exists() || st.Type == ckpt.Symlink {
 			return
 		}
 		m.captureAll(p, true)
 		mode := []os.FileMode{0o755, 0o644, 0o600, 0o700, 0o4755}[m.rng.Intn(5)]
-		if st.Type == fsstate.Dir {
+		if st.Type == ckpt.Dir {
 			mode |= 0o700
 		}
 		if err := os.Chmod(m.abs(p), mode); err != nil {
@@ -377,7 +377,7 @@ func (m *sim) step() {
 			m.t.Fatal(err)
 		}
 	case op == 8: // truncate
-		if st.Type != fsstate.Regular {
+		if st.Type != ckpt.Regular {
 			return
 		}
 		m.captureAll(p, false)
@@ -400,7 +400,7 @@ func (m *sim) step() {
 	case op >= 11: // ln p q, or ln -f (q replaced)
 		q := m.randPath()
 		qs := m.lstat(q)
-		if st.Type != fsstate.Regular || p == q || !parentIsDir(m, q) || qs.Type == fsstate.Dir || sameInode(m, p, q) {
+		if st.Type != ckpt.Regular || p == q || !parentIsDir(m, q) || qs.Type == ckpt.Dir || sameInode(m, p, q) {
 			return
 		}
 		if qs.Exists() {
@@ -420,15 +420,15 @@ func (m *sim) step() {
 		if !st.Exists() || !qs.Exists() || p == q {
 			return
 		}
-		if _, under := fsstate.Under(q, p); under {
+		if _, under := ckpt.Under(q, p); under {
 			return
 		}
-		if _, under := fsstate.Under(p, q); under {
+		if _, under := ckpt.Under(p, q); under {
 			return
 		}
 		ip, _ := m.tree.Ident(p)
 		iq, _ := m.tree.Ident(q)
-		commit, err := m.store.RecordExchange(p, q, ip, iq, Program{Comm: "mv"})
+		commit, err := m.store.RecordExchange(p, q, ip, iq, ckpt.Program{Comm: "mv"})
 		if err != nil {
 			m.t.Fatal(err)
 		}
@@ -462,7 +462,7 @@ func sameInode(m *sim, p, q string) bool {
 }
 
 // checkHistory checks the store's answer for every path of every snapshot.
-func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []uint64) {
+func checkHistory(t *testing.T, s *Store, tree ckpt.Tree, snaps []snapshot, turns []uint64) {
 	t.Helper()
 	all := map[string]bool{}
 	for _, sn := range snaps {
@@ -485,7 +485,7 @@ func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []u
 		first := map[inoKey]string{}
 		count := map[inoKey]int{}
 		for k, p := range paths {
-			if e, ok := snaps[i][p]; ok && e.Type == fsstate.Regular {
+			if e, ok := snaps[i][p]; ok && e.Type == ckpt.Regular {
 				if !rs[k].Inode.Known() {
 					t.Fatalf("turn %d: %s: no inode recorded", n, p)
 				}
@@ -497,7 +497,7 @@ func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []u
 			}
 		}
 		for k, p := range paths {
-			if e, ok := snaps[i][p]; ok && e.Type == fsstate.Regular {
+			if e, ok := snaps[i][p]; ok && e.Type == ckpt.Regular {
 				got := ""
 				if key := keyOf(rs[k].Inode); count[key] > 1 {
 					got = first[key]
@@ -516,10 +516,10 @@ func checkHistory(t *testing.T, s *Store, tree Tree, snaps []snapshot, turns []u
 				}
 				continue
 			}
-			if got.Type != want.Type || (got.Type != fsstate.Symlink && got.Mode != want.Mode) || got.Target != want.Target || got.Rdev != want.Rdev {
+			if got.Type != want.Type || (got.Type != ckpt.Symlink && got.Mode != want.Mode) || got.Target != want.Target || got.Rdev != want.Rdev {
 				t.Fatalf("turn %d: %s: want %v, store says %v %o %q", n, p, want, got.Type, got.Mode, got.Target)
 			}
-			if want.Type == fsstate.Regular {
+			if want.Type == ckpt.Regular {
 				rc, err := s.open(rs[k], tree)
 				if err != nil {
 					t.Fatalf("turn %d: %s: %v", n, p, err)
@@ -553,7 +553,7 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 	snaps := []snapshot{takeSnapshot(t, root)}
 	turns := []uint64{0}
 	for m.ops < nOps {
-		if _, err := s.Begin(KindAgent, fmt.Sprintf("t%d", len(turns)), ""); err != nil {
+		if _, err := s.Begin(ckpt.KindAgent, fmt.Sprintf("t%d", len(turns)), ""); err != nil {
 			t.Fatal(err)
 		}
 		k := 1 + m.rng.Intn(25)
@@ -602,7 +602,7 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 			}
 		}
 		// Some more random work after the rewind.
-		s.Begin(KindAgent, "after", "")
+		s.Begin(ckpt.KindAgent, "after", "")
 		for k := 0; k < 5; k++ {
 			m.step()
 		}
@@ -625,14 +625,14 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 			t.Fatalf("seed %d: restore %s from %d: the paths below share inodes as %s, want %s", seed, p, turns[j], g, w)
 		}
 		for path, want := range snaps[j] {
-			if _, ok := fsstate.Under(path, p); ok && !sameEntry(got[path], want) {
+			if _, ok := ckpt.Under(path, p); ok && !sameEntry(got[path], want) {
 				stop, _ := s.endSeq(turns[j])
 				t.Logf("stop=%d events:\n%s", stop, s.dumpEvents(stop+1, ""))
 				t.Fatalf("seed %d: restore %s from %d: %s = %v, want %v", seed, p, turns[j], path, got[path], want)
 			}
 		}
 		for path := range got {
-			if _, ok := fsstate.Under(path, p); ok {
+			if _, ok := ckpt.Under(path, p); ok {
 				if _, want := snaps[j][path]; !want {
 					t.Fatalf("seed %d: restore %s from %d: %s should be absent", seed, p, turns[j], path)
 				}
@@ -653,7 +653,7 @@ func sameEntry(a, b snapEntry) bool {
 func groupsUnder(snap snapshot, dir string) string {
 	g := map[string][]string{}
 	for p, e := range snap {
-		if _, ok := fsstate.Under(p, dir); ok && e.Link != "" {
+		if _, ok := ckpt.Under(p, dir); ok && e.Link != "" {
 			g[e.Link] = append(g[e.Link], p)
 		}
 	}

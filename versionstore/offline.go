@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // offline.go: changes made to the tree while no daemon watched it.
@@ -50,14 +50,14 @@ type manifestInfo struct {
 
 // manifestEntry is one path of the manifest.
 type manifestEntry struct {
-	State  State         `json:"s"`
-	Stamp  fsstate.Stamp `json:"p"`
-	Target []byte        `json:"t,omitempty"` // a symlink's target, as bytes
+	State  ckpt.State `json:"s"`
+	Stamp  ckpt.Stamp `json:"p"`
+	Target []byte     `json:"t,omitempty"` // a symlink's target, as bytes
 }
 
 func walkKey(p string) []byte { return append([]byte{prefixWalk}, p...) }
 
-func encodeEntry(st State, sp fsstate.Stamp) []byte {
+func encodeEntry(st ckpt.State, sp ckpt.Stamp) []byte {
 	e := manifestEntry{State: st, Stamp: sp}
 	if st.Target != "" {
 		e.Target, e.State.Target = []byte(st.Target), ""
@@ -82,13 +82,13 @@ func decodeEntry(v []byte) (manifestEntry, error) {
 // leaves out (patterns names them, for the next mount to know), replacing
 // any earlier manifest. Its cost grows with the size of the tree: the
 // daemon calls it once, at unmount.
-func (s *Store) SaveManifest(live Tree, skip func(string, bool) bool, patterns []string) error {
+func (s *Store) SaveManifest(live ckpt.Tree, skip func(string, bool) bool, patterns []string) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := b.DeleteRange([]byte{prefixWalk}, upper(prefixWalk), nil); err != nil {
 		return err
 	}
-	err := live.Walk("", skip, func(p string, st State, sp fsstate.Stamp) error {
+	err := live.Walk("", skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
 		return b.Set(walkKey(p), encodeEntry(st, sp), nil)
 	})
 	if err != nil {
@@ -121,12 +121,12 @@ func (s *Store) ManifestPatterns() ([]string, bool, error) {
 
 // OfflineResult says what RecordOffline found.
 type OfflineResult struct {
-	Checked  bool   // a manifest was there to compare with
-	Turn     Turn   // the offline turn (zero when nothing changed)
-	Paths    int    // paths recorded
-	Lost     int    // of them, regular files whose prior bytes are unknown
-	Examined int    // paths of the tree walked
-	Saved    string // when the manifest was saved (RFC 3339), if Checked
+	Checked  bool      // a manifest was there to compare with
+	Turn     ckpt.Turn // the offline turn (zero when nothing changed)
+	Paths    int       // paths recorded
+	Lost     int       // of them, regular files whose prior bytes are unknown
+	Examined int       // paths of the tree walked
+	Saved    string    // when the manifest was saved (RFC 3339), if Checked
 }
 
 // RecordOffline compares the tree with the manifest saved at the last
@@ -139,7 +139,7 @@ type OfflineResult struct {
 // every path of the tree the walk finds (the daemon learns hard links).
 // Without a manifest it reports Checked false and does nothing. Call it
 // before the tree is served or read, after Recover.
-func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func(string, State, fsstate.Stamp), keep bool) (OfflineResult, error) {
+func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen func(string, ckpt.State, ckpt.Stamp), keep bool) (OfflineResult, error) {
 	var res OfflineResult
 	v, closer, err := s.db.Get(keyManifest)
 	if err == pebble.ErrNotFound {
@@ -174,11 +174,11 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 		return res, fmt.Errorf("versionstore: %w", err)
 	}
 	type now struct {
-		st State
-		sp fsstate.Stamp
+		st ckpt.State
+		sp ckpt.Stamp
 	}
 	cur := map[string]now{}
-	err = live.Walk("", skip, func(p string, st State, sp fsstate.Stamp) error {
+	err = live.Walk("", skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
 		cur[p] = now{st, sp}
 		if seen != nil {
 			seen(p, st, sp)
@@ -209,7 +209,7 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 
 	var recs []*record
 	for p, e := range old {
-		if skip != nil && skip(p, e.State.Type == fsstate.Dir) {
+		if skip != nil && skip(p, e.State.Type == ckpt.Dir) {
 			continue
 		}
 		c, ok := cur[p]
@@ -218,11 +218,11 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 			recs = append(recs, priorRecord(p, e.State))
 		case c.st.Type != e.State.Type:
 			recs = append(recs, priorRecord(p, e.State))
-		case e.State.Type == fsstate.Regular && (c.sp.Ino != e.Stamp.Ino || c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime):
+		case e.State.Type == ckpt.Regular && (c.sp.Ino != e.Stamp.Ino || c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime):
 			recs = append(recs, priorRecord(p, e.State))
-		case e.State.Type == fsstate.Regular && sameMeta(c.st, e.State):
+		case e.State.Type == ckpt.Regular && sameMeta(c.st, e.State):
 			// unchanged
-		case e.State.Type == fsstate.Regular:
+		case e.State.Type == ckpt.Regular:
 			m := e.State
 			m.Size = 0
 			recs = append(recs, &record{Op: opMeta, Path: p, State: m})
@@ -232,7 +232,7 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 	}
 	for p := range cur {
 		if _, ok := old[p]; !ok {
-			recs = append(recs, &record{Op: opPrior, Path: p, State: State{}})
+			recs = append(recs, &record{Op: opPrior, Path: p, State: ckpt.State{}})
 		}
 	}
 	// Parents before children, as a capture would have found them.
@@ -258,13 +258,13 @@ func (s *Store) RecordOffline(live Tree, skip func(string, bool) bool, seen func
 	if err := b.DeleteRange([]byte{prefixWalk}, upper(prefixWalk), nil); err != nil {
 		return res, err
 	}
-	var t *Turn
+	var t *ckpt.Turn
 	if len(recs) > 0 {
 		if s.cur != nil {
 			c := *s.cur // s.cur changes only once the batch is committed
 			s.closeTurn(b, &c)
 		}
-		t = s.newTurn(b, KindOffline, "changed while unmounted")
+		t = s.newTurn(b, ckpt.KindOffline, "changed while unmounted")
 		for i, r := range recs {
 			r.Seq, r.Turn = s.nextSeq+uint64(i), t.Num
 			data, err := json.Marshal(r)
@@ -338,8 +338,8 @@ func (s *Store) pathsSince(seq uint64) (recordedPaths, error) {
 
 // priorRecord is the record of a path's state at the unmount; a regular
 // file's bytes are unknown.
-func priorRecord(p string, st State) *record {
-	return &record{Op: opPrior, Path: p, State: st, Lost: st.Type == fsstate.Regular}
+func priorRecord(p string, st ckpt.State) *record {
+	return &record{Op: opPrior, Path: p, State: st, Lost: st.Type == ckpt.Regular}
 }
 
-func sameMeta(a, b State) bool { return a.Mode == b.Mode && a.UID == b.UID && a.GID == b.GID }
+func sameMeta(a, b ckpt.State) bool { return a.Mode == b.Mode && a.UID == b.UID && a.GID == b.GID }

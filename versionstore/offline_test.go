@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"ckptfs/internal/backing"
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 func offlineFixture(t *testing.T) (*Store, *backing.Tree, string) {
@@ -35,12 +35,12 @@ func TestOfflineIgnoresWhatEventsRecordedSinceTheManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Through the "mount", after the manifest: h created, a rewritten.
-	if err := s.Record(Capture{Path: "h", Prior: State{}}, Program{}); err != nil {
+	if err := s.Record(ckpt.Capture{Path: "h", Prior: ckpt.State{}}, ckpt.Program{}); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(root, "h"), []byte("h"), 0o644)
-	if err := s.Record(Capture{Path: "a", Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: 1},
-		Open: func() (*os.File, error) { return tree.Open("a") }}, Program{}); err != nil {
+	if err := s.Record(ckpt.Capture{Path: "a", Prior: ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: 1},
+		Open: func() (*os.File, error) { return tree.Open("a") }}, ckpt.Program{}); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(root, "a"), []byte("a2"), 0o644)
@@ -61,7 +61,7 @@ func TestOfflineIgnoresWhatEventsRecordedSinceTheManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 1 || cs[0].Path != "b" || cs[0].Kind != Added {
+	if len(cs) != 1 || cs[0].Path != "b" || cs[0].Kind != ckpt.Added {
 		t.Fatalf("offline turn: %+v", cs)
 	}
 	// The manifest is gone: a second check finds nothing to compare with.
@@ -106,8 +106,8 @@ func TestOfflineKeepRebasesAfterEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An offline rewind's change of a, recorded.
-	if err := s.Record(Capture{Path: "a", Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: 1},
-		Open: func() (*os.File, error) { return tree.Open("a") }}, Program{}); err != nil {
+	if err := s.Record(ckpt.Capture{Path: "a", Prior: ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: 1},
+		Open: func() (*os.File, error) { return tree.Open("a") }}, ckpt.Program{}); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(root, "a"), []byte("rewound"), 0o644)

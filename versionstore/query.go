@@ -7,12 +7,12 @@ import (
 	"sort"
 	"sync"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // resolved is one path's state at some moment, with where its bytes are.
 type resolved struct {
-	State   State
+	State   ckpt.State
 	Content *contentRef // bytes kept in the store (state taken from a record)
 	Live    string      // else the live path that holds this state now
 	FromLog bool        // the state came from a record, not from the live tree
@@ -21,7 +21,7 @@ type resolved struct {
 	// Inode is a regular file's inode at that moment (the record's tag,
 	// or the live inode now; zero: not known), Links the other names the
 	// record lists (links.go).
-	Inode fsstate.Inode
+	Inode ckpt.Inode
 	Links []string
 }
 
@@ -63,9 +63,9 @@ func (s *Store) endSeq(n uint64) (uint64, error) {
 // path's prior state is its state then; a rename moves the question to the
 // new name (or answers "absent" when the path was renamed over); whatever
 // no event touched is as it is in the live tree now.
-func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved, error) {
+func (s *Store) resolveMany(after uint64, paths []string, live ckpt.Tree) ([]resolved, error) {
 	res := make([]resolved, len(paths))
-	meta := make([]*State, len(paths))
+	meta := make([]*ckpt.State, len(paths))
 	pending := map[string][]int{}
 	for i, p := range paths {
 		pending[p] = append(pending[p], i)
@@ -78,7 +78,7 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 		case opPrior:
 			for _, id := range pending[r.Path] {
 				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq, Lost: r.Lost, Links: r.Links}
-				if r.Inode != nil && r.State.Type == fsstate.Regular {
+				if r.Inode != nil && r.State.Type == ckpt.Regular {
 					res[id].Inode = *r.Inode
 				}
 			}
@@ -93,10 +93,10 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 		case opRename, opExchange:
 			moved := map[string][]int{}
 			for p, ids := range pending {
-				if rest, ok := fsstate.Under(p, r.Path); ok {
+				if rest, ok := ckpt.Under(p, r.Path); ok {
 					moved[join(r.To, rest)] = append(moved[join(r.To, rest)], ids...)
 					delete(pending, p)
-				} else if rest, ok := fsstate.Under(p, r.To); ok {
+				} else if rest, ok := ckpt.Under(p, r.To); ok {
 					if r.Op == opExchange {
 						moved[join(r.Path, rest)] = append(moved[join(r.Path, rest)], ids...)
 					} else {
@@ -117,8 +117,8 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 		return nil, err
 	}
 	for p, ids := range pending {
-		var st State
-		var ino fsstate.Inode
+		var st ckpt.State
+		var ino ckpt.Inode
 		if live != nil {
 			if st, ino, err = live.LstatInode(p); err != nil {
 				return nil, err
@@ -126,15 +126,15 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 		} else {
 			return nil, fmt.Errorf("versionstore: the live tree is needed to answer for %q", p)
 		}
-		if st.Type != fsstate.Regular {
-			ino = fsstate.Inode{}
+		if st.Type != ckpt.Regular {
+			ino = ckpt.Inode{}
 		}
 		for _, id := range ids {
 			res[id] = resolved{State: st, Live: p, Inode: ino}
 		}
 	}
 	for i, m := range meta {
-		if m != nil && res[i].State.Type == fsstate.Regular {
+		if m != nil && res[i].State.Type == ckpt.Regular {
 			res[i].State.Mode, res[i].State.UID, res[i].State.GID = m.Mode, m.UID, m.GID
 		}
 	}
@@ -142,13 +142,13 @@ func (s *Store) resolveMany(after uint64, paths []string, live Tree) ([]resolved
 }
 
 // StateAt returns what path was at the end of turn n (Now: the live tree).
-func (s *Store) StateAt(n uint64, path string, live Tree) (State, error) {
+func (s *Store) StateAt(n uint64, path string, live ckpt.Tree) (ckpt.State, error) {
 	r, err := s.resolveAt(n, path, live)
 	return r.State, err
 }
 
-func (s *Store) resolveAt(n uint64, path string, live Tree) (resolved, error) {
-	p, ok := fsstate.Clean(path)
+func (s *Store) resolveAt(n uint64, path string, live ckpt.Tree) (resolved, error) {
+	p, ok := ckpt.Clean(path)
 	if !ok {
 		return resolved{}, fmt.Errorf("%w: %q", ErrBadPath, path)
 	}
@@ -165,10 +165,10 @@ func (s *Store) resolveAt(n uint64, path string, live Tree) (resolved, error) {
 
 // OpenAt streams the bytes path had at the end of turn n. The state tells
 // its type: for anything but a regular file the reader is empty.
-func (s *Store) OpenAt(n uint64, path string, live Tree) (io.ReadCloser, State, error) {
+func (s *Store) OpenAt(n uint64, path string, live ckpt.Tree) (io.ReadCloser, ckpt.State, error) {
 	r, err := s.resolveAt(n, path, live)
 	if err != nil {
-		return nil, State{}, err
+		return nil, ckpt.State{}, err
 	}
 	rc, err := s.open(r, live)
 	if r.Lost {
@@ -177,8 +177,8 @@ func (s *Store) OpenAt(n uint64, path string, live Tree) (io.ReadCloser, State, 
 	return rc, r.State, err
 }
 
-func (s *Store) open(r resolved, live Tree) (io.ReadCloser, error) {
-	if r.State.Type != fsstate.Regular {
+func (s *Store) open(r resolved, live ckpt.Tree) (io.ReadCloser, error) {
+	if r.State.Type != ckpt.Regular {
 		return io.NopCloser(bytes.NewReader(nil)), nil
 	}
 	if r.Lost {
@@ -197,7 +197,7 @@ func (s *Store) open(r resolved, live Tree) (io.ReadCloser, error) {
 // `from` and the end of turn `to` (either may be Now), Before being the
 // state at `from`. It costs time in proportion to the events after the
 // earlier of the two, never to the size of the tree.
-func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
+func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
 	a, err := s.endSeq(from)
 	if err != nil {
 		return nil, err
@@ -255,7 +255,7 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 		idx[p] = i
 	}
 	out := map[string]Change{}
-	kinds := make([]ChangeKind, len(cands))
+	kinds := make([]ckpt.ChangeKind, len(cands))
 	for i, p := range cands {
 		k, err := s.compare(before[i], after[i], live)
 		if err != nil {
@@ -263,8 +263,8 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 		}
 		// A directory renamed or exchanged with another of the same
 		// metadata: its contents came along, under names no event lists.
-		if k == "" && moved[p] && before[i].State.Type == fsstate.Dir && !sameObject(before[i], after[i]) {
-			k = Modified
+		if k == "" && moved[p] && before[i].State.Type == ckpt.Dir && !sameObject(before[i], after[i]) {
+			k = ckpt.Modified
 		}
 		kinds[i] = k
 	}
@@ -283,9 +283,9 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 			x, y := pair[0], pair[1]
 			cx, okx := out[x]
 			cy, oky := out[y]
-			if okx && oky && cx.Kind == Deleted && cy.Kind == Added && cx.Before.Type == cy.After.Type {
+			if okx && oky && cx.Kind == ckpt.Deleted && cy.Kind == ckpt.Added && cx.Before.Type == cy.After.Type {
 				delete(out, x)
-				out[y] = Change{Path: y, From: x, Kind: Renamed, Before: cx.Before, After: cy.After, before: cx.before, after: cy.after}
+				out[y] = Change{Path: y, From: x, Kind: ckpt.Renamed, Before: cx.Before, After: cy.After, before: cx.before, after: cy.after}
 			}
 		}
 	}
@@ -300,7 +300,7 @@ func (s *Store) Changes(from, to uint64, live Tree) ([]Change, error) {
 // OpenChange streams the bytes of one side of a Change returned by Changes
 // (after: the later state) without resolving its path again: listing the
 // lines of k changed files costs one pass over the log, not k.
-func (s *Store) OpenChange(c Change, after bool, live Tree) (io.ReadCloser, error) {
+func (s *Store) OpenChange(c Change, after bool, live ckpt.Tree) (io.ReadCloser, error) {
 	if after {
 		return s.open(c.after, live)
 	}
@@ -309,44 +309,44 @@ func (s *Store) OpenChange(c Change, after bool, live Tree) (io.ReadCloser, erro
 
 // compare classifies the difference between two resolved states ("" if
 // none).
-func (s *Store) compare(x, y resolved, live Tree) (ChangeKind, error) {
+func (s *Store) compare(x, y resolved, live ckpt.Tree) (ckpt.ChangeKind, error) {
 	a, b := x.State, y.State
 	switch {
-	case a.Type == b.Type && a.Type == fsstate.Absent:
+	case a.Type == b.Type && a.Type == ckpt.Absent:
 		return "", nil
-	case a.Type == fsstate.Absent:
-		return Added, nil
-	case b.Type == fsstate.Absent:
-		return Deleted, nil
+	case a.Type == ckpt.Absent:
+		return ckpt.Added, nil
+	case b.Type == ckpt.Absent:
+		return ckpt.Deleted, nil
 	case a.Type != b.Type:
-		return TypeChg, nil
+		return ckpt.TypeChg, nil
 	}
 	metaDiff := a.Mode != b.Mode || a.UID != b.UID || a.GID != b.GID
 	switch a.Type {
-	case fsstate.Symlink:
+	case ckpt.Symlink:
 		if a.Target != b.Target {
-			return Modified, nil
+			return ckpt.Modified, nil
 		}
-	case fsstate.CharDevice, fsstate.BlockDevice:
+	case ckpt.CharDevice, ckpt.BlockDevice:
 		if a.Rdev != b.Rdev {
-			return Modified, nil
+			return ckpt.Modified, nil
 		}
-	case fsstate.Regular:
+	case ckpt.Regular:
 		same, err := s.sameBytes(x, y, live)
 		if err != nil {
 			return "", err
 		}
 		if !same {
-			return Modified, nil
+			return ckpt.Modified, nil
 		}
 	}
-	if metaDiff && a.Type != fsstate.Symlink {
-		return ModeOnly, nil
+	if metaDiff && a.Type != ckpt.Symlink {
+		return ckpt.ModeOnly, nil
 	}
 	return "", nil
 }
 
-func (s *Store) sameBytes(x, y resolved, live Tree) (bool, error) {
+func (s *Store) sameBytes(x, y resolved, live ckpt.Tree) (bool, error) {
 	if x.FromLog && y.FromLog && x.Seq == y.Seq && x.Seq != 0 {
 		return true, nil // one record
 	}

@@ -3,19 +3,19 @@ package versionstore
 import (
 	"testing"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // Names that are not UTF-8 come back byte for byte, not as U+FFFD.
 func TestInvalidUTF8NamesKept(t *testing.T) {
 	s := NewTestStore(t)
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	name, target := "bad\xff\xfename", "to\xc3"
 	recordBytes(t, s, name, []byte("data"))
-	if err := s.Record(Capture{Path: "ln\x80", Prior: State{Type: fsstate.Symlink, Mode: 0o777, Target: target}}, Program{}); err != nil {
+	if err := s.Record(ckpt.Capture{Path: "ln\x80", Prior: ckpt.State{Type: ckpt.Symlink, Mode: 0o777, Target: target}}, ckpt.Program{}); err != nil {
 		t.Fatal(err)
 	}
-	commit, err := s.RecordRename(name, "other\xfa", false, Program{})
+	commit, err := s.RecordRename(name, "other\xfa", false, ckpt.Program{})
 	if err != nil {
 		t.Fatal(err)
 	}

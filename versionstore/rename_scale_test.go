@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 )
 
 // TestPlanRestoreRenamesLinear: a name renamed back and forth n times
@@ -24,11 +25,11 @@ func TestPlanRestoreRenamesLinear(t *testing.T) {
 		defer tree.Close()
 		os.WriteFile(filepath.Join(root, "a"), []byte("x"), 0o644)
 		os.Mkdir(filepath.Join(root, "d"), 0o755)
-		s.Begin(KindAgent, "", "")
+		s.Begin(ckpt.KindAgent, "", "")
 		names := []string{"a", "b", "d/c"}
 		for i := 0; i < n; i++ {
 			from, to := names[i%3], names[(i+1)%3]
-			commit, err := s.RecordRename(from, to, false, Program{})
+			commit, err := s.RecordRename(from, to, false, ckpt.Program{})
 			if err != nil {
 				t.Fatal(err)
 			}

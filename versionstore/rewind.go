@@ -13,9 +13,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
-	"ckptfs/internal/fsstate"
-	"ckptfs/internal/history"
 	"ckptfs/internal/units"
 )
 
@@ -24,12 +23,12 @@ type RewindOptions struct {
 	DryRun bool     // compute and return the changes; touch nothing
 	Paths  []string // restore: only these paths (and everything below them)
 	Undo   bool     // the rewind undoes turn target+1: its label says so
-	Who    Program
+	Who    ckpt.Program
 }
 
 // RewindResult says what a rewind did (or would do, with DryRun).
 type RewindResult struct {
-	Turn Turn // the new turn of kind rewind (zero with DryRun or no change)
+	Turn ckpt.Turn // the new turn of kind rewind (zero with DryRun or no change)
 	// Changes per path: Before the state before the rewind, After the
 	// target state (after a rewind, the rewind turn's own changes).
 	Changes []Change
@@ -82,13 +81,13 @@ type rewindJournal struct {
 // its own (actSplit, if it still has inode Expect) or makes it a name of
 // the inode at From (actLink).
 type action struct {
-	Path    string         `json:"p"`
-	State   State          `json:"s"`
-	Content *contentRef    `json:"c,omitempty"`
-	Live    string         `json:"l,omitempty"`
-	Op      string         `json:"o,omitempty"`
-	From    string         `json:"f,omitempty"`
-	Expect  *fsstate.Inode `json:"e,omitempty"`
+	Path    string      `json:"p"`
+	State   ckpt.State  `json:"s"`
+	Content *contentRef `json:"c,omitempty"`
+	Live    string      `json:"l,omitempty"`
+	Op      string      `json:"o,omitempty"`
+	From    string      `json:"f,omitempty"`
+	Expect  *ckpt.Inode `json:"e,omitempty"`
 }
 
 // Rewind makes the tree equal its state at the end of turn target, or with
@@ -96,7 +95,7 @@ type action struct {
 // recorded as a new turn of kind rewind, which can itself be rewound. The
 // plan is journaled before anything changes: Recover finishes it after a
 // crash. The caller must keep other writers out of the tree meanwhile.
-func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResult, error) {
+func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (RewindResult, error) {
 	s.rewindMu.Lock()
 	defer s.rewindMu.Unlock()
 	s.dropLinkIndex()
@@ -107,7 +106,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	}
 	var prefixes []string
 	for _, p := range opts.Paths {
-		c, ok := fsstate.Clean(p)
+		c, ok := ckpt.Clean(p)
 		if !ok {
 			return res, fmt.Errorf("%w: %q", ErrBadPath, p)
 		}
@@ -156,7 +155,7 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 	case opts.Paths != nil:
 		label = fmt.Sprintf("restore %s from %d", strings.Join(prefixes, " "), target)
 	}
-	t, err := s.Begin(KindRewind, label, "")
+	t, err := s.Begin(ckpt.KindRewind, label, "")
 	if err != nil {
 		return res, err
 	}
@@ -209,16 +208,16 @@ func (s *Store) Rewind(target uint64, live Tree, opts RewindOptions) (RewindResu
 // regular file it changes or removes into the store (twice: its log and a
 // table), and a rewind that ran out of space half-way would leave the tree
 // neither where it was nor where it was going until space came back.
-func (s *Store) checkRewindSpace(changes []Change, live Tree) error {
+func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
 	var tree, store int64
 	for _, c := range changes {
-		if c.Kind == history.Renamed || c.Kind == history.ModeOnly || c.Kind == history.Relinked {
+		if c.Kind == ckpt.Renamed || c.Kind == ckpt.ModeOnly || c.Kind == ckpt.Relinked {
 			continue
 		}
-		if c.After.Type == fsstate.Regular {
+		if c.After.Type == ckpt.Regular {
 			tree += c.After.Size
 		}
-		if c.Before.Type == fsstate.Regular {
+		if c.Before.Type == ckpt.Regular {
 			store += storedSize(c.Before.Size)
 		}
 	}
@@ -253,8 +252,8 @@ func filterChanges(cs []Change, prefixes []string) []Change {
 	var out []Change
 	for _, c := range cs {
 		for _, p := range prefixes {
-			_, a := fsstate.Under(c.Path, p)
-			_, b := fsstate.Under(c.From, p)
+			_, a := ckpt.Under(c.Path, p)
+			_, b := ckpt.Under(c.From, p)
 			if a || (c.From != "" && b) {
 				out = append(out, c)
 				break
@@ -271,7 +270,7 @@ func sameRef(a, b *contentRef) bool {
 // underAny reports whether some prefix lies below p (p is an ancestor).
 func underAny(prefixes []string, p string) bool {
 	for _, pre := range prefixes {
-		if _, ok := fsstate.Under(pre, p); ok {
+		if _, ok := ckpt.Under(pre, p); ok {
 			return true
 		}
 	}
@@ -279,9 +278,9 @@ func underAny(prefixes []string, p string) bool {
 }
 
 // walkLive calls fn with the relative path of everything below dir.
-func walkLive(live Tree, dir string, fn func(rel string)) error {
+func walkLive(live ckpt.Tree, dir string, fn func(rel string)) error {
 	st, err := live.Lstat(dir)
-	if err != nil || st.Type != fsstate.Dir {
+	if err != nil || st.Type != ckpt.Dir {
 		return err
 	}
 	var walk func(rel string) error
@@ -297,7 +296,7 @@ func walkLive(live Tree, dir string, fn func(rel string)) error {
 			if err != nil {
 				return err
 			}
-			if st.Type == fsstate.Dir {
+			if st.Type == ckpt.Dir {
 				if err := walk(r); err != nil {
 					return err
 				}
@@ -312,12 +311,12 @@ func walkLive(live Tree, dir string, fn func(rel string)) error {
 // from what it was right after event stop: the paths the events since
 // name, as they were named then (renames followed back), and what lies
 // below a directory moved since, under both its names.
-func (s *Store) candidates(stop uint64, prefixes []string, live Tree) ([]string, error) {
+func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]string, error) {
 	seen := map[string]bool{}
 	var cands []string
 	under := func(p string) bool {
 		for _, pre := range prefixes {
-			if _, ok := fsstate.Under(p, pre); ok {
+			if _, ok := ckpt.Under(p, pre); ok {
 				return true
 			}
 		}
@@ -375,7 +374,7 @@ type move struct{ orig, cur string }
 func (l *moveLog) back(p string) string {
 	best, orig := -1, p
 	for _, m := range l.moves {
-		if rest, ok := fsstate.Under(p, m.cur); ok && len(m.cur) > best {
+		if rest, ok := ckpt.Under(p, m.cur); ok && len(m.cur) > best {
 			best, orig = len(m.cur), join(m.orig, rest)
 		}
 	}
@@ -390,9 +389,9 @@ func (l *moveLog) note(r *record) {
 	from, to := l.back(r.Path), l.back(r.To)
 	var kept []*move
 	for _, m := range l.moves {
-		if rest, ok := fsstate.Under(m.cur, r.Path); ok {
+		if rest, ok := ckpt.Under(m.cur, r.Path); ok {
 			m.cur = join(r.To, rest) // carried along
-		} else if rest, ok := fsstate.Under(m.cur, r.To); ok {
+		} else if rest, ok := ckpt.Under(m.cur, r.To); ok {
 			if r.Op == opRename {
 				continue // renamed over
 			}
@@ -425,7 +424,7 @@ func (l *moveLog) note(r *record) {
 // is returned in lost instead, to be named to the user. shared reports
 // whether any path looked at shares (or shared at the target) its inode
 // with another: only then has the link pass anything to do.
-func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written map[string]*contentRef) (actions []action, lost []string, shared bool, err error) {
+func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, written map[string]*contentRef) (actions []action, lost []string, shared bool, err error) {
 	cands, err := s.candidates(stop, prefixes, live)
 	if err != nil {
 		return nil, nil, false, err
@@ -442,7 +441,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 		if err != nil {
 			return nil, nil, false, err
 		}
-		if r.State.Type == fsstate.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) || cur.Type == fsstate.Regular && ino.Nlink > 1 {
+		if r.State.Type == ckpt.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) || cur.Type == ckpt.Regular && ino.Nlink > 1 {
 			shared = true
 		}
 		if r.Lost {
@@ -461,7 +460,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 		} else if k == "" {
 			continue // already as it was
 		}
-		if a.Live != "" && a.Live != p && a.State.Type == fsstate.Regular {
+		if a.Live != "" && a.Live != p && a.State.Type == ckpt.Regular {
 			// The bytes lie at another live path, which an earlier action
 			// may change: keep them in the store first, so that every
 			// action (and its redo after a crash) stands on its own.
@@ -476,7 +475,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live Tree, written m
 			}
 			a.Live = ""
 		}
-		if r.State.Type == fsstate.Absent {
+		if r.State.Type == ckpt.Absent {
 			rm = append(rm, a)
 		} else {
 			mk = append(mk, a)
@@ -540,7 +539,7 @@ func putJournal(b *pebble.Batch, j *rewindJournal, plan bool) {
 }
 
 // runJournal carries out a journaled rewind from j.Next on.
-func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
+func (s *Store) runJournal(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
 	if !j.Restore {
 		if err := s.replay(j, live, who); err != nil {
 			return err
@@ -583,7 +582,7 @@ func (s *Store) runJournal(j *rewindJournal, live Tree, who Program) error {
 
 // runActions carries out j.Actions from j.Next on, saving the progress
 // after each.
-func (s *Store) runActions(j *rewindJournal, live Tree, who Program) error {
+func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
 	for j.Next < uint64(len(j.Actions)) {
 		a := j.Actions[j.Next]
 		var err error
@@ -618,7 +617,7 @@ func (s *Store) runActions(j *rewindJournal, live Tree, who Program) error {
 }
 
 // replay undoes the events from j.Next down to j.Stop+1, newest first.
-func (s *Store) replay(j *rewindJournal, live Tree, who Program) error {
+func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
 	for j.Next > j.Stop {
 		var rec *record
 		err := s.scanEventsReverse(j.Stop+1, j.Next+1, func(r *record) (bool, error) {
@@ -665,9 +664,9 @@ func (s *Store) replay(j *rewindJournal, live Tree, who Program) error {
 // split gives the regular file at path an inode of its own, with its
 // bytes and st's mode and owner, if it still has inode expect (else it
 // was done before a crash).
-func (s *Store) split(live Tree, path string, st State, expect *fsstate.Inode, who Program) error {
+func (s *Store) split(live ckpt.Tree, path string, st ckpt.State, expect *ckpt.Inode, who ckpt.Program) error {
 	cur, ino, err := live.LstatInode(path)
-	if err != nil || cur.Type != fsstate.Regular || expect == nil || !ino.Same(*expect) {
+	if err != nil || cur.Type != ckpt.Regular || expect == nil || !ino.Same(*expect) {
 		return err
 	}
 	if err := s.capture(live, path, cur, who); err != nil {
@@ -683,12 +682,12 @@ func (s *Store) split(live Tree, path string, st State, expect *fsstate.Inode, w
 
 // relink makes path a name of the regular file at from (recording what
 // path was first), unless it is one already.
-func (s *Store) relink(live Tree, from, path string, who Program) error {
+func (s *Store) relink(live ckpt.Tree, from, path string, who ckpt.Program) error {
 	fst, fino, err := live.LstatInode(from)
 	if err != nil {
 		return err
 	}
-	if fst.Type != fsstate.Regular {
+	if fst.Type != ckpt.Regular {
 		// Not what the pass planned (a crash, then a change before
 		// Recover): path keeps its bytes, in an inode of its own.
 		return nil
@@ -697,7 +696,7 @@ func (s *Store) relink(live Tree, from, path string, who Program) error {
 	if err != nil || ino.Same(fino) {
 		return err
 	}
-	if cur.Type == fsstate.Dir {
+	if cur.Type == ckpt.Dir {
 		if err := s.replace(live, path, cur, who); err != nil {
 			return err
 		}
@@ -724,8 +723,8 @@ var replayLimit = func(changes int) uint64 { return 16*uint64(changes) + 4096 }
 var fixups atomic.Int64
 
 // finishJournal closes the rewind turn and drops the journal.
-func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
-	var t Turn
+func (s *Store) finishJournal(j *rewindJournal) (ckpt.Turn, error) {
+	var t ckpt.Turn
 	var err error
 	if cur, ok := s.Current(); ok && cur.Num == j.Turn {
 		t, err = s.End("")
@@ -749,7 +748,7 @@ func (s *Store) finishJournal(j *rewindJournal) (Turn, error) {
 
 // Recover finishes a rewind that a crash interrupted. It reports whether
 // there was one. Call it before the tree is served again.
-func (s *Store) Recover(live Tree) (bool, error) {
+func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	crashpoint.Hit("recover.start")
 	s.dropLinkIndex()
 	defer s.dropLinkIndex()
@@ -786,7 +785,7 @@ func (s *Store) Recover(live Tree) (bool, error) {
 		}
 		return true, nil
 	}
-	if err := s.runJournal(j, live, Program{Comm: "ckptfs-recover"}); err != nil {
+	if err := s.runJournal(j, live, ckpt.Program{Comm: "ckptfs-recover"}); err != nil {
 		return true, err
 	}
 	if _, err = s.finishJournal(j); err != nil {
@@ -800,13 +799,13 @@ func (s *Store) Recover(live Tree) (bool, error) {
 // the open (rewind) turn. since is the journal's Mark: the events from
 // there on are this step's own, recorded by an earlier run of it that a
 // crash cut short (0: unknown).
-func (s *Store) undo(r *record, live Tree, who Program, since uint64) error {
+func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) error {
 	switch r.Op {
 	case opPrior:
 		return s.ensure(live, r.Path, r.State, r.Content, "", who)
 	case opMeta:
 		cur, err := live.Lstat(r.Path)
-		if err != nil || cur.Type != fsstate.Regular {
+		if err != nil || cur.Type != ckpt.Regular {
 			return err
 		}
 		return s.setFileMeta(live, r.Path, cur, r.State, who)
@@ -864,7 +863,7 @@ func (s *Store) undo(r *record, live Tree, who Program, since uint64) error {
 
 // mkdirParents creates the missing parents of path (mode 0755; an older
 // record sets their real state).
-func (s *Store) mkdirParents(live Tree, path string, who Program) error {
+func (s *Store) mkdirParents(live ckpt.Tree, path string, who ckpt.Program) error {
 	els := strings.Split(path, "/")
 	for i := 1; i < len(els); i++ {
 		p := strings.Join(els[:i], "/")
@@ -872,7 +871,7 @@ func (s *Store) mkdirParents(live Tree, path string, who Program) error {
 		if err != nil {
 			return err
 		}
-		if st.Type == fsstate.Dir {
+		if st.Type == ckpt.Dir {
 			continue
 		}
 		if err := s.replace(live, p, st, who); err != nil {
@@ -902,7 +901,7 @@ func (s *Store) movedSince(since uint64, op, from, to string) (bool, error) {
 	return found, err
 }
 
-func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) error {
+func (s *Store) rename(live ckpt.Tree, from, to string, exchange bool, who ckpt.Program) error {
 	if exchange {
 		ia, err := live.Ident(from)
 		if err != nil {
@@ -937,8 +936,8 @@ func (s *Store) rename(live Tree, from, to string, exchange bool, who Program) e
 
 // ensure makes path have state st (bytes from content, or from the live
 // path src), recording its current state in the open turn first.
-func (s *Store) ensure(live Tree, path string, st State, content *contentRef, src string, who Program) error {
-	if st.Type != fsstate.Absent && st.Type != fsstate.Special {
+func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *contentRef, src string, who ckpt.Program) error {
+	if st.Type != ckpt.Absent && st.Type != ckpt.Special {
 		if err := s.mkdirParents(live, path, who); err != nil {
 			return err
 		}
@@ -948,7 +947,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		return err
 	}
 	switch st.Type {
-	case fsstate.Absent:
+	case ckpt.Absent:
 		if !cur.Exists() {
 			return nil
 		}
@@ -956,8 +955,8 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 			return err
 		}
 		return live.RemoveAll(path)
-	case fsstate.Dir:
-		if cur.Type == fsstate.Dir {
+	case ckpt.Dir:
+		if cur.Type == ckpt.Dir {
 			return s.ensureMeta(live, path, cur, st, who)
 		}
 		if err := s.replace(live, path, cur, who); err != nil {
@@ -966,9 +965,9 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		if err := live.Mkdir(path, st.Mode); err != nil {
 			return err
 		}
-		return setMeta(live, path, State{Mode: st.Mode}, st)
-	case fsstate.Symlink:
-		if cur.Type == fsstate.Symlink && cur.Target == st.Target {
+		return setMeta(live, path, ckpt.State{Mode: st.Mode}, st)
+	case ckpt.Symlink:
+		if cur.Type == ckpt.Symlink && cur.Target == st.Target {
 			return nil
 		}
 		if err := s.replace(live, path, cur, who); err != nil {
@@ -981,8 +980,8 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 			live.Lchown(path, st.UID, st.GID) // best effort
 		}
 		return nil
-	case fsstate.Regular:
-		if src == path && cur.Type == fsstate.Regular {
+	case ckpt.Regular:
+		if src == path && cur.Type == ckpt.Regular {
 			// The same file: only its mode or owner differs.
 			return s.setFileMeta(live, path, cur, st, who)
 		}
@@ -998,7 +997,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 			return err
 		}
 		defer rc.Close()
-		if cur.Type == fsstate.Dir {
+		if cur.Type == ckpt.Dir {
 			if err := s.replace(live, path, cur, who); err != nil {
 				return err
 			}
@@ -1008,7 +1007,7 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		// WriteFile replaces atomically with a new inode: fresh mtime, and
 		// processes holding the old file keep the old bytes.
 		return live.WriteFile(path, st, rc)
-	case fsstate.FIFO, fsstate.Socket, fsstate.CharDevice, fsstate.BlockDevice:
+	case ckpt.FIFO, ckpt.Socket, ckpt.CharDevice, ckpt.BlockDevice:
 		if cur.Type == st.Type && cur.Rdev == st.Rdev {
 			return s.ensureMeta(live, path, cur, st, who)
 		}
@@ -1018,14 +1017,14 @@ func (s *Store) ensure(live Tree, path string, st State, content *contentRef, sr
 		if err := live.Mknod(path, st); err != nil {
 			return err
 		}
-		return setMeta(live, path, State{Mode: st.Mode}, st)
+		return setMeta(live, path, ckpt.State{Mode: st.Mode}, st)
 	}
 	return nil // Special (recorded by an older ckptfs): its kind is unknown
 }
 
 // ensureMeta gives path, a directory or node of the right type already,
 // st's mode and owner, recording its current state first.
-func (s *Store) ensureMeta(live Tree, path string, cur, st State, who Program) error {
+func (s *Store) ensureMeta(live ckpt.Tree, path string, cur, st ckpt.State, who ckpt.Program) error {
 	if sameMeta(cur, st) {
 		return nil
 	}
@@ -1036,7 +1035,7 @@ func (s *Store) ensureMeta(live Tree, path string, cur, st State, who Program) e
 }
 
 // replace records and removes whatever is at path.
-func (s *Store) replace(live Tree, path string, cur State, who Program) error {
+func (s *Store) replace(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
 	if err := s.captureTree(live, path, cur, who); err != nil {
 		return err
 	}
@@ -1050,7 +1049,7 @@ func (s *Store) replace(live Tree, path string, cur State, who Program) error {
 // recording its current state first. A file with other names gets an
 // inode of its own instead: a chmod would change the other names too.
 // (The link pass then joins it again to the names it had at the target.)
-func (s *Store) setFileMeta(live Tree, path string, cur, st State, who Program) error {
+func (s *Store) setFileMeta(live ckpt.Tree, path string, cur, st ckpt.State, who ckpt.Program) error {
 	if sameMeta(cur, st) {
 		return nil
 	}
@@ -1063,13 +1062,13 @@ func (s *Store) setFileMeta(live Tree, path string, cur, st State, who Program) 
 		want.Mode, want.UID, want.GID = st.Mode, st.UID, st.GID
 		return s.split(live, path, want, &ino, who)
 	}
-	if err := s.Record(Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
+	if err := s.Record(ckpt.Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
 		return err
 	}
 	return setMeta(live, path, cur, st)
 }
 
-func setMeta(live Tree, path string, cur, st State) error {
+func setMeta(live ckpt.Tree, path string, cur, st ckpt.State) error {
 	if cur.UID != st.UID || cur.GID != st.GID {
 		if err := live.Lchown(path, st.UID, st.GID); err != nil && os.Geteuid() == 0 {
 			return err
@@ -1081,14 +1080,14 @@ func setMeta(live Tree, path string, cur, st State) error {
 // capture records path's current state in the open turn. Bytes are
 // copied, not linked: a process may still hold the file open for writing.
 // A regular file's record names its inode and that inode's other names.
-func (s *Store) capture(live Tree, path string, cur State, who Program) error {
-	return s.captureIno(live, path, cur, fsstate.Inode{}, who)
+func (s *Store) capture(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
+	return s.captureIno(live, path, cur, ckpt.Inode{}, who)
 }
 
 // captureIno is capture, with the inode at path if the caller has it.
-func (s *Store) captureIno(live Tree, path string, cur State, ino fsstate.Inode, who Program) error {
-	c := Capture{Path: path, Prior: cur}
-	if cur.Type == fsstate.Regular {
+func (s *Store) captureIno(live ckpt.Tree, path string, cur ckpt.State, ino ckpt.Inode, who ckpt.Program) error {
+	c := ckpt.Capture{Path: path, Prior: cur}
+	if cur.Type == ckpt.Regular {
 		c.Open = func() (*os.File, error) { return live.Open(path) }
 		if s.NeedsCapture(path, false) {
 			if !ino.Known() {
@@ -1110,15 +1109,15 @@ func (s *Store) captureIno(live Tree, path string, cur State, ino fsstate.Inode,
 // captureTree records path and, for a directory, everything below it,
 // children first, so that undoing the records (newest first) recreates the
 // directory before its children.
-func (s *Store) captureTree(live Tree, path string, cur State, who Program) error {
-	if cur.Type == fsstate.Dir {
+func (s *Store) captureTree(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
+	if cur.Type == ckpt.Dir {
 		names, err := live.ReadDir(path)
 		if err != nil {
 			return err
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			p := fsstate.Join(path, n)
+			p := ckpt.Join(path, n)
 			st, err := live.Lstat(p)
 			if err != nil {
 				return err
@@ -1155,7 +1154,7 @@ func (s *Store) captureTree(live Tree, path string, cur State, who Program) erro
 // existed. (A caller that renamed an ancestor at the same time, which the
 // overlay does not, could mislead this: the kernel does not lock the
 // parents' ancestors.)
-func (s *Store) dropPhantomRenames(live Tree) error {
+func (s *Store) dropPhantomRenames(live ckpt.Tree) error {
 	if live == nil {
 		return nil // the marks wait for a Recover that can look
 	}
@@ -1220,7 +1219,7 @@ func (s *Store) dropPhantomRenames(live Tree) error {
 
 // exchangeHappened tells by the inode numbers ids (RecordExchange's mark)
 // whether the exchange r was made; known is false when it cannot tell.
-func exchangeHappened(live Tree, r *record, ids []byte) (happened, known bool) {
+func exchangeHappened(live ckpt.Tree, r *record, ids []byte) (happened, known bool) {
 	if len(ids) != 16 {
 		return true, false
 	}

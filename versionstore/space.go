@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"ckptfs/internal/ckpt"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -47,7 +49,7 @@ const (
 )
 
 // Health reports the store's state for `ckptfs status`.
-func (s *Store) Health() Health {
+func (s *Store) Health() ckpt.Health {
 	avail := int64(-1)
 	if s.dirf != nil {
 		if a, _, err := s.statfs(); err == nil {
@@ -56,7 +58,7 @@ func (s *Store) Health() Health {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := Health{Full: s.full, Avail: avail, LastErrorAt: s.lastErrAt}
+	h := ckpt.Health{Full: s.full, Avail: avail, LastErrorAt: s.lastErrAt}
 	if s.lastErr != nil {
 		h.LastError = s.lastErr.Error()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
 
@@ -57,7 +58,7 @@ type Store struct {
 	spaceAt   time.Time // when the free space was last found sufficient
 	lastErr   error     // the last error of Record, Begin or End
 	lastErrAt time.Time
-	cur       *Turn            // the open turn, nil if none
+	cur       *ckpt.Turn       // the open turn, nil if none
 	latest    uint64           // highest turn number
 	nextSeq   uint64           // next event sequence number
 	touched   map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
@@ -212,7 +213,7 @@ func (s *Store) load() error {
 	case err == pebble.ErrNotFound:
 		b := s.db.NewBatch()
 		b.Set(keyFormat, []byte(strconv.Itoa(formatVersion)), nil)
-		t0 := Turn{Num: 0, Kind: KindInitial, Start: time.Now().UTC(), End: time.Now().UTC(), FirstSeq: 1, LastSeq: 0}
+		t0 := ckpt.Turn{Num: 0, Kind: ckpt.KindInitial, Start: time.Now().UTC(), End: time.Now().UTC(), FirstSeq: 1, LastSeq: 0}
 		putJSON(b, turnKey(0), t0)
 		if err := s.commit(b, pebble.Sync); err != nil {
 			return err
@@ -375,17 +376,17 @@ func (s *Store) DiskUsage() (int64, error) {
 
 // Begin opens a new turn, closing the open one first. ref, if not empty,
 // is attached to the new turn.
-func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
+func (s *Store) Begin(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Turn{}, ErrClosed
+		return ckpt.Turn{}, ErrClosed
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	if ref != "" {
 		if err := s.checkRef(ref, s.latest+1); err != nil {
-			return Turn{}, err
+			return ckpt.Turn{}, err
 		}
 	}
 	if s.cur != nil {
@@ -399,7 +400,7 @@ func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
 	}
 	if err := s.commit(b, pebble.Sync); err != nil {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return Turn{}, err
+		return ckpt.Turn{}, err
 	}
 	crashpoint.Hit("turn.committed")
 	// The turn is open from here on, whether or not the fsync works: the
@@ -423,19 +424,19 @@ func (s *Store) Begin(kind Kind, label, ref string) (Turn, error) {
 // moment: the records serve the new turn as they are. It saves a turn
 // that only records that nothing happened (a boundary's capture of a file
 // still open for writing, say) from showing up in the history.
-func (s *Store) Adopt(kind Kind, label, ref string) (Turn, error) {
+func (s *Store) Adopt(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Turn{}, ErrClosed
+		return ckpt.Turn{}, ErrClosed
 	}
-	if s.cur == nil || s.cur.Kind != KindManual || s.cur.Label != "" {
-		return Turn{}, fmt.Errorf("versionstore: BUG: Adopt needs an open unlabelled manual turn")
+	if s.cur == nil || s.cur.Kind != ckpt.KindManual || s.cur.Label != "" {
+		return ckpt.Turn{}, fmt.Errorf("versionstore: BUG: Adopt needs an open unlabelled manual turn")
 	}
 	t := *s.cur
 	if ref != "" {
 		if err := s.checkRef(ref, t.Num); err != nil {
-			return Turn{}, err
+			return ckpt.Turn{}, err
 		}
 	}
 	b := s.db.NewBatch()
@@ -448,21 +449,21 @@ func (s *Store) Adopt(kind Kind, label, ref string) (Turn, error) {
 	putJSON(b, turnKey(t.Num), t)
 	if err := s.commit(b, pebble.Sync); err != nil {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return Turn{}, err
+		return ckpt.Turn{}, err
 	}
 	s.cur = &t
 	return t, nil
 }
 
 // newTurn writes a new open turn into b (s.mu held).
-func (s *Store) newTurn(b *pebble.Batch, kind Kind, label string) *Turn {
-	t := &Turn{Num: s.latest + 1, Kind: kind, Label: label, Start: time.Now().UTC(),
+func (s *Store) newTurn(b *pebble.Batch, kind ckpt.Kind, label string) *ckpt.Turn {
+	t := &ckpt.Turn{Num: s.latest + 1, Kind: kind, Label: label, Start: time.Now().UTC(),
 		Open: true, FirstSeq: s.nextSeq, LastSeq: s.nextSeq - 1}
 	putJSON(b, turnKey(t.Num), t)
 	return t
 }
 
-func (s *Store) closeTurn(b *pebble.Batch, t *Turn) {
+func (s *Store) closeTurn(b *pebble.Batch, t *ckpt.Turn) {
 	t.Open = false
 	t.End = time.Now().UTC()
 	t.LastSeq = s.nextSeq - 1
@@ -489,18 +490,18 @@ func (s *Store) checkRef(ref string, num uint64) error {
 
 // End closes the open turn, adding ref to it if not empty. The closed turn
 // is durable (fsynced) when End returns.
-func (s *Store) End(ref string) (Turn, error) {
+func (s *Store) End(ref string) (ckpt.Turn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Turn{}, ErrClosed
+		return ckpt.Turn{}, ErrClosed
 	}
 	if s.cur == nil {
-		return Turn{}, ErrNoOpenTurn
+		return ckpt.Turn{}, ErrNoOpenTurn
 	}
 	if ref != "" {
 		if err := s.checkRef(ref, s.cur.Num); err != nil {
-			return Turn{}, err
+			return ckpt.Turn{}, err
 		}
 	}
 	b := s.db.NewBatch()
@@ -513,7 +514,7 @@ func (s *Store) End(ref string) (Turn, error) {
 	s.closeTurn(b, &t)
 	if err := s.commit(b, pebble.Sync); err != nil {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return Turn{}, err
+		return ckpt.Turn{}, err
 	}
 	crashpoint.Hit("turn.committed")
 	// Closed from here on, whether or not the fsync works (as in Begin).
@@ -538,11 +539,11 @@ func contains(list []string, s string) bool {
 }
 
 // Current returns the open turn, if any.
-func (s *Store) Current() (Turn, bool) {
+func (s *Store) Current() (ckpt.Turn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur == nil {
-		return Turn{}, false
+		return ckpt.Turn{}, false
 	}
 	t := *s.cur
 	t.LastSeq = s.nextSeq - 1
@@ -565,7 +566,7 @@ func (s *Store) Latest() uint64 {
 }
 
 // Turn returns turn n; the open turn as it is now (as Current).
-func (s *Store) Turn(n uint64) (Turn, error) {
+func (s *Store) Turn(n uint64) (ckpt.Turn, error) {
 	if cur, ok := s.Current(); ok && cur.Num == n {
 		return cur, nil
 	}
@@ -574,8 +575,8 @@ func (s *Store) Turn(n uint64) (Turn, error) {
 
 // storedTurn reads turn n's record. That of the open turn lags behind
 // (its LastSeq and Programs are kept in memory until it closes).
-func (s *Store) storedTurn(n uint64) (Turn, error) {
-	var t Turn
+func (s *Store) storedTurn(n uint64) (ckpt.Turn, error) {
+	var t ckpt.Turn
 	v, closer, err := s.db.Get(turnKey(n))
 	if err == pebble.ErrNotFound {
 		return t, fmt.Errorf("%w: %d", ErrTurnNotFound, n)
@@ -591,15 +592,15 @@ func (s *Store) storedTurn(n uint64) (Turn, error) {
 }
 
 // Turns returns up to limit turns (all if limit <= 0), newest first.
-func (s *Store) Turns(limit int) ([]Turn, error) {
+func (s *Store) Turns(limit int) ([]ckpt.Turn, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTurn}, UpperBound: upper(prefixTurn)})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	var out []Turn
+	var out []ckpt.Turn
 	for ok := it.Last(); ok && (limit <= 0 || len(out) < limit); ok = it.Prev() {
-		var t Turn
+		var t ckpt.Turn
 		if err := json.Unmarshal(it.Value(), &t); err != nil {
 			return nil, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
 		}
@@ -614,7 +615,7 @@ func (s *Store) Turns(limit int) ([]Turn, error) {
 }
 
 // SetStats stores the statistics of turn n.
-func (s *Store) SetStats(n uint64, st Stats) error {
+func (s *Store) SetStats(n uint64, st ckpt.Stats) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.storedTurn(n)

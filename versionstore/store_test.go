@@ -12,12 +12,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 func recordBytes(t *testing.T, s *Store, path string, data []byte) {
 	t.Helper()
-	c := Capture{Path: path, Prior: State{Type: fsstate.Regular, Mode: 0o644, Size: int64(len(data))}}
+	c := ckpt.Capture{Path: path, Prior: ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: int64(len(data))}}
 	c.Open = func() (*os.File, error) {
 		f, err := os.CreateTemp(t.TempDir(), "c")
 		if err != nil {
@@ -27,7 +27,7 @@ func recordBytes(t *testing.T, s *Store, path string, data []byte) {
 		f.Seek(0, 0)
 		return f, nil
 	}
-	if err := s.Record(c, Program{Comm: "test"}); err != nil {
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -37,12 +37,12 @@ func TestTurnsAndRefs(t *testing.T) {
 	if _, err := s.End(""); !errors.Is(err, ErrNoOpenTurn) {
 		t.Fatalf("End with no open turn: %v", err)
 	}
-	t1, err := s.Begin(KindAgent, "first", "msg-1")
+	t1, err := s.Begin(ckpt.KindAgent, "first", "msg-1")
 	if err != nil || t1.Num != 1 || !t1.Open {
 		t.Fatalf("begin: %+v %v", t1, err)
 	}
 	// Begin closes the open turn.
-	t2, _ := s.Begin(KindAgent, "second", "")
+	t2, _ := s.Begin(ckpt.KindAgent, "second", "")
 	if got, _ := s.Turn(1); got.Open || got.End.IsZero() {
 		t.Fatalf("turn 1 not closed by the next begin: %+v", got)
 	}
@@ -62,17 +62,17 @@ func TestTurnsAndRefs(t *testing.T) {
 		t.Errorf("unknown ref: %v", err)
 	}
 	// A ref names one turn.
-	if _, err := s.Begin(KindAgent, "", "msg-1"); !errors.Is(err, ErrRefTaken) {
+	if _, err := s.Begin(ckpt.KindAgent, "", "msg-1"); !errors.Is(err, ErrRefTaken) {
 		t.Errorf("reused ref: %v", err)
 	}
 	// Changes with no turn open land in a manual turn.
 	recordBytes(t, s, "x", []byte("hi"))
 	cur, ok := s.Current()
-	if !ok || cur.Kind != KindManual || cur.Num != 3 || len(cur.Programs) != 1 || cur.Programs[0] != "test" {
+	if !ok || cur.Kind != ckpt.KindManual || cur.Num != 3 || len(cur.Programs) != 1 || cur.Programs[0] != "test" {
 		t.Fatalf("manual turn: %+v %v", cur, ok)
 	}
 	ts, _ := s.Turns(0)
-	if len(ts) != 4 || ts[0].Num != 3 || ts[3].Num != 0 || ts[3].Kind != KindInitial {
+	if len(ts) != 4 || ts[0].Num != 3 || ts[3].Num != 0 || ts[3].Kind != ckpt.KindInitial {
 		t.Fatalf("Turns: %+v", ts)
 	}
 }
@@ -105,7 +105,7 @@ func TestLockedStore(t *testing.T) {
 
 func TestCorruptChunkDetected(t *testing.T) {
 	s := NewTestStore(t)
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	data := bytes.Repeat([]byte("precious "), 1000)
 	recordBytes(t, s, "f", data)
 	s.End("")
@@ -138,14 +138,14 @@ func TestChunksShared(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	big := make([]byte, 4<<20)
 	rng.Read(big)
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	recordBytes(t, s, "big", big)
 	s.End("")
 	before := s.db.Metrics().Total().TableBytesIn + uint64(s.db.Metrics().WAL.BytesWritten)
 	// The same file with 100 KiB appended: only the tail is new.
 	appended := append(append([]byte(nil), big...), make([]byte, 100<<10)...)
 	rng.Read(appended[len(big):])
-	s.Begin(KindAgent, "", "")
+	s.Begin(ckpt.KindAgent, "", "")
 	recordBytes(t, s, "big", appended)
 	s.End("")
 	after := s.db.Metrics().Total().TableBytesIn + uint64(s.db.Metrics().WAL.BytesWritten)
@@ -167,7 +167,7 @@ func TestChunksShared(t *testing.T) {
 func TestRecordRejectsBadPaths(t *testing.T) {
 	s := NewTestStore(t)
 	for _, p := range []string{"../x", "/etc", "a//b", "a/../b"} {
-		if err := s.Record(Capture{Path: p}, Program{}); !errors.Is(err, ErrBadPath) {
+		if err := s.Record(ckpt.Capture{Path: p}, ckpt.Program{}); !errors.Is(err, ErrBadPath) {
 			t.Errorf("Record(%q): %v", p, err)
 		}
 	}
@@ -179,22 +179,22 @@ var _ = filepath.Join
 // and records; Credit adds a program without a record.
 func TestAdoptAndCredit(t *testing.T) {
 	s := NewTestStore(t)
-	if _, err := s.Begin(KindAgent, "one", ""); err != nil {
+	if _, err := s.Begin(ckpt.KindAgent, "one", ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.End(""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Adopt(KindAgent, "x", ""); err == nil {
+	if _, err := s.Adopt(ckpt.KindAgent, "x", ""); err == nil {
 		t.Fatal("Adopt with no open turn succeeded")
 	}
 	recordBytes(t, s, "f", []byte("same"))
 	cur, _ := s.Current()
-	if cur.Kind != KindManual || cur.Num != 2 {
+	if cur.Kind != ckpt.KindManual || cur.Num != 2 {
 		t.Fatalf("implicit turn: %+v", cur)
 	}
-	got, err := s.Adopt(KindAgent, "two", "msg-2")
-	if err != nil || got.Num != 2 || got.Kind != KindAgent || got.Label != "two" || !got.Open {
+	got, err := s.Adopt(ckpt.KindAgent, "two", "msg-2")
+	if err != nil || got.Num != 2 || got.Kind != ckpt.KindAgent || got.Label != "two" || !got.Open {
 		t.Fatalf("Adopt: %+v %v", got, err)
 	}
 	if n, err := s.Resolve("ref:msg-2"); err != nil || n != 2 {
@@ -203,17 +203,17 @@ func TestAdoptAndCredit(t *testing.T) {
 	if !s.NeedsCapture("g", false) || s.NeedsCapture("f", false) {
 		t.Fatal("the adopted turn lost its captures")
 	}
-	if _, err := s.Adopt(KindAgent, "again", ""); err == nil {
+	if _, err := s.Adopt(ckpt.KindAgent, "again", ""); err == nil {
 		t.Fatal("Adopt of a labelled agent turn succeeded")
 	}
-	if err := s.Credit(Program{Comm: "cc"}); err != nil {
+	if err := s.Credit(ckpt.Program{Comm: "cc"}); err != nil {
 		t.Fatal(err)
 	}
 	s.End("")
-	if tt, _ := s.Turn(2); !contains(tt.Programs, "cc") || tt.Label != "two" || tt.Kind != KindAgent {
+	if tt, _ := s.Turn(2); !contains(tt.Programs, "cc") || tt.Label != "two" || tt.Kind != ckpt.KindAgent {
 		t.Fatalf("turn 2 after end: %+v", tt)
 	}
-	if err := s.Credit(Program{Comm: "late"}); err != nil {
+	if err := s.Credit(ckpt.Program{Comm: "late"}); err != nil {
 		t.Fatal(err) // no open turn: nothing to credit
 	}
 	if s.Latest() != 2 {

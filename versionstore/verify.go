@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 
+	"ckptfs/internal/ckpt"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
 // Verify checks every stored chunk against its checksum and every attic
 // file that history refers to. Damage is reported, never repaired.
-func (s *Store) Verify() (VerifyReport, error) {
-	var rep VerifyReport
+func (s *Store) Verify() (ckpt.VerifyReport, error) {
+	var rep ckpt.VerifyReport
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixChunk}, UpperBound: upper(prefixChunk)})
 	if err != nil {
 		return rep, err

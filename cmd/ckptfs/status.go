@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/rundir"
 	"ckptfs/internal/units"
 	"ckptfs/turnctl"
-	"ckptfs/versionstore"
 )
 
 // statusReport is what `ckptfs status` prints.
@@ -29,9 +29,9 @@ type statusReport struct {
 	Socket     string `json:"socket,omitempty"`
 	Started    string `json:"started,omitempty"`
 	// From the daemon over the control socket (mounted only).
-	Latest   *uint64            `json:"latest_turn,omitempty"`
-	OpenTurn *versionstore.Turn `json:"open_turn,omitempty"`
-	Error    string             `json:"error,omitempty"` // the daemon did not answer
+	Latest   *uint64    `json:"latest_turn,omitempty"`
+	OpenTurn *ckpt.Turn `json:"open_turn,omitempty"`
+	Error    string     `json:"error,omitempty"` // the daemon did not answer
 	// The store's health, from the daemon: full (changes fail with ENOSPC)
 	// and its last error. FreeBytes is measured here (-1: unknown).
 	StoreFull  bool   `json:"store_full"`

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/versionstore"
 )
 
@@ -52,7 +53,7 @@ func TestOfflineHandOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Begin(versionstore.KindAgent, "first", "m1"); err != nil {
+	if _, err := store.Begin(ckpt.KindAgent, "first", "m1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.End(""); err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"ckptfs/internal/backing"
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 	"ckptfs/versionstore"
 )
 
@@ -40,8 +40,8 @@ func (o *Overlay) capture(p string) {
 	if err != nil {
 		o.T.Fatal(err)
 	}
-	c := fsstate.Capture{Path: p, Prior: st, Open: func() (*os.File, error) { return o.Tree.Open(p) }}
-	if err := o.Store.Record(c, fsstate.Program{PID: 1, Comm: o.Comm}); err != nil {
+	c := ckpt.Capture{Path: p, Prior: st, Open: func() (*os.File, error) { return o.Tree.Open(p) }}
+	if err := o.Store.Record(c, ckpt.Program{PID: 1, Comm: o.Comm}); err != nil {
 		o.T.Fatal(err)
 	}
 }
@@ -68,7 +68,7 @@ func (o *Overlay) Mkdir(p string) {
 func (o *Overlay) Chmod(p string, mode os.FileMode) {
 	o.T.Helper()
 	st, _ := o.Tree.Lstat(p)
-	if err := o.Store.Record(fsstate.Capture{Path: p, Prior: st, MetaOnly: true}, fsstate.Program{PID: 1, Comm: o.Comm}); err != nil {
+	if err := o.Store.Record(ckpt.Capture{Path: p, Prior: st, MetaOnly: true}, ckpt.Program{PID: 1, Comm: o.Comm}); err != nil {
 		o.T.Fatal(err)
 	}
 	if err := os.Chmod(filepath.Join(o.Dir, p), mode); err != nil {
@@ -91,7 +91,7 @@ func (o *Overlay) Rename(from, to string) {
 	if st, _ := o.Tree.Lstat(to); st.Exists() {
 		o.capture(to)
 	}
-	commit, err := o.Store.RecordRename(from, to, false, fsstate.Program{PID: 1, Comm: o.Comm})
+	commit, err := o.Store.RecordRename(from, to, false, ckpt.Program{PID: 1, Comm: o.Comm})
 	if err != nil {
 		o.T.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package backing changes the backing directory of a ckptfs mount on behalf of
 // the history store (rewind, restore, reading the live state). It implements
-// fsstate.Tree.
+// ckpt.Tree.
 //
 // Every operation starts from a directory fd opened before the mount covered
 // the directory, and resolves the parent of the target with openat2
@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
-	"ckptfs/internal/fsstate"
 )
 
 // Tree is a backing directory. Its methods are safe for concurrent use.
@@ -32,7 +32,7 @@ type Tree struct {
 	owned bool
 }
 
-var _ fsstate.Tree = (*Tree)(nil)
+var _ ckpt.Tree = (*Tree)(nil)
 
 // New returns a Tree on an open directory; the caller keeps ownership of root.
 func New(root *os.File) *Tree { return &Tree{root: root} }
@@ -100,7 +100,7 @@ func (t *Tree) openat2(rel string, flags int, mode uint32) (int, error) {
 // parent opens the parent directory of p (O_PATH) and returns it with p's
 // last element. For the root itself it returns an error.
 func (t *Tree) parent(p string) (int, string, error) {
-	p, ok := fsstate.Clean(p)
+	p, ok := ckpt.Clean(p)
 	if !ok || p == "" {
 		return -1, "", fmt.Errorf("backing: bad path %q: %w", p, syscall.EINVAL)
 	}
@@ -113,31 +113,31 @@ func (t *Tree) parent(p string) (int, string, error) {
 }
 
 // StateOf converts a stat result into a State.
-func StateOf(st *unix.Stat_t) fsstate.State {
-	s := fsstate.State{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
+func StateOf(st *unix.Stat_t) ckpt.State {
+	s := ckpt.State{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		s.Type, s.Size = fsstate.Regular, st.Size
+		s.Type, s.Size = ckpt.Regular, st.Size
 	case unix.S_IFDIR:
-		s.Type = fsstate.Dir
+		s.Type = ckpt.Dir
 	case unix.S_IFLNK:
-		s.Type, s.Mode = fsstate.Symlink, 0o777
+		s.Type, s.Mode = ckpt.Symlink, 0o777
 	default:
-		s.Type, s.Rdev = fsstate.NodeState(st.Mode, st.Rdev)
+		s.Type, s.Rdev = ckpt.NodeState(st.Mode, st.Rdev)
 	}
 	return s
 }
 
 // nodeFormat is the S_IFMT bits mknod(2) takes for t.
-func nodeFormat(t fsstate.Type) (uint32, bool) {
+func nodeFormat(t ckpt.Type) (uint32, bool) {
 	switch t {
-	case fsstate.FIFO:
+	case ckpt.FIFO:
 		return unix.S_IFIFO, true
-	case fsstate.Socket:
+	case ckpt.Socket:
 		return unix.S_IFSOCK, true
-	case fsstate.CharDevice:
+	case ckpt.CharDevice:
 		return unix.S_IFCHR, true
-	case fsstate.BlockDevice:
+	case ckpt.BlockDevice:
 		return unix.S_IFBLK, true
 	}
 	return 0, false
@@ -149,45 +149,45 @@ func absent(err error) bool {
 
 // Lstat returns the state at p; Absent when nothing is there, when a parent
 // is missing, or when a parent is not a directory (a symlink counts as not).
-func (t *Tree) Lstat(p string) (fsstate.State, error) {
+func (t *Tree) Lstat(p string) (ckpt.State, error) {
 	s, _, err := t.LstatInode(p)
 	return s, err
 }
 
 // InodeOf is the identity and link count of a stat result.
-func InodeOf(st *unix.Stat_t) fsstate.Inode {
-	return fsstate.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
+func InodeOf(st *unix.Stat_t) ckpt.Inode {
+	return ckpt.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
 }
 
 // LstatInode is Lstat with the identity of the inode at p.
-func (t *Tree) LstatInode(p string) (fsstate.State, fsstate.Inode, error) {
+func (t *Tree) LstatInode(p string) (ckpt.State, ckpt.Inode, error) {
 	var st unix.Stat_t
 	if p == "" {
 		if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
-			return fsstate.State{}, fsstate.Inode{}, err
+			return ckpt.State{}, ckpt.Inode{}, err
 		}
 		return StateOf(&st), InodeOf(&st), nil
 	}
 	pfd, name, err := t.parent(p)
 	if err != nil {
 		if absent(err) {
-			return fsstate.State{}, fsstate.Inode{}, nil
+			return ckpt.State{}, ckpt.Inode{}, nil
 		}
-		return fsstate.State{}, fsstate.Inode{}, err
+		return ckpt.State{}, ckpt.Inode{}, err
 	}
 	defer unix.Close(pfd)
 	if err := retry(func() error { return unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
 		if absent(err) {
-			return fsstate.State{}, fsstate.Inode{}, nil
+			return ckpt.State{}, ckpt.Inode{}, nil
 		}
-		return fsstate.State{}, fsstate.Inode{}, &os.PathError{Op: "lstat", Path: p, Err: err}
+		return ckpt.State{}, ckpt.Inode{}, &os.PathError{Op: "lstat", Path: p, Err: err}
 	}
 	s := StateOf(&st)
-	if s.Type == fsstate.Symlink {
+	if s.Type == ckpt.Symlink {
 		buf := make([]byte, 4096)
 		n, err := unix.Readlinkat(pfd, name, buf)
 		if err != nil {
-			return s, fsstate.Inode{}, &os.PathError{Op: "readlink", Path: p, Err: err}
+			return s, ckpt.Inode{}, &os.PathError{Op: "readlink", Path: p, Err: err}
 		}
 		s.Target = string(buf[:n])
 	}
@@ -425,7 +425,7 @@ func (t *Tree) Symlink(target, p string) error {
 }
 
 // Mknod creates a FIFO, socket or device node at p with exactly st's mode.
-func (t *Tree) Mknod(p string, st fsstate.State) error {
+func (t *Tree) Mknod(p string, st ckpt.State) error {
 	f, ok := nodeFormat(st.Type)
 	if !ok {
 		return pathErr("mknod", p, unix.EINVAL)
@@ -445,7 +445,7 @@ func (t *Tree) Mknod(p string, st fsstate.State) error {
 const TempPrefix = ".ckptfs-tmp-"
 
 // WriteFile atomically replaces p with a new regular file.
-func (t *Tree) WriteFile(p string, st fsstate.State, r io.Reader) error {
+func (t *Tree) WriteFile(p string, st ckpt.State, r io.Reader) error {
 	pfd, name, err := t.parent(p)
 	if err != nil {
 		return err

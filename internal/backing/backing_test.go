@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // A symlink planted where a directory was must never lead a write, a
@@ -24,7 +24,7 @@ func TestSymlinkedParentIsNeverFollowed(t *testing.T) {
 	}
 	defer tree.Close()
 
-	if err := tree.WriteFile("dir/victim", fsstate.State{Type: fsstate.Regular, Mode: 0o644}, strings.NewReader("pwned")); err == nil {
+	if err := tree.WriteFile("dir/victim", ckpt.State{Type: ckpt.Regular, Mode: 0o644}, strings.NewReader("pwned")); err == nil {
 		t.Error("WriteFile through a symlinked parent succeeded")
 	}
 	if err := tree.RemoveAll("dir/victim"); err != nil {
@@ -76,11 +76,11 @@ func TestWriteFileReplacesAndKeepsMode(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "a/b/c"), 0o755)
 	os.WriteFile(filepath.Join(root, "a/b/c/f"), []byte("x"), 0o644)
 	// A regular file replaces a whole directory.
-	if err := tree.WriteFile("a/b", fsstate.State{Type: fsstate.Regular, Mode: 0o4755}, strings.NewReader("new")); err != nil {
+	if err := tree.WriteFile("a/b", ckpt.State{Type: ckpt.Regular, Mode: 0o4755}, strings.NewReader("new")); err != nil {
 		t.Fatal(err)
 	}
 	st, err := tree.Lstat("a/b")
-	if err != nil || st.Type != fsstate.Regular || st.Mode != 0o4755 || st.Size != 3 {
+	if err != nil || st.Type != ckpt.Regular || st.Mode != 0o4755 || st.Size != 3 {
 		t.Fatalf("after WriteFile: %+v %v", st, err)
 	}
 	if err := tree.Mkdir("a/d", 0o1777); err != nil {
@@ -111,7 +111,7 @@ func TestHardlink(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "b"), []byte("b"), 0o600)
 	os.MkdirAll(filepath.Join(root, "d/e"), 0o755)
 	os.Symlink(t.TempDir(), filepath.Join(root, "out"))
-	ino := func(p string) fsstate.Inode {
+	ino := func(p string) ckpt.Inode {
 		t.Helper()
 		_, i, err := tree.LstatInode(p)
 		if err != nil {

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 // Walk calls fn for every path at or below dir ("" for the whole tree; dir
@@ -14,7 +14,7 @@ import (
 // parent's fd, so the walk costs one stat per path and never resolves a
 // long path. skip leaves a path out, with everything below it. A path that
 // vanishes during the walk is passed over.
-func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p string, st fsstate.State, sp fsstate.Stamp) error) error {
+func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p string, st ckpt.State, sp ckpt.Stamp) error) error {
 	if dir != "" {
 		st, err := t.Lstat(dir)
 		if err != nil || !st.Exists() {
@@ -30,13 +30,13 @@ func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p 
 		if err != nil {
 			return pathErr("lstat", dir, err)
 		}
-		if skip != nil && skip(dir, st.Type == fsstate.Dir) {
+		if skip != nil && skip(dir, st.Type == ckpt.Dir) {
 			return nil
 		}
 		if err := fn(dir, st, stampOf(&x)); err != nil {
 			return err
 		}
-		if st.Type != fsstate.Dir {
+		if st.Type != ckpt.Dir {
 			return nil
 		}
 	}
@@ -48,7 +48,7 @@ func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p 
 }
 
 // walkDir walks the directory open as fd (which it closes), named dir.
-func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, fsstate.State, fsstate.Stamp) error) error {
+func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, ckpt.State, ckpt.Stamp) error) error {
 	f := os.NewFile(uintptr(fd), dir)
 	names, err := f.Readdirnames(-1)
 	if err != nil {
@@ -69,11 +69,11 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, f
 			return pathErr("lstat", p, err)
 		}
 		st := StateOf(&x)
-		isDir := st.Type == fsstate.Dir
+		isDir := st.Type == ckpt.Dir
 		if skip != nil && skip(p, isDir) {
 			continue
 		}
-		if st.Type == fsstate.Symlink {
+		if st.Type == ckpt.Symlink {
 			buf := make([]byte, 4096)
 			n, err := unix.Readlinkat(fd, name, buf)
 			if err != nil {
@@ -104,6 +104,6 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, f
 	return nil
 }
 
-func stampOf(x *unix.Stat_t) fsstate.Stamp {
-	return fsstate.Stamp{Ino: x.Ino, Mtime: x.Mtim.Nano(), Nlink: uint32(x.Nlink)}
+func stampOf(x *unix.Stat_t) ckpt.Stamp {
+	return ckpt.Stamp{Ino: x.Ino, Mtime: x.Mtim.Nano(), Nlink: uint32(x.Nlink)}
 }

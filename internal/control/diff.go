@@ -10,10 +10,9 @@ import (
 
 	"github.com/aymanbagabas/go-udiff/lcs"
 
-	"ckptfs/internal/fsstate"
-	"ckptfs/versionstore"
-
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
+	"ckptfs/versionstore"
 )
 
 // Line diffs.
@@ -36,7 +35,7 @@ const (
 
 // side is one side of a file comparison.
 type side struct {
-	st      fsstate.State
+	st      ckpt.State
 	data    []byte // the bytes (regular) or target (symlink)
 	binary  bool   // not text, or too large: no line diff
 	unknown bool   // never captured (binary too)
@@ -52,9 +51,9 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 	}
 	sd := side{st: st}
 	switch st.Type {
-	case fsstate.Symlink:
+	case ckpt.Symlink:
 		sd.data = []byte(st.Target)
-	case fsstate.Regular:
+	case ckpt.Regular:
 		rc, err := s.store.OpenChange(c, after, s.tree)
 		if errors.Is(err, fs.ErrNotExist) {
 			// A live file that vanished since Changes looked (the mount is
@@ -102,7 +101,7 @@ func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileCha
 		oldPath = c.From
 	}
 	a, b := side{st: c.Before}, side{st: c.After}
-	if c.Kind != versionstore.ModeOnly && c.Kind != versionstore.Relinked {
+	if c.Kind != ckpt.ModeOnly && c.Kind != ckpt.Relinked {
 		// Only mode or owner, or the hard links, changed: the bytes are
 		// the same, skip them.
 		var err error
@@ -139,12 +138,12 @@ func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileCha
 }
 
 // fileChanges converts a list of store Changes and sums their Stats.
-func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]turnctl.FileChange, versionstore.Stats, error) {
+func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]turnctl.FileChange, ckpt.Stats, error) {
 	out := make([]turnctl.FileChange, 0, len(cs))
 	for _, c := range cs {
 		fc, err := s.fileChange(c, patch)
 		if err != nil {
-			return nil, versionstore.Stats{}, fmt.Errorf("%s: %w", c.Path, err)
+			return nil, ckpt.Stats{}, fmt.Errorf("%s: %w", c.Path, err)
 		}
 		out = append(out, fc)
 	}
@@ -153,35 +152,35 @@ func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]turnctl.F
 
 // sumStats summarises file changes. Directories are not counted as files:
 // a new directory with three files is "3 files".
-func sumStats(fcs []turnctl.FileChange) versionstore.Stats {
-	var st versionstore.Stats
+func sumStats(fcs []turnctl.FileChange) ckpt.Stats {
+	var st ckpt.Stats
 	for _, fc := range fcs {
 		if isDir(fc.Before) && (fc.After == nil || isDir(fc.After)) || fc.Before == nil && isDir(fc.After) {
 			continue
 		}
 		st.Files++
 		switch fc.Kind {
-		case versionstore.Added:
+		case ckpt.Added:
 			st.Added++
-		case versionstore.Deleted:
+		case ckpt.Deleted:
 			st.Deleted++
-		case versionstore.Renamed:
+		case ckpt.Renamed:
 			st.Renamed++
-		case versionstore.ModeOnly:
+		case ckpt.ModeOnly:
 			st.ModeChanged++
 		default:
 			st.Modified++
 		}
 		st.LinesAdded += fc.LinesAdded
 		st.LinesDeleted += fc.LinesDeleted
-		if fc.After != nil && fc.After.Type == fsstate.Regular.String() {
+		if fc.After != nil && fc.After.Type == ckpt.Regular {
 			st.Bytes += fc.After.Size
 		}
 	}
 	return st
 }
 
-func isDir(fs *turnctl.FileState) bool { return fs != nil && fs.Type == fsstate.Dir.String() }
+func isDir(fs *turnctl.FileState) bool { return fs != nil && fs.Type == ckpt.Dir }
 
 // splitLines splits text into lines, each keeping its "\n" (the last may
 // lack one).
@@ -261,11 +260,11 @@ func hunkRange(start, n int) string {
 }
 
 // gitMode renders a state's mode as git does in extended headers.
-func gitMode(st fsstate.State) string {
+func gitMode(st ckpt.State) string {
 	switch st.Type {
-	case fsstate.Symlink:
+	case ckpt.Symlink:
 		return "120000"
-	case fsstate.Dir:
+	case ckpt.Dir:
 		return fmt.Sprintf("40%03o", st.Mode&0o777)
 	}
 	return fmt.Sprintf("100%03o", st.Mode&0o777)
@@ -275,7 +274,7 @@ func gitMode(st fsstate.State) string {
 func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 	var w strings.Builder
 	aName, bName := "a/"+oldPath, "b/"+newPath
-	if a.st.Type == fsstate.Dir || b.st.Type == fsstate.Dir {
+	if a.st.Type == ckpt.Dir || b.st.Type == ckpt.Dir {
 		aName, bName = aName+"/", bName+"/"
 	}
 	fmt.Fprintf(&w, "diff --git %s %s\n", aName, bName)
@@ -292,7 +291,7 @@ func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 			fmt.Fprintf(&w, "old mode %s\nnew mode %s\n", gitMode(a.st), gitMode(b.st))
 		}
 	}
-	if a.st.Type == fsstate.Dir || b.st.Type == fsstate.Dir {
+	if a.st.Type == ckpt.Dir || b.st.Type == ckpt.Dir {
 		return w.String()
 	}
 	from, to := aName, bName
@@ -331,8 +330,8 @@ func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 	return w.String()
 }
 
-func fileWord(st fsstate.State) string {
-	if st.Type == fsstate.Dir {
+func fileWord(st ckpt.State) string {
+	if st.Type == ckpt.Dir {
 		return "directory"
 	}
 	return "file"

@@ -10,13 +10,13 @@ import (
 
 	"github.com/aymanbagabas/go-udiff/lcs"
 
-	"ckptfs/internal/fsstate"
+	"ckptfs/internal/ckpt"
 )
 
 func unifiedText(a, b string) (string, int, int) {
 	al, bl := splitLines([]byte(a)), splitLines([]byte(b))
 	hunks := makeHunks(al, bl, lcs.DiffLines(al, bl))
-	reg := fsstate.State{Type: fsstate.Regular, Mode: 0o644}
+	reg := ckpt.State{Type: ckpt.Regular, Mode: 0o644}
 	patch := formatPatch("f", "f", side{st: reg, data: []byte(a)}, side{st: reg, data: []byte(b)}, hunks)
 	add, del := 0, 0
 	for _, h := range hunks {

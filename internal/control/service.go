@@ -1,7 +1,6 @@
 package control
 
 import (
-	"ckptfs/internal/history"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,9 @@ import (
 	"reflect"
 	"strings"
 
-	"ckptfs/internal/fsstate"
-	"ckptfs/versionstore"
-
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
+	"ckptfs/versionstore"
 )
 
 // Gate is what the mounted overlay offers the Service (implemented by
@@ -30,7 +28,7 @@ type Gate interface {
 	Moved(from, to string, exchange bool)
 	// NoteLink tells the overlay that the file at path has inode number
 	// ino and more than one link (a rewind linked it), and LinkNames
-	// returns the names it knows of inode ino (fsstate.LinkNamer).
+	// returns the names it knows of inode ino (ckpt.LinkNamer).
 	NoteLink(ino uint64, path string)
 	LinkNames(ino uint64) []string
 }
@@ -40,7 +38,7 @@ type Gate interface {
 // the tree or a turn boundary runs inside gate.Exclusive.
 type Service struct {
 	store *versionstore.Store
-	tree  fsstate.Tree
+	tree  ckpt.Tree
 	gate  Gate // nil: the project is not mounted (offline)
 }
 
@@ -49,7 +47,7 @@ var _ turnctl.Handler = (*Service)(nil)
 // NewService returns a Service on store and the backing tree. gate may be
 // nil when the project is not mounted: then nothing else can write the tree
 // and the commands run without exclusion.
-func NewService(store *versionstore.Store, tree fsstate.Tree, gate Gate) *Service {
+func NewService(store *versionstore.Store, tree ckpt.Tree, gate Gate) *Service {
 	if v := reflect.ValueOf(gate); gate != nil && v.Kind() == reflect.Pointer && v.IsNil() {
 		gate = nil // a nil *fusefs.Root: not mounted
 	}
@@ -66,7 +64,7 @@ func (s *Service) exclusive(fn func() error) error {
 
 // liveTree is the tree the store changes in a rewind: with a gate, every
 // change also invalidates the kernel's caches for the paths it touched.
-func (s *Service) liveTree() fsstate.Tree {
+func (s *Service) liveTree() ckpt.Tree {
 	if s.gate == nil {
 		return s.tree
 	}
@@ -120,7 +118,7 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 	var rep turnctl.BeginReply
 	err := s.exclusive(func() error {
 		cur, ok := s.store.Current()
-		if ok && cur.Kind == versionstore.KindManual && cur.Label == "" && (cur.Empty() || cur.LastSeq-cur.FirstSeq < maxAdoptEvents) {
+		if ok && cur.Kind == ckpt.KindManual && cur.Label == "" && (cur.Empty() || cur.LastSeq-cur.FirstSeq < maxAdoptEvents) {
 			// An implicit turn that changed nothing (a boundary's capture
 			// of a file still open for writing, a file put back as it
 			// was) becomes the new turn rather than an empty entry in
@@ -128,7 +126,7 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 			// of a big one (100k files created between turns) took
 			// seconds, and its turn is kept even if it nets out empty.
 			if cs, err := s.store.Changes(cur.Num-1, cur.Num, s.tree); err == nil && len(cs) == 0 {
-				t, err := s.store.Adopt(versionstore.KindAgent, req.Label, req.Ref)
+				t, err := s.store.Adopt(ckpt.KindAgent, req.Label, req.Ref)
 				rep.Turn = t
 				return err
 			}
@@ -136,7 +134,7 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 		if ok {
 			rep.Closed = &cur
 		}
-		t, err := s.store.Begin(versionstore.KindAgent, req.Label, req.Ref)
+		t, err := s.store.Begin(ckpt.KindAgent, req.Label, req.Ref)
 		rep.Turn = t
 		return err
 	})
@@ -153,7 +151,7 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 
 // End closes the open turn and records its Stats.
 func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.EndReply, error) {
-	var t versionstore.Turn
+	var t ckpt.Turn
 	var m mark
 	err := s.exclusive(func() error {
 		var err error
@@ -173,8 +171,8 @@ func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.End
 			s.cacheStats(t.Num, st, m)
 		}
 	} else {
-		rep.Turn.Stats = &versionstore.Stats{}
-		s.cacheStats(t.Num, versionstore.Stats{}, m)
+		rep.Turn.Stats = &ckpt.Stats{}
+		s.cacheStats(t.Num, ckpt.Stats{}, m)
 	}
 	rep.Summary = summary(rep.Turn, rep.LinesPending)
 	return rep, nil
@@ -198,7 +196,7 @@ func (s *Service) mark() mark {
 // a path from the live tree only when no event since the turn names it,
 // and records an event before any change lands.) Best effort: a lost
 // cache entry is recomputed.
-func (s *Service) cacheStats(n uint64, st versionstore.Stats, m mark) {
+func (s *Service) cacheStats(n uint64, st ckpt.Stats, m mark) {
 	if s.mark() == m {
 		s.store.SetStats(n, st)
 	}
@@ -213,7 +211,7 @@ var maxLineCountedFiles = 2000
 // summary is the one-line description `end` prints:
 //
 //	turn 4 closed: 3 files (+12 -4) by sed, go
-func summary(t versionstore.Turn, linesPending bool) string {
+func summary(t ckpt.Turn, linesPending bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "turn %d closed: ", t.Num)
 	switch {
@@ -241,13 +239,13 @@ func plural(n int, word string) string {
 
 // turnStats computes what turn t changed; lines only up to
 // maxLineCountedFiles changed paths.
-func (s *Service) turnStats(t versionstore.Turn) (versionstore.Stats, error) {
+func (s *Service) turnStats(t ckpt.Turn) (ckpt.Stats, error) {
 	if t.Num == 0 || t.Empty() {
-		return versionstore.Stats{}, nil
+		return ckpt.Stats{}, nil
 	}
 	cs, err := s.store.Changes(t.Num-1, t.Num, s.tree)
 	if err != nil {
-		return versionstore.Stats{}, err
+		return ckpt.Stats{}, err
 	}
 	_, st, err := s.listChanges(cs)
 	return st, err
@@ -255,7 +253,7 @@ func (s *Service) turnStats(t versionstore.Turn) (versionstore.Stats, error) {
 
 // listChanges is fileChanges without patches, counting lines only when cs
 // has at most maxLineCountedFiles paths (else Stats.LinesSkipped).
-func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, versionstore.Stats, error) {
+func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, ckpt.Stats, error) {
 	if len(cs) <= maxLineCountedFiles {
 		return s.fileChanges(cs, false)
 	}
@@ -269,13 +267,13 @@ func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, v
 }
 
 // turnChanges lists what turn n changed (an open turn: so far).
-func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, versionstore.Stats, error) {
+func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, ckpt.Stats, error) {
 	if n == 0 {
-		return []turnctl.FileChange{}, versionstore.Stats{}, nil
+		return []turnctl.FileChange{}, ckpt.Stats{}, nil
 	}
 	cs, err := s.store.Changes(n-1, n, s.tree)
 	if err != nil {
-		return nil, versionstore.Stats{}, err
+		return nil, ckpt.Stats{}, err
 	}
 	return s.fileChanges(cs, patch)
 }
@@ -295,7 +293,7 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 		rep.Changes, rep.Stats, err = s.listChanges(cs)
 	}
 	if err != nil {
-		rep.Changes, rep.Stats = []turnctl.FileChange{}, history.Stats{}
+		rep.Changes, rep.Stats = []turnctl.FileChange{}, ckpt.Stats{}
 		rep.ChangesError = s.wrap(err).Error()
 	}
 	return rep, nil
@@ -327,7 +325,7 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 		}
 	}
 	if turns == nil {
-		turns = []versionstore.Turn{}
+		turns = []ckpt.Turn{}
 	}
 	return &turnctl.LogReply{Turns: turns}, nil
 }
@@ -354,7 +352,7 @@ func checkText(name, v string) error {
 
 // cleanPath checks a root-relative path from a request.
 func cleanPath(p string) (string, error) {
-	c, ok := fsstate.Clean(p)
+	c, ok := ckpt.Clean(p)
 	if !ok {
 		return "", errorf(turnctl.CodeBadRequest, "bad path %q: paths are relative to the project root, without ..", p)
 	}
@@ -363,7 +361,7 @@ func cleanPath(p string) (string, error) {
 
 // invalidatingTree tells the gate about every path a rewind changes.
 type invalidatingTree struct {
-	fsstate.Tree
+	ckpt.Tree
 	gate Gate
 }
 
@@ -382,12 +380,12 @@ func (t invalidatingTree) Symlink(target, p string) error {
 	return t.Tree.Symlink(target, p)
 }
 
-func (t invalidatingTree) Mknod(p string, st fsstate.State) error {
+func (t invalidatingTree) Mknod(p string, st ckpt.State) error {
 	defer t.gate.Invalidate(p)
 	return t.Tree.Mknod(p, st)
 }
 
-func (t invalidatingTree) WriteFile(p string, st fsstate.State, r io.Reader) error {
+func (t invalidatingTree) WriteFile(p string, st ckpt.State, r io.Reader) error {
 	defer t.gate.Invalidate(p)
 	return t.Tree.WriteFile(p, st, r)
 }
@@ -418,7 +416,7 @@ func (t invalidatingTree) Hardlink(from, to string) error {
 	if err := t.Tree.Hardlink(from, to); err != nil {
 		return err
 	}
-	if st, ino, err := t.Tree.LstatInode(to); err == nil && st.Type == fsstate.Regular {
+	if st, ino, err := t.Tree.LstatInode(to); err == nil && st.Type == ckpt.Regular {
 		t.gate.NoteLink(ino.Ino, from)
 		t.gate.NoteLink(ino.Ino, to)
 	}
@@ -438,9 +436,9 @@ func (t invalidatingTree) Exchange(a, b string) error {
 	return err
 }
 
-func wireState(st fsstate.State) *turnctl.FileState {
+func wireState(st ckpt.State) *turnctl.FileState {
 	if !st.Exists() {
 		return nil
 	}
-	return &turnctl.FileState{Type: st.Type.String(), Mode: fmt.Sprintf("%04o", st.Mode), Size: st.Size, Target: st.Target}
+	return &turnctl.FileState{Type: st.Type, Mode: fmt.Sprintf("%04o", st.Mode), Size: st.Size, Target: st.Target}
 }

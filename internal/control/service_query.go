@@ -4,10 +4,9 @@ import (
 	"context"
 	"strings"
 
-	"ckptfs/internal/fsstate"
-	"ckptfs/versionstore"
-
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
+	"ckptfs/versionstore"
 )
 
 // Show lists what one turn changed.
@@ -82,7 +81,7 @@ func filterChanges(cs []versionstore.Change, prefixes []string) []versionstore.C
 
 func underAny(p string, prefixes []string) bool {
 	for _, d := range prefixes {
-		if _, ok := fsstate.Under(p, d); ok {
+		if _, ok := ckpt.Under(p, d); ok {
 			return true
 		}
 	}
@@ -106,12 +105,12 @@ func (s *Service) Cat(ctx context.Context, req turnctl.CatRequest) (*turnctl.Cat
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	if st.Type != fsstate.Regular {
+	if st.Type != ckpt.Regular {
 		rc.Close()
 		switch st.Type {
-		case fsstate.Absent:
+		case ckpt.Absent:
 			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of turn %d", p, n)
-		case fsstate.Symlink:
+		case ckpt.Symlink:
 			return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of turn %d: a symlink to %s", p, n, st.Target)
 		}
 		return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of turn %d: a %s", p, n, typeName(st.Type))
@@ -119,19 +118,19 @@ func (s *Service) Cat(ctx context.Context, req turnctl.CatRequest) (*turnctl.Cat
 	return &turnctl.CatReply{Turn: n, State: *wireState(st), Body: rc}, nil
 }
 
-func typeName(t fsstate.Type) string {
+func typeName(t ckpt.Type) string {
 	switch t {
-	case fsstate.Dir:
+	case ckpt.Dir:
 		return "directory"
-	case fsstate.Special:
+	case ckpt.Special:
 		return "device, FIFO or socket"
-	case fsstate.FIFO:
+	case ckpt.FIFO:
 		return "FIFO"
-	case fsstate.Socket:
+	case ckpt.Socket:
 		return "socket"
-	case fsstate.CharDevice:
+	case ckpt.CharDevice:
 		return "character device"
-	case fsstate.BlockDevice:
+	case ckpt.BlockDevice:
 		return "block device"
 	}
 	return t.String()

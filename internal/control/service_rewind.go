@@ -3,9 +3,9 @@ package control
 import (
 	"context"
 
-	"ckptfs/versionstore"
-
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
+	"ckptfs/versionstore"
 )
 
 // Rewind makes the whole tree equal its state at the end of a turn.
@@ -111,7 +111,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 			return err
 		}
 		res, err = s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
-			DryRun: dry, Paths: paths, Undo: undo, Who: versionstore.Program{Comm: "turnctl"},
+			DryRun: dry, Paths: paths, Undo: undo, Who: ckpt.Program{Comm: "turnctl"},
 		})
 		m = s.mark()
 		return err

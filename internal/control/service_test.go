@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"ckptfs/fusefs/fusefstest"
-	"ckptfs/versionstore"
-
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
+	"ckptfs/versionstore"
 )
 
 // fakeGate counts calls.
@@ -150,7 +150,7 @@ func TestShowDiffCat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(diff.Changes) != 1 || diff.Changes[0].Kind != versionstore.Deleted || !strings.Contains(diff.Changes[0].Patch, "+++ /dev/null") {
+	if len(diff.Changes) != 1 || diff.Changes[0].Kind != ckpt.Deleted || !strings.Contains(diff.Changes[0].Patch, "+++ /dev/null") {
 		t.Fatalf("diff 1 now a.txt: %+v", diff.Changes)
 	}
 	cat, err := f.svc.Cat(f.ctx, turnctl.CatRequest{Turn: "1", Path: "a.txt"})
@@ -182,7 +182,7 @@ func TestLogComputesStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Turns) != 5 || rep.Turns[0].Num != 4 || !rep.Turns[0].Open || rep.Turns[0].Kind != versionstore.KindManual {
+	if len(rep.Turns) != 5 || rep.Turns[0].Num != 4 || !rep.Turns[0].Open || rep.Turns[0].Kind != ckpt.KindManual {
 		t.Fatalf("log: %+v", rep.Turns)
 	}
 	for _, tn := range rep.Turns {
@@ -212,7 +212,7 @@ func TestRewindUndoRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Turn == nil || rep.Turn.Kind != versionstore.KindRewind || rep.Target != 1 {
+	if rep.Turn == nil || rep.Turn.Kind != ckpt.KindRewind || rep.Target != 1 {
 		t.Fatalf("rewind: %+v", rep)
 	}
 	if got := f.ov.Read("a.txt"); got != "one\ntwo\n" {
@@ -335,7 +335,7 @@ func TestStatusOfHugeTurnKeepsRenames(t *testing.T) {
 		t.Fatalf("status: %+v %v", rep, err)
 	}
 	for _, c := range rep.Changes {
-		if c.Path == "b" && (c.Kind != versionstore.Renamed || c.From != "a") {
+		if c.Path == "b" && (c.Kind != ckpt.Renamed || c.From != "a") {
 			t.Fatalf("b: %+v, want renamed from a", c)
 		}
 	}
@@ -369,12 +369,12 @@ func TestStatsCachedOnlyWhenNothingWasRecorded(t *testing.T) {
 	}
 	m := f.svc.mark()
 	f.ov.Write("a", "2\n") // a capture lands while stats are computed
-	f.svc.cacheStats(1, versionstore.Stats{Files: 1}, m)
+	f.svc.cacheStats(1, ckpt.Stats{Files: 1}, m)
 	if tn, _ := f.svc.store.Turn(1); tn.Stats != nil {
 		t.Errorf("stats cached although history moved: %+v", tn.Stats)
 	}
 	m = f.svc.mark()
-	f.svc.cacheStats(1, versionstore.Stats{Files: 1}, m)
+	f.svc.cacheStats(1, ckpt.Stats{Files: 1}, m)
 	if tn, _ := f.svc.store.Turn(1); tn.Stats == nil {
 		t.Error("stats not cached")
 	}

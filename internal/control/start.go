@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/exclude"
-	"ckptfs/internal/fsstate"
 	"ckptfs/versionstore"
 )
 
@@ -91,10 +91,10 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 	if old != nil && old != current {
 		skip = func(p string, isDir bool) bool { return res.Skip(p, isDir) || old.Match(p, isDir) }
 	}
-	var seen func(string, fsstate.State, fsstate.Stamp)
+	var seen func(string, ckpt.State, ckpt.Stamp)
 	if o.Links {
-		seen = func(p string, s fsstate.State, sp fsstate.Stamp) {
-			if s.Type == fsstate.Regular && sp.Nlink > 1 {
+		seen = func(p string, s ckpt.State, sp ckpt.Stamp) {
+			if s.Type == ckpt.Regular && sp.Nlink > 1 {
 				res.Links = append(res.Links, Link{sp.Ino, p})
 			}
 		}
@@ -106,7 +106,7 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 		if seen == nil {
 			return res, nil
 		}
-		err := tree.Walk("", res.Skip, func(p string, s fsstate.State, sp fsstate.Stamp) error {
+		err := tree.Walk("", res.Skip, func(p string, s ckpt.State, sp ckpt.Stamp) error {
 			seen(p, s, sp)
 			return nil
 		})

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"ckptfs/fusefs/fusefstest"
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/control"
 	"ckptfs/versionstore"
 )
@@ -32,7 +33,7 @@ func testProject(t *testing.T) string {
 	}
 	ov := fusefstest.New(t, dir, store)
 	step := func(label, ref string, fn func()) {
-		if _, err := store.Begin(versionstore.KindAgent, label, ref); err != nil {
+		if _, err := store.Begin(ckpt.KindAgent, label, ref); err != nil {
 			t.Fatal(err)
 		}
 		fn()
@@ -84,7 +85,7 @@ func TestLogOffline(t *testing.T) {
 		t.Errorf("turn 2 line: %q", lines[1])
 	}
 	out, _, code = tc(t, "-C", dir, "--json", "log", "-n", "2")
-	var rep struct{ Turns []versionstore.Turn }
+	var rep struct{ Turns []ckpt.Turn }
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Turns) != 2 || rep.Turns[0].Stats == nil {
 		t.Fatalf("log --json -n 2: %d %s", code, out)
 	}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/control"
 	"ckptfs/turnctl"
-	"ckptfs/versionstore"
 )
 
 // payload reads a hook payload from internal/turnctlcli/agenthooks/testdata with its
@@ -41,13 +41,13 @@ func hook(t *testing.T, e *env, input string, args ...string) (string, string) {
 }
 
 // turns returns the log, oldest first, without turn 0.
-func turns(t *testing.T, e *env) []versionstore.Turn {
+func turns(t *testing.T, e *env) []ckpt.Turn {
 	t.Helper()
 	rep, err := e.h.Log(context.Background(), turnctl.LogRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts []versionstore.Turn
+	var ts []ckpt.Turn
 	for _, tu := range slices.Backward(rep.Turns) {
 		if tu.Num != 0 {
 			ts = append(ts, tu)
@@ -74,7 +74,7 @@ func TestHookEventClaudeCode(t *testing.T) {
 		t.Fatalf("Stop printed %q %q", out, errs)
 	}
 	ts := turns(t, e)
-	if len(ts) != 1 || ts[0].Open || ts[0].Kind != versionstore.KindAgent || ts[0].Label != "Fix the failing test in parser.go" ||
+	if len(ts) != 1 || ts[0].Open || ts[0].Kind != ckpt.KindAgent || ts[0].Label != "Fix the failing test in parser.go" ||
 		len(ts[0].Refs) != 2 || !strings.HasPrefix(ts[0].Refs[0], "9f1c6a52-3d4e-4b8a-9a0f-2c7d1e5b6a11:") || ts[0].Refs[1] != lastMsg {
 		t.Fatalf("after prompt and stop: %+v", ts)
 	}
@@ -95,7 +95,7 @@ func TestHookEventClaudeCode(t *testing.T) {
 	ov.Write("README", "hi\n")
 	hook(t, e, stop, "claude-code")
 	ts = turns(t, e)
-	if len(ts) != 2 || ts[1].Open || ts[1].Kind != versionstore.KindManual || len(ts[1].Refs) != 0 {
+	if len(ts) != 2 || ts[1].Open || ts[1].Kind != ckpt.KindManual || len(ts[1].Refs) != 0 {
 		t.Fatalf("Stop without a prompt: %+v", ts[1:])
 	}
 
@@ -155,14 +155,14 @@ func TestHookEventCodexGeminiAider(t *testing.T) {
 
 	ts := turns(t, e)
 	want := []struct {
-		kind  versionstore.Kind
+		kind  ckpt.Kind
 		label string
 		refs  []string
 	}{
-		{versionstore.KindAgent, "add a --dry-run flag to the deploy script", []string{codexTurn}},
-		{versionstore.KindManual, "", []string{"019d036e-3164-72c3-a170-98925564c4fc"}},
-		{versionstore.KindAgent, "Write unit tests for utils.ts", nil},
-		{versionstore.KindManual, "", nil},
+		{ckpt.KindAgent, "add a --dry-run flag to the deploy script", []string{codexTurn}},
+		{ckpt.KindManual, "", []string{"019d036e-3164-72c3-a170-98925564c4fc"}},
+		{ckpt.KindAgent, "Write unit tests for utils.ts", nil},
+		{ckpt.KindManual, "", nil},
 	}
 	if len(ts) != len(want) {
 		t.Fatalf("turns: %+v", ts)

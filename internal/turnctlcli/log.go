@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"ckptfs/internal/history"
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
 
@@ -50,7 +50,7 @@ func (o *logOptions) run(e *env, args []string) error {
 	return nil
 }
 
-func logRow(t history.Turn) []cell {
+func logRow(t ckpt.Turn) []cell {
 	tm := when(t.End)
 	if t.Open {
 		tm = "open"
@@ -72,11 +72,11 @@ func logRow(t history.Turn) []cell {
 	}
 	kindColor := ""
 	switch t.Kind {
-	case history.KindAgent:
+	case ckpt.KindAgent:
 		kindColor = cBlue
-	case history.KindRewind:
+	case ckpt.KindRewind:
 		kindColor = cRed
-	case history.KindManual, history.KindOffline:
+	case ckpt.KindManual, ckpt.KindOffline:
 		kindColor = cCyan
 	}
 	return []cell{

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/history"
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
 
@@ -102,10 +102,10 @@ func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 	rows := make([][]cell, 0, len(cs))
 	for _, c := range cs {
 		path := printable(c.Path)
-		if (c.After != nil && c.After.Type == "dir") || (c.After == nil && c.Before != nil && c.Before.Type == "dir") {
+		if (c.After != nil && c.After.Type == ckpt.Dir) || (c.After == nil && c.Before != nil && c.Before.Type == ckpt.Dir) {
 			path += "/"
 		}
-		if c.Kind == history.Renamed {
+		if c.Kind == ckpt.Renamed {
 			path = printable(c.From) + " -> " + path
 		}
 		rows = append(rows, []cell{
@@ -128,13 +128,13 @@ func printable(p string) string {
 	return p
 }
 
-func kindColor(k history.ChangeKind) string {
+func kindColor(k ckpt.ChangeKind) string {
 	switch k {
-	case history.Added:
+	case ckpt.Added:
 		return cGreen
-	case history.Deleted:
+	case ckpt.Deleted:
 		return cRed
-	case history.Renamed:
+	case ckpt.Renamed:
 		return cCyan
 	}
 	return cYellow
@@ -159,21 +159,21 @@ func details(c turnctl.FileChange) string {
 	b, a := c.Before, c.After
 	if b != nil && a != nil {
 		if b.Type != a.Type {
-			parts = append(parts, b.Type+" -> "+a.Type)
+			parts = append(parts, b.Type.String()+" -> "+a.Type.String())
 		} else if b.Mode != a.Mode {
 			parts = append(parts, b.Mode+" -> "+a.Mode)
 		}
-		if a.Type == "symlink" && b.Target != a.Target {
+		if a.Type == ckpt.Symlink && b.Target != a.Target {
 			parts = append(parts, "-> "+a.Target)
 		}
-	} else if a != nil && a.Type == "symlink" {
+	} else if a != nil && a.Type == ckpt.Symlink {
 		parts = append(parts, "-> "+a.Target)
 	}
 	return strings.Join(parts, ", ")
 }
 
 // statsLine: "3 files (+12 -4)".
-func statsLine(st history.Stats) string {
+func statsLine(st ckpt.Stats) string {
 	if st.Files == 0 {
 		return "no files changed"
 	}
@@ -207,7 +207,7 @@ func when(t time.Time) string {
 }
 
 // turnTitle: `turn 4  agent  "fix tests"  ref:msg-3`.
-func (e *env) turnTitle(t history.Turn) string {
+func (e *env) turnTitle(t ckpt.Turn) string {
 	parts := []string{e.paint(cBold+cYellow, fmt.Sprintf("turn %d", t.Num)), string(t.Kind)}
 	if t.Open {
 		parts = append(parts, e.paint(cGreen, "open"))

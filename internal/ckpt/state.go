@@ -1,11 +1,4 @@
-// Package fsstate holds the small vocabulary shared by the capturing overlay
-// (fusefs), the history store (versionstore) and the backing-tree operations
-// (internal/backing): what one path's state is, how a capture describes the
-// prior state of a path, and which program made a change.
-//
-// It imports neither FUSE nor Pebble, so that fusefs can describe captures
-// without depending on the store's implementation.
-package fsstate
+package ckpt
 
 import (
 	"io"
@@ -54,6 +47,17 @@ func (t Type) String() string {
 		return "blockdev"
 	}
 	return "unknown"
+}
+
+// ParseType is the inverse of Type.String, for the names of every type;
+// false for any other string.
+func ParseType(name string) (Type, bool) {
+	for t := Absent; t <= BlockDevice; t++ {
+		if t.String() == name {
+			return t, true
+		}
+	}
+	return Absent, false
 }
 
 // IsNode reports whether t is made by mknod(2): a FIFO, socket or device.

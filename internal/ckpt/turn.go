@@ -1,10 +1,4 @@
-// Package history holds the vocabulary of the history store that the
-// control protocol shares with it: turns, their kinds and stats, how a path
-// changed, the store's health and verify report. It imports nothing heavy,
-// so that turnctl's client (and the turnctl binary) can speak the protocol
-// without linking the store (Pebble); versionstore re-exports every type
-// here under its own name.
-package history
+package ckpt
 
 import "time"
 
