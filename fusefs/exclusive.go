@@ -1,0 +1,44 @@
+package fusefs
+
+import (
+	"context"
+
+	"golang.org/x/sys/unix"
+)
+
+// exclusive.go owns the turn boundary: Exclusive, which holds the mutation
+// gate's write lock while the store closes a turn or rewinds.
+
+// Exclusive flushes the kernel's dirty pages of the mount (shared mmap
+// writes), then blocks every mutating operation, runs fn, and releases.
+// Kernel cache invalidations requested by fn (Invalidate) are sent after
+// the lock is released and before Exclusive returns: sending them while
+// holding the lock could deadlock against a request that holds a kernel
+// inode lock and waits for ours.
+func (r *Root) Exclusive(fn func() error) error {
+	if f := r.mountFile(); f != nil {
+		// Not under the lock: flushing sends WRITE requests, which take
+		// the read lock.
+		unix.Syncfs(int(f.Fd()))
+	}
+	r.gate.Lock()
+	r.exclusive.Store(true)
+	err := fn()
+	r.recapturePassthroughWriters()
+	r.exclusive.Store(false)
+	r.gate.Unlock()
+	r.pendingMu.Lock()
+	pending := r.pending
+	r.pending, r.pendingDirs = nil, nil
+	r.pendingMu.Unlock()
+	for _, p := range pending {
+		p()
+	}
+	return err
+}
+
+type boundaryKey struct{}
+
+// boundaryCtx marks the captures a turn boundary makes on its own
+// (recapturePassthroughWriters): no program is credited with them.
+var boundaryCtx = context.WithValue(context.Background(), boundaryKey{}, true)

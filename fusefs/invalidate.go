@@ -1,0 +1,112 @@
+package fusefs
+
+import (
+	"strings"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"ckptfs/internal/ckpt"
+)
+
+// invalidate.go owns telling go-fuse and the kernel what changed in the
+// backing tree underneath the mount (a rewind): Invalidate and Moved, and
+// the notifications deferred until Exclusive ends.
+
+// Moved says a rename (or exchange) moved from to to in the backing tree
+// underneath us (rewind): the names of hard-linked files remembered below
+// them move along. Like Invalidate, it does not take the mutation lock.
+func (r *Root) Moved(from, to string, exchange bool) {
+	f, ok1 := ckpt.Clean(from)
+	t, ok2 := ckpt.Clean(to)
+	if ok1 && ok2 {
+		r.links.renamed(f, t, exchange)
+	}
+}
+
+// Invalidate says the backing tree changed at path underneath us (rewind):
+// it drops go-fuse's child entry for it and tells the kernel, so processes
+// see the new state at once. It does not take the mutation lock (Exclusive's
+// fn calls it).
+func (r *Root) Invalidate(path string) {
+	p, ok := ckpt.Clean(path)
+	if !ok {
+		return
+	}
+	if p == "" {
+		r.notifyDir(&r.root.Inode)
+		return
+	}
+	dir, name := p, p
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dir, name = p[:i], p[i+1:]
+	} else {
+		dir = ""
+	}
+	parent := &r.root.Inode
+	if dir != "" {
+		for _, el := range strings.Split(dir, "/") {
+			parent = parent.GetChild(el)
+			if parent == nil {
+				return // the kernel cannot have cached anything below
+			}
+		}
+	}
+	child := parent.GetChild(name)
+	if child != nil && !r.sameInode(parent, name, child) {
+		// The name now holds another inode (or nothing): go-fuse must
+		// forget the old one under this name. One that is still there
+		// (a chmod) stays, so handles open on it keep a path and their
+		// writes keep being captured.
+		r.order.mu.Lock()
+		parent.RmChild(name)
+		r.order.mu.Unlock()
+	}
+	r.notify(func() {
+		parent.NotifyEntry(name)
+		if child != nil {
+			child.NotifyContent(0, 0)
+		}
+	})
+	// The kernel keeps directory listings (FOPEN_CACHE_DIR, see OpenDir)
+	// and drops one only when it sees the directory change; a name it
+	// never looked up changes nothing it sees. Once per directory.
+	r.notifyDir(parent)
+}
+
+// notifyDir drops the kernel's cached listing and attributes of dir: once
+// per directory while Exclusive runs, at once otherwise.
+func (r *Root) notifyDir(dir *fs.Inode) {
+	if r.exclusive.Load() {
+		r.pendingMu.Lock()
+		defer r.pendingMu.Unlock()
+		if r.pendingDirs == nil {
+			r.pendingDirs = map[*fs.Inode]bool{}
+		}
+		if !r.pendingDirs[dir] {
+			r.pendingDirs[dir] = true
+			r.pending = append(r.pending, func() { dir.NotifyContent(0, 0) })
+		}
+		return
+	}
+	dir.NotifyContent(0, 0)
+}
+
+// sameInode reports whether name in parent still is child's backing inode.
+func (r *Root) sameInode(parent *fs.Inode, name string, child *fs.Inode) bool {
+	pn, ok := parent.Operations().(*Node)
+	if !ok {
+		return false
+	}
+	st, err := lstatAt(pn.fd, name)
+	return err == nil && idOf(&st) == child.StableAttr()
+}
+
+func (r *Root) notify(fn func()) {
+	if r.exclusive.Load() {
+		r.pendingMu.Lock()
+		r.pending = append(r.pending, fn)
+		r.pendingMu.Unlock()
+		return
+	}
+	fn()
+}

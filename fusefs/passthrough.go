@@ -1,0 +1,77 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// passthrough.go owns FUSE passthrough outside the handle itself: the
+// side channel that puts a handle's backing ID in the OPEN or CREATE reply,
+// and the recapture, at every turn boundary, of files open for writing
+// through passthrough.
+
+// ptOpens maps an OPEN or CREATE request being served (its cancel
+// channel) to the backing ID its handle uses, 0 for none: Node.newHandle
+// fills it in, rawFS puts it in the reply.
+var ptOpens sync.Map
+
+// notePassthrough tells the request's reply to use backing id.
+func notePassthrough(ctx context.Context, id int32) {
+	if c, ok := ctx.(*fuse.Context); ok && c.Cancel != nil {
+		if v, ok := ptOpens.Load(c.Cancel); ok {
+			*v.(*int32) = id
+		}
+	}
+}
+
+// Passthrough backing files are registered by the daemon, not go-fuse: its
+// bridge drops a reference of the inode's backing ID at every RELEASE,
+// also of a handle that never took one (a daemon-served handle released
+// just as the first passthrough open of the inode registered an ID). The
+// ID was then closed under a live passthrough handle, the next passthrough
+// open registered another, and the kernel, which allows one backing file
+// per inode at a time, failed that open with EIO.
+func (f *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return withBackingID(cancel, out, func() fuse.Status { return f.RawFileSystem.Open(cancel, in, out) })
+}
+
+func (f *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return withBackingID(cancel, &out.OpenOut, func() fuse.Status { return f.RawFileSystem.Create(cancel, in, name, out) })
+}
+
+// withBackingID runs an OPEN or CREATE and puts the backing ID its handle
+// chose (notePassthrough) in the reply.
+func withBackingID(cancel <-chan struct{}, out *fuse.OpenOut, do func() fuse.Status) fuse.Status {
+	var id int32
+	ptOpens.Store(cancel, &id)
+	st := do()
+	ptOpens.Delete(cancel)
+	if st == fuse.OK && id != 0 {
+		setPassthrough(out, id)
+	}
+	return st
+}
+
+func setPassthrough(out *fuse.OpenOut, id int32) {
+	out.BackingID = id
+	out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+	out.OpenFlags &^= uint32(fuse.FOPEN_KEEP_CACHE)
+}
+
+// recapturePassthroughWriters captures, at a turn boundary, the files open
+// for writing through FUSE passthrough: their writes bypass the daemon, so
+// the new turn must hold their prior state before any such write lands.
+// Called with the gate held exclusively.
+func (r *Root) recapturePassthroughWriters() {
+	r.ptMu.Lock()
+	nodes := make([]*Node, 0, len(r.ptWriters))
+	for n := range r.ptWriters {
+		nodes = append(nodes, n)
+	}
+	r.ptMu.Unlock()
+	for _, n := range nodes {
+		n.captureContentLocked(boundaryCtx)
+	}
+}

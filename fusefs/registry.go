@@ -1,0 +1,27 @@
+package fusefs
+
+import "github.com/hanwen/go-fuse/v2/fs"
+
+// registry.go owns the registry of live nodes by backing identity: a
+// lookup of an inode that has a live node reuses it.
+
+// lookupNode returns the live node for an identity, or registers n.
+func (r *Root) lookupNode(id fs.StableAttr, n *Node) *Node {
+	r.nodesMu.Lock()
+	defer r.nodesMu.Unlock()
+	if old := r.nodes[id]; old != nil && !old.Forgotten() {
+		return old
+	}
+	r.nodes[id] = n
+	r.relief.note(len(r.nodes))
+	return n
+}
+
+func (r *Root) forgetNode(id fs.StableAttr, n *Node) {
+	r.nodesMu.Lock()
+	if r.nodes[id] == n {
+		delete(r.nodes, id)
+		delete(r.attic, id)
+	}
+	r.nodesMu.Unlock()
+}
