@@ -69,12 +69,6 @@ func (n *Node) childPath(name string) (string, bool) {
 	return p + "/" + name, true
 }
 
-// idOf is the go-fuse identity of a backing inode: its inode number, and
-// its birth time as generation so that a reused inode number is a new node.
-func idOf(st *stat) fs.StableAttr {
-	return fs.StableAttr{Mode: st.Mode & unix.S_IFMT, Ino: st.Ino, Gen: st.btime}
-}
-
 // newChild wraps the O_PATH fd of a child into an Inode (reusing the live
 // node of the same identity, in which case fd is closed) and fills out.
 func (n *Node) newChild(ctx context.Context, name string, fd int, st *stat, out *fuse.EntryOut) *fs.Inode {
@@ -240,30 +234,4 @@ func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.NameLen = uint32(s.Namelen)
 	out.Frsize = uint32(s.Frsize)
 	return 0
-}
-
-// Extended attributes pass through unversioned (SPEC §3: "may come later").
-// They act on the inode through /proc/self/fd, which lands on the inode
-// itself (also a symlink's) without resolving any name.
-
-func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	sz, err := unix.Getxattr(procPath(n.fd), attr, dest)
-	return uint32(max(sz, 0)), errno(err)
-}
-
-func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	sz, err := unix.Listxattr(procPath(n.fd), dest)
-	return uint32(max(sz, 0)), errno(err)
-}
-
-func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	n.r.gate.RLock()
-	defer n.r.gate.RUnlock()
-	return errno(unix.Setxattr(procPath(n.fd), attr, data, int(flags)))
-}
-
-func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	n.r.gate.RLock()
-	defer n.r.gate.RUnlock()
-	return errno(unix.Removexattr(procPath(n.fd), attr))
 }

@@ -247,30 +247,3 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	return h, 0, 0
 }
-
-// priorRecorded reports whether a write to the file at p needs no capture
-// in the current turn: its one path's prior state is recorded already (or
-// is excluded from history). The caller holds the gate, so no boundary falls
-// between this answer and the handle's registration. Hard-linked files and
-// set-ID files (whose bits a passthrough write by the daemon's credentials
-// would not clear) stay on the daemon-served path.
-func (r *Root) priorRecorded(p string, st *stat) bool {
-	if !r.opts.WritePassthrough {
-		return false
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		return false
-	}
-	return r.excluded(p, false) || !r.rec.NeedsCapture(p, false)
-}
-
-// creditPassthrough credits the caller with the turn's changes when it
-// opened a file for writing through passthrough: its writes will not pass
-// through the daemon, which would credit them one by one.
-func (r *Root) creditPassthrough(ctx context.Context, h fs.FileHandle) {
-	if f, ok := h.(*ptFile); ok && f.writable {
-		if err := r.rec.Credit(r.caller(ctx)); err != nil {
-			r.logf("ckptfs: credit %v: %v", r.caller(ctx), err)
-		}
-	}
-}

@@ -120,24 +120,3 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	out.FromStat(&st.Stat_t)
 	return 0
 }
-
-func (f *file) isWritable() bool { return f.writable }
-
-// CopyFileRange captures the destination, then copies in the kernel.
-func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
-	in, ok1 := fhIn.(interface{ fdOf() int })
-	o, ok2 := fhOut.(interface{ fdOf() int })
-	dst, ok3 := out.Operations().(*Node)
-	if !ok1 || !ok2 || !ok3 {
-		return 0, syscall.ENOTSUP
-	}
-	r := n.r
-	r.gate.RLock()
-	defer r.gate.RUnlock()
-	if eno := dst.captureContentLocked(ctx); eno != 0 {
-		return 0, eno
-	}
-	i, j := int64(offIn), int64(offOut)
-	c, err := unix.CopyFileRange(in.fdOf(), &i, o.fdOf(), &j, int(length), int(flags))
-	return uint32(max(c, 0)), errno(err)
-}

@@ -1,6 +1,9 @@
 package fusefs
 
-import "github.com/hanwen/go-fuse/v2/fs"
+import (
+	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+)
 
 // registry.go owns the registry of live nodes by backing identity: a
 // lookup of an inode that has a live node reuses it.
@@ -24,4 +27,10 @@ func (r *Root) forgetNode(id fs.StableAttr, n *Node) {
 		delete(r.attic, id)
 	}
 	r.nodesMu.Unlock()
+}
+
+// idOf is the go-fuse identity of a backing inode: its inode number, and
+// its birth time as generation so that a reused inode number is a new node.
+func idOf(st *stat) fs.StableAttr {
+	return fs.StableAttr{Mode: st.Mode & unix.S_IFMT, Ino: st.Ino, Gen: st.btime}
 }

@@ -1,0 +1,100 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// file_io.go owns the data operations of an open file served by the daemon:
+// reads, and writes, fallocate and copy_file_range, each captured first.
+
+func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := unix.Pread(f.fd, dest, off)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Write captures the file's prior content (once per turn), then writes.
+// Writes through a shared mmap arrive here too (see rawFS.Write for their
+// attributes).
+func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	r := f.n.r
+	r.gate.RLock()
+	defer r.gate.RUnlock()
+	if eno := f.n.captureContentLocked(ctx); eno != 0 {
+		return 0, eno
+	}
+	n, err := unix.Pwrite(f.fd, data, off)
+	if err != nil {
+		return 0, errno(err)
+	}
+	if killRequested(ctx) {
+		killSuidgid(f.fd) // the content capture above covered the mode too
+	}
+	return uint32(n), 0
+}
+
+func (f *file) Flush(ctx context.Context) syscall.Errno {
+	// Flush may come once per dup'd fd: close a dup, not the file.
+	nfd, err := unix.Dup(f.fd)
+	if err != nil {
+		return errno(err)
+	}
+	return errno(unix.Close(nfd))
+}
+
+func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if flags&1 != 0 { // FUSE_FSYNC_FDATASYNC
+		return errno(unix.Fdatasync(f.fd))
+	}
+	return errno(unix.Fsync(f.fd))
+}
+
+func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	n, err := unix.Seek(f.fd, int64(off), int(whence))
+	return uint64(n), errno(err)
+}
+
+func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	r := f.n.r
+	r.gate.RLock()
+	defer r.gate.RUnlock()
+	if eno := f.n.captureContentLocked(ctx); eno != 0 {
+		return eno
+	}
+	return errno(retry(func() error { return unix.Fallocate(f.fd, mode, int64(off), int64(size)) }))
+}
+
+func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	st, err := fstatFd(f.fd)
+	if err != nil {
+		return errno(err)
+	}
+	out.FromStat(&st.Stat_t)
+	return 0
+}
+
+// CopyFileRange captures the destination, then copies in the kernel.
+func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	in, ok1 := fhIn.(interface{ fdOf() int })
+	o, ok2 := fhOut.(interface{ fdOf() int })
+	dst, ok3 := out.Operations().(*Node)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, syscall.ENOTSUP
+	}
+	r := n.r
+	r.gate.RLock()
+	defer r.gate.RUnlock()
+	if eno := dst.captureContentLocked(ctx); eno != 0 {
+		return 0, eno
+	}
+	i, j := int64(offIn), int64(offOut)
+	c, err := unix.CopyFileRange(in.fdOf(), &i, o.fdOf(), &j, int(length), int(flags))
+	return uint32(max(c, 0)), errno(err)
+}
