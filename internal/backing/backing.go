@@ -8,6 +8,11 @@
 // error, never followed, so a symlink planted where a directory used to be
 // cannot redirect a write outside the project. The final element is acted on
 // with *at calls that do not follow it either.
+//
+// The syscall primitives Tree is made of (syscalls.go: the EINTR retry, stat
+// and its conversion into ckpt, opens and readlinks relative to a
+// directory fd) are exported for the overlay (fusefs), which reaches the
+// same backing tree through the fds of its nodes: one syscall layer for both.
 package backing
 
 import (
@@ -71,30 +76,9 @@ func (t *Tree) Avail() (int64, uint64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), x.Dev, nil
 }
 
-const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
-
-func retry(fn func() error) error {
-	for {
-		err := fn()
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
 // openat2 opens rel beneath the root without following any symlink.
 func (t *Tree) openat2(rel string, flags int, mode uint32) (int, error) {
-	if rel == "" {
-		rel = "."
-	}
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
-	var fd int
-	err := retry(func() error {
-		var err error
-		fd, err = unix.Openat2(int(t.root.Fd()), rel, &how)
-		return err
-	})
-	return fd, err
+	return OpenBeneath(int(t.root.Fd()), rel, flags, mode)
 }
 
 // parent opens the parent directory of p (O_PATH) and returns it with p's
@@ -110,22 +94,6 @@ func (t *Tree) parent(p string) (int, string, error) {
 		return -1, "", &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	return fd, name, nil
-}
-
-// StateOf converts a stat result into a State.
-func StateOf(st *unix.Stat_t) ckpt.State {
-	s := ckpt.State{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		s.Type, s.Size = ckpt.Regular, st.Size
-	case unix.S_IFDIR:
-		s.Type = ckpt.Dir
-	case unix.S_IFLNK:
-		s.Type, s.Mode = ckpt.Symlink, 0o777
-	default:
-		s.Type, s.Rdev = ckpt.NodeState(st.Mode, st.Rdev)
-	}
-	return s
 }
 
 // nodeFormat is the S_IFMT bits mknod(2) takes for t.
@@ -154,16 +122,11 @@ func (t *Tree) Lstat(p string) (ckpt.State, error) {
 	return s, err
 }
 
-// InodeOf is the identity and link count of a stat result.
-func InodeOf(st *unix.Stat_t) ckpt.Inode {
-	return ckpt.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
-}
-
 // LstatInode is Lstat with the identity of the inode at p.
 func (t *Tree) LstatInode(p string) (ckpt.State, ckpt.Inode, error) {
-	var st unix.Stat_t
 	if p == "" {
-		if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
+		st, err := Fstat(int(t.root.Fd()))
+		if err != nil {
 			return ckpt.State{}, ckpt.Inode{}, err
 		}
 		return StateOf(&st), InodeOf(&st), nil
@@ -176,7 +139,8 @@ func (t *Tree) LstatInode(p string) (ckpt.State, ckpt.Inode, error) {
 		return ckpt.State{}, ckpt.Inode{}, err
 	}
 	defer unix.Close(pfd)
-	if err := retry(func() error { return unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+	st, err := Lstatat(pfd, name)
+	if err != nil {
 		if absent(err) {
 			return ckpt.State{}, ckpt.Inode{}, nil
 		}
@@ -184,21 +148,18 @@ func (t *Tree) LstatInode(p string) (ckpt.State, ckpt.Inode, error) {
 	}
 	s := StateOf(&st)
 	if s.Type == ckpt.Symlink {
-		buf := make([]byte, 4096)
-		n, err := unix.Readlinkat(pfd, name, buf)
-		if err != nil {
+		if s.Target, err = Readlinkat(pfd, name); err != nil {
 			return s, ckpt.Inode{}, &os.PathError{Op: "readlink", Path: p, Err: err}
 		}
-		s.Target = string(buf[:n])
 	}
 	return s, InodeOf(&st), nil
 }
 
 // Ident returns the inode number at p, 0 when nothing is there.
 func (t *Tree) Ident(p string) (uint64, error) {
-	var st unix.Stat_t
 	if p == "" {
-		if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
+		st, err := Fstat(int(t.root.Fd()))
+		if err != nil {
 			return 0, err
 		}
 		return st.Ino, nil
@@ -211,7 +172,8 @@ func (t *Tree) Ident(p string) (uint64, error) {
 		return 0, err
 	}
 	defer unix.Close(pfd)
-	if err := retry(func() error { return unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+	st, err := Lstatat(pfd, name)
+	if err != nil {
 		if absent(err) {
 			return 0, nil
 		}
@@ -253,7 +215,7 @@ func (t *Tree) Link(p string, dir *os.File, name string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return pathErr("link", p, retry(func() error { return unix.Linkat(pfd, base, int(dir.Fd()), name, 0) }))
+	return pathErr("link", p, Retry(func() error { return unix.Linkat(pfd, base, int(dir.Fd()), name, 0) }))
 }
 
 // Hardlink makes to another name of the file at from, atomically: a link
@@ -270,19 +232,18 @@ func (t *Tree) Hardlink(from, to string) error {
 		return err
 	}
 	defer unix.Close(pt)
-	var src, dst unix.Stat_t
-	if err := retry(func() error { return unix.Fstatat(pf, nf, &src, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+	src, err := Lstatat(pf, nf)
+	if err != nil {
 		return pathErr("link", from, err)
 	}
 	if src.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return pathErr("link", from, syscall.EISDIR)
 	}
-	if retry(func() error { return unix.Fstatat(pt, nt, &dst, unix.AT_SYMLINK_NOFOLLOW) }) == nil &&
-		dst.Dev == src.Dev && dst.Ino == src.Ino {
+	if dst, err := Lstatat(pt, nt); err == nil && dst.Dev == src.Dev && dst.Ino == src.Ino {
 		return nil // rename(2) of two names of one inode would do nothing
 	}
 	tmp := tempName(nt)
-	link := func() error { return retry(func() error { return unix.Linkat(pf, nf, pt, tmp, 0) }) }
+	link := func() error { return Retry(func() error { return unix.Linkat(pf, nf, pt, tmp, 0) }) }
 	err = link()
 	if errors.Is(err, syscall.EEXIST) {
 		if err = removeAt(pt, tmp); err == nil {
@@ -293,10 +254,10 @@ func (t *Tree) Hardlink(from, to string) error {
 		return pathErr("link", to, err)
 	}
 	crashpoint.Hit("tree.link.tmp")
-	err = retry(func() error { return unix.Renameat(pt, tmp, pt, nt) })
+	err = Retry(func() error { return unix.Renameat(pt, tmp, pt, nt) })
 	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 		if err = removeAt(pt, nt); err == nil {
-			err = retry(func() error { return unix.Renameat(pt, tmp, pt, nt) })
+			err = Retry(func() error { return unix.Renameat(pt, tmp, pt, nt) })
 		}
 	}
 	if err != nil {
@@ -343,7 +304,7 @@ func changed(err error) error {
 }
 
 func removeAt(dirfd int, name string) error {
-	err := retry(func() error { return unix.Unlinkat(dirfd, name, 0) })
+	err := Retry(func() error { return unix.Unlinkat(dirfd, name, 0) })
 	if err == nil || errors.Is(err, syscall.ENOENT) {
 		return nil
 	}
@@ -378,7 +339,7 @@ func removeAt(dirfd int, name string) error {
 		}
 	}
 	d.Close()
-	err = retry(func() error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) })
+	err = Retry(func() error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) })
 	if errors.Is(err, syscall.ENOENT) {
 		return nil
 	}
@@ -392,7 +353,7 @@ func (t *Tree) Mkdir(p string, mode uint32) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := changed(retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) })); err != nil {
+	if err := changed(Retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) })); err != nil {
 		return pathErr("mkdir", p, err)
 	}
 	return changed(pathErr("chmod", p, fchmodat2(pfd, name, mode&0o7777)))
@@ -405,7 +366,7 @@ func fchmodat2(dirfd int, name string, mode uint32) error {
 	if err != nil {
 		return err
 	}
-	return retry(func() error {
+	return Retry(func() error {
 		_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(dirfd), uintptr(unsafePointer(b)), uintptr(mode), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
 		if e != 0 {
 			return e
@@ -421,7 +382,7 @@ func (t *Tree) Symlink(target, p string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return changed(pathErr("symlink", p, retry(func() error { return unix.Symlinkat(target, pfd, name) })))
+	return changed(pathErr("symlink", p, Retry(func() error { return unix.Symlinkat(target, pfd, name) })))
 }
 
 // Mknod creates a FIFO, socket or device node at p with exactly st's mode.
@@ -435,7 +396,7 @@ func (t *Tree) Mknod(p string, st ckpt.State) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := changed(retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) })); err != nil {
+	if err := changed(Retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) })); err != nil {
 		return pathErr("mknod", p, err)
 	}
 	return changed(pathErr("chmod", p, fchmodat2(pfd, name, st.Mode&0o7777)))
@@ -487,10 +448,10 @@ func (t *Tree) WriteFile(p string, st ckpt.State, r io.Reader) error {
 		return pathErr("close", p, err)
 	}
 	crashpoint.Hit("tree.write.tmp")
-	err = retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
+	err = Retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
 	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 		if err = removeAt(pfd, name); err == nil {
-			err = retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
+			err = Retry(func() error { return unix.Renameat(pfd, tmp, pfd, name) })
 		}
 	}
 	if err != nil {
@@ -547,5 +508,5 @@ func (t *Tree) rename(from, to string, flags uint) error {
 		return err
 	}
 	defer unix.Close(pt)
-	return changed(pathErr("rename", from, retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) })))
+	return changed(pathErr("rename", from, Retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) })))
 }

@@ -20,12 +20,11 @@ func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p 
 		if err != nil || !st.Exists() {
 			return err
 		}
-		var x unix.Stat_t
 		pfd, name, err := t.parent(dir)
 		if err != nil {
 			return err
 		}
-		err = retry(func() error { return unix.Fstatat(pfd, name, &x, unix.AT_SYMLINK_NOFOLLOW) })
+		x, err := Lstatat(pfd, name)
 		unix.Close(pfd)
 		if err != nil {
 			return pathErr("lstat", dir, err)
@@ -61,8 +60,8 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, c
 		if dir != "" {
 			p = dir + "/" + name
 		}
-		var x unix.Stat_t
-		if err := retry(func() error { return unix.Fstatat(fd, name, &x, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		x, err := Lstatat(fd, name)
+		if err != nil {
 			if absent(err) {
 				continue
 			}
@@ -74,15 +73,12 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, c
 			continue
 		}
 		if st.Type == ckpt.Symlink {
-			buf := make([]byte, 4096)
-			n, err := unix.Readlinkat(fd, name, buf)
-			if err != nil {
+			if st.Target, err = Readlinkat(fd, name); err != nil {
 				if absent(err) {
 					continue
 				}
 				return pathErr("readlink", p, err)
 			}
-			st.Target = string(buf[:n])
 		}
 		if err := fn(p, st, stampOf(&x)); err != nil {
 			return err
@@ -102,8 +98,4 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, c
 		}
 	}
 	return nil
-}
-
-func stampOf(x *unix.Stat_t) ckpt.Stamp {
-	return ckpt.Stamp{Ino: x.Ino, Mtime: x.Mtim.Nano(), Nlink: uint32(x.Nlink)}
 }

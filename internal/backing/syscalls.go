@@ -1,0 +1,168 @@
+package backing
+
+import (
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/ckpt"
+)
+
+// syscalls.go holds the syscall primitives every access to a backing tree
+// is made of, for Tree and for the overlay (fusefs) alike: the EINTR retry,
+// stat with the birth time, the conversion of a stat result into the
+// versioned state, and opens, stats and readlinks relative to a directory
+// fd (or an O_PATH fd of the object itself) that never follow a symlink.
+// No absolute path is ever built: under a mount, one would loop back into
+// the mount that covers the backing directory.
+
+// Retry runs fn until it does not fail with EINTR.
+func Retry(fn func() error) error {
+	for {
+		err := fn()
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// resolve is how OpenBeneath resolves a path: beneath its directory, and
+// with no symlink (nor /proc magic link) on the way.
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// OpenBeneath opens rel ("" for dirfd itself) beneath dirfd with openat2,
+// following no symlink anywhere in rel: a symlink on the way is an error.
+func OpenBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
+	if rel == "" {
+		rel = "."
+	}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
+	var fd int
+	err := Retry(func() error {
+		var err error
+		fd, err = unix.Openat2(dirfd, rel, &how)
+		return err
+	})
+	return fd, err
+}
+
+// OpenPath opens name inside dirfd as an O_PATH handle that does not
+// follow a final symlink.
+func OpenPath(dirfd int, name string) (int, error) {
+	var fd int
+	err := Retry(func() error {
+		var err error
+		fd, err = unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		return err
+	})
+	return fd, err
+}
+
+// ProcPath names an open fd through /proc/self/fd; opening it reopens the
+// inode itself (also for O_PATH fds), without resolving any name.
+func ProcPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// Reopen opens the inode behind an O_PATH fd with real access flags.
+func Reopen(fd int, flags int) (int, error) {
+	var nfd int
+	err := Retry(func() error {
+		var err error
+		// O_NOFOLLOW would refuse the /proc link itself; the inode is
+		// already fixed by fd, so there is nothing left to follow.
+		nfd, err = unix.Open(ProcPath(fd), flags&^unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		return err
+	})
+	return nfd, err
+}
+
+// Stat is a stat result with the birth time, which tells a reused inode
+// number from the inode that had it before.
+type Stat struct {
+	syscall.Stat_t
+	// Btime is the birth time in nanoseconds; 1 where the filesystem does
+	// not report one (so that it is never zero).
+	Btime uint64
+}
+
+// Fstat stats an fd (O_PATH fds too), never following a symlink.
+func Fstat(fd int) (Stat, error) {
+	return statx(fd, "", unix.AT_EMPTY_PATH)
+}
+
+// Lstatat stats name inside dirfd without following it.
+func Lstatat(dirfd int, name string) (Stat, error) {
+	return statx(dirfd, name, 0)
+}
+
+func statx(dirfd int, name string, flags int) (Stat, error) {
+	var x unix.Statx_t
+	var st Stat
+	err := Retry(func() error {
+		return unix.Statx(dirfd, name, flags|unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT,
+			unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x)
+	})
+	if err != nil {
+		return st, err
+	}
+	st.Dev = unix.Mkdev(x.Dev_major, x.Dev_minor)
+	st.Ino = x.Ino
+	st.Nlink = uint64(x.Nlink)
+	st.Mode = uint32(x.Mode)
+	st.Uid = x.Uid
+	st.Gid = x.Gid
+	st.Rdev = unix.Mkdev(x.Rdev_major, x.Rdev_minor)
+	st.Size = int64(x.Size)
+	st.Blksize = int64(x.Blksize)
+	st.Blocks = int64(x.Blocks)
+	st.Atim = syscall.Timespec{Sec: x.Atime.Sec, Nsec: int64(x.Atime.Nsec)}
+	st.Mtim = syscall.Timespec{Sec: x.Mtime.Sec, Nsec: int64(x.Mtime.Nsec)}
+	st.Ctim = syscall.Timespec{Sec: x.Ctime.Sec, Nsec: int64(x.Ctime.Nsec)}
+	st.Btime = 1
+	if x.Mask&unix.STATX_BTIME != 0 && (x.Btime.Sec != 0 || x.Btime.Nsec != 0) {
+		st.Btime = uint64(x.Btime.Sec)*1e9 + uint64(x.Btime.Nsec)
+	}
+	return st, nil
+}
+
+// Readlinkat reads the target of the symlink name inside dirfd; with name
+// "", of the symlink an O_PATH fd refers to.
+func Readlinkat(dirfd int, name string) (string, error) {
+	for l := 256; ; l *= 2 {
+		buf := make([]byte, l)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < l {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+// StateOf converts a stat result into a State, without a symlink's
+// target (the caller reads it, with the error handling it needs).
+func StateOf(st *Stat) ckpt.State {
+	s := ckpt.State{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		s.Type, s.Size = ckpt.Regular, st.Size
+	case unix.S_IFDIR:
+		s.Type = ckpt.Dir
+	case unix.S_IFLNK:
+		s.Type, s.Mode = ckpt.Symlink, 0o777
+	default:
+		s.Type, s.Rdev = ckpt.NodeState(st.Mode, st.Rdev)
+	}
+	return s
+}
+
+// InodeOf is the identity and link count of a stat result.
+func InodeOf(st *Stat) ckpt.Inode {
+	return ckpt.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
+}
+
+// stampOf is the quick identity a walk reports: inode, mtime, links.
+func stampOf(st *Stat) ckpt.Stamp {
+	return ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano(), Nlink: uint32(st.Nlink)}
+}
