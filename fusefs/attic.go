@@ -5,6 +5,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // An unlink (or a rename over a file) whose prior content the store keeps
@@ -33,7 +35,7 @@ type atticClaim struct {
 // a rename over it. It returns nil when the store must copy the bytes
 // instead: not a regular file with one link, or open for writing.
 func (r *Root) claimForAttic(dirfd int, name string) *atticClaim {
-	st, err := lstatAt(dirfd, name)
+	st, err := backing.Lstatat(dirfd, name)
 	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
 		return nil
 	}

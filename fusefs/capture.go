@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
 
@@ -18,21 +19,10 @@ import (
 
 // stateOf converts a stat result to the versioned state; fd is an O_PATH
 // fd of the object (for a symlink's target), or -1.
-func stateOf(st *stat, fd int) ckpt.State {
-	s := ckpt.State{Mode: st.Mode & 07777, UID: st.Uid, GID: st.Gid}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		s.Type = ckpt.Regular
-		s.Size = st.Size
-	case unix.S_IFDIR:
-		s.Type = ckpt.Dir
-	case unix.S_IFLNK:
-		s.Type = ckpt.Symlink
-		if fd >= 0 {
-			s.Target, _ = readlinkFd(fd)
-		}
-	default:
-		s.Type, s.Rdev = ckpt.NodeState(st.Mode, st.Rdev)
+func stateOf(st *backing.Stat, fd int) ckpt.State {
+	s := backing.StateOf(st)
+	if s.Type == ckpt.Symlink && fd >= 0 {
+		s.Target, _ = backing.Readlinkat(fd, "")
 	}
 	return s
 }
@@ -109,7 +99,7 @@ func (r *Root) record(ctx context.Context, c ckpt.Capture, isDir bool) syscall.E
 // keeps writers off (attic.go) is offered to the store as a hard link
 // instead of a copy.
 func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim *atticClaim) syscall.Errno {
-	st, err := lstatAt(dirfd, name)
+	st, err := backing.Lstatat(dirfd, name)
 	if err == unix.ENOENT {
 		return r.record(ctx, ckpt.Capture{Path: p, Prior: ckpt.State{Type: ckpt.Absent}}, false)
 	}
@@ -120,12 +110,12 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 	if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, false) {
 		return 0
 	}
-	fd, err := openPath(dirfd, name)
+	fd, err := backing.OpenPath(dirfd, name)
 	if err != nil {
 		return errno(err)
 	}
 	defer unix.Close(fd)
-	if st2, err := fstatFd(fd); err == nil {
+	if st2, err := backing.Fstat(fd); err == nil {
 		st = st2
 	}
 	c := r.captureFor(p, fd, &st, false)
@@ -134,7 +124,7 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 	}
 	if claim != nil && c.Prior.Type == ckpt.Regular && st.Nlink == 1 && idOf(&st) == claim.id {
 		c.Link = func(dir *os.File, newName string) error {
-			err := retry(func() error {
+			err := backing.Retry(func() error {
 				return unix.Linkat(dirfd, name, int(dir.Fd()), newName, 0)
 			})
 			if err == nil {
@@ -152,15 +142,15 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 // captureFor builds the capture of the object behind the O_PATH fd. The
 // Open function reopens the same inode read-only; fd must stay open until
 // Record returns.
-func (r *Root) captureFor(p string, fd int, st *stat, metaOnly bool) ckpt.Capture {
+func (r *Root) captureFor(p string, fd int, st *backing.Stat, metaOnly bool) ckpt.Capture {
 	c := ckpt.Capture{Path: p, Prior: stateOf(st, fd)}
 	if c.Prior.Type == ckpt.Regular {
-		c.Inode = ckpt.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
+		c.Inode = backing.InodeOf(st)
 		if metaOnly {
 			c.MetaOnly = true
 		} else {
 			c.Open = func() (*os.File, error) {
-				nfd, err := reopen(fd, unix.O_RDONLY)
+				nfd, err := backing.Reopen(fd, unix.O_RDONLY)
 				if err != nil {
 					return nil, err
 				}
@@ -200,7 +190,7 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 			return 0
 		}
 	}
-	st, err := fstatFd(n.fd)
+	st, err := backing.Fstat(n.fd)
 	if err != nil {
 		return errno(err)
 	}

@@ -6,9 +6,12 @@
 // The backing tree is reached only through directory fds opened before the
 // mount covered it: each Node holds an O_PATH|O_NOFOLLOW fd of its backing
 // inode, directory operations are *at calls on the parent's fd with one
-// name, and files are reopened through /proc/self/fd (at.go). No absolute
-// path is ever built (it would loop into our own mount), so depth is
-// unlimited and no symlink in the tree is ever followed by the daemon.
+// name, and files are reopened through /proc/self/fd. No absolute path is
+// ever built (it would loop into our own mount), so depth is unlimited and
+// no symlink in the tree is ever followed by the daemon. The syscall
+// primitives (EINTR retry, statx, the stat-to-ckpt conversion, the
+// fd-relative opens) are internal/backing's, shared with the history
+// store's Tree.
 //
 // # Capture before every mutation
 //
@@ -80,7 +83,7 @@
 //
 // # Kernel caches
 //
-// Entry, attribute and negative-entry timeouts are one hour (see root.go):
+// Entry, attribute and negative-entry timeouts are one hour (see mount.go):
 // only this daemon changes the backing tree while mounted, and rewinds
 // report what they change through Root.Invalidate.
 package fusefs

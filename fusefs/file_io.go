@@ -7,6 +7,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // file_io.go owns the data operations of an open file served by the daemon:
@@ -68,11 +70,11 @@ func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint3
 	if eno := f.n.captureContentLocked(ctx); eno != 0 {
 		return eno
 	}
-	return errno(retry(func() error { return unix.Fallocate(f.fd, mode, int64(off), int64(size)) }))
+	return errno(backing.Retry(func() error { return unix.Fallocate(f.fd, mode, int64(off), int64(size)) }))
 }
 
 func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	st, err := fstatFd(f.fd)
+	st, err := backing.Fstat(f.fd)
 	if err != nil {
 		return errno(err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
 
@@ -97,7 +98,7 @@ func (r *Root) sameInode(parent *fs.Inode, name string, child *fs.Inode) bool {
 	if !ok {
 		return false
 	}
-	st, err := lstatAt(pn.fd, name)
+	st, err := backing.Lstatat(pn.fd, name)
 	return err == nil && idOf(&st) == child.StableAttr()
 }
 

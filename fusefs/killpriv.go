@@ -6,6 +6,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // killpriv.go owns clearing set-ID bits (HANDLE_KILLPRIV_V2): the side
@@ -30,7 +32,7 @@ func killRequested(ctx context.Context) bool {
 // the kernel does when an unprivileged process writes or truncates (the
 // daemon runs with CAP_FSETID, so its own write would not clear them).
 func killSuidgid(fd int) error {
-	st, err := fstatFd(fd)
+	st, err := backing.Fstat(fd)
 	if err != nil {
 		return err
 	}
@@ -42,5 +44,5 @@ func killSuidgid(fd int) error {
 	if nm == mode || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil
 	}
-	return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), nm, 0)
+	return unix.Fchmodat(unix.AT_FDCWD, backing.ProcPath(fd), nm, 0)
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // A write through one name of a file with several hard links changes every
@@ -200,22 +202,19 @@ func (r *Root) NoteLink(ino uint64, p string) { r.links.add(ino, p) }
 
 // lstatPath stats the root-relative path p in the backing tree without
 // following any symlink on the way.
-func (r *Root) lstatPath(p string) (stat, error) {
+func (r *Root) lstatPath(p string) (backing.Stat, error) {
 	dir, name := "", p
 	if i := strings.LastIndexByte(p, '/'); i >= 0 {
 		dir, name = p[:i], p[i+1:]
 	}
 	dfd := r.root.fd
 	if dir != "" {
-		fd, err := unix.Openat2(r.root.fd, dir, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
+		fd, err := backing.OpenBeneath(r.root.fd, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
-			return stat{}, err
+			return backing.Stat{}, err
 		}
 		defer unix.Close(fd)
 		dfd = fd
 	}
-	return lstatAt(dfd, name)
+	return backing.Lstatat(dfd, name)
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // Node is one inode of the overlay. It holds an O_PATH|O_NOFOLLOW fd of
@@ -71,7 +73,7 @@ func (n *Node) childPath(name string) (string, bool) {
 
 // newChild wraps the O_PATH fd of a child into an Inode (reusing the live
 // node of the same identity, in which case fd is closed) and fills out.
-func (n *Node) newChild(ctx context.Context, name string, fd int, st *stat, out *fuse.EntryOut) *fs.Inode {
+func (n *Node) newChild(ctx context.Context, name string, fd int, st *backing.Stat, out *fuse.EntryOut) *fs.Inode {
 	out.Attr.FromStat(&st.Stat_t)
 	id := idOf(st)
 	nn := &Node{r: n.r, fd: fd}
@@ -93,7 +95,7 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *stat, out 
 // paths returns the root-relative paths of the node: its go-fuse path and,
 // for a file with several links, every other remembered name (linkNames)
 // that still refers to the same inode.
-func (n *Node) paths(st *stat) []string {
+func (n *Node) paths(st *backing.Stat) []string {
 	var out []string
 	if p, ok := n.path(); ok {
 		out = append(out, p)
@@ -116,7 +118,7 @@ func (n *Node) paths(st *stat) []string {
 
 // namesOf returns the remembered names (linkNames) that still name the
 // regular file st describes, dropping those found stale.
-func (r *Root) namesOf(st *stat) []string {
+func (r *Root) namesOf(st *backing.Stat) []string {
 	var out []string
 	for _, p := range r.links.list(st.Ino) {
 		lst, err := r.lstatPath(p)
@@ -187,11 +189,11 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // childAt opens name in n as its node (a lookup, or a new hard link).
 func (n *Node) childAt(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	fd, err := openPath(n.fd, name)
+	fd, err := backing.OpenPath(n.fd, name)
 	if err != nil {
 		return nil, errno(err)
 	}
-	st, err := fstatFd(fd)
+	st, err := backing.Fstat(fd)
 	if err != nil {
 		unix.Close(fd)
 		return nil, errno(err)
@@ -204,7 +206,7 @@ func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if h, ok := f.(interface{ fdOf() int }); ok {
 		fd = h.fdOf()
 	}
-	st, err := fstatFd(fd)
+	st, err := backing.Fstat(fd)
 	if err != nil {
 		return errno(err)
 	}
@@ -213,7 +215,7 @@ func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 }
 
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	t, err := readlinkFd(n.fd)
+	t, err := backing.Readlinkat(n.fd, "")
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -222,7 +224,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	var s unix.Statfs_t
-	if err := retry(func() error { return unix.Fstatfs(n.fd, &s) }); err != nil {
+	if err := backing.Retry(func() error { return unix.Fstatfs(n.fd, &s) }); err != nil {
 		return errno(err)
 	}
 	out.Blocks = s.Blocks

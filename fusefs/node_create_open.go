@@ -8,6 +8,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 var (
@@ -33,7 +35,7 @@ func (n *Node) setOwner(ctx context.Context, name string, mode uint32, isLink bo
 		return
 	}
 	gid := int(c.Gid)
-	if pst, err := fstatFd(n.fd); err == nil && pst.Mode&unix.S_ISGID != 0 {
+	if pst, err := backing.Fstat(n.fd); err == nil && pst.Mode&unix.S_ISGID != 0 {
 		gid = -1
 	}
 	if err := unix.Fchownat(n.fd, name, int(c.Uid), gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -48,12 +50,12 @@ func (n *Node) setOwner(ctx context.Context, name string, mode uint32, isLink bo
 // removes the entry if that fails.
 func (n *Node) finishCreate(ctx context.Context, name string, mode uint32, out *fuse.EntryOut, undo func()) (*fs.Inode, syscall.Errno) {
 	n.setOwner(ctx, name, mode, mode&unix.S_IFMT == unix.S_IFLNK)
-	fd, err := openPath(n.fd, name)
+	fd, err := backing.OpenPath(n.fd, name)
 	if err != nil {
 		undo()
 		return nil, errno(err)
 	}
-	st, err := fstatFd(fd)
+	st, err := backing.Fstat(fd)
 	if err != nil {
 		unix.Close(fd)
 		undo()
@@ -76,7 +78,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	trunc := flags&unix.O_TRUNC != 0
 	oflags := int(flags)&^(unix.O_APPEND|unix.O_TRUNC|fuse.FMODE_EXEC) | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	var fd int
-	err := retry(func() error {
+	err := backing.Retry(func() error {
 		var err error
 		fd, err = unix.Openat(n.fd, name, oflags, mode&07777)
 		return err
@@ -85,12 +87,12 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno(err)
 	}
 	n.setOwner(ctx, name, mode, false)
-	st, err := fstatFd(fd)
+	st, err := backing.Fstat(fd)
 	if err != nil {
 		unix.Close(fd)
 		return nil, nil, 0, errno(err)
 	}
-	pfd, err := openPath(n.fd, name)
+	pfd, err := backing.OpenPath(n.fd, name)
 	if err != nil {
 		unix.Close(fd)
 		return nil, nil, 0, errno(err)
@@ -108,7 +110,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, eno
 	}
 	if trunc && st.Size > 0 {
-		if err := retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
+		if err := backing.Retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
 			h.(interface{ release() }).release()
 			return nil, nil, 0, errno(err)
 		}
@@ -126,7 +128,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, eno
 	}
-	if err := retry(func() error { return unix.Mknodat(n.fd, name, mode, int(dev)) }); err != nil {
+	if err := backing.Retry(func() error { return unix.Mknodat(n.fd, name, mode, int(dev)) }); err != nil {
 		return nil, errno(err)
 	}
 	return n.finishCreate(ctx, name, mode, out, func() { unix.Unlinkat(n.fd, name, 0) })
@@ -141,7 +143,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, eno
 	}
-	if err := retry(func() error { return unix.Symlinkat(target, n.fd, name) }); err != nil {
+	if err := backing.Retry(func() error { return unix.Symlinkat(target, n.fd, name) }); err != nil {
 		return nil, errno(err)
 	}
 	return n.finishCreate(ctx, name, unix.S_IFLNK|0o777, out, func() { unix.Unlinkat(n.fd, name, 0) })
@@ -171,8 +173,8 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	// Through /proc/self/fd with AT_SYMLINK_FOLLOW: links the inode itself
 	// (what linkat(fd, "", AT_EMPTY_PATH) does, without needing
 	// CAP_DAC_READ_SEARCH).
-	err := retry(func() error {
-		return unix.Linkat(unix.AT_FDCWD, procPath(t.fd), n.fd, name, unix.AT_SYMLINK_FOLLOW)
+	err := backing.Retry(func() error {
+		return unix.Linkat(unix.AT_FDCWD, backing.ProcPath(t.fd), n.fd, name, unix.AT_SYMLINK_FOLLOW)
 	})
 	if err != nil {
 		return nil, errno(err)
@@ -199,7 +201,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	flags &^= unix.O_TRUNC
 	acc := flags & unix.O_ACCMODE
 	if acc == unix.O_RDONLY && !trunc {
-		fd, err := reopen(n.fd, int(flags))
+		fd, err := backing.Reopen(n.fd, int(flags))
 		if err != nil {
 			return nil, 0, errno(err)
 		}
@@ -213,13 +215,13 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return nil, 0, eno
 		}
 	}
-	fd, err := reopen(n.fd, int(flags))
+	fd, err := backing.Reopen(n.fd, int(flags))
 	if err != nil {
 		return nil, 0, errno(err)
 	}
 	wantPT := false
 	if n.r.opts.WritePassthrough {
-		if st, err := fstatFd(fd); err == nil {
+		if st, err := backing.Fstat(fd); err == nil {
 			n.r.settled(func() {
 				p, ok := n.path()
 				wantPT = ok && n.r.priorRecorded(p, &st)
@@ -233,7 +235,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, eno
 	}
 	if trunc {
-		if err := retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
+		if err := backing.Retry(func() error { return unix.Ftruncate(fd, 0) }); err != nil {
 			h.(interface{ release() }).release()
 			return nil, 0, errno(err)
 		}

@@ -7,11 +7,13 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // Readdir lists the backing directory, without the hidden names.
 func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	fd, err := reopen(n.fd, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := backing.Reopen(n.fd, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -65,7 +67,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return nil, eno
 	}
-	if err := retry(func() error { return unix.Mkdirat(n.fd, name, mode) }); err != nil {
+	if err := backing.Retry(func() error { return unix.Mkdirat(n.fd, name, mode) }); err != nil {
 		return nil, errno(err)
 	}
 	return n.finishCreate(ctx, name, mode, out, func() { unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR) })
@@ -80,7 +82,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if eno := n.captureChild(ctx, name, nil); eno != 0 {
 		return eno
 	}
-	return errno(retry(func() error { return unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR) }))
+	return errno(backing.Retry(func() error { return unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR) }))
 }
 
 // captureChild captures the prior state of name inside n (see
@@ -103,7 +105,7 @@ func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	if s, ok := f.(fs.FileFsyncer); ok {
 		return s.Fsync(ctx, flags)
 	}
-	fd, err := reopen(n.fd, unix.O_RDONLY)
+	fd, err := backing.Reopen(n.fd, unix.O_RDONLY)
 	if err != nil {
 		return errno(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/crashpoint"
 )
 
@@ -21,7 +22,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		claim.done(false)
 		return eno
 	}
-	err := retry(func() error { return unix.Unlinkat(n.fd, name, 0) })
+	err := backing.Retry(func() error { return unix.Unlinkat(n.fd, name, 0) })
 	claim.done(err == nil)
 	return errno(err)
 }
@@ -47,11 +48,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	defer r.ns.Unlock()
 	r.settleMoves()
 
-	sst, err := lstatAt(n.fd, name)
+	sst, err := backing.Lstatat(n.fd, name)
 	if err != nil {
 		return errno(err)
 	}
-	dst, derr := lstatAt(np.fd, newName)
+	dst, derr := backing.Lstatat(np.fd, newName)
 	dstExists := derr == nil
 	if derr != nil && derr != unix.ENOENT {
 		return errno(derr)
@@ -135,7 +136,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	case "exchange":
 		crashpoint.Hit("fuse.exchange.recorded")
 	}
-	err = retry(func() error { return unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)) })
+	err = backing.Retry(func() error { return unix.Renameat2(n.fd, name, np.fd, newName, uint(flags)) })
 	switch point {
 	case "rename":
 		crashpoint.Hit("fuse.rename.done")

@@ -7,6 +7,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // Setattr: chmod/chown capture the mode and owner (MetaOnly for regular
@@ -30,7 +32,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 	}
 	if mok && !isLink {
-		if err := retry(func() error { return unix.Fchmodat(unix.AT_FDCWD, procPath(n.fd), mode&07777, 0) }); err != nil {
+		if err := backing.Retry(func() error { return unix.Fchmodat(unix.AT_FDCWD, backing.ProcPath(n.fd), mode&07777, 0) }); err != nil {
 			return errno(err)
 		}
 	}
@@ -42,7 +44,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if gok {
 			sg = int(gid)
 		}
-		if err := retry(func() error { return unix.Fchownat(n.fd, "", su, sg, unix.AT_EMPTY_PATH) }); err != nil {
+		if err := backing.Retry(func() error { return unix.Fchownat(n.fd, "", su, sg, unix.AT_EMPTY_PATH) }); err != nil {
 			return errno(err)
 		}
 	}
@@ -61,14 +63,14 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 		fd := hfd
 		if fd < 0 || !f.(interface{ isWritable() bool }).isWritable() {
-			nfd, err := reopen(n.fd, unix.O_WRONLY)
+			nfd, err := backing.Reopen(n.fd, unix.O_WRONLY)
 			if err != nil {
 				return errno(err)
 			}
 			defer unix.Close(nfd)
 			fd = nfd
 		}
-		if err := retry(func() error { return unix.Ftruncate(fd, int64(sz)) }); err != nil {
+		if err := backing.Retry(func() error { return unix.Ftruncate(fd, int64(sz)) }); err != nil {
 			return errno(err)
 		}
 	}
@@ -107,13 +109,13 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			pn := parent.Operations().(*Node)
 			err = unix.UtimesNanoAt(pn.fd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 		} else {
-			err = unix.UtimesNanoAt(unix.AT_FDCWD, procPath(n.fd), ts, 0)
+			err = unix.UtimesNanoAt(unix.AT_FDCWD, backing.ProcPath(n.fd), ts, 0)
 		}
 		if err != nil {
 			return errno(err)
 		}
 	}
-	st, err := fstatFd(n.fd)
+	st, err := backing.Fstat(n.fd)
 	if err != nil {
 		return errno(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // node_xattr.go owns extended attributes. They pass through unversioned
@@ -13,23 +15,23 @@ import (
 // itself (also a symlink's) without resolving any name.
 
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	sz, err := unix.Getxattr(procPath(n.fd), attr, dest)
+	sz, err := unix.Getxattr(backing.ProcPath(n.fd), attr, dest)
 	return uint32(max(sz, 0)), errno(err)
 }
 
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	sz, err := unix.Listxattr(procPath(n.fd), dest)
+	sz, err := unix.Listxattr(backing.ProcPath(n.fd), dest)
 	return uint32(max(sz, 0)), errno(err)
 }
 
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	return errno(unix.Setxattr(procPath(n.fd), attr, data, int(flags)))
+	return errno(unix.Setxattr(backing.ProcPath(n.fd), attr, data, int(flags)))
 }
 
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	return errno(unix.Removexattr(procPath(n.fd), attr))
+	return errno(unix.Removexattr(backing.ProcPath(n.fd), attr))
 }

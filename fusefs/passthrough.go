@@ -7,6 +7,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // passthrough.go owns FUSE passthrough outside the handle itself: the
@@ -84,7 +86,7 @@ func (r *Root) recapturePassthroughWriters() {
 // between this answer and the handle's registration. Hard-linked files and
 // set-ID files (whose bits a passthrough write by the daemon's credentials
 // would not clear) stay on the daemon-served path.
-func (r *Root) priorRecorded(p string, st *stat) bool {
+func (r *Root) priorRecorded(p string, st *backing.Stat) bool {
 	if !r.opts.WritePassthrough {
 		return false
 	}

@@ -3,6 +3,8 @@ package fusefs
 import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // registry.go owns the registry of live nodes by backing identity: a
@@ -31,6 +33,6 @@ func (r *Root) forgetNode(id fs.StableAttr, n *Node) {
 
 // idOf is the go-fuse identity of a backing inode: its inode number, and
 // its birth time as generation so that a reused inode number is a new node.
-func idOf(st *stat) fs.StableAttr {
-	return fs.StableAttr{Mode: st.Mode & unix.S_IFMT, Ino: st.Ino, Gen: st.btime}
+func idOf(st *backing.Stat) fs.StableAttr {
+	return fs.StableAttr{Mode: st.Mode & unix.S_IFMT, Ino: st.Ino, Gen: st.Btime}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
 
@@ -116,19 +117,19 @@ type Root struct {
 	ptWriters map[*Node]int // nodes open for writing through passthrough
 }
 
-// NewRoot builds the overlay on backing, a directory fd opened before the
-// mount covers it. The Root does not take ownership of backing's *os.File
+// NewRoot builds the overlay on dir, the backing directory opened before
+// the mount covers it. The Root does not take ownership of dir's *os.File
 // but keeps using its fd: keep it open while mounted.
-func NewRoot(backing *os.File, opts Options) (*Root, error) {
+func NewRoot(dir *os.File, opts Options) (*Root, error) {
 	if opts.Recorder == nil {
 		return nil, fmt.Errorf("fusefs: no Recorder")
 	}
-	fd, err := unix.Dup(int(backing.Fd()))
+	fd, err := unix.Dup(int(dir.Fd()))
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: %w", err)
 	}
 	unix.CloseOnExec(fd)
-	st, err := fstatFd(fd)
+	st, err := backing.Fstat(fd)
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("fusefs: %w", err)
