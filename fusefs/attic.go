@@ -9,12 +9,13 @@ import (
 	"ckptfs/internal/backing"
 )
 
-// An unlink (or a rename over a file) whose prior content the store keeps
-// by hard-linking the inode into its attic must be sure that nothing writes
+// attic.go keeps writers off the inodes the store keeps by hard link. An
+// unlink (or a rename over a file) whose prior content the store keeps by
+// hard-linking the inode into its attic must be sure that nothing writes
 // that inode afterwards: the attic copy is history. A writer that already
 // has the file open makes the overlay copy the bytes instead
-// (claimForAttic). A writer that arrives while or after the name goes away
-// — an OPEN, a truncate by path or a LINK the kernel resolved before the
+// (claimForAttic). A writer that arrives while or after the name goes away —
+// an OPEN, a truncate by path or a LINK the kernel resolved before the
 // unlink — would write straight into the attic, so it is refused with
 // ENOENT, as if it had come after the unlink. Root.attic holds the claimed
 // identities; a writer registers under the node's lock and checks the claim

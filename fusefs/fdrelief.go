@@ -9,15 +9,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Every node the kernel remembers holds an O_PATH fd of its backing inode,
-// and the kernel forgets inodes only under memory pressure: a tree larger
-// than the daemon's open-file limit (20000 here, where the limit cannot be
-// raised) would run into EMFILE, after which lookups, creates and even the
-// control socket's accept fail. When the live nodes pass 3/4 of the limit,
-// the daemon asks the kernel to drop its unused dentries and inodes
-// (vm.drop_caches = 2, root only): the kernel then sends FORGET for every
-// inode no process holds, and OnForget closes their fds. Inodes in use
-// (open files, working directories) stay.
+// fdrelief.go keeps the daemon below its open-file limit. Every node the
+// kernel remembers holds an O_PATH fd of its backing inode, and the kernel
+// forgets inodes only under memory pressure: a tree larger than the daemon's
+// open-file limit (which cannot always be raised) would run into EMFILE,
+// after which lookups, creates and even the control socket's accept fail.
+// When the live nodes pass 3/4 of the limit, the daemon asks the kernel to
+// drop its unused dentries and inodes (vm.drop_caches = 2, root only): the
+// kernel then sends FORGET for every inode no process holds, and OnForget
+// closes their fds. Inodes in use (open files, working directories) stay.
 
 // fdRelief asks for the kernel's caches to be dropped when the live nodes
 // near the open-file limit.

@@ -10,6 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// file.go owns the open-file handle: its kinds (served by the daemon or
+// through passthrough, read-only or writable), the choice between them at
+// open, and its release. Its operations are in file_io.go and file_locks.go.
+
 // file is an open handle served by the daemon: every write is captured
 // first.
 type file struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// Lookups and FORGETs are ordered. A node holds an fd of its backing inode
+// forget.go orders lookups and FORGETs. A node holds an fd of its backing inode
 // that OnForget closes, and a LOOKUP may hand go-fuse a live node (lookupNode
 // reuses it) whose registration go-fuse completes only after Lookup returns.
 // Were a FORGET of the same node to run in between, go-fuse would revive the

@@ -15,8 +15,9 @@ import (
 // the backing filesystem, the kernel cache timeouts, and the fd of the
 // mount itself (syncfs at turn boundaries).
 
-// Cache timeouts. Long timeouts are what make a FUSE overlay cheap (BENCH.md:
-// extract 6.3× → 2.7×, git status 15× → 2.8× against native). They are safe
+// Cache timeouts. Long timeouts are what make a FUSE overlay cheap
+// (doc/BENCH.md: against native, extract 6.3× → 2.7×, git status 15× →
+// 2.8×). They are safe
 // only because nothing but this daemon changes the backing tree while it is
 // mounted: the mount covers the directory, and the history store's rewinds
 // run inside Root.Exclusive and call Root.Invalidate for every path they
@@ -65,9 +66,9 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 			MaxWrite:          1 << 20,
 			MaxBackground:     64,
 			EnableLocks:       true,
-			// HANDLE_KILLPRIV_V2: the kernel no longer asks GETXATTR
+			// HANDLE_KILLPRIV_V2: the kernel does not ask GETXATTR
 			// security.capability before every write (one round trip per
-			// write; BENCH: 4 KiB writes 81 → 550 MB/s); in exchange the
+			// write; 4 KiB writes measured 81 → 550 MB/s); in exchange the
 			// daemon clears set-ID bits itself when a write or truncate
 			// says so (file.Write, Node.Setattr).
 			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,

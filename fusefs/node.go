@@ -12,6 +12,11 @@ import (
 	"ckptfs/internal/backing"
 )
 
+// node.go owns Node and where it is: its backing fd, its paths in go-fuse's
+// tree (with every remembered name of a hard-linked file, see links.go),
+// its creation and forgetting, and the operations that only read it
+// (Lookup, Getattr, Readlink, Statfs).
+
 // Node is one inode of the overlay. It holds an O_PATH|O_NOFOLLOW fd of
 // its backing inode (virtiofsd style): attributes and opens go through
 // that fd, directory operations use it as the dirfd, so no operation ever

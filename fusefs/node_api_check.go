@@ -2,6 +2,9 @@ package fusefs
 
 import "github.com/hanwen/go-fuse/v2/fs"
 
+// node_api_check.go lists, for the compiler to check, the go-fuse
+// interfaces Node and file implement, and those they leave out on purpose.
+
 // The operations Node implements, one line each.
 var (
 	_ = (fs.InodeEmbedder)((*Node)(nil))
@@ -49,4 +52,6 @@ var (
 //   - NodeTmpfiler (O_TMPFILE): answered EOPNOTSUPP; a nameless file would
 //     need capture on its later link, which FUSE's LINK cannot carry.
 //   - NodeIoctler, NodeLseeker at node level (handles implement Lseek).
-//   - Writev: go-fuse falls back to Write.
+//   - FileWritever: a WRITE whose data arrives in several pieces is joined
+//     by go-fuse's server and served by FileWriter.Write (rawFS wraps both
+//     raw entry points, see rawfs.go).

@@ -12,6 +12,9 @@ import (
 	"ckptfs/internal/backing"
 )
 
+// node_create_open.go owns the operations that make a new name (create,
+// mknod, symlink, link; mkdir is with the directory operations) and open.
+
 var (
 	isRoot = os.Geteuid() == 0
 	euid   = os.Geteuid()

@@ -11,6 +11,10 @@ import (
 	"ckptfs/internal/backing"
 )
 
+// node_dir_ops.go owns the directory operations: listing (without the
+// hidden names), mkdir, rmdir, fsync, and captureChild, the capture every
+// operation on a name in a directory makes first.
+
 // Readdir lists the backing directory, without the hidden names.
 func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	fd, err := backing.Reopen(n.fd, unix.O_RDONLY|unix.O_DIRECTORY)
@@ -98,9 +102,10 @@ func (n *Node) captureChild(ctx context.Context, name string, claim *atticClaim)
 	return eno
 }
 
-// Fsync syncs the backing inode. For a directory (FSYNCDIR: a program that
-// makes a rename durable) it syncs the backing directory; go-fuse also
-// falls back on it for a file handle that cannot sync itself.
+// Fsync syncs the backing inode. go-fuse asks the node first for every
+// FSYNC, so a handle that syncs itself (file.Fsync) is passed the request;
+// for a directory (FSYNCDIR: a program that makes a rename durable) the
+// backing directory is synced.
 func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
 	if s, ok := f.(fs.FileFsyncer); ok {
 		return s.Fsync(ctx, flags)

@@ -11,6 +11,9 @@ import (
 	"ckptfs/internal/crashpoint"
 )
 
+// node_rename_unlink.go owns the operations that take a name away: unlink,
+// and rename (exchange included).
+
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.r.hiddenName(n, name) {
 		return syscall.EPERM

@@ -11,6 +11,8 @@ import (
 	"ckptfs/internal/backing"
 )
 
+// node_setattr.go owns Setattr: chmod, chown, truncate and utimens.
+
 // Setattr: chmod/chown capture the mode and owner (MetaOnly for regular
 // files), truncate captures the content, utimens is not versioned.
 func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {

@@ -10,7 +10,7 @@ import (
 )
 
 // node_xattr.go owns extended attributes. They pass through unversioned
-// (SPEC §3: "may come later").
+// (doc/SPEC.md §3: they may come later).
 // They act on the inode through /proc/self/fd, which lands on the inode
 // itself (also a symlink's) without resolving any name.
 

@@ -30,13 +30,14 @@ func notePassthrough(ctx context.Context, id int32) {
 	}
 }
 
-// Passthrough backing files are registered by the daemon, not go-fuse: its
-// bridge drops a reference of the inode's backing ID at every RELEASE,
-// also of a handle that never took one (a daemon-served handle released
-// just as the first passthrough open of the inode registered an ID). The
-// ID was then closed under a live passthrough handle, the next passthrough
-// open registered another, and the kernel, which allows one backing file
-// per inode at a time, failed that open with EIO.
+// Open and Create put the backing ID of a passthrough handle in the reply.
+// The daemon registers backing files itself (Node.newHandle: one ID per
+// inode, shared by its passthrough handles, released with the last), not
+// through go-fuse's FilePassthroughFder: go-fuse's bridge drops a reference
+// of the inode's backing ID at every RELEASE, also of a handle that never
+// took one, and would close the ID under a live passthrough handle; the
+// kernel allows one backing file per inode at a time and would fail the
+// next passthrough open with EIO.
 func (f *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return withBackingID(cancel, out, func() fuse.Status { return f.RawFileSystem.Open(cancel, in, out) })
 }

@@ -47,22 +47,20 @@ type Options struct {
 	Hidden []string
 	// Exclude reports unversioned paths (--exclude); may be nil.
 	Exclude func(path string, isDir bool) bool
-	// Logger receives BUG: lines and go-fuse diagnostics; may be nil.
+	// Logger receives the overlay's diagnostics (a capture that failed,
+	// an owner that could not be set, the open-file limit near); may be
+	// nil.
 	Logger Logger
 	// WritePassthrough lets writable opens of a file whose prior state the
 	// turn already holds use FUSE passthrough (writes at native speed);
 	// Exclusive captures such files again at every boundary. A write in
 	// flight through one while the boundary copies the file may be caught
 	// half done (the daemon-served path blocks it instead). The daemon
-	// turns it on unless CKPTFS_WRITE_PASSTHROUGH=0. (The rare EIO on open
-	// was go-fuse's backing-ID bug, see rawFS.Open; the copy_file_range
-	// that "returned 0" was a test reusing its offsets.)
+	// turns it on unless CKPTFS_WRITE_PASSTHROUGH=0.
 	WritePassthrough bool
 	// ReadPassthrough lets read-only opens use FUSE passthrough (reads at
 	// native speed) while the file has no daemon-served opens. The daemon
-	// turns it on unless CKPTFS_PASSTHROUGH=0. (The rare EIO on open it
-	// once met was go-fuse closing a backing ID under a live handle; the
-	// daemon registers backing files itself since: rawFS.Open.)
+	// turns it on unless CKPTFS_PASSTHROUGH=0.
 	ReadPassthrough bool
 }
 
