@@ -2,7 +2,9 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -41,7 +43,7 @@ func (r *Root) caller(ctx context.Context) ckpt.Program {
 	comm, ok := r.comms[pid]
 	r.commMu.Unlock()
 	if !ok {
-		b, err := os.ReadFile("/proc/" + itoa(pid) + "/comm")
+		b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
 		if err == nil {
 			comm = strings.TrimSpace(string(b))
 		}
@@ -53,20 +55,6 @@ func (r *Root) caller(ctx context.Context) ckpt.Program {
 		r.commMu.Unlock()
 	}
 	return ckpt.Program{PID: pid, Comm: comm}
-}
-
-func itoa(u uint32) string {
-	var b [10]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + u%10)
-		u /= 10
-		if u == 0 {
-			break
-		}
-	}
-	return string(b[i:])
 }
 
 // recordErrno maps a Record failure to the errno the caller sees: the
@@ -100,7 +88,7 @@ func (r *Root) record(ctx context.Context, c ckpt.Capture, isDir bool) syscall.E
 // instead of a copy.
 func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim *atticClaim) syscall.Errno {
 	st, err := backing.Lstatat(dirfd, name)
-	if err == unix.ENOENT {
+	if errors.Is(err, unix.ENOENT) {
 		return r.record(ctx, ckpt.Capture{Path: p, Prior: ckpt.State{Type: ckpt.Absent}}, false)
 	}
 	if err != nil {

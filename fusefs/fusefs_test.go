@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,7 +68,7 @@ func (f *fakeRec) Record(c ckpt.Capture, who ckpt.Program) error {
 		var rd io.ReadCloser
 		if c.Link != nil {
 			d, _ := os.Open(f.linkDir)
-			name := "l" + itoa(uint32(seq))
+			name := "l" + strconv.Itoa(seq)
 			if err := c.Link(d, name); err == nil {
 				r.Linked = true
 				rd, _ = os.Open(filepath.Join(f.linkDir, name))

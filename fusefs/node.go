@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -114,7 +115,7 @@ func (n *Node) paths(st *backing.Stat) []string {
 		return out
 	}
 	for _, p := range n.r.namesOf(st) {
-		if !containsPath(out, p) {
+		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -141,7 +142,7 @@ func (r *Root) namesOf(st *backing.Stat) []string {
 func (r *Root) otherNames(names []string, p string) []string {
 	var out []string
 	for _, q := range names {
-		if q != p && !r.excluded(q, false) && !containsPath(out, q) {
+		if q != p && !r.excluded(q, false) && !slices.Contains(out, q) {
 			out = append(out, q)
 		}
 	}
@@ -159,15 +160,6 @@ func (r *Root) LinkNames(ino uint64) []string {
 		}
 	}
 	return out
-}
-
-func containsPath(list []string, p string) bool {
-	for _, x := range list {
-		if x == p {
-			return true
-		}
-	}
-	return false
 }
 
 // OnForget closes the backing fd once the kernel and the tree forget us.

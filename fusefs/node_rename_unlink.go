@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -57,7 +58,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	dst, derr := backing.Lstatat(np.fd, newName)
 	dstExists := derr == nil
-	if derr != nil && derr != unix.ENOENT {
+	if derr != nil && !errors.Is(derr, unix.ENOENT) {
 		return errno(derr)
 	}
 	if flags&unix.RENAME_NOREPLACE != 0 && dstExists {
