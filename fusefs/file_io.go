@@ -51,8 +51,11 @@ func (f *file) Flush(ctx context.Context) syscall.Errno {
 	return errno(unix.Close(nfd))
 }
 
+// fsyncFdatasync is FUSE_FSYNC_FDATASYNC in an FSYNC request's flags.
+const fsyncFdatasync = 1
+
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if flags&1 != 0 { // FUSE_FSYNC_FDATASYNC
+	if flags&fsyncFdatasync != 0 {
 		return errno(unix.Fdatasync(f.fd))
 	}
 	return errno(unix.Fsync(f.fd))

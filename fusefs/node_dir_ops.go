@@ -115,7 +115,7 @@ func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 		return errno(err)
 	}
 	defer unix.Close(fd)
-	if flags&1 != 0 { // FUSE_FSYNC_FDATASYNC
+	if flags&fsyncFdatasync != 0 {
 		return errno(unix.Fdatasync(fd))
 	}
 	return errno(unix.Fsync(fd))

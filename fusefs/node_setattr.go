@@ -19,9 +19,12 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	r := n.r
 	r.gate.RLock()
 	defer r.gate.RUnlock()
-	hfd := -1
-	if h, ok := f.(interface{ fdOf() int }); ok {
-		hfd = h.fdOf()
+	wfd := -1 // the fd of f when it is a writable handle
+	if h, ok := f.(interface {
+		fdOf() int
+		isWritable() bool
+	}); ok && h.isWritable() {
+		wfd = h.fdOf()
 	}
 	isLink := n.StableAttr().Mode&unix.S_IFMT == unix.S_IFLNK
 
@@ -51,7 +54,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		}
 	}
 	if sz, ok := in.GetSize(); ok {
-		if hfd < 0 || !f.(interface{ isWritable() bool }).isWritable() {
+		if wfd < 0 {
 			// Not through a writable handle: not if the inode went to the
 			// attic (attic.go).
 			release, eno := n.holdWrite()
@@ -63,8 +66,8 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if eno := n.captureContentLocked(ctx); eno != 0 {
 			return eno
 		}
-		fd := hfd
-		if fd < 0 || !f.(interface{ isWritable() bool }).isWritable() {
+		fd := wfd
+		if fd < 0 {
 			nfd, err := backing.Reopen(n.fd, unix.O_WRONLY)
 			if err != nil {
 				return errno(err)
