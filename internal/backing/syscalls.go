@@ -16,6 +16,13 @@ import (
 // fd (or an O_PATH fd of the object itself) that never follow a symlink.
 // No absolute path is ever built: under a mount, one would loop back into
 // the mount that covers the backing directory.
+//
+// What stays apart does so because the two reach an object differently:
+// Tree has root-relative paths and acts on a name in its parent (openat2
+// beneath the root, then *at calls; fchmodat2 for a chmod that must not
+// follow), while the overlay holds an O_PATH fd of every inode it knows
+// and acts on the inode itself through /proc/self/fd (chmod, truncate,
+// xattrs). And failures become *os.PathError here, FUSE errnos in fusefs.
 
 // Retry runs fn until it does not fail with EINTR.
 func Retry(fn func() error) error {
