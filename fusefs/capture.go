@@ -61,7 +61,7 @@ func (r *Root) caller(ctx context.Context) ckpt.Program {
 // change did not land because its prior state could not be recorded.
 func (r *Root) recordErrno(p string, err error) syscall.Errno {
 	r.logf("ckptfs: cannot record prior state of %q: %v", p, err)
-	if strings.Contains(err.Error(), "store full") {
+	if errors.Is(err, ckpt.ErrStoreFull) {
 		return syscall.ENOSPC
 	}
 	return syscall.EIO

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -299,7 +300,8 @@ func TestRecordFailureLeavesFileAlone(t *testing.T) {
 		err  error
 		want syscall.Errno
 	}{
-		{errors.New("versionstore: store full"), syscall.ENOSPC},
+		{fmt.Errorf("%w: 10 bytes free", ckpt.ErrStoreFull), syscall.ENOSPC},
+		{errors.New("versionstore: store full"), syscall.EIO}, // the cause, not the words
 		{errors.New("versionstore: disk on fire"), syscall.EIO},
 	} {
 		fr.mu.Lock()

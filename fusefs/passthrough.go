@@ -77,7 +77,10 @@ func (r *Root) recapturePassthroughWriters() {
 	}
 	r.ptMu.Unlock()
 	for _, n := range nodes {
-		n.captureContentLocked(boundaryCtx)
+		if eno := n.captureContentLocked(boundaryCtx); eno != 0 {
+			p, _ := n.path()
+			r.logf("ckptfs: turn boundary: cannot capture %q, open for writing through passthrough: %v (a rewind to before its next writes cannot give its bytes back)", p, eno)
+		}
 	}
 }
 

@@ -14,7 +14,6 @@ var (
 	ErrBadRef       = errors.New("versionstore: bad ref")    // a ref with a NUL or newline, or too long
 	ErrNoOpenTurn   = errors.New("versionstore: no turn is open")
 	ErrRefTaken     = errors.New("versionstore: ref already names another turn")
-	ErrStoreFull    = errors.New("versionstore: store full")
 	ErrNoSpace      = errors.New("versionstore: not enough space") // a rewind's files would not fit
 	// ErrNotCaptured: the bytes asked for were never recorded (the file
 	// changed while the project was not mounted).

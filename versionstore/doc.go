@@ -193,7 +193,7 @@
 // # Errors
 //
 // Sentinel errors carry the "versionstore:" prefix and are matched with
-// errors.Is: ErrTurnNotFound, ErrNoOpenTurn, ErrRefTaken, ErrStoreFull (a
+// errors.Is: ErrTurnNotFound, ErrNoOpenTurn, ErrRefTaken, ckpt.ErrStoreFull (a
 // full disk under the store), ErrCorrupt, ErrNewerFormat (a store written by
 // a newer format version is refused), ErrLocked (another process holds the
 // store), ErrBadPath, ErrNoSpace (a rewind's files would not fit in the
@@ -206,7 +206,7 @@
 // exits. The daemon therefore dies rather than go on without history: its
 // mount is left dead (ENOTCONN), so no change lands unrecorded, and the
 // next mount replays the WAL. To keep a full disk from ever getting that
-// far, Record checks the free space first and refuses with ErrStoreFull
+// far, Record checks the free space first and refuses with ckpt.ErrStoreFull
 // (a record that keeps no bytes, such as an unlink linked into the attic,
 // needs only the headroom, so rm and mv work on a full disk), and a ballast
 // file gives Pebble's own background writes room when they

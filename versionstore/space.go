@@ -20,7 +20,7 @@ import (
 // are Logger.Fatalf, which exits the process). An ENOSPC that reaches Pebble
 // would kill the daemon and leave the mount dead. So, on a real filesystem:
 //
-//   - Record refuses a capture with ErrStoreFull (the caller's operation
+//   - Record refuses a capture with ckpt.ErrStoreFull (the caller's operation
 //     fails with ENOSPC, the backing tree is untouched) when the free space
 //     under the store would drop below headroom after storing the capture's
 //     bytes (storedSize: twice, in the WAL and the table a flush writes,
@@ -72,7 +72,7 @@ func (s *Store) noteErr(err error) error {
 	}
 	s.mu.Lock()
 	s.lastErr, s.lastErrAt = err, time.Now().UTC()
-	if errors.Is(err, ErrStoreFull) {
+	if errors.Is(err, ckpt.ErrStoreFull) {
 		s.full = true
 	}
 	s.mu.Unlock()
@@ -151,11 +151,11 @@ func (s *Store) onDiskFull() {
 	}
 	s.mu.Lock()
 	s.full = true
-	s.lastErr, s.lastErrAt = fmt.Errorf("%w: the disk under the store ran out of space", ErrStoreFull), time.Now().UTC()
+	s.lastErr, s.lastErrAt = fmt.Errorf("%w: the disk under the store ran out of space", ckpt.ErrStoreFull), time.Now().UTC()
 	s.mu.Unlock()
 }
 
-// checkSpace returns ErrStoreFull when storing size more bytes would leave
+// checkSpace returns ckpt.ErrStoreFull when storing size more bytes would leave
 // the store's disk too full; when space has come back after the store was
 // full, it recreates the ballast and accepts captures again.
 func (s *Store) checkSpace(size int64) error {
@@ -190,7 +190,7 @@ func (s *Store) checkSpace(size int64) error {
 			extra = bsize
 		}
 		if avail < need+extra || s.makeBallast(bsize) != nil {
-			return fmt.Errorf("%w: %d bytes free under %s", ErrStoreFull, avail, s.dir)
+			return fmt.Errorf("%w: %d bytes free under %s", ckpt.ErrStoreFull, avail, s.dir)
 		}
 		s.mu.Lock()
 		s.full = false
@@ -198,7 +198,7 @@ func (s *Store) checkSpace(size int64) error {
 		return nil
 	}
 	if avail < need {
-		return fmt.Errorf("%w: %d bytes free under %s, %d needed", ErrStoreFull, avail, s.dir, need)
+		return fmt.Errorf("%w: %d bytes free under %s, %d needed", ckpt.ErrStoreFull, avail, s.dir, need)
 	}
 	s.mu.Lock()
 	s.spaceAt = time.Now()

@@ -311,11 +311,11 @@ func (s *Store) lastKey(prefix byte) ([]byte, error) {
 	return append([]byte(nil), it.Key()...), nil
 }
 
-// commit applies a batch, mapping a full disk to ErrStoreFull.
+// commit applies a batch, mapping a full disk to ckpt.ErrStoreFull.
 func (s *Store) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
 	if err := b.Commit(o); err != nil {
 		if isENOSPC(err) {
-			return fmt.Errorf("%w: %v", ErrStoreFull, err)
+			return fmt.Errorf("%w: %v", ckpt.ErrStoreFull, err)
 		}
 		return fmt.Errorf("versionstore: %w", err)
 	}

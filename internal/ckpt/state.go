@@ -1,11 +1,17 @@
 package ckpt
 
 import (
+	"errors"
 	"io"
 	"os"
 	"strings"
 	"syscall"
 )
+
+// ErrStoreFull is the cause of a failed capture when the history store
+// has no room for it: the change the capture guards must not land (the
+// overlay answers ENOSPC), and nothing is lost.
+var ErrStoreFull = errors.New("store full")
 
 // Type is the kind of object at a path.
 type Type uint8
