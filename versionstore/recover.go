@@ -1,0 +1,186 @@
+package versionstore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"ckptfs/internal/ckpt"
+	"ckptfs/internal/crashpoint"
+)
+
+// recover.go: Recover, which finishes what a crash cut short before the
+// tree is served again: a half-done rewind, and renames and exchanges
+// recorded but never confirmed.
+
+// Recover finishes a rewind that a crash interrupted. It reports whether
+// there was one. Call it before the tree is served again.
+func (s *Store) Recover(live ckpt.Tree) (bool, error) {
+	crashpoint.Hit("recover.start")
+	s.dropLinkIndex()
+	defer s.dropLinkIndex()
+	if err := s.dropPhantomRenames(live); err != nil {
+		return false, err
+	}
+	crashpoint.Hit("recover.marks")
+	v, closer, err := s.db.Get(keyJournal)
+	if err == pebble.ErrNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("versionstore: %w", err)
+	}
+	j := &rewindJournal{}
+	jerr := json.Unmarshal(v, j)
+	closer.Close()
+	if jerr == nil && j.Plan {
+		if v, closer, err := s.db.Get(keyJournalPlan); err == nil {
+			jerr = json.Unmarshal(v, &j.Actions)
+			closer.Close()
+		} else if err != pebble.ErrNotFound {
+			return false, fmt.Errorf("versionstore: %w", err)
+		}
+	}
+	if jerr != nil {
+		return false, fmt.Errorf("%w: rewind journal: %v", ErrCorrupt, jerr)
+	}
+	// The rewind turn must be the open one; reopen it if a crash left it
+	// closed (End ran but the journal was not yet deleted).
+	if cur, ok := s.Current(); !ok || cur.Num != j.Turn {
+		if _, err := s.finishJournal(j); err != nil {
+			return true, err
+		}
+		return true, nil
+	}
+	if err := s.runJournal(j, live, ckpt.Program{Comm: "ckptfs-recover"}); err != nil {
+		return true, err
+	}
+	if _, err = s.finishJournal(j); err != nil {
+		return true, err
+	}
+	crashpoint.Hit("recover.done")
+	return true, nil
+}
+
+// dropPhantomRenames settles the renames and exchanges recorded but never
+// confirmed (RecordRename's pending marks): the process died between
+// recording one and the syscall, or between the syscall and its
+// confirmation. A record of one that did not happen is dropped: history
+// would otherwise have later captures of the names stand for the other
+// name's state. While a rename runs, the kernel holds the locks of both
+// parent directories, the overlay runs no other rename (fusefs: Root.ns;
+// a rewind runs alone), and from the kill until this runs nothing else
+// serves the tree, so the names are as the kill left them:
+//
+//   - a rename whose source still exists did not happen (nothing can have
+//     created the source name again); one whose source is gone did.
+//   - an exchange leaves both names in place either way; its mark holds
+//     the inode numbers the two names had just before (RecordExchange).
+//     Each name still on its own inode: it did not happen; the two
+//     swapped: it did; a name gone: it did not (an exchange leaves both).
+//     An exchange whose inode numbers are unknown (a mark written before
+//     they were kept, a caller that had none) or are one inode (two hard
+//     links: either way the tree is the same) is kept.
+//
+// A name that cannot be looked at keeps its record, as before marks
+// existed. (A caller that renamed an ancestor at the same time, which the
+// overlay does not, could mislead this: the kernel does not lock the
+// parents' ancestors.)
+func (s *Store) dropPhantomRenames(live ckpt.Tree) error {
+	if live == nil {
+		return nil // the marks wait for a Recover that can look
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pendingRenamePrefix, UpperBound: upperBytes(pendingRenamePrefix)})
+	if err != nil {
+		return err
+	}
+	type mark struct {
+		seq uint64
+		ids []byte
+	}
+	var marks []mark
+	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); len(k) == len(pendingRenamePrefix)+8 {
+			marks = append(marks, mark{binary.BigEndian.Uint64(k[len(pendingRenamePrefix):]), append([]byte(nil), it.Value()...)})
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	dropped := false
+	for _, m := range marks {
+		b.SingleDelete(pendingRenameKey(m.seq), nil)
+		var r *record
+		err := s.scanEvents(m.seq, m.seq+1, func(x *record) (bool, error) { r = x; return false, nil })
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			continue
+		}
+		happened, known := true, false
+		switch r.Op {
+		case opRename:
+			st, err := live.Lstat(r.Path)
+			if known = err == nil; known {
+				happened = !st.Exists()
+			}
+		case opExchange:
+			happened, known = exchangeHappened(live, r, m.ids)
+		}
+		if known && !happened {
+			b.Delete(eventKey(m.seq), nil)
+			dropped = true
+		}
+	}
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	if dropped {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.rebuildTouched()
+	}
+	return nil
+}
+
+// exchangeHappened tells by the inode numbers ids (RecordExchange's mark)
+// whether the exchange r was made; known is false when it cannot tell.
+func exchangeHappened(live ckpt.Tree, r *record, ids []byte) (happened, known bool) {
+	if len(ids) != 16 {
+		return true, false
+	}
+	ia, ib := binary.BigEndian.Uint64(ids), binary.BigEndian.Uint64(ids[8:])
+	if ia == 0 || ib == 0 || ia == ib {
+		return true, false
+	}
+	na, err := live.Ident(r.Path)
+	if err != nil {
+		return true, false
+	}
+	nb, err := live.Ident(r.To)
+	if err != nil {
+		return true, false
+	}
+	switch {
+	case na == ia && nb == ib, na == 0 || nb == 0:
+		return false, true
+	case na == ib && nb == ia:
+		return true, true
+	}
+	return true, false
+}
+
+// upperBytes is the exclusive upper bound of all keys starting with p.
+func upperBytes(p []byte) []byte {
+	u := append([]byte(nil), p...)
+	u[len(u)-1]++
+	return u
+}

@@ -1,0 +1,176 @@
+package versionstore
+
+import (
+	"sort"
+
+	"ckptfs/internal/ckpt"
+)
+
+// rewind_restore.go: planning a restore (a rewind of some paths): which
+// paths it may touch, and where each one's target bytes are now.
+
+// walkLive calls fn with the relative path of everything below dir.
+func walkLive(live ckpt.Tree, dir string, fn func(rel string)) error {
+	st, err := live.Lstat(dir)
+	if err != nil || st.Type != ckpt.Dir {
+		return err
+	}
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		names, err := live.ReadDir(join(dir, rel))
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			r := join(rel, n)
+			fn(r)
+			st, err := live.Lstat(join(dir, r))
+			if err != nil {
+				return err
+			}
+			if st.Type == ckpt.Dir {
+				if err := walk(r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk("")
+}
+
+// candidates returns every path under prefixes whose state may differ
+// from what it was right after event stop: the paths the events since
+// name, as they were named then (renames followed back), and what lies
+// below a directory moved since, under both its names.
+func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]string, error) {
+	seen := map[string]bool{}
+	var cands []string
+	under := func(p string) bool {
+		for _, pre := range prefixes {
+			if _, ok := ckpt.Under(p, pre); ok {
+				return true
+			}
+		}
+		return false
+	}
+	add := func(p string) {
+		if under(p) && !seen[p] {
+			seen[p] = true
+			cands = append(cands, p)
+		}
+	}
+	var ml moveLog
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	err := s.scanEvents(stop+1, end, func(r *record) (bool, error) {
+		add(ml.back(r.Path))
+		if r.To != "" {
+			add(ml.back(r.To))
+		}
+		ml.note(r)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// What lies below a moved directory's live location: under the name it
+	// had then (to bring back) and under the name it has now (to remove,
+	// if nothing else was there then).
+	for _, m := range ml.moves {
+		back, now := under(m.orig) || underAny(prefixes, m.orig), under(m.cur) || underAny(prefixes, m.cur)
+		if !back && !now {
+			continue
+		}
+		if err := walkLive(live, m.cur, func(p string) {
+			add(join(m.orig, p))
+			add(join(m.cur, p))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return cands, nil
+}
+
+// moveLog maps the current name of every subtree renamed since some
+// moment back to the name it had then, event by event, so that events
+// under the new name (and what still lies there) are found for the old
+// one.
+type moveLog struct{ moves []*move }
+
+type move struct{ orig, cur string }
+
+// planRestore computes the actions that give every path under prefixes its
+// state right after event stop: existing things first, parents before
+// children, then removals, children before parents.
+//
+// written, if not nil, maps paths to the stored version the caller just
+// wrote there: when the target is that same version and type, mode and size
+// match, the bytes are not read again to compare.
+//
+// A path whose target bytes were never captured (Lost) gets no action: it
+// is returned in lost instead, to be named to the user. shared reports
+// whether any path looked at shares (or shared at the target) its inode
+// with another: only then has the link pass anything to do.
+func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, written map[string]*contentRef) (actions []action, lost []string, shared bool, err error) {
+	cands, err := s.candidates(stop, prefixes, live)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	rs, err := s.resolveMany(stop, cands, live)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	var mk, rm []action
+	for i, p := range cands {
+		r := rs[i]
+		a := action{Path: p, State: r.State, Content: r.Content}
+		cur, ino, err := live.LstatInode(p)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if r.State.Type == ckpt.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) || cur.Type == ckpt.Regular && ino.Nlink > 1 {
+			shared = true
+		}
+		if r.Lost {
+			lost = append(lost, p)
+			continue
+		}
+		if !r.FromLog {
+			a.Live = r.Live // r.Live == p: the same file, its mode maybe changed
+		}
+		if w := written[p]; w != nil && r.Content != nil && sameRef(w, r.Content) &&
+			cur.Type == r.State.Type && cur.Size == r.State.Size && cur.Mode == r.State.Mode {
+			continue // just written from exactly this version
+		}
+		if k, err := s.compare(resolved{State: cur, Live: p}, r, live); err != nil {
+			return nil, nil, false, err
+		} else if k == "" {
+			continue // already as it was
+		}
+		if a.Live != "" && a.Live != p && a.State.Type == ckpt.Regular {
+			// The bytes lie at another live path, which an earlier action
+			// may change: keep them in the store first, so that every
+			// action (and its redo after a crash) stands on its own.
+			f, err := live.Open(a.Live)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			a.Content, err = s.putContent(f, a.State.Size)
+			f.Close()
+			if err != nil {
+				return nil, nil, false, err
+			}
+			a.Live = ""
+		}
+		if r.State.Type == ckpt.Absent {
+			rm = append(rm, a)
+		} else {
+			mk = append(mk, a)
+		}
+	}
+	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
+	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
+	return append(mk, rm...), lost, shared, nil
+}

@@ -1,0 +1,351 @@
+package versionstore
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"ckptfs/internal/ckpt"
+	"ckptfs/internal/crashpoint"
+)
+
+// rewind_steps.go: the idempotent steps of a rewind: undo one event,
+// make a path be a state, rename back; each records the prior state first,
+// as the overlay would.
+
+// undo reverses one event on the live tree, recording what it changes in
+// the open (rewind) turn. since is the journal's Mark: the events from
+// there on are this step's own, recorded by an earlier run of it that a
+// crash cut short (0: unknown).
+func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) error {
+	switch r.Op {
+	case opPrior:
+		return s.ensure(live, r.Path, r.State, r.Content, "", who)
+	case opMeta:
+		cur, err := live.Lstat(r.Path)
+		if err != nil || cur.Type != ckpt.Regular {
+			return err
+		}
+		return s.setFileMeta(live, r.Path, cur, r.State, who)
+	case opRename, opExchange:
+		// Undo by renaming back. First-touch capture means the tree between
+		// two events of one turn is not always exactly reconstructed (a path
+		// deleted after being renamed within the turn has no record of its
+		// own), so this step is lenient: a side that is missing has an older
+		// record that will set it anyway, and the fix-up pass that follows
+		// the reverse pass (see runJournal) settles any remaining difference.
+		to, err := live.Lstat(r.To)
+		if err != nil {
+			return err
+		}
+		from, err := live.Lstat(r.Path)
+		if err != nil {
+			return err
+		}
+		// An exchange back, or a rename that stands for one, cannot be
+		// told done from the names alone: a redo after a crash looks
+		// for the record of its earlier run (which Recover kept only if
+		// it was made) and does not make it twice.
+		if r.Op == opExchange && to.Exists() && from.Exists() {
+			if done, err := s.movedSince(since, opExchange, r.To, r.Path); err != nil || done {
+				return err
+			}
+			return s.rename(live, r.To, r.Path, true, who)
+		}
+		if r.Op == opExchange {
+			if done, err := s.movedSince(since, opRename, r.Path, r.To); err != nil || done {
+				return err
+			}
+		}
+		if !to.Exists() {
+			if r.Op == opExchange && from.Exists() {
+				if err := s.mkdirParents(live, r.To, who); err != nil {
+					return err
+				}
+				return s.rename(live, r.Path, r.To, false, who)
+			}
+			return nil // already renamed back (a crash-interrupted run)
+		}
+		if from.Exists() {
+			if err := s.replace(live, r.Path, from, who); err != nil {
+				return err
+			}
+		}
+		if err := s.mkdirParents(live, r.Path, who); err != nil {
+			return err
+		}
+		return s.rename(live, r.To, r.Path, false, who)
+	}
+	return fmt.Errorf("%w: unknown event op %q", ErrCorrupt, r.Op)
+}
+
+// mkdirParents creates the missing parents of path (mode 0755; an older
+// record sets their real state).
+func (s *Store) mkdirParents(live ckpt.Tree, path string, who ckpt.Program) error {
+	els := strings.Split(path, "/")
+	for i := 1; i < len(els); i++ {
+		p := strings.Join(els[:i], "/")
+		st, err := live.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if st.Type == ckpt.Dir {
+			continue
+		}
+		if err := s.replace(live, p, st, who); err != nil {
+			return err
+		}
+		if err := live.Mkdir(p, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// movedSince reports whether an event op(from, to) was recorded at seq
+// since or later (since 0: unknown, false).
+func (s *Store) movedSince(since uint64, op, from, to string) (bool, error) {
+	if since == 0 {
+		return false, nil
+	}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	found := false
+	err := s.scanEvents(since, end, func(r *record) (bool, error) {
+		found = r.Op == op && r.Path == from && r.To == to
+		return !found, nil
+	})
+	return found, err
+}
+
+func (s *Store) rename(live ckpt.Tree, from, to string, exchange bool, who ckpt.Program) error {
+	if exchange {
+		ia, err := live.Ident(from)
+		if err != nil {
+			return err
+		}
+		ib, err := live.Ident(to)
+		if err != nil {
+			return err
+		}
+		commit, err := s.RecordExchange(from, to, ia, ib, who)
+		if err != nil {
+			return err
+		}
+		s.namesMoved()
+		crashpoint.Hit("rewind.exchange.recorded")
+		err = live.Exchange(from, to)
+		crashpoint.Hit("rewind.exchange.done")
+		commit(err == nil)
+		return err
+	}
+	commit, err := s.RecordRename(from, to, false, who)
+	if err != nil {
+		return err
+	}
+	s.namesMoved()
+	crashpoint.Hit("rewind.rename.recorded")
+	err = live.Rename(from, to)
+	crashpoint.Hit("rewind.rename.done")
+	commit(err == nil)
+	return err
+}
+
+// ensure makes path have state st (bytes from content, or from the live
+// path src), recording its current state in the open turn first.
+func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *contentRef, src string, who ckpt.Program) error {
+	if st.Type != ckpt.Absent && st.Type != ckpt.Special {
+		if err := s.mkdirParents(live, path, who); err != nil {
+			return err
+		}
+	}
+	cur, ino, err := live.LstatInode(path)
+	if err != nil {
+		return err
+	}
+	switch st.Type {
+	case ckpt.Absent:
+		if !cur.Exists() {
+			return nil
+		}
+		if err := s.captureTree(live, path, cur, who); err != nil {
+			return err
+		}
+		return live.RemoveAll(path)
+	case ckpt.Dir:
+		if cur.Type == ckpt.Dir {
+			return s.ensureMeta(live, path, cur, st, who)
+		}
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+		if err := live.Mkdir(path, st.Mode); err != nil {
+			return err
+		}
+		return setMeta(live, path, ckpt.State{Mode: st.Mode}, st)
+	case ckpt.Symlink:
+		if cur.Type == ckpt.Symlink && cur.Target == st.Target {
+			return nil
+		}
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+		if err := live.Symlink(st.Target, path); err != nil {
+			return err
+		}
+		if cur.UID != st.UID || cur.GID != st.GID {
+			live.Lchown(path, st.UID, st.GID) // best effort
+		}
+		return nil
+	case ckpt.Regular:
+		if src == path && cur.Type == ckpt.Regular {
+			// The same file: only its mode or owner differs.
+			return s.setFileMeta(live, path, cur, st, who)
+		}
+		var rc io.ReadCloser
+		if content != nil {
+			rc, err = s.openContent(content)
+		} else if src != "" {
+			rc, err = live.Open(src)
+		} else {
+			err = fmt.Errorf("%w: no bytes for %q", ErrCorrupt, path)
+		}
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		if cur.Type == ckpt.Dir {
+			if err := s.replace(live, path, cur, who); err != nil {
+				return err
+			}
+		} else if err := s.captureIno(live, path, cur, ino, who); err != nil {
+			return err
+		}
+		// WriteFile replaces atomically with a new inode: fresh mtime, and
+		// processes holding the old file keep the old bytes.
+		return live.WriteFile(path, st, rc)
+	case ckpt.FIFO, ckpt.Socket, ckpt.CharDevice, ckpt.BlockDevice:
+		if cur.Type == st.Type && cur.Rdev == st.Rdev {
+			return s.ensureMeta(live, path, cur, st, who)
+		}
+		if err := s.replace(live, path, cur, who); err != nil {
+			return err
+		}
+		if err := live.Mknod(path, st); err != nil {
+			return err
+		}
+		return setMeta(live, path, ckpt.State{Mode: st.Mode}, st)
+	}
+	return nil // Special (recorded by an older ckptfs): its kind is unknown
+}
+
+// ensureMeta gives path, a directory or node of the right type already,
+// st's mode and owner, recording its current state first.
+func (s *Store) ensureMeta(live ckpt.Tree, path string, cur, st ckpt.State, who ckpt.Program) error {
+	if sameMeta(cur, st) {
+		return nil
+	}
+	if err := s.capture(live, path, cur, who); err != nil {
+		return err
+	}
+	return setMeta(live, path, cur, st)
+}
+
+// replace records and removes whatever is at path.
+func (s *Store) replace(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
+	if err := s.captureTree(live, path, cur, who); err != nil {
+		return err
+	}
+	if cur.Exists() {
+		return live.RemoveAll(path)
+	}
+	return nil
+}
+
+// setFileMeta gives the regular file at path st's mode and owner,
+// recording its current state first. A file with other names gets an
+// inode of its own instead: a chmod would change the other names too.
+// (The link pass then joins it again to the names it had at the target.)
+func (s *Store) setFileMeta(live ckpt.Tree, path string, cur, st ckpt.State, who ckpt.Program) error {
+	if sameMeta(cur, st) {
+		return nil
+	}
+	_, ino, err := live.LstatInode(path)
+	if err != nil {
+		return err
+	}
+	if ino.Nlink > 1 {
+		want := cur
+		want.Mode, want.UID, want.GID = st.Mode, st.UID, st.GID
+		return s.split(live, path, want, &ino, who)
+	}
+	if err := s.Record(ckpt.Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
+		return err
+	}
+	return setMeta(live, path, cur, st)
+}
+
+func setMeta(live ckpt.Tree, path string, cur, st ckpt.State) error {
+	if cur.UID != st.UID || cur.GID != st.GID {
+		if err := live.Lchown(path, st.UID, st.GID); err != nil && os.Geteuid() == 0 {
+			return err
+		}
+	}
+	return live.Chmod(path, st.Mode) // after chown, which clears setuid bits
+}
+
+// capture records path's current state in the open turn. Bytes are
+// copied, not linked: a process may still hold the file open for writing.
+// A regular file's record names its inode and that inode's other names.
+func (s *Store) capture(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
+	return s.captureIno(live, path, cur, ckpt.Inode{}, who)
+}
+
+// captureIno is capture, with the inode at path if the caller has it.
+func (s *Store) captureIno(live ckpt.Tree, path string, cur ckpt.State, ino ckpt.Inode, who ckpt.Program) error {
+	c := ckpt.Capture{Path: path, Prior: cur}
+	if cur.Type == ckpt.Regular {
+		c.Open = func() (*os.File, error) { return live.Open(path) }
+		if s.NeedsCapture(path, false) {
+			if !ino.Known() {
+				var err error
+				if _, ino, err = live.LstatInode(path); err != nil {
+					return err
+				}
+			}
+			c.Inode = ino
+			var err error
+			if c.Links, err = s.otherNames(live, path, ino); err != nil {
+				return err
+			}
+		}
+	}
+	return s.Record(c, who)
+}
+
+// captureTree records path and, for a directory, everything below it,
+// children first, so that undoing the records (newest first) recreates the
+// directory before its children.
+func (s *Store) captureTree(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
+	if cur.Type == ckpt.Dir {
+		names, err := live.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := ckpt.Join(path, n)
+			st, err := live.Lstat(p)
+			if err != nil {
+				return err
+			}
+			if err := s.captureTree(live, p, st, who); err != nil {
+				return err
+			}
+		}
+	}
+	return s.capture(live, path, cur, who)
+}
