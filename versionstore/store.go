@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
-	"ckptfs/internal/crashpoint"
 )
 
 // formatVersion is the on-disk format this code writes. A store with a
@@ -181,6 +179,7 @@ var errLimit struct {
 }
 
 func (quietLogger) Infof(string, ...interface{}) {}
+
 func (quietLogger) Errorf(format string, args ...interface{}) {
 	errLimit.Lock()
 	defer errLimit.Unlock()
@@ -196,6 +195,7 @@ func (quietLogger) Errorf(format string, args ...interface{}) {
 	}
 	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
 }
+
 func (l quietLogger) Fatalf(format string, args ...interface{}) {
 	msg := "pebble: fatal: " + fmt.Sprintf(format, args...)
 	if l.fatal != nil {
@@ -372,295 +372,6 @@ func (s *Store) DiskUsage() (int64, error) {
 		return nil
 	})
 	return total, err
-}
-
-// Begin opens a new turn, closing the open one first. ref, if not empty,
-// is attached to the new turn.
-func (s *Store) Begin(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ckpt.Turn{}, ErrClosed
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if ref != "" {
-		if err := s.checkRef(ref, s.latest+1); err != nil {
-			return ckpt.Turn{}, err
-		}
-	}
-	if s.cur != nil {
-		s.closeTurn(b, s.cur)
-	}
-	t := s.newTurn(b, kind, label)
-	if ref != "" {
-		t.Refs = []string{ref}
-		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
-		putJSON(b, turnKey(t.Num), t)
-	}
-	if err := s.commit(b, pebble.Sync); err != nil {
-		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return ckpt.Turn{}, err
-	}
-	crashpoint.Hit("turn.committed")
-	// The turn is open from here on, whether or not the fsync works: the
-	// in-memory state must follow what is committed.
-	s.cur = t
-	s.latest = t.Num
-	s.touched = map[string]uint8{}
-	s.programs = map[string]bool{}
-	if err := s.wal.SyncWAL(); err != nil {
-		err = fmt.Errorf("versionstore: turn %d opened, but the log could not be synced to disk: %w", t.Num, err)
-		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return *t, err
-	}
-	return *t, nil
-}
-
-// Adopt turns the open turn, an unlabelled manual one, into the turn a
-// Begin(kind, label, ref) would open, keeping its number and its records.
-// The caller has checked that the open turn changed nothing (its Changes
-// are empty), so every prior state it recorded is also the state at this
-// moment: the records serve the new turn as they are. It saves a turn
-// that only records that nothing happened (a boundary's capture of a file
-// still open for writing, say) from showing up in the history.
-func (s *Store) Adopt(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ckpt.Turn{}, ErrClosed
-	}
-	if s.cur == nil || s.cur.Kind != ckpt.KindManual || s.cur.Label != "" {
-		return ckpt.Turn{}, fmt.Errorf("versionstore: BUG: Adopt needs an open unlabelled manual turn")
-	}
-	t := *s.cur
-	if ref != "" {
-		if err := s.checkRef(ref, t.Num); err != nil {
-			return ckpt.Turn{}, err
-		}
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	t.Kind, t.Label, t.Start = kind, label, time.Now().UTC()
-	if ref != "" && !contains(t.Refs, ref) {
-		t.Refs = append(t.Refs, ref)
-		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
-	}
-	putJSON(b, turnKey(t.Num), t)
-	if err := s.commit(b, pebble.Sync); err != nil {
-		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return ckpt.Turn{}, err
-	}
-	s.cur = &t
-	return t, nil
-}
-
-// newTurn writes a new open turn into b (s.mu held).
-func (s *Store) newTurn(b *pebble.Batch, kind ckpt.Kind, label string) *ckpt.Turn {
-	t := &ckpt.Turn{Num: s.latest + 1, Kind: kind, Label: label, Start: time.Now().UTC(),
-		Open: true, FirstSeq: s.nextSeq, LastSeq: s.nextSeq - 1}
-	putJSON(b, turnKey(t.Num), t)
-	return t
-}
-
-func (s *Store) closeTurn(b *pebble.Batch, t *ckpt.Turn) {
-	t.Open = false
-	t.End = time.Now().UTC()
-	t.LastSeq = s.nextSeq - 1
-	putJSON(b, turnKey(t.Num), t)
-}
-
-func (s *Store) checkRef(ref string, num uint64) error {
-	if strings.ContainsAny(ref, "\x00\n") || len(ref) > 512 {
-		return fmt.Errorf("%w %q", ErrBadRef, ref)
-	}
-	v, closer, err := s.db.Get(refKey(ref))
-	if err == pebble.ErrNotFound {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer closer.Close()
-	if n, _ := decodeU64Key(prefixTurn, append([]byte{prefixTurn}, v...)); n != num {
-		return fmt.Errorf("%w: ref %q names turn %d", ErrRefTaken, ref, n)
-	}
-	return nil
-}
-
-// End closes the open turn, adding ref to it if not empty. The closed turn
-// is durable (fsynced) when End returns.
-func (s *Store) End(ref string) (ckpt.Turn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ckpt.Turn{}, ErrClosed
-	}
-	if s.cur == nil {
-		return ckpt.Turn{}, ErrNoOpenTurn
-	}
-	if ref != "" {
-		if err := s.checkRef(ref, s.cur.Num); err != nil {
-			return ckpt.Turn{}, err
-		}
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	t := *s.cur
-	if ref != "" && !contains(t.Refs, ref) {
-		t.Refs = append(t.Refs, ref)
-		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
-	}
-	s.closeTurn(b, &t)
-	if err := s.commit(b, pebble.Sync); err != nil {
-		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return ckpt.Turn{}, err
-	}
-	crashpoint.Hit("turn.committed")
-	// Closed from here on, whether or not the fsync works (as in Begin).
-	s.cur = nil
-	s.touched = map[string]uint8{}
-	s.programs = map[string]bool{}
-	if err := s.wal.SyncWAL(); err != nil {
-		err = fmt.Errorf("versionstore: turn %d closed, but the log could not be synced to disk: %w", t.Num, err)
-		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return t, err
-	}
-	return t, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// Current returns the open turn, if any.
-func (s *Store) Current() (ckpt.Turn, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
-		return ckpt.Turn{}, false
-	}
-	t := *s.cur
-	t.LastSeq = s.nextSeq - 1
-	return t, true
-}
-
-// Events returns how many events were ever recorded (the sequence number
-// the next one gets): it changes with every record.
-func (s *Store) Events() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.nextSeq
-}
-
-// Latest returns the highest turn number (0 when only turn 0 exists).
-func (s *Store) Latest() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.latest
-}
-
-// Turn returns turn n; the open turn as it is now (as Current).
-func (s *Store) Turn(n uint64) (ckpt.Turn, error) {
-	if cur, ok := s.Current(); ok && cur.Num == n {
-		return cur, nil
-	}
-	return s.storedTurn(n)
-}
-
-// storedTurn reads turn n's record. That of the open turn lags behind
-// (its LastSeq and Programs are kept in memory until it closes).
-func (s *Store) storedTurn(n uint64) (ckpt.Turn, error) {
-	var t ckpt.Turn
-	v, closer, err := s.db.Get(turnKey(n))
-	if err == pebble.ErrNotFound {
-		return t, fmt.Errorf("%w: %d", ErrTurnNotFound, n)
-	}
-	if err != nil {
-		return t, fmt.Errorf("versionstore: %w", err)
-	}
-	defer closer.Close()
-	if err := json.Unmarshal(v, &t); err != nil {
-		return t, fmt.Errorf("%w: turn %d: %v", ErrCorrupt, n, err)
-	}
-	return t, nil
-}
-
-// Turns returns up to limit turns (all if limit <= 0), newest first.
-func (s *Store) Turns(limit int) ([]ckpt.Turn, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTurn}, UpperBound: upper(prefixTurn)})
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	var out []ckpt.Turn
-	for ok := it.Last(); ok && (limit <= 0 || len(out) < limit); ok = it.Prev() {
-		var t ckpt.Turn
-		if err := json.Unmarshal(it.Value(), &t); err != nil {
-			return nil, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
-		}
-		if t.Open {
-			if cur, ok := s.Current(); ok && cur.Num == t.Num {
-				t = cur
-			}
-		}
-		out = append(out, t)
-	}
-	return out, it.Error()
-}
-
-// SetStats stores the statistics of turn n.
-func (s *Store) SetStats(n uint64, st ckpt.Stats) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.storedTurn(n)
-	if err != nil {
-		return err
-	}
-	if t.Open {
-		return fmt.Errorf("versionstore: turn %d is still open", n)
-	}
-	t.Stats = &st
-	b := s.db.NewBatch()
-	defer b.Close()
-	putJSON(b, turnKey(n), t)
-	return s.commit(b, pebble.NoSync)
-}
-
-// Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number.
-// Its errors are for people and name the turns that exist: ErrBadTurn for
-// what is not a turn at all, ErrTurnNotFound for a turn that does not
-// exist.
-func (s *Store) Resolve(spec string) (uint64, error) {
-	spec = strings.TrimSpace(spec)
-	turns := fmt.Sprintf("turns are 0-%d", s.Latest())
-	if spec == "" {
-		return 0, detailf(ErrBadTurn, "missing turn (a number, 0, or ref:ID)")
-	}
-	if ref, ok := strings.CutPrefix(spec, "ref:"); ok {
-		v, closer, err := s.db.Get(refKey(ref))
-		if err == pebble.ErrNotFound {
-			return 0, detailf(ErrTurnNotFound, "no turn has ref %q (%s)", ref, turns)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("versionstore: %w", err)
-		}
-		defer closer.Close()
-		return decodeU64Key(prefixTurn, append([]byte{prefixTurn}, v...))
-	}
-	n, err := strconv.ParseUint(spec, 10, 64)
-	if err != nil {
-		return 0, detailf(ErrBadTurn, "%q is not a turn: use a number, 0, or ref:ID (%s)", spec, turns)
-	}
-	if n > s.Latest() {
-		return 0, detailf(ErrTurnNotFound, "no turn %d (%s)", n, turns)
-	}
-	return n, nil
 }
 
 // NewTestStore returns a store on an in-memory filesystem, closed when t
