@@ -166,3 +166,54 @@ func TestOfflineCommandsRecordHandEditsFirst(t *testing.T) {
 		t.Errorf("cat 0 f = %q, want f0", got)
 	}
 }
+
+// The project directory's own mode is part of its history like any
+// other directory's: changed through the mount or while unmounted, a
+// rewind gives it back.
+func TestRootModeComesBack(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"a": "a\n"})
+	mode := func() os.FileMode {
+		t.Helper()
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "chmod the root")
+	if err := os.Chmod(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	m.turnctl(t, "rewind", "0")
+	if got := mode(); got != 0o755 {
+		t.Errorf("after rewind 0 the root has mode %v, want 0755", got)
+	}
+	m.turnctl(t, "undo")
+	if got := mode(); got != 0o750 {
+		t.Errorf("after undo the root has mode %v, want 0750", got)
+	}
+	m.Unmount(t)
+
+	// While unmounted.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m = mountProject(t, dir)
+	if log := m.turnctl(t, "log"); !strings.Contains(log, "changed while unmounted") {
+		t.Fatalf("the root's chmod while unmounted made no turn:\n%s", log)
+	}
+	m.turnctl(t, "rewind", "0")
+	if got := mode(); got != 0o755 {
+		t.Errorf("after rewind 0 the root has mode %v, want 0755", got)
+	}
+	m.turnctl(t, "undo")
+	if got := mode(); got != 0o700 {
+		t.Errorf("after undo of that rewind the root has mode %v, want 0700", got)
+	}
+}

@@ -88,7 +88,7 @@ func (s *Store) SaveManifest(live ckpt.Tree, skip func(string, bool) bool, patte
 	if err := b.DeleteRange([]byte{prefixWalk}, upper(prefixWalk), nil); err != nil {
 		return err
 	}
-	err := live.Walk("", skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
+	err := walkWithRoot(live, skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
 		return b.Set(walkKey(p), encodeEntry(st, sp), nil)
 	})
 	if err != nil {
@@ -178,9 +178,9 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		sp ckpt.Stamp
 	}
 	cur := map[string]now{}
-	err = live.Walk("", skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
+	err = walkWithRoot(live, skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
 		cur[p] = now{st, sp}
-		if seen != nil {
+		if seen != nil && p != "" {
 			seen(p, st, sp)
 		}
 		return nil
@@ -298,6 +298,20 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		res.Turn = *t
 	}
 	return res, s.wal.SyncWAL()
+}
+
+// walkWithRoot is live.Walk of the whole tree that reports the project
+// directory itself first, as "" (its mode and owner are versioned like any
+// directory's).
+func walkWithRoot(live ckpt.Tree, skip func(string, bool) bool, fn func(string, ckpt.State, ckpt.Stamp) error) error {
+	st, err := live.Lstat("")
+	if err != nil {
+		return err
+	}
+	if err := fn("", st, ckpt.Stamp{}); err != nil {
+		return err
+	}
+	return live.Walk("", skip, fn)
 }
 
 // recordedPaths are the paths events named, each with everything below it.
