@@ -327,6 +327,7 @@ func (s *Store) compare(x, y resolved, live ckpt.Tree) (ckpt.ChangeKind, error) 
 		if a.Target != b.Target {
 			return ckpt.Modified, nil
 		}
+		metaDiff = a.UID != b.UID || a.GID != b.GID // a symlink has no mode
 	case ckpt.CharDevice, ckpt.BlockDevice:
 		if a.Rdev != b.Rdev {
 			return ckpt.Modified, nil
@@ -340,7 +341,7 @@ func (s *Store) compare(x, y resolved, live ckpt.Tree) (ckpt.ChangeKind, error) 
 			return ckpt.Modified, nil
 		}
 	}
-	if metaDiff && a.Type != ckpt.Symlink {
+	if metaDiff {
 		return ckpt.ModeOnly, nil
 	}
 	return "", nil

@@ -188,7 +188,12 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 		return setMeta(live, path, ckpt.State{Mode: st.Mode}, st)
 	case ckpt.Symlink:
 		if cur.Type == ckpt.Symlink && cur.Target == st.Target {
-			return nil
+			if cur.UID == st.UID && cur.GID == st.GID {
+				return nil
+			}
+			want := cur
+			want.UID, want.GID = st.UID, st.GID
+			return s.setFileMeta(live, path, cur, want, who)
 		}
 		if err := s.replace(live, path, cur, who); err != nil {
 			return err
