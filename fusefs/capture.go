@@ -107,7 +107,7 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 		st = st2
 	}
 	c := r.captureFor(p, fd, &st, false)
-	if c.Prior.Type == ckpt.Regular && st.Nlink > 1 {
+	if linkable(st.Mode) && st.Nlink > 1 {
 		c.Links = r.otherNames(r.namesOf(&st), p)
 	}
 	if claim != nil && c.Prior.Type == ckpt.Regular && st.Nlink == 1 && idOf(&st) == claim.id {
@@ -127,13 +127,15 @@ func (r *Root) captureName(ctx context.Context, dirfd int, name, p string, claim
 	return 0
 }
 
-// captureFor builds the capture of the object behind the O_PATH fd. The
-// Open function reopens the same inode read-only; fd must stay open until
-// Record returns.
+// captureFor builds the capture of the object behind the O_PATH fd: of
+// anything but a directory with its inode. The Open function reopens the
+// same inode read-only; fd must stay open until Record returns.
 func (r *Root) captureFor(p string, fd int, st *backing.Stat, metaOnly bool) ckpt.Capture {
 	c := ckpt.Capture{Path: p, Prior: stateOf(st, fd)}
-	if c.Prior.Type == ckpt.Regular {
+	if linkable(st.Mode) {
 		c.Inode = backing.InodeOf(st)
+	}
+	if c.Prior.Type == ckpt.Regular {
 		if metaOnly {
 			c.MetaOnly = true
 		} else {
@@ -188,7 +190,7 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 			continue
 		}
 		c := r.captureFor(p, n.fd, &st, metaOnly)
-		if mode == unix.S_IFREG && st.Nlink > 1 {
+		if linkable(mode) && st.Nlink > 1 {
 			c.Links = r.otherNames(paths, p)
 		}
 		if err := r.rec.Record(c, r.caller(ctx)); err != nil {

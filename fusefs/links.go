@@ -10,10 +10,11 @@ import (
 	"ckptfs/internal/backing"
 )
 
-// A write through one name of a file with several hard links changes every
-// name, so its capture must cover them all; but the kernel tells the daemon
-// only the names it looks up. linkNames remembers, by root-relative path,
-// every name the overlay has seen of an inode that had more than one link
+// A write (or chmod, chown) through one name of a file with several hard
+// links changes every name, so its capture must cover them all; but the
+// kernel tells the daemon only the names it looks up. linkNames remembers,
+// by root-relative path, every name the overlay has seen of an inode (of
+// any type but a directory: linkable) that had more than one link
 // (and those a walk of the tree found at mount: NoteLink), keyed by inode
 // number. It outlives the inode's node: a node the kernel forgot and looked
 // up again under one name still finds the others.
@@ -193,6 +194,13 @@ func (l *linkNames) renamed(from, to string, exchange bool) {
 	for _, n := range oldParents {
 		l.prune(n)
 	}
+}
+
+// linkable reports whether the inode of stat mode m can have several names:
+// anything but a directory.
+func linkable(m uint32) bool {
+	f := m & unix.S_IFMT
+	return f != 0 && f != unix.S_IFDIR
 }
 
 // NoteLink tells the overlay, before it serves, that the file at the

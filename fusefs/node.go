@@ -87,7 +87,7 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *backing.St
 	if got != nn {
 		unix.Close(fd)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink >= 2 {
+	if linkable(st.Mode) && st.Nlink >= 2 {
 		if p, ok := n.childPath(name); ok {
 			n.r.links.add(st.Ino, p)
 		}
@@ -99,14 +99,14 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *backing.St
 }
 
 // paths returns the root-relative paths of the node: its go-fuse path and,
-// for a file with several links, every other remembered name (linkNames)
-// that still refers to the same inode.
+// for a file (anything but a directory) with several links, every other
+// remembered name (linkNames) that still refers to the same inode.
 func (n *Node) paths(st *backing.Stat) []string {
 	var out []string
 	if p, ok := n.path(); ok {
 		out = append(out, p)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if !linkable(st.Mode) {
 		return out
 	}
 	if st.Nlink < 2 {
@@ -123,7 +123,7 @@ func (n *Node) paths(st *backing.Stat) []string {
 }
 
 // namesOf returns the remembered names (linkNames) that still name the
-// regular file st describes, dropping those found stale.
+// file st describes, dropping those found stale.
 func (r *Root) namesOf(st *backing.Stat) []string {
 	var out []string
 	for _, p := range r.links.list(st.Ino) {

@@ -182,7 +182,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, errno(err)
 	}
-	if p, ok := t.path(); ok && t.StableAttr().Mode&unix.S_IFMT == unix.S_IFREG {
+	if p, ok := t.path(); ok && linkable(t.StableAttr().Mode) {
 		n.r.links.add(t.StableAttr().Ino, p) // the new name is added by childAt
 	}
 	return n.childAt(ctx, name, out)

@@ -154,7 +154,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if err == nil && sok && dok {
 		r.links.renamed(srcPath, dstPath, exchange)
-		if sst.Mode&unix.S_IFMT == unix.S_IFREG && sst.Nlink > 1 {
+		if linkable(sst.Mode) && sst.Nlink > 1 {
 			// Also when a capture racing the rename found the old
 			// name gone and dropped it before it could move.
 			r.links.add(sst.Ino, dstPath)

@@ -221,8 +221,9 @@ type entry struct {
 	Mode   fs.FileMode
 	Sum    string // regular files: sha256 of the bytes
 	Target string // symlinks
-	// Link: for a regular file with other names in the tree, the first
-	// of its names: which paths share an inode, without inode numbers.
+	// Link: for anything but a directory with other names in the tree,
+	// the first of its names: which paths share an inode, without inode
+	// numbers.
 	Link string
 }
 
@@ -263,13 +264,13 @@ func snapshot(t *testing.T, root string, skip []string, noBytes []string) map[st
 			return err
 		}
 		e := entry{Mode: fi.Mode()}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && !fi.IsDir() {
+			k := [2]uint64{st.Dev, st.Ino}
+			inodes[k] = append(inodes[k], rel)
+		}
 		switch {
 		case fi.Mode().IsRegular():
 			e.Type = "file"
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-				k := [2]uint64{st.Dev, st.Ino}
-				inodes[k] = append(inodes[k], rel)
-			}
 			if !contains(noBytes, rel) {
 				b, err := os.ReadFile(p)
 				if err != nil {

@@ -25,13 +25,14 @@ import (
 // operations (reads and writes at offsets, appends, truncates, writes
 // through shared mmap, fallocate, copy_file_range, long-lived descriptors
 // (reopened after the kernel was made to forget its inodes, as fsx -c),
-// renames with NOREPLACE and EXCHANGE, hard links, symlinks, mkdir, rmdir,
-// chmod, stat, readdir) are applied to a plain directory and through a
-// ckptfs mount side by side; every operation must return the same error,
-// the same count and the same bytes, and the trees must match. Several
-// workers run at once, each in its own subdirectory. The run is split into
-// phases, each a turn; at the end every turn is rewound to and compared
-// with the plain tree as it was then. CKPTFS_SEED reproduces a run.
+// renames with NOREPLACE and EXCHANGE, hard links (of files, symlinks and
+// sockets alike), symlinks, sockets, mkdir, rmdir, chmod, stat, readdir)
+// are applied to a plain directory and through a ckptfs mount side by
+// side; every operation must return the same error, the same count and
+// the same bytes, and the trees must match. Several workers run at once,
+// each in its own subdirectory. The run is split into phases, each a
+// turn; at the end every turn is rewound to and compared with the plain
+// tree as it was then. CKPTFS_SEED reproduces a run.
 //
 // make test runs a few thousand operations; make test-long a million.
 func TestRandomDifferential(t *testing.T) {
@@ -213,7 +214,7 @@ func res(err error) fsxResult { return fsxResult{Errno: errnoOf(err)} }
 func (w *fsxWorker) randomOp() (string, []any, func(ri int, root string) fsxResult) {
 	rng := w.rng
 	pick := w.pick
-	k := rng.Intn(26)
+	k := rng.Intn(27)
 	switch k {
 	case 0, 1, 2:
 		p, off, n := pick(), rng.Intn(9000), rng.Intn(5000)
@@ -406,6 +407,13 @@ func (w *fsxWorker) randomOp() (string, []any, func(ri int, root string) fsxResu
 				names = append(names, fmt.Sprintf("%s:%v", e.Name(), e.Type()))
 			}
 			return fsxResult{Errno: errnoOf(err), Data: strings.Join(names, ",")}
+		}
+	case 25:
+		// A socket's inode: one opens as nothing (ENXIO) through any
+		// operation here, unlike a FIFO (an open blocks) or a device.
+		p, mode := pick(), uint32(0o600+rng.Intn(0o100))
+		return "mksock", []any{p, mode}, func(_ int, root string) fsxResult {
+			return res(unix.Mknod(filepath.Join(root, p), unix.S_IFSOCK|mode, 0))
 		}
 	case 23:
 		slot, p, drop := rng.Intn(3), pick(), rng.Intn(2) == 0

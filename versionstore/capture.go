@@ -35,9 +35,9 @@ type record struct {
 	// Lost: the prior bytes of this regular file were never captured (it
 	// changed while the project was not mounted); State is still right.
 	Lost bool `json:"x,omitempty"`
-	// Inode: for a regular file's prior state, the identity of its inode
-	// then, and Links the other names it had then (links.go). Records of
-	// older stores, and offline records, have none.
+	// Inode: for the prior state of anything but a directory, the
+	// identity of its inode then, and Links the other names it had then
+	// (links.go). Records of older stores, and offline records, have none.
 	Inode *ckpt.Inode `json:"i,omitempty"`
 	Links []string    `json:"l,omitempty"`
 }
@@ -128,7 +128,7 @@ func (s *Store) Record(c ckpt.Capture, who ckpt.Program) error {
 	if err := s.checkSpace(0); err != nil {
 		return s.noteErr(err)
 	}
-	if r.Op == opPrior && c.Prior.Type == ckpt.Regular && c.Inode.Known() {
+	if r.Op == opPrior && c.Prior.Type.Linkable() && c.Inode.Known() {
 		ino := c.Inode
 		r.Inode = &ino
 		for _, l := range c.Links {

@@ -18,8 +18,8 @@
 //   - rename(P, Q) and exchange(P, Q): recorded as one event, whatever the
 //     size of the directory renamed.
 //
-// A regular file's prior state also names its inode and its other names
-// (see Hard links).
+// The prior state of anything but a directory also names its inode and
+// its other names (see Hard links).
 //
 // A turn is a contiguous range of events. The state of path P at the end
 // of turn N is found by one forward scan of the events after N: the first
@@ -64,28 +64,30 @@
 //
 // # Hard links
 //
-// A record of a regular file's prior state also names its inode then
-// (Inode: device, inode number and link count; record.Inode) and, when it
-// had several links, its other names then (record.Links); the overlay
-// knows every name of a multi-link file (fusefs/links.go), and a rewind's
-// own captures find them the same way (links.go: the overlay's list
-// through ckpt.LinkNamer, else one walk of the tree per rewind). The
-// identity is kept in the record, not in ckpt.State: States are
-// compared everywhere (offline changes, compare, ensure), and two paths
-// with equal States may or may not share an inode.
+// A record of the prior state of anything but a directory (a regular file,
+// symlink, FIFO, socket or device node: ckpt.Type.Linkable) also names
+// its inode then (Inode: device, inode number and link count;
+// record.Inode) and, when it had several links, its other names then
+// (record.Links); the overlay knows every name of a multi-link file
+// (fusefs/links.go), and a rewind's own captures find them the same way
+// (links.go: the overlay's list through ckpt.LinkNamer, else one walk
+// of the tree per rewind). The identity is kept in the record, not in
+// ckpt.State: States are compared everywhere (offline changes, compare,
+// ensure), and two paths with equal States may or may not share an inode.
 //
-// The claim: at the end of turn N, regular files p and q shared an inode
-// iff their resolutions (resolveMany) name the same device and inode
-// number, where a path resolved from a record has the record's identity
-// and a path with no event since N the identity of its live inode. Why:
+// The claim: at the end of turn N, paths p and q (neither a directory)
+// shared an inode iff their resolutions (resolveMany) name the same device
+// and inode number, where a path resolved from a record has the record's
+// identity and a path with no event since N the identity of its live
+// inode. Why:
 //
 //   - Every change of what a name points to (unlink, rename to or over it,
 //     create, link, a rewind's change) records that name first, and a
-//     write through one name records every name of the inode first. So
-//     the first record of a path after N (following renames and
-//     exchanges, which move names but keep inodes) was taken while the
-//     path still had its inode of N; a path with no event since N still
-//     has it. Each resolution names the inode the path had at N.
+//     write, chmod or chown through one name records every name of the
+//     inode first. So the first record of a path after N (following
+//     renames and exchanges, which move names but keep inodes) was taken
+//     while the path still had its inode of N; a path with no event since
+//     N still has it. Each resolution names the inode the path had at N.
 //   - All those inodes existed at N, and no two inodes that exist at one
 //     moment share a device and inode number, so equal numbers mean the
 //     same inode; an inode number reused later does not matter (no birth
@@ -93,8 +95,8 @@
 //   - Rewinds over rewinds: a rewind records what it changes like the
 //     overlay does (identity and names included), so the claim holds for
 //     its turn too. Records without an identity (records of older stores,
-//     offline records: their bytes are Lost) say nothing: such a path is
-//     in no group, and a rewind neither joins nor splits it.
+//     offline records) say nothing: such a path is in no group, and a
+//     rewind neither joins nor splits it.
 //
 // A path untouched since N that shared an inode with a recorded path has
 // no record of its own; the record's Links name it. Changes compares, at
@@ -107,31 +109,29 @@
 // ends in the past, a name that shared the inode at one end but was
 // unlinked after the other before any record of the path is not seen.
 //
-// A rewind restores bytes and modes first, every file it writes being a
-// new inode; it never chmods a file with several links in place (that
-// would change its other names), it gives it an inode of its own
-// (setFileMeta). Then a link pass (planLinks) gives the regular files the
-// partition of the target: it groups the paths in play (the fix-up pass's
-// candidates, the names their records list) by target identity, and
-// looks at the inodes they have now. On a whole-tree rewind every name of
-// an inode the pass does not know (its link count is higher than the
-// names it knows) was untouched since the target, so that inode is the
-// one it had then: it stays with the group whose target it is. For each
-// group the pass picks a home inode the group may keep (held by none of
-// another group, nor by a path it cannot move), else one of its files
-// gets an inode of its own (a split); then every other member becomes a
-// hard link of the home (Tree.Hardlink: a temporary name renamed over
-// the path). Splits come before links, each action records what it
-// replaces first, checks whether it is done already (a split knows the
-// inode it leaves, a link whether the path is a name of the home), and
-// is journaled like the fix-up pass's: a crash redoes it. A restore
-// gives the paths below its prefixes the target partition among
-// themselves; they share an inode with a path outside only if that path
-// is untouched since (found through the records' Links), and a name it
-// cannot know keeps its inode from them.
-//
-// Only regular files are grouped: a hard link of a symlink, FIFO, socket
-// or device node comes back as a path of its own.
+// A rewind restores bytes, modes and owners first, every file, symlink or
+// node it makes being a new inode; it never chmods or chowns one with
+// several links in place (that would change its other names), it gives it
+// an inode of its own (setFileMeta, split: a copy of a regular file's
+// bytes, or a new symlink or node made beside it and renamed over it).
+// Then a link pass (planLinks) gives the paths the partition of the
+// target: it groups the paths in play (the fix-up pass's candidates, the
+// names their records list) by target identity, and looks at the inodes
+// they have now. On a whole-tree rewind every name of an inode the pass
+// does not know (its link count is higher than the names it knows) was
+// untouched since the target, so that inode is the one it had then: it
+// stays with the group whose target it is. For each group the pass picks a
+// home inode the group may keep (held by none of another group, nor by a
+// path it cannot move), else one of its files gets an inode of its own (a
+// split); then every other member becomes a hard link of the home
+// (Tree.Hardlink: a temporary name renamed over the path). Splits come
+// before links, each action records what it replaces first, checks whether
+// it is done already (a split knows the inode it leaves, a link whether
+// the path is a name of the home), and is journaled like the fix-up
+// pass's: a crash redoes it. A restore gives the paths below its prefixes
+// the target partition among themselves; they share an inode with a path
+// outside only if that path is untouched since (found through the records'
+// Links), and a name it cannot know keeps its inode from them.
 //
 // # Ordering rules: what is durable before what
 //
@@ -229,6 +229,5 @@
 // # Known limits
 //
 // History is never garbage-collected yet: the store only grows. Extended
-// attributes are not versioned, nor are hard links of anything but
-// regular files (see Hard links).
+// attributes are not versioned.
 package versionstore

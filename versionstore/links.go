@@ -12,21 +12,21 @@ import (
 )
 
 // links.go: which paths share an inode (hard links). The reasoning is in
-// doc.go ("Hard links"); in short, a record of a regular file's prior
-// state carries the identity of its inode then (Inode) and its other
-// names then (Links), the paths of one moment that resolve to the same
-// identity shared an inode then, and a rewind ends with a link pass that
-// gives the paths it restored that partition.
+// doc.go ("Hard links"); in short, a record of the prior state of anything
+// but a directory carries the identity of its inode then (Inode) and its
+// other names then (Links), the paths of one moment that resolve to the
+// same identity shared an inode then, and a rewind ends with a link pass
+// that gives the paths it restored that partition.
 
 // inoKey is an inode's identity without its link count.
 type inoKey struct{ dev, ino uint64 }
 
 func keyOf(i ckpt.Inode) inoKey { return inoKey{i.Dev, i.Ino} }
 
-// linkTag is the identity of the inode a resolution found, when it is a
-// regular file whose inode is known.
+// linkTag is the identity of the inode a resolution found, when it can be
+// hard-linked (ckpt.Type.Linkable) and its inode is known.
 func linkTag(r resolved) (inoKey, bool) {
-	if r.State.Type != ckpt.Regular || r.Lost || !r.Inode.Known() {
+	if !r.State.Type.Linkable() || r.Lost || !r.Inode.Known() {
 		return inoKey{}, false
 	}
 	return keyOf(r.Inode), true
@@ -41,8 +41,9 @@ func (s *Store) SetUnversioned(fn func(path string, isDir bool) bool) {
 	s.unversioned = fn
 }
 
-// linkIndex holds the names of the regular files with more than one link,
-// by inode number, from one walk of the tree during one rewind.
+// linkIndex holds the names of the files (all but directories) with more
+// than one link, by inode number, from one walk of the tree during one
+// rewind.
 type linkIndex struct {
 	names map[uint64][]string
 	stale bool // the rewind renamed something since the walk
@@ -105,7 +106,7 @@ func (s *Store) walkLinks(live ckpt.Tree, again bool) (*linkIndex, error) {
 			if _, ino, err := live.LstatInode(p); err == nil && ino.Dev == storeIno.Dev {
 				storeDirs[p] = true
 			}
-		case st.Type == ckpt.Regular && sp.Nlink > 1 && !storeDirs[p]:
+		case st.Type.Linkable() && sp.Nlink > 1 && !storeDirs[p]:
 			idx.names[sp.Ino] = append(idx.names[sp.Ino], p)
 		}
 		return nil
@@ -119,7 +120,7 @@ func (s *Store) walkLinks(live ckpt.Tree, again bool) (*linkIndex, error) {
 	return idx, nil
 }
 
-// otherNames returns the names other than p of the regular file at p,
+// otherNames returns the names other than p of the file at p,
 // whose inode is ino, each checked against the tree.
 func (s *Store) otherNames(live ckpt.Tree, p string, ino ckpt.Inode) ([]string, error) {
 	if ino.Nlink < 2 {
@@ -128,7 +129,7 @@ func (s *Store) otherNames(live ckpt.Tree, p string, ino ckpt.Inode) ([]string, 
 	return s.namesOf(live, ino, p, int(ino.Nlink)-1)
 }
 
-// namesOf returns the names of the regular file whose inode is ino, but
+// namesOf returns the names of the file whose inode is ino, but
 // except, each checked against the tree. It asks the tree first, if it
 // knows (LinkNamer), and walks the tree when that yields fewer than want
 // names (want <= 0: always).
@@ -145,7 +146,7 @@ func (s *Store) namesOf(live ckpt.Tree, ino ckpt.Inode, except string, want int)
 			if err != nil {
 				return err
 			}
-			if st.Type == ckpt.Regular && qi.Same(ino) {
+			if st.Type.Linkable() && qi.Same(ino) {
 				out = append(out, q)
 			}
 		}
@@ -189,7 +190,7 @@ func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolve
 	for i := range cands {
 		same = same || kinds[i] == ""
 		for _, r := range []resolved{before[i], after[i]} {
-			if r.State.Type == ckpt.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) {
+			if r.State.Type.Linkable() && (r.Inode.Nlink > 1 || len(r.Links) > 0) {
 				relevant = true
 			}
 		}
@@ -231,9 +232,9 @@ func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolve
 		paths = append(paths, extra...)
 		bef, aft = append(bef, rb...), append(aft, ra...)
 	}
-	// The partition at each end of the paths that are regular files with
-	// a known inode at both (ga, gb), and how many paths have each inode
-	// at each end (na, nb).
+	// The partition at each end of the paths that can be hard-linked and
+	// have a known inode at both (ga, gb), and how many paths have each
+	// inode at each end (na, nb).
 	ga, gb := map[inoKey][]string{}, map[inoKey][]string{}
 	na, nb := map[inoKey]int{}, map[inoKey]int{}
 	for i, p := range paths {
@@ -284,10 +285,10 @@ type linkNode struct {
 	tgt    resolved   // its state at the target
 	cur    ckpt.State // its state now
 	curIno ckpt.Inode // its inode now
-	// member: its target is a regular file whose inode is known.
-	// act: a member the pass may change (under the prefixes, a regular
-	// file now). pin: a member whose inode now is its inode at the
-	// target (untouched since): the pass keeps it on that inode.
+	// member: its target can be hard-linked and its inode is known.
+	// act: a member the pass may change (under the prefixes, of its
+	// target's type now). pin: a member whose inode now is its inode at
+	// the target (untouched since): the pass keeps it on that inode.
 	member, act, pin bool
 }
 
@@ -299,8 +300,9 @@ const (
 
 // planLinks computes the link pass of a rewind to right after event stop
 // (restricted to prefixes; nil: the whole tree), run once the paths have
-// their target bytes and modes: the actions that give the regular files
-// under prefixes their target partition into inodes. See doc.go.
+// their target bytes and modes: the actions that give the files under
+// prefixes (all but directories) their target partition into inodes. See
+// doc.go.
 func (s *Store) planLinks(stop uint64, prefixes []string, live ckpt.Tree) ([]action, error) {
 	whole := prefixes == nil
 	if whole {
@@ -340,9 +342,9 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live ckpt.Tree) ([]act
 					return err
 				}
 				_, n.member = linkTag(n.tgt)
-				isReg := n.cur.Type == ckpt.Regular
-				n.pin = n.member && isReg && !n.tgt.FromLog && n.tgt.Live == p && n.curIno.Same(n.tgt.Inode)
-				n.act = n.member && isReg && under(p)
+				asTarget := n.cur.Type == n.tgt.State.Type
+				n.pin = n.member && asTarget && !n.tgt.FromLog && n.tgt.Live == p && n.curIno.Same(n.tgt.Inode)
+				n.act = n.member && asTarget && under(p)
 				nodes = append(nodes, n)
 				for _, q := range n.tgt.Links {
 					if !known[q] {
@@ -360,7 +362,7 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live ckpt.Tree) ([]act
 	}
 	shared := false
 	for _, n := range nodes {
-		if n.tgt.Inode.Nlink > 1 || len(n.tgt.Links) > 0 || (n.cur.Type == ckpt.Regular && n.curIno.Nlink > 1) {
+		if n.tgt.Inode.Nlink > 1 || len(n.tgt.Links) > 0 || (n.cur.Type.Linkable() && n.curIno.Nlink > 1) {
 			shared = true
 			break
 		}
@@ -400,7 +402,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 			k := keyOf(n.tgt.Inode)
 			groups[k] = append(groups[k], n)
 		}
-		if n.cur.Type == ckpt.Regular && n.curIno.Known() {
+		if n.cur.Type.Linkable() && n.curIno.Known() {
 			k := keyOf(n.curIno)
 			holders[k] = append(holders[k], n)
 			nlink[k] = n.curIno.Nlink
@@ -470,7 +472,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 		count := map[inoKey]int{}
 		for _, m := range ms {
 			c := keyOf(m.curIno)
-			if o, ok := owner[c]; ok && o == k && m.cur.Type == ckpt.Regular {
+			if o, ok := owner[c]; ok && o == k && m.cur.Type == m.tgt.State.Type {
 				count[c]++
 			}
 		}
@@ -505,7 +507,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 		}
 		var home *linkNode
 		for _, m := range ms {
-			if count[hk] > 0 && keyOf(m.curIno) == hk && m.cur.Type == ckpt.Regular && (home == nil || m.pin && !home.pin) {
+			if count[hk] > 0 && keyOf(m.curIno) == hk && m.cur.Type == m.tgt.State.Type && (home == nil || m.pin && !home.pin) {
 				home = m
 			}
 		}
@@ -529,7 +531,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 			}
 		} else {
 			for _, m := range ms {
-				if keyOf(m.curIno) != hk || m.cur.Type != ckpt.Regular {
+				if keyOf(m.curIno) != hk || m.cur.Type != m.tgt.State.Type {
 					rest = append(rest, m)
 				}
 			}

@@ -27,9 +27,9 @@ type snapEntry struct {
 	Target string
 	Data   string
 	Rdev   uint64
-	// Link: for a regular file that shares its inode with other paths of
-	// the snapshot, the first of them all (itself maybe): which paths
-	// share an inode, without the inode numbers.
+	// Link: for anything but a directory that shares its inode with
+	// other paths of the snapshot, the first of them all (itself maybe):
+	// which paths share an inode, without the inode numbers.
 	Link string
 }
 
@@ -73,8 +73,6 @@ func takeSnapshot(t testing.TB, root string) snapshot {
 				return err
 			}
 			e.Data = string(b)
-			k := [2]uint64{st.Dev, st.Ino}
-			inodes[k] = append(inodes[k], rel)
 		case os.ModeDir:
 			e.Type = ckpt.Dir
 		case os.ModeSymlink:
@@ -82,6 +80,10 @@ func takeSnapshot(t testing.TB, root string) snapshot {
 			e.Target, _ = os.Readlink(p)
 		default:
 			e.Type, e.Rdev = ckpt.NodeState(st.Mode, st.Rdev)
+		}
+		if e.Type != ckpt.Dir {
+			k := [2]uint64{st.Dev, st.Ino}
+			inodes[k] = append(inodes[k], rel)
 		}
 		snap[rel] = e
 		return nil
@@ -118,7 +120,7 @@ func inodeNames(t testing.TB, root, p string) []string {
 		if strings.HasPrefix(rel, ".store") {
 			return filepath.SkipDir
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Ino == want.Ino && st.Dev == want.Dev {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && !fi.IsDir() && st.Ino == want.Ino && st.Dev == want.Dev {
 			out = append(out, rel)
 		}
 		return nil
@@ -210,9 +212,9 @@ func (m *sim) lstat(p string) ckpt.State {
 	return st
 }
 
-// capture records p's state as the overlay does: a regular file with its
-// inode and that inode's other names, and a link into the attic offered
-// only for the last name of an inode.
+// capture records p's state as the overlay does: anything but a directory
+// with its inode and that inode's other names, and a link into the attic
+// offered only for the last name of a regular file's inode.
 func (m *sim) capture(p string, withLink bool) {
 	m.captureAs(p, withLink, false)
 }
@@ -228,6 +230,8 @@ func (m *sim) captureAs(p string, withLink, metaOnly bool) {
 		if withLink && m.link && ino.Nlink == 1 {
 			c.Link = func(dir *os.File, name string) error { return m.tree.Link(p, dir, name) }
 		}
+	}
+	if st.Type.Linkable() {
 		c.Inode = ino
 		if ino.Nlink > 1 {
 			for _, q := range inodeNames(m.t, m.root, p) {
@@ -246,7 +250,7 @@ func (m *sim) captureAs(p string, withLink, metaOnly bool) {
 // turn, before a change of its inode (the overlay's captureSelf).
 func (m *sim) captureAll(p string, metaOnly bool) {
 	names := []string{p}
-	if st, ino, _ := m.tree.LstatInode(p); st.Type == ckpt.Regular && ino.Nlink > 1 {
+	if st, ino, _ := m.tree.LstatInode(p); st.Type.Linkable() && ino.Nlink > 1 {
 		names = inodeNames(m.t, m.root, p)
 	}
 	for _, q := range names {
@@ -397,10 +401,10 @@ func (m *sim) step() {
 		if err := unix.Mknod(m.abs(p), kind|0o640, dev); err != nil {
 			m.t.Fatal(err)
 		}
-	case op >= 11: // ln p q, or ln -f (q replaced)
+	case op >= 11: // ln p q, or ln -f (q replaced); p anything but a directory
 		q := m.randPath()
 		qs := m.lstat(q)
-		if st.Type != ckpt.Regular || p == q || !parentIsDir(m, q) || qs.Type == ckpt.Dir || sameInode(m, p, q) {
+		if !st.Type.Linkable() || p == q || !parentIsDir(m, q) || qs.Type == ckpt.Dir || sameInode(m, p, q) {
 			return
 		}
 		if qs.Exists() {
@@ -411,7 +415,8 @@ func (m *sim) step() {
 		} else {
 			m.capture(q, false)
 		}
-		if err := os.Link(m.abs(p), m.abs(q)); err != nil {
+		// link(2) links a symlink itself, not its target.
+		if err := unix.Linkat(unix.AT_FDCWD, m.abs(p), unix.AT_FDCWD, m.abs(q), 0); err != nil {
 			m.t.Fatal(err)
 		}
 	case op == 9: // exchange
@@ -485,7 +490,7 @@ func checkHistory(t *testing.T, s *Store, tree ckpt.Tree, snaps []snapshot, turn
 		first := map[inoKey]string{}
 		count := map[inoKey]int{}
 		for k, p := range paths {
-			if e, ok := snaps[i][p]; ok && e.Type == ckpt.Regular {
+			if e, ok := snaps[i][p]; ok && e.Type.Linkable() {
 				if !rs[k].Inode.Known() {
 					t.Fatalf("turn %d: %s: no inode recorded", n, p)
 				}
@@ -497,7 +502,7 @@ func checkHistory(t *testing.T, s *Store, tree ckpt.Tree, snaps []snapshot, turn
 			}
 		}
 		for k, p := range paths {
-			if e, ok := snaps[i][p]; ok && e.Type == ckpt.Regular {
+			if e, ok := snaps[i][p]; ok && e.Type.Linkable() {
 				got := ""
 				if key := keyOf(rs[k].Inode); count[key] > 1 {
 					got = first[key]

@@ -18,9 +18,9 @@ type resolved struct {
 	FromLog bool        // the state came from a record, not from the live tree
 	Seq     uint64      // with FromLog: the record's event (0: renamed over)
 	Lost    bool        // a regular file whose bytes were never captured
-	// Inode is a regular file's inode at that moment (the record's tag,
-	// or the live inode now; zero: not known), Links the other names the
-	// record lists (links.go).
+	// Inode is the inode at that moment of anything but a directory (the
+	// record's tag, or the live inode now; zero: not known), Links the
+	// other names the record lists (links.go).
 	Inode ckpt.Inode
 	Links []string
 }
@@ -78,7 +78,7 @@ func (s *Store) resolveMany(after uint64, paths []string, live ckpt.Tree) ([]res
 		case opPrior:
 			for _, id := range pending[r.Path] {
 				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq, Lost: r.Lost, Links: r.Links}
-				if r.Inode != nil && r.State.Type == ckpt.Regular {
+				if r.Inode != nil && r.State.Type.Linkable() {
 					res[id].Inode = *r.Inode
 				}
 			}
@@ -126,7 +126,7 @@ func (s *Store) resolveMany(after uint64, paths []string, live ckpt.Tree) ([]res
 		} else {
 			return nil, fmt.Errorf("versionstore: the live tree is needed to answer for %q", p)
 		}
-		if st.Type != ckpt.Regular {
+		if !st.Type.Linkable() {
 			ino = ckpt.Inode{}
 		}
 		for _, id := range ids {
@@ -327,6 +327,7 @@ func (s *Store) compare(x, y resolved, live ckpt.Tree) (ckpt.ChangeKind, error) 
 		if a.Target != b.Target {
 			return ckpt.Modified, nil
 		}
+		metaDiff = a.UID != b.UID || a.GID != b.GID // a symlink has no mode
 	case ckpt.CharDevice, ckpt.BlockDevice:
 		if a.Rdev != b.Rdev {
 			return ckpt.Modified, nil
@@ -340,7 +341,7 @@ func (s *Store) compare(x, y resolved, live ckpt.Tree) (ckpt.ChangeKind, error) 
 			return ckpt.Modified, nil
 		}
 	}
-	if metaDiff && a.Type != ckpt.Symlink {
+	if metaDiff {
 		return ckpt.ModeOnly, nil
 	}
 	return "", nil

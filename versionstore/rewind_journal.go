@@ -1,7 +1,10 @@
 package versionstore
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -241,16 +244,21 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 	return nil
 }
 
-// split gives the regular file at path an inode of its own, with its
-// bytes and st's mode and owner, if it still has inode expect (else it
-// was done before a crash).
+// split gives the file at path (anything but a directory) an inode of its
+// own, with its bytes, symlink target or device number and st's mode and
+// owner, if it still has inode expect (else it was done before a crash).
 func (s *Store) split(live ckpt.Tree, path string, st ckpt.State, expect *ckpt.Inode, who ckpt.Program) error {
 	cur, ino, err := live.LstatInode(path)
-	if err != nil || cur.Type != ckpt.Regular || expect == nil || !ino.Same(*expect) {
+	if err != nil || !cur.Type.Linkable() || expect == nil || !ino.Same(*expect) {
 		return err
 	}
-	if err := s.capture(live, path, cur, who); err != nil {
+	if err := s.captureIno(live, path, cur, ino, who); err != nil {
 		return err
+	}
+	if cur.Type != ckpt.Regular {
+		want := cur
+		want.Mode, want.UID, want.GID = st.Mode, st.UID, st.GID
+		return remake(live, path, want)
 	}
 	f, err := live.Open(path)
 	if err != nil {
@@ -260,14 +268,55 @@ func (s *Store) split(live ckpt.Tree, path string, st ckpt.State, expect *ckpt.I
 	return live.WriteFile(path, st, f)
 }
 
-// relink makes path a name of the regular file at from (recording what
-// path was first), unless it is one already.
+// remake replaces the symlink or node at path with a new one in state st,
+// atomically: made under a temporary name beside it (a leftover of a
+// crash there is removed first), then renamed over it.
+func remake(live ckpt.Tree, path string, st ckpt.State) error {
+	dir, name := "", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		dir, name = path[:i], path[i+1:]
+	}
+	sum := sha256.Sum256([]byte(name))
+	tmp := ckpt.Join(dir, remakePrefix+hex.EncodeToString(sum[:8]))
+	if err := live.RemoveAll(tmp); err != nil {
+		return err
+	}
+	switch {
+	case st.Type == ckpt.Symlink:
+		if err := live.Symlink(st.Target, tmp); err != nil {
+			return err
+		}
+		live.Lchown(tmp, st.UID, st.GID) // best effort, as ensure does
+	case st.Type.IsNode():
+		if err := live.Mknod(tmp, st); err != nil {
+			return err
+		}
+		if err := setMeta(live, tmp, ckpt.State{Mode: st.Mode}, st); err != nil {
+			live.RemoveAll(tmp)
+			return err
+		}
+	default:
+		return fmt.Errorf("versionstore: BUG: remake of a %v", st.Type)
+	}
+	if err := live.Rename(tmp, path); err != nil {
+		live.RemoveAll(tmp)
+		return err
+	}
+	return nil
+}
+
+// remakePrefix starts the temporary names remake uses: the prefix of
+// internal/backing's own temporary names.
+const remakePrefix = ".ckptfs-tmp-r"
+
+// relink makes path a name of the file at from (anything but a directory;
+// recording what path was first), unless it is one already.
 func (s *Store) relink(live ckpt.Tree, from, path string, who ckpt.Program) error {
 	fst, fino, err := live.LstatInode(from)
 	if err != nil {
 		return err
 	}
-	if fst.Type != ckpt.Regular {
+	if !fst.Type.Linkable() {
 		// Not what the pass planned (a crash, then a change before
 		// Recover): path keeps its bytes, in an inode of its own.
 		return nil

@@ -130,7 +130,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 		if err != nil {
 			return nil, nil, false, err
 		}
-		if r.State.Type == ckpt.Regular && (r.Inode.Nlink > 1 || len(r.Links) > 0) || cur.Type == ckpt.Regular && ino.Nlink > 1 {
+		if r.State.Type.Linkable() && (r.Inode.Nlink > 1 || len(r.Links) > 0) || cur.Type.Linkable() && ino.Nlink > 1 {
 			shared = true
 		}
 		if r.Lost {

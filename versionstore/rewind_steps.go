@@ -188,7 +188,12 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 		return setMeta(live, path, ckpt.State{Mode: st.Mode}, st)
 	case ckpt.Symlink:
 		if cur.Type == ckpt.Symlink && cur.Target == st.Target {
-			return nil
+			if cur.UID == st.UID && cur.GID == st.GID {
+				return nil
+			}
+			want := cur
+			want.UID, want.GID = st.UID, st.GID
+			return s.setFileMeta(live, path, cur, want, who)
 		}
 		if err := s.replace(live, path, cur, who); err != nil {
 			return err
@@ -229,7 +234,7 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 		return live.WriteFile(path, st, rc)
 	case ckpt.FIFO, ckpt.Socket, ckpt.CharDevice, ckpt.BlockDevice:
 		if cur.Type == st.Type && cur.Rdev == st.Rdev {
-			return s.ensureMeta(live, path, cur, st, who)
+			return s.setFileMeta(live, path, cur, st, who)
 		}
 		if err := s.replace(live, path, cur, who); err != nil {
 			return err
@@ -242,8 +247,8 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 	return nil // Special (recorded by an older ckptfs): its kind is unknown
 }
 
-// ensureMeta gives path, a directory or node of the right type already,
-// st's mode and owner, recording its current state first.
+// ensureMeta gives path, a directory already, st's mode and owner,
+// recording its current state first.
 func (s *Store) ensureMeta(live ckpt.Tree, path string, cur, st ckpt.State, who ckpt.Program) error {
 	if sameMeta(cur, st) {
 		return nil
@@ -265,10 +270,11 @@ func (s *Store) replace(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Pr
 	return nil
 }
 
-// setFileMeta gives the regular file at path st's mode and owner,
-// recording its current state first. A file with other names gets an
-// inode of its own instead: a chmod would change the other names too.
-// (The link pass then joins it again to the names it had at the target.)
+// setFileMeta gives the regular file, symlink or node at path st's mode
+// and owner, recording its current state first. One with other names gets
+// an inode of its own instead: a chmod or chown would change the other
+// names too. (The link pass then joins it again to the names it had at
+// the target.)
 func (s *Store) setFileMeta(live ckpt.Tree, path string, cur, st ckpt.State, who ckpt.Program) error {
 	if sameMeta(cur, st) {
 		return nil
@@ -282,7 +288,12 @@ func (s *Store) setFileMeta(live ckpt.Tree, path string, cur, st ckpt.State, who
 		want.Mode, want.UID, want.GID = st.Mode, st.UID, st.GID
 		return s.split(live, path, want, &ino, who)
 	}
-	if err := s.Record(ckpt.Capture{Path: path, Prior: cur, MetaOnly: true}, who); err != nil {
+	if cur.Type == ckpt.Regular {
+		err = s.Record(ckpt.Capture{Path: path, Prior: cur, MetaOnly: true}, who)
+	} else {
+		err = s.captureIno(live, path, cur, ino, who)
+	}
+	if err != nil {
 		return err
 	}
 	return setMeta(live, path, cur, st)
@@ -299,7 +310,8 @@ func setMeta(live ckpt.Tree, path string, cur, st ckpt.State) error {
 
 // capture records path's current state in the open turn. Bytes are
 // copied, not linked: a process may still hold the file open for writing.
-// A regular file's record names its inode and that inode's other names.
+// The record of anything but a directory names its inode and that inode's
+// other names.
 func (s *Store) capture(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
 	return s.captureIno(live, path, cur, ckpt.Inode{}, who)
 }
@@ -309,18 +321,18 @@ func (s *Store) captureIno(live ckpt.Tree, path string, cur ckpt.State, ino ckpt
 	c := ckpt.Capture{Path: path, Prior: cur}
 	if cur.Type == ckpt.Regular {
 		c.Open = func() (*os.File, error) { return live.Open(path) }
-		if s.NeedsCapture(path, false) {
-			if !ino.Known() {
-				var err error
-				if _, ino, err = live.LstatInode(path); err != nil {
-					return err
-				}
-			}
-			c.Inode = ino
+	}
+	if cur.Type.Linkable() && s.NeedsCapture(path, false) {
+		if !ino.Known() {
 			var err error
-			if c.Links, err = s.otherNames(live, path, ino); err != nil {
+			if _, ino, err = live.LstatInode(path); err != nil {
 				return err
 			}
+		}
+		c.Inode = ino
+		var err error
+		if c.Links, err = s.otherNames(live, path, ino); err != nil {
+			return err
 		}
 	}
 	return s.Record(c, who)

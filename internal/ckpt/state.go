@@ -69,6 +69,11 @@ func ParseType(name string) (Type, bool) {
 // IsNode reports whether t is made by mknod(2): a FIFO, socket or device.
 func (t Type) IsNode() bool { return t >= FIFO && t <= BlockDevice }
 
+// Linkable reports whether paths of type t can be hard links of one
+// another: a regular file, symlink, FIFO, socket or device node (not a
+// directory, nor Special, whose kind is unknown).
+func (t Type) Linkable() bool { return t == Regular || t == Symlink || t.IsNode() }
+
 // NodeState is the Type and Rdev of a FIFO, socket or device node whose
 // stat(2) mode is m and device rdev (Special for any other mode).
 func NodeState(m uint32, rdev uint64) (Type, uint64) {
@@ -150,11 +155,11 @@ type Capture struct {
 	// bytes afterwards (no other hard link, no open writer). The store falls
 	// back to Open when linking fails (for example EXDEV).
 	Link func(dir *os.File, name string) error
-	// Inode is the identity of the regular file's inode at the capture
-	// (zero if not known), and Links the other names it has then, when it
-	// has more than one (root-relative, as Path): a rewind finds through
-	// them the names it shared the inode with that have no record of
-	// their own.
+	// Inode is the identity of the inode at the capture of anything that
+	// can be hard-linked (Type.Linkable: all but directories; zero if not
+	// known), and Links the other names it has then, when it has more
+	// than one (root-relative, as Path): a rewind finds through them the
+	// names it shared the inode with that have no record of their own.
 	Inode Inode
 	Links []string
 }
@@ -230,9 +235,10 @@ type Tree interface {
 	Open(path string) (*os.File, error)
 	// Link hard-links the regular file at path to name inside dir.
 	Link(path string, dir *os.File, name string) error
-	// Hardlink makes to another name of the regular file at from,
-	// replacing whatever is at to atomically (a temporary name, then a
-	// rename); nothing changes when to is a name of that inode already.
+	// Hardlink makes to another name of the file at from (anything but a
+	// directory; a symlink itself, not its target), replacing whatever is
+	// at to atomically (a temporary name, then a rename); nothing changes
+	// when to is a name of that inode already.
 	Hardlink(from, to string) error
 	// RemoveAll removes whatever is at path, recursively; no error if absent.
 	RemoveAll(path string) error

@@ -416,7 +416,7 @@ func (t invalidatingTree) Hardlink(from, to string) error {
 	if err := t.Tree.Hardlink(from, to); err != nil {
 		return err
 	}
-	if st, ino, err := t.Tree.LstatInode(to); err == nil && st.Type == ckpt.Regular {
+	if st, ino, err := t.Tree.LstatInode(to); err == nil && st.Type.Linkable() {
 		t.gate.NoteLink(ino.Ino, from)
 		t.gate.NoteLink(ino.Ino, to)
 	}

@@ -94,7 +94,7 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 	var seen func(string, ckpt.State, ckpt.Stamp)
 	if o.Links {
 		seen = func(p string, s ckpt.State, sp ckpt.Stamp) {
-			if s.Type == ckpt.Regular && sp.Nlink > 1 {
+			if s.Type.Linkable() && sp.Nlink > 1 {
 				res.Links = append(res.Links, Link{sp.Ino, p})
 			}
 		}
