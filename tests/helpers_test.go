@@ -215,12 +215,15 @@ func runIn(t *testing.T, dir, script string) string {
 	return string(out)
 }
 
-// entry is the comparable state of one path of a tree.
+// entry is the comparable state of one path of a tree: what a rewind
+// must give back.
 type entry struct {
 	Type   string
 	Mode   fs.FileMode
+	Owner  string // "uid:gid"
 	Sum    string // regular files: sha256 of the bytes
 	Target string // symlinks
+	Rdev   string // devices: "major:minor"
 	// Link: for anything but a directory with other names in the tree,
 	// the first of its names: which paths share an inode, without inode
 	// numbers.
@@ -228,7 +231,10 @@ type entry struct {
 }
 
 func (e entry) String() string {
-	s := fmt.Sprintf("%s %v %s%s", e.Type, e.Mode, e.Sum, e.Target)
+	s := fmt.Sprintf("%s %v %s %s%s", e.Type, e.Mode, e.Owner, e.Sum, e.Target)
+	if e.Rdev != "" {
+		s += " rdev " + e.Rdev
+	}
 	if e.Link != "" {
 		s += " =" + e.Link
 	}
@@ -264,7 +270,9 @@ func snapshot(t *testing.T, root string, skip []string, noBytes []string) map[st
 			return err
 		}
 		e := entry{Mode: fi.Mode()}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && !fi.IsDir() {
+		st := fi.Sys().(*syscall.Stat_t)
+		e.Owner = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+		if st.Nlink > 1 && !fi.IsDir() {
 			k := [2]uint64{st.Dev, st.Ino}
 			inodes[k] = append(inodes[k], rel)
 		}
@@ -284,8 +292,18 @@ func snapshot(t *testing.T, root string, skip []string, noBytes []string) map[st
 		case fi.Mode()&fs.ModeSymlink != 0:
 			e.Type = "symlink"
 			e.Target, _ = os.Readlink(p)
+		case fi.Mode()&fs.ModeNamedPipe != 0:
+			e.Type = "fifo"
+		case fi.Mode()&fs.ModeSocket != 0:
+			e.Type = "socket"
+		case fi.Mode()&fs.ModeDevice != 0:
+			e.Type = "blockdev"
+			if fi.Mode()&fs.ModeCharDevice != 0 {
+				e.Type = "chardev"
+			}
+			e.Rdev = fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
 		default:
-			e.Type = "special"
+			e.Type = "unknown"
 		}
 		out[rel] = e
 		return nil

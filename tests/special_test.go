@@ -1,71 +1,24 @@
 package tests
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// node is what a rewind must give back of a path: its type, mode, owner
-// and device number.
-type node struct {
-	Fmt      uint32 // S_IFMT bits
-	Mode     uint32 // permission bits
-	UID, GID uint32
-	Rdev     uint64
-}
-
-func (n node) String() string {
-	return fmt.Sprintf("fmt %#o mode %#o owner %d:%d rdev %d:%d", n.Fmt, n.Mode, n.UID, n.GID, unix.Major(n.Rdev), unix.Minor(n.Rdev))
-}
-
-// nodes lists every FIFO, socket and device node below dir.
-func nodes(t *testing.T, dir string) map[string]node {
+// nodes is the snapshot of every FIFO, socket and device node below dir.
+func nodes(t *testing.T, dir string) map[string]entry {
 	t.Helper()
-	out := map[string]node{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
+	out := map[string]entry{}
+	for p, e := range tree(t, dir) {
+		switch e.Type {
+		case "fifo", "socket", "chardev", "blockdev":
+			out[p] = e
 		}
-		if d.IsDir() && d.Name() == ".ckptfs" {
-			return filepath.SkipDir
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return err
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR, unix.S_IFBLK:
-			rel, _ := filepath.Rel(dir, p)
-			out[rel] = node{Fmt: st.Mode & unix.S_IFMT, Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, Rdev: st.Rdev}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
-}
-
-func sameNodes(t *testing.T, what string, want, got map[string]node) {
-	t.Helper()
-	var w, g []string
-	for p, n := range want {
-		w = append(w, p+": "+n.String())
-	}
-	for p, n := range got {
-		g = append(g, p+": "+n.String())
-	}
-	sort.Strings(w)
-	sort.Strings(g)
-	if strings.Join(w, "\n") != strings.Join(g, "\n") {
-		t.Errorf("%s:\n got %s\nwant %s", what, strings.Join(g, "\n     "), strings.Join(w, "\n     "))
-	}
 }
 
 // FIFOs, sockets and device nodes are versioned like every other path: a
@@ -114,14 +67,14 @@ func TestSpecialFilesComeBackExactly(t *testing.T) {
 	turn2 := nodes(t, dir)
 
 	m.turnctl(t, "rewind", "1")
-	sameNodes(t, "after rewind 1", turn1, nodes(t, dir))
+	sameTree(t, "after rewind 1", turn1, nodes(t, dir))
 	m.turnctl(t, "undo")
-	sameNodes(t, "after undo of the rewind to 1", turn2, nodes(t, dir))
+	sameTree(t, "after undo of the rewind to 1", turn2, nodes(t, dir))
 	m.turnctl(t, "rewind", "0")
-	sameNodes(t, "after rewind 0", map[string]node{}, nodes(t, dir))
+	sameTree(t, "after rewind 0", map[string]entry{}, nodes(t, dir))
 	m.turnctl(t, "undo")
-	sameNodes(t, "after undo of the rewind to 0", turn2, nodes(t, dir))
+	sameTree(t, "after undo of the rewind to 0", turn2, nodes(t, dir))
 	m.turnctl(t, "rewind", "1")
 	m.Unmount(t)
-	sameNodes(t, "rewound to 1, unmounted", turn1, nodes(t, dir))
+	sameTree(t, "rewound to 1, unmounted", turn1, nodes(t, dir))
 }
