@@ -42,7 +42,7 @@ type EndReply struct {
 	LinesPending bool `json:"lines_pending,omitempty"`
 }
 
-// StatusRequest asks for the open turn (POST /v1/status).
+// StatusRequest asks for the open turn (POST /v1/status, also GET).
 type StatusRequest struct{}
 
 // StatusReply is the open turn, if any, and what it changed so far.
@@ -147,7 +147,7 @@ type RewindReply struct {
 	NotRestored []string `json:"not_restored,omitempty"`
 }
 
-// VerifyRequest checks the store's integrity (POST /v1/verify).
+// VerifyRequest checks the store's integrity (POST /v1/verify, also GET).
 type VerifyRequest struct{}
 
 // VerifyReply is the store's verify report; OK is false when anything is
@@ -236,7 +236,7 @@ const (
 	CodeBadRequest = "bad_request" // 400: malformed request or argument
 	CodeForbidden  = "forbidden"   // 403: peer is not the daemon's user
 	CodeNotFound   = "not_found"   // 404: unknown endpoint, turn or path
-	CodeMethod     = "method"      // 405: not POST (GET allowed for log and status)
+	CodeMethod     = "method"      // 405: not POST (GET allowed for log, status and verify)
 	CodeConflict   = "conflict"    // 409: no open turn, ref taken, store busy
 	CodeTooLarge   = "too_large"   // 413: request body over 1 MiB
 	CodeCorrupt    = "corrupt"     // 500: the store detected corruption
