@@ -226,3 +226,43 @@ func (r *Root) lstatPath(p string) (backing.Stat, error) {
 	}
 	return backing.Lstatat(dfd, name)
 }
+
+// namesOf returns the remembered names (linkNames) that still name the
+// file st describes, dropping those found stale.
+func (r *Root) namesOf(st *backing.Stat) []string {
+	var out []string
+	for _, p := range r.links.list(st.Ino) {
+		lst, err := r.lstatPath(p)
+		if err != nil || lst.Ino != st.Ino || lst.Dev != st.Dev {
+			r.links.drop(st.Ino, p)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// otherNames is names without p and without the unversioned ones: the
+// other names a capture of p lists (ckpt.Capture.Links).
+func (r *Root) otherNames(names []string, p string) []string {
+	var out []string
+	for _, q := range names {
+		if q != p && !r.excluded(q, false) && !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// LinkNames returns the versioned names the overlay remembers for inode
+// number ino (ckpt.LinkNamer, through the control server's tree): the
+// history store checks each one.
+func (r *Root) LinkNames(ino uint64) []string {
+	var out []string
+	for _, p := range r.links.list(ino) {
+		if !r.excluded(p, false) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
