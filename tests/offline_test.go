@@ -217,3 +217,53 @@ func TestRootModeComesBack(t *testing.T) {
 		t.Errorf("after undo of that rewind the root has mode %v, want 0700", got)
 	}
 }
+
+// A rename made while unmounted is recorded as a rename: the object kept
+// its bytes, so a rewind to before gives them back under the old name
+// (nothing is "never captured"), and undo moves them again.
+func TestRenamesWhileUnmountedComeBackExactly(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"a.txt": "a\n", "pkg/x.go": "package x\n", "pkg/sub/y.go": "package sub\n", "other": "o\n",
+	})
+	p := func(rel string) string { return filepath.Join(dir, rel) }
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "edit")
+	if err := os.WriteFile(p("other"), []byte("o1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	before := tree(t, dir)
+	m.Unmount(t)
+
+	// While unmounted: a file renamed, a directory renamed and a file
+	// renamed inside the renamed directory, and a file renamed and then
+	// changed (its new bytes were never seen).
+	for _, mv := range [][2]string{{"a.txt", "b.txt"}, {"pkg", "lib"}, {"lib/x.go", "lib/z.go"}, {"other", "other2"}} {
+		if err := os.Rename(p(mv[0]), p(mv[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(p("other2"), []byte("o2 longer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	after := tree(t, dir)
+
+	m = mountProject(t, dir)
+	show := m.turnctl(t, "show", "2")
+	for _, want := range []string{"a.txt", "b.txt", "pkg", "lib"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("turnctl show 2 does not name %q:\n%s", want, show)
+		}
+	}
+	// Only the changed file's bytes at the unmount were never seen.
+	out := m.turnctl(t, "rewind", "1")
+	_, notRestored, _ := strings.Cut(out, "not restored")
+	if !strings.Contains(notRestored, "other") || strings.Contains(notRestored, "a.txt") || strings.Contains(notRestored, "pkg") {
+		t.Errorf("rewind 1 should name other alone as not restored:\n%s", out)
+	}
+	delete(before, "other")
+	sameTree(t, "after rewind 1", before, tree(t, dir))
+	m.turnctl(t, "undo")
+	sameTree(t, "after undo of the rewind to 1", after, tree(t, dir))
+}

@@ -26,7 +26,10 @@ import (
 // bytes were never seen, so its record is Lost: every command that would
 // need them (cat, a diff's patch, a rewind across the turn) names the path
 // instead of showing today's bytes as old ones. Everything else (added
-// paths, directories, symlinks, nodes, modes) is recorded exactly.
+// paths, directories, symlinks, nodes, modes) is recorded exactly. An
+// object found under a new name only (the same inode and, for a file, the
+// same size and mtime: findRenames) is recorded as a rename, so that a
+// rewind moves it back with its bytes.
 //
 // Events recorded after the manifest was saved (a change that reached the
 // daemon after the unmount's walk, a rewind made with no daemon, a rewind
@@ -173,13 +176,9 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 	if err := it.Close(); err != nil {
 		return res, fmt.Errorf("versionstore: %w", err)
 	}
-	type now struct {
-		st ckpt.State
-		sp ckpt.Stamp
-	}
-	cur := map[string]now{}
+	cur := map[string]treeEntry{}
 	err = walkWithRoot(live, skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
-		cur[p] = now{st, sp}
+		cur[p] = treeEntry{st, sp}
 		if seen != nil && p != "" {
 			seen(p, st, sp)
 		}
@@ -207,6 +206,9 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		}
 	}
 
+	// Renames first: the paths whose objects only moved get a rename
+	// record, and the comparison below then sees each under its new name.
+	renames, old := findRenames(old, cur)
 	var recs []*record
 	for p, e := range old {
 		if skip != nil && skip(p, e.State.Type == ckpt.Dir) {
@@ -235,8 +237,11 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			recs = append(recs, &record{Op: opPrior, Path: p, State: ckpt.State{}})
 		}
 	}
-	// Parents before children, as a capture would have found them.
+	// Parents before children, as a capture would have found them, after
+	// the renames, which happened first (the others name the paths as
+	// they are after them).
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Path < recs[j].Path })
+	recs = append(renames, recs...)
 	for _, r := range recs {
 		if r.Lost {
 			res.Lost++
@@ -298,6 +303,90 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		res.Turn = *t
 	}
 	return res, s.wal.SyncWAL()
+}
+
+// treeEntry is one path of the tree as a walk found it.
+type treeEntry struct {
+	st ckpt.State
+	sp ckpt.Stamp
+}
+
+// findRenames finds the objects of the manifest (old) that are in the tree
+// (cur) under another name only: the same inode, of the same type, at a
+// path the manifest did not have, and, for a regular file, of the same
+// size and mtime (its bytes are the ones the manifest saw, so a rewind
+// gets them back exactly by renaming it back). A directory's rename
+// carries what is below it. It returns the rename records in the order
+// they can have happened (parents first, each naming its paths after the
+// renames before it), and old with every path under the name it has
+// after them. An inode seen under two names on either side (hard links)
+// is not taken for a rename.
+func findRenames(old map[string]manifestEntry, cur map[string]treeEntry) ([]*record, map[string]manifestEntry) {
+	count := map[uint64]int{}
+	for _, e := range old {
+		if e.Stamp.Ino != 0 {
+			count[e.Stamp.Ino]++
+		}
+	}
+	byIno := map[uint64]string{}
+	for q, c := range cur {
+		if c.sp.Ino == 0 {
+			continue
+		}
+		if _, dup := byIno[c.sp.Ino]; dup {
+			count[c.sp.Ino] = 2
+		}
+		byIno[c.sp.Ino] = q
+	}
+	paths := make([]string, 0, len(old))
+	for p := range old {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var recs []*record
+	type move struct{ from, to string }
+	var moves []move // accepted, in order
+	now := func(p string) string {
+		for _, m := range moves {
+			if rest, ok := ckpt.Under(p, m.from); ok {
+				p = join(m.to, rest)
+			}
+		}
+		return p
+	}
+	taken := map[string]bool{}
+	for _, p := range paths {
+		e := old[p]
+		at := now(p)
+		if _, ok := cur[at]; ok || p == "" || e.Stamp.Ino == 0 || count[e.Stamp.Ino] != 1 {
+			continue
+		}
+		q, ok := byIno[e.Stamp.Ino]
+		if !ok || taken[q] {
+			continue
+		}
+		if _, was := old[q]; was {
+			continue
+		}
+		c := cur[q]
+		if c.st.Type != e.State.Type || e.State.Type == ckpt.Regular && (c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime) {
+			continue
+		}
+		if _, ok := ckpt.Under(q, at); ok {
+			continue // into itself: not a rename
+		}
+		taken[q] = true
+		recs = append(recs, &record{Op: opRename, Path: at, To: q})
+		moves = append(moves, move{at, q})
+	}
+	if len(moves) == 0 {
+		return nil, old
+	}
+	moved := make(map[string]manifestEntry, len(old))
+	for p, e := range old {
+		moved[now(p)] = e
+	}
+	return recs, moved
 }
 
 // walkWithRoot is live.Walk of the whole tree that reports the project
