@@ -267,3 +267,32 @@ func TestRenamesWhileUnmountedComeBackExactly(t *testing.T) {
 	m.turnctl(t, "undo")
 	sameTree(t, "after undo of the rewind to 1", after, tree(t, dir))
 }
+
+// A symlink replaced while unmounted by a hard link to another symlink in
+// the same state is a change: a rewind gives the path its own inode back.
+func TestLinkWhileUnmountedIsAChange(t *testing.T) {
+	dir := t.TempDir()
+	p := func(rel string) string { return filepath.Join(dir, rel) }
+	for _, l := range []string{"s1", "s2"} {
+		if err := os.Symlink("target", p(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "nothing")
+	m.turnctl(t, "end")
+	before := tree(t, dir)
+	m.Unmount(t)
+	if err := os.Remove(p("s2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(p("s1"), p("s2")); err != nil {
+		t.Fatal(err)
+	}
+	m = mountProject(t, dir)
+	if log := m.turnctl(t, "log"); !strings.Contains(log, "changed while unmounted") {
+		t.Fatalf("the link made while unmounted made no turn:\n%s", log)
+	}
+	m.turnctl(t, "rewind", "1")
+	sameTree(t, "after rewind 1", before, tree(t, dir))
+}

@@ -206,6 +206,12 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		}
 	}
 
+	// The tree's device: the manifest keeps inode numbers alone.
+	_, rootIno, err := live.LstatInode("")
+	if err != nil {
+		return res, fmt.Errorf("versionstore: offline changes: %w", err)
+	}
+	dev := rootIno.Dev
 	// Renames first: the paths whose objects only moved get a rename
 	// record, and the comparison below then sees each under its new name.
 	renames, old := findRenames(old, cur)
@@ -230,6 +236,14 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			recs = append(recs, &record{Op: opMeta, Path: p, State: m})
 		case c.st != e.State:
 			recs = append(recs, priorRecord(p, e.State))
+		case e.State.Type != ckpt.Dir && c.sp.Ino != e.Stamp.Ino:
+			// Another object in the same state (a link to another
+			// symlink or node, say): the path had an inode of its
+			// own, which the record names so that a rewind's link
+			// pass gives it one again.
+			r := priorRecord(p, e.State)
+			r.Inode = &ckpt.Inode{Dev: dev, Ino: e.Stamp.Ino, Nlink: 1}
+			recs = append(recs, r)
 		}
 	}
 	for p := range cur {
