@@ -79,6 +79,10 @@ type Health struct {
 	// its time; empty if none happened since Open.
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitempty"`
+	// StoreBytes is the store's size on disk (its ballast aside), Budget
+	// the retention policy's budget for it (0: not reported).
+	StoreBytes int64 `json:"store_bytes,omitempty"`
+	Budget     int64 `json:"budget_bytes,omitempty"`
 }
 
 // VerifyReport is the outcome of the store's Verify.
