@@ -23,6 +23,13 @@ var (
 	ErrLocked      = errors.New("versionstore: store is in use by another process")
 	ErrBadPath     = errors.New("versionstore: path outside the tree")
 	ErrClosed      = errors.New("versionstore: store is closed")
+	// Bounded history (history.go, pins.go, gc.go).
+	ErrForgotten = errors.New("versionstore: turn forgotten")            // below the start of history
+	ErrNotPrefix = errors.New("versionstore: not the oldest kept turns") // forget of a turn in the middle
+	ErrPinned    = errors.New("versionstore: turn is pinned")
+	ErrNotPinned = errors.New("versionstore: turn is not pinned")
+	ErrOpenTurn  = errors.New("versionstore: turn is open")
+	ErrBusy      = errors.New("versionstore: busy") // a rewind, gc or forget runs
 )
 
 // detailError is an error whose message is its detail alone, written for

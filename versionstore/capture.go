@@ -138,6 +138,11 @@ func (s *Store) Record(c ckpt.Capture, who ckpt.Program) error {
 		}
 	}
 	if r.Op == opPrior && c.Prior.Type == ckpt.Regular {
+		// From before keepBytes looks for its chunks until the event
+		// naming them is committed: no gc batch deletes them meanwhile
+		// (gc.go).
+		s.contentMu.RLock()
+		defer s.contentMu.RUnlock()
 		ref, err := s.keepBytes(c)
 		if err != nil {
 			return s.noteErr(err)

@@ -181,10 +181,14 @@
 //     mark holds the inode numbers of both names taken just before the
 //     syscall (RecordExchange), and it did not happen if each name still
 //     has its own.
+//  7. GC deletes only content no committed event names, with no capture
+//     between looking for its chunks and committing its event (contentMu;
+//     see gc.go); its deletions are unsynced: one lost in a crash is
+//     garbage again. Moving the start of history is one synced batch.
 //
 // The moments between these steps are named crash points
 // (internal/crashpoint: record.committed, rename.recorded, rewind.step,
-// rewind.exchange.recorded, rewind.links, recover.marks, ...). The crash
+// rewind.exchange.recorded, rewind.links, recover.marks, gc.batch, ...). The crash
 // tests kill the store at them: in-process at every point a rewind, its
 // recovery and the recording pass (crashpoint_test.go, links_test.go),
 // and through the daemon, armed by CKPTFS_CRASH and chosen by the test's
@@ -226,8 +230,20 @@
 // it instead of showing other bytes. A rewind made with no daemon keeps the
 // manifest in step for the paths it changes.
 //
+// # Bounded history
+//
+// Forgetting the oldest turns moves the start of history forward
+// (history.go): the events up to the new first turn's end, the turn
+// records below it and their refs go in one synced batch of range
+// deletions. The retention policy (policy.go) says how far, pins
+// (pins.go) stop it. GC (gc.go) is a stateless mark and sweep of chunks
+// and attic files against every event, in batches that hold captures off
+// only while they commit (contentMu), then a compaction: a kill at any
+// moment leaves garbage the next GC finds (crash points forget.committed,
+// gc.*). usage.go reports what each turn alone holds (turnctl du).
+//
 // # Known limits
 //
-// History is never garbage-collected yet: the store only grows. Extended
-// attributes are not versioned.
+// Turns are forgotten only from the start of history: thinning the
+// middle is not done. Extended attributes are not versioned.
 package versionstore

@@ -20,10 +20,15 @@ import (
 //	                                       numbers of both names just before it
 //	         'm' "manifest"                JSON manifestInfo: a manifest of the tree
 //	                                       was saved at the last clean unmount
+//	         'm' "history"                 JSON historyInfo: where history starts
+//	                                       (history.go); absent: at turn 0
+//	         'm' "policy"                  JSON ckpt.Policy: the retention policy
+//	                                       (policy.go); absent: the defaults
 //	manifest 'w' path-bytes                JSON manifestEntry: one path's state at that
 //	                                       unmount (offline.go); present only between
 //	                                       an unmount and the next mount
-//	turn     't' num[8]                    JSON Turn
+//	turn     't' num[8]                    JSON Turn; none below the history start
+//	pin      'p' num[8]                    JSON ckpt.Pin: turn num is pinned (pins.go)
 //	ref      'r' ref-bytes                 num[8]: the turn the ref names
 //	event    'e' seq[8]                    JSON record: one change-log entry
 //	chunk    'c' sha256[32]                codec[1] payload: one content chunk
@@ -40,7 +45,11 @@ import (
 //
 // Events are numbered by one global sequence; a turn's events are the
 // contiguous range Turn.FirstSeq..Turn.LastSeq. Ordering them by key is
-// ordering them in time.
+// ordering them in time. Forgetting the oldest turns (history.go) deletes
+// the turn keys below the new start and the event keys up to its end with
+// one range deletion each, in one batch; garbage collection (gc.go)
+// deletes the chunks no event references, with a range deletion for every
+// run of such keys that no referenced key interrupts.
 const (
 	prefixMeta  = 'm'
 	prefixTurn  = 't'
@@ -48,6 +57,7 @@ const (
 	prefixEvent = 'e'
 	prefixChunk = 'c'
 	prefixWalk  = 'w'
+	prefixPin   = 'p'
 )
 
 var (
@@ -55,6 +65,8 @@ var (
 	keyJournal     = []byte("mjournal")
 	keyJournalPlan = []byte("mjournal-plan")
 	keyManifest    = []byte("mmanifest")
+	keyHistory     = []byte("mhistory")
+	keyPolicy      = []byte("mpolicy")
 )
 
 func u64Key(prefix byte, n uint64) []byte {
@@ -66,6 +78,7 @@ func u64Key(prefix byte, n uint64) []byte {
 
 func turnKey(n uint64) []byte  { return u64Key(prefixTurn, n) }
 func eventKey(n uint64) []byte { return u64Key(prefixEvent, n) }
+func pinKey(n uint64) []byte   { return u64Key(prefixPin, n) }
 
 func decodeU64Key(prefix byte, k []byte) (uint64, error) {
 	if len(k) != 9 || k[0] != prefix {

@@ -48,6 +48,9 @@ func (s *Store) endSeq(n uint64) (uint64, error) {
 	if n == Now {
 		return next - 1, nil
 	}
+	if n < s.startTurn() {
+		return 0, s.forgottenErr(n)
+	}
 	t, err := s.Turn(n)
 	if err != nil {
 		return 0, err

@@ -41,7 +41,9 @@ type RewindResult struct {
 // plan is journaled before anything changes: Recover finishes it after a
 // crash. The caller must keep other writers out of the tree meanwhile.
 func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (RewindResult, error) {
+	s.rewindWaiting.Add(1) // a running gc stops at its next batch
 	s.rewindMu.Lock()
+	s.rewindWaiting.Add(-1)
 	defer s.rewindMu.Unlock()
 	s.dropLinkIndex()
 	defer s.dropLinkIndex()

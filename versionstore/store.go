@@ -45,7 +45,18 @@ type Store struct {
 	lock   *os.File // flocked while open
 	closed bool
 
-	rewindMu sync.Mutex // one rewind at a time
+	rewindMu sync.Mutex // one rewind at a time; a gc or a forget holds it too
+	// rewindWaiting counts rewinds waiting for rewindMu: a gc holding it
+	// stops at its next batch (gc.go).
+	rewindWaiting atomic.Int32
+	// contentMu: a capture that keeps bytes holds it shared from before it
+	// looks for its chunks until its event is committed; a gc's deleting
+	// batch holds it exclusively (gc.go).
+	contentMu sync.RWMutex
+	// histMu orders the changes of where history starts and of pins.
+	histMu sync.Mutex
+	gcMu   sync.Mutex  // one gc at a time; Close waits for it
+	gcStop atomic.Bool // Close asks a running gc to stop
 
 	linkMu      sync.Mutex
 	linkIdx     *linkIndex                      // the hard links a walk found, during a rewind (links.go)
@@ -62,6 +73,7 @@ type Store struct {
 	touched   map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
 	programs  map[string]bool  // programs of the open turn
 	atticSeq  uint64
+	start     historyInfo // where history starts (history.go)
 
 	ingestDir string        // where tables to ingest are written ("": none)
 	ingestSeq atomic.Uint64 // names them
@@ -276,6 +288,9 @@ func (s *Store) load() error {
 			return err
 		}
 	}
+	if err := s.loadHistory(); err != nil {
+		return err
+	}
 	if s.attic != nil {
 		names, _ := s.attic.Readdirnames(-1)
 		for _, n := range names {
@@ -342,6 +357,9 @@ func putJSON(b *pebble.Batch, key []byte, v any) {
 // Close closes the store. An open turn stays open (it is closed by the next
 // Begin or End, also after reopening).
 func (s *Store) Close() error {
+	s.gcStop.Store(true)
+	s.gcMu.Lock() // a running gc stops at its next batch
+	defer s.gcMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -281,7 +281,8 @@ func (s *Store) SetStats(n uint64, st ckpt.Stats) error {
 // exist.
 func (s *Store) Resolve(spec string) (uint64, error) {
 	spec = strings.TrimSpace(spec)
-	turns := fmt.Sprintf("turns are 0-%d", s.Latest())
+	start := s.startTurn()
+	turns := fmt.Sprintf("turns are %d-%d", start, s.Latest())
 	if spec == "" {
 		return 0, detailf(ErrBadTurn, "missing turn (a number, 0, or ref:ID)")
 	}
@@ -294,7 +295,11 @@ func (s *Store) Resolve(spec string) (uint64, error) {
 			return 0, fmt.Errorf("versionstore: %w", err)
 		}
 		defer closer.Close()
-		return decodeU64Key(prefixTurn, append([]byte{prefixTurn}, v...))
+		n, err := decodeU64Key(prefixTurn, append([]byte{prefixTurn}, v...))
+		if err == nil && n < start {
+			return 0, s.forgottenErr(n)
+		}
+		return n, err
 	}
 	n, err := strconv.ParseUint(spec, 10, 64)
 	if err != nil {
@@ -302,6 +307,9 @@ func (s *Store) Resolve(spec string) (uint64, error) {
 	}
 	if n > s.Latest() {
 		return 0, detailf(ErrTurnNotFound, "no turn %d (%s)", n, turns)
+	}
+	if n < start {
+		return 0, s.forgottenErr(n)
 	}
 	return n, nil
 }

@@ -67,6 +67,13 @@ var Points = []string{
 	"recover.start",            // Recover begins, before the pending marks are settled
 	"recover.marks",            // the pending marks are settled
 	"recover.done",             // Recover finished an interrupted rewind
+	// versionstore: bounded history (forget, gc).
+	"forget.committed", // the new start of history is committed, the WAL not yet fsynced
+	"gc.forgotten",     // the policy's forget is done (or there was none), nothing swept
+	"gc.marked",        // the references are read, nothing deleted
+	"gc.batch",         // one batch of garbage chunks is deleted (unsynced)
+	"gc.attic",         // one batch of garbage attic files is removed
+	"gc.compacted",     // the deleted ranges are compacted
 	// internal/backing: inside one change of the tree.
 	"tree.changed",     // after each change a rewind makes to the tree (one syscall)
 	"tree.write.tmp",   // WriteFile wrote its temporary, not yet renamed into place

@@ -1,0 +1,81 @@
+package versionstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"ckptfs/internal/ckpt"
+)
+
+// pins.go: pinned turns. A pinned turn always rewinds exactly, whatever
+// the policy: Forget refuses it, and the policy's trimming stops at it
+// (it may become the start of history: its end state is what is kept).
+// A pin is one key, pinKey(turn), written with a synced commit; pins and
+// moves of the history start are ordered by histMu, so that no pin names
+// a turn being forgotten.
+
+// Pin pins turn n (a kept turn; the open one too) with an optional note.
+// Pinning a pinned turn replaces its note.
+func (s *Store) Pin(n uint64, note string) (ckpt.Pin, error) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	if n < s.startTurn() {
+		return ckpt.Pin{}, s.forgottenErr(n)
+	}
+	if n > s.Latest() {
+		return ckpt.Pin{}, detailf(ErrTurnNotFound, "no turn %d (turns are %d-%d)", n, s.startTurn(), s.Latest())
+	}
+	p := ckpt.Pin{Turn: n, Note: note, At: time.Now().UTC()}
+	b := s.db.NewBatch()
+	defer b.Close()
+	putJSON(b, pinKey(n), p)
+	return p, s.commit(b, pebble.Sync)
+}
+
+// Unpin removes the pin of turn n.
+func (s *Store) Unpin(n uint64) error {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	if _, closer, err := s.db.Get(pinKey(n)); err == pebble.ErrNotFound {
+		return detailf(ErrNotPinned, "turn %d is not pinned", n)
+	} else if err != nil {
+		return fmt.Errorf("versionstore: %w", err)
+	} else {
+		closer.Close()
+	}
+	return s.db.Delete(pinKey(n), pebble.Sync)
+}
+
+// Pins lists the pinned turns, oldest first.
+func (s *Store) Pins() ([]ckpt.Pin, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPin}, UpperBound: upper(prefixPin)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []ckpt.Pin
+	for ok := it.First(); ok; ok = it.Next() {
+		var p ckpt.Pin
+		if err := json.Unmarshal(it.Value(), &p); err != nil {
+			return nil, fmt.Errorf("%w: pin: %v", ErrCorrupt, err)
+		}
+		out = append(out, p)
+	}
+	return out, it.Error()
+}
+
+// pinned returns the pinned turn numbers as a set.
+func (s *Store) pinned() (map[uint64]bool, error) {
+	pins, err := s.Pins()
+	if err != nil {
+		return nil, err
+	}
+	m := map[uint64]bool{}
+	for _, p := range pins {
+		m[p.Turn] = true
+	}
+	return m, nil
+}

@@ -1,0 +1,235 @@
+package versionstore
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/ckpt"
+)
+
+// usage.go: what the store holds, by whom (turnctl du), and what the
+// policy's trimming would free (policy.go).
+
+// contentUse is what history knows of one chunk or attic file.
+type contentUse struct {
+	size        int64  // on disk: the stored chunk, or the attic file's blocks
+	lastSeq     uint64 // the newest event naming it
+	first, last uint64 // the oldest and newest turn whose events name it
+}
+
+// contentScan is one pass over the events and the content.
+type contentScan struct {
+	chunks  map[[32]byte]*contentUse
+	attic   map[string]*contentUse
+	largest []ckpt.FileUsage
+	total   int64             // content bytes (referenced or not)
+	garbage int64             // content bytes no event references
+	ends    map[uint64]uint64 // turn -> LastSeq, for the kept turns
+}
+
+const largestShown = 10
+
+// scanContent reads every event, then the size of every chunk and attic
+// file. It costs a read of the whole store.
+func (s *Store) scanContent() (*contentScan, error) {
+	c := &contentScan{chunks: map[[32]byte]*contentUse{}, attic: map[string]*contentUse{}, ends: map[uint64]uint64{}}
+	use := func(u *contentUse, ok bool, r *record) *contentUse {
+		if !ok {
+			return &contentUse{lastSeq: r.Seq, first: r.Turn, last: r.Turn}
+		}
+		u.lastSeq = max(u.lastSeq, r.Seq)
+		u.first, u.last = min(u.first, r.Turn), max(u.last, r.Turn)
+		return u
+	}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	err := s.scanEvents(0, end, func(r *record) (bool, error) {
+		if r.Content == nil {
+			return true, nil
+		}
+		if r.Content.Attic != "" {
+			u, ok := c.attic[r.Content.Attic]
+			c.attic[r.Content.Attic] = use(u, ok, r)
+		}
+		for ch := r.Content.Chunks; len(ch) >= 32; ch = ch[32:] {
+			k := [32]byte(ch[:32])
+			u, ok := c.chunks[k]
+			c.chunks[k] = use(u, ok, r)
+		}
+		c.noteLargest(ckpt.FileUsage{Path: r.Path, Turn: r.Turn, Bytes: r.Content.Size})
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixChunk}, UpperBound: upper(prefixChunk)})
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		n := int64(len(it.Key()) + len(it.Value()))
+		c.total += n
+		if len(it.Key()) != 33 {
+			continue
+		}
+		if u := c.chunks[[32]byte(it.Key()[1:])]; u != nil {
+			u.size = n
+		} else {
+			c.garbage += n
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, pebbleErr(err)
+	}
+	if s.attic != nil {
+		names, _ := s.attic.Readdirnames(-1)
+		for _, name := range names {
+			var st unix.Stat_t
+			if unix.Fstatat(int(s.attic.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			n := st.Blocks * 512
+			c.total += n
+			if u := c.attic[name]; u != nil {
+				u.size = n
+			} else if _, err := strconv.ParseUint(name, 16, 64); err == nil {
+				c.garbage += n
+			}
+		}
+	}
+	turns, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTurn}, UpperBound: upper(prefixTurn)})
+	if err != nil {
+		return nil, err
+	}
+	for ok := turns.First(); ok; ok = turns.Next() {
+		var t ckpt.Turn
+		if json.Unmarshal(turns.Value(), &t) == nil {
+			c.ends[t.Num] = t.LastSeq
+		}
+	}
+	return c, turns.Close()
+}
+
+func (c *contentScan) noteLargest(f ckpt.FileUsage) {
+	if len(c.largest) == largestShown && f.Bytes <= c.largest[len(c.largest)-1].Bytes {
+		return
+	}
+	c.largest = append(c.largest, f)
+	sort.SliceStable(c.largest, func(i, j int) bool { return c.largest[i].Bytes > c.largest[j].Bytes })
+	if len(c.largest) > largestShown {
+		c.largest = c.largest[:largestShown]
+	}
+}
+
+// freedBy returns what forgetting the turns before to would free: the
+// garbage, and the content no event after to's end names. The open turn
+// (no end yet) frees nothing.
+func (c *contentScan) freedBy() func(to uint64) int64 {
+	type su struct {
+		seq  uint64
+		size int64
+	}
+	var all []su
+	for _, u := range c.chunks {
+		all = append(all, su{u.lastSeq, u.size})
+	}
+	for _, u := range c.attic {
+		all = append(all, su{u.lastSeq, u.size})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
+	cum := make([]int64, len(all)+1)
+	for i, x := range all {
+		cum[i+1] = cum[i] + x.size
+	}
+	return func(to uint64) int64 {
+		end, ok := c.ends[to]
+		if !ok {
+			return c.garbage
+		}
+		i := sort.Search(len(all), func(i int) bool { return all[i].seq > end })
+		return c.garbage + cum[i]
+	}
+}
+
+// Usage reports what the store holds: its size against the budget, the
+// bytes only one turn's records reference, the largest stored versions,
+// and what gc would do now. It reads the whole store.
+func (s *Store) Usage() (ckpt.Usage, error) {
+	var u ckpt.Usage
+	pol, err := s.Policy()
+	if err != nil {
+		return u, err
+	}
+	eff, err := s.EffectivePolicy()
+	if err != nil {
+		return u, err
+	}
+	u.Policy, u.Effective, u.Budget = pol, eff, eff.KeepSize
+	u.StoreBytes = s.StoreBytes()
+	if h := s.HistoryStart(); h.Turn > 0 {
+		u.Start = &h
+	}
+	c, err := s.scanContent()
+	if err != nil {
+		return u, err
+	}
+	u.ContentBytes, u.Garbage = c.total, c.garbage
+	pins, err := s.pinned()
+	if err != nil {
+		return u, err
+	}
+	per := map[uint64]int64{}
+	for _, x := range c.chunks {
+		if x.first == x.last {
+			per[x.first] += x.size
+		}
+	}
+	for _, x := range c.attic {
+		if x.first == x.last {
+			per[x.first] += x.size
+		}
+	}
+	for t, n := range per {
+		u.Turns = append(u.Turns, ckpt.TurnUsage{Turn: t, Bytes: n, Pinned: pins[t]})
+	}
+	sort.Slice(u.Turns, func(i, j int) bool { return u.Turns[i].Turn < u.Turns[j].Turn })
+	if u.Turns == nil {
+		u.Turns = []ckpt.TurnUsage{}
+	}
+	u.Largest = c.largest
+	if u.Largest == nil {
+		u.Largest = []ckpt.FileUsage{}
+	}
+	u.GC, err = s.gcPlan(c, eff, u.StoreBytes)
+	return u, err
+}
+
+// gcPlan is what a gc would do now (a dry run), from a scan.
+func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCReport, error) {
+	rep := ckpt.GCReport{DryRun: true, Before: size}
+	freed := c.freedBy()
+	to, err := s.policyPlan(pol, time.Now(), size, freed)
+	if err != nil {
+		return rep, err
+	}
+	start := s.HistoryStart()
+	for n := start.Turn; n < to; n++ {
+		rep.Forgot = append(rep.Forgot, n)
+	}
+	if to > start.Turn {
+		rep.Start = &ckpt.HistoryStart{Turn: to, Reason: ckpt.ReasonPolicy, At: time.Now().UTC(), Forgotten: start.Forgotten + to - start.Turn}
+	}
+	f := c.garbage
+	if to > start.Turn {
+		f = freed(to)
+	}
+	rep.ChunkBytes = f // chunks and attic files together: a dry run does not tell them apart
+	rep.After = max(size-f, 0)
+	return rep, nil
+}
