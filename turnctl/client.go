@@ -323,6 +323,30 @@ func (c *Client) Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, e
 	return call[VerifyReply](ctx, c, "verify", req)
 }
 
+func (c *Client) Forget(ctx context.Context, req ForgetRequest) (*ForgetReply, error) {
+	return call[ForgetReply](ctx, c, "forget", req)
+}
+
+func (c *Client) Pin(ctx context.Context, req PinRequest) (*PinReply, error) {
+	return call[PinReply](ctx, c, "pin", req)
+}
+
+func (c *Client) Unpin(ctx context.Context, req UnpinRequest) (*UnpinReply, error) {
+	return call[UnpinReply](ctx, c, "unpin", req)
+}
+
+func (c *Client) GC(ctx context.Context, req GCRequest) (*GCReply, error) {
+	return call[GCReply](ctx, c, "gc", req)
+}
+
+func (c *Client) Policy(ctx context.Context, req PolicyRequest) (*PolicyReply, error) {
+	return call[PolicyReply](ctx, c, "policy", req)
+}
+
+func (c *Client) Du(ctx context.Context, req DuRequest) (*DuReply, error) {
+	return call[DuReply](ctx, c, "du", req)
+}
+
 // Cat streams the file's bytes; the caller closes rep.Body.
 func (c *Client) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
 	resp, err := c.post(ctx, "cat", req)

@@ -36,7 +36,8 @@
 //
 // Every endpoint is POST /v1/NAME with a JSON object as the body (at most
 // 1 MiB; an empty body is the empty object). Unknown fields are an error.
-// GET is accepted too, without a body, for log, status and verify.
+// GET is accepted too, without a body, for log, status, verify, policy
+// and du.
 //
 //	endpoint        request                                   reply
 //	/v1/begin       {"label"?, "ref"?}                        BeginReply
@@ -50,6 +51,12 @@
 //	/v1/undo        {"dry_run"?}                              RewindReply
 //	/v1/restore     {"turn", "paths", "dry_run"?}             RewindReply
 //	/v1/verify      {}                                        VerifyReply
+//	/v1/forget      {"turns"?, "before"?}                     ForgetReply
+//	/v1/pin         {"turn", "note"?}                         PinReply
+//	/v1/unpin       {"turn"}                                  UnpinReply
+//	/v1/gc          {"dry_run"?}                              GCReply
+//	/v1/policy      {"keep_size"?, "keep_turns"?, "keep_age"?} PolicyReply
+//	/v1/du          {}                                        DuReply
 //
 // A turn ("turn", "from", "to") is a string: a number ("3"), "0" (the tree
 // when history began) or "ref:ID" (a ref given at begin or end). For diff,
@@ -88,6 +95,20 @@
 //     and now is 404.
 //   - verify checks every stored chunk and attic file; "ok" is false when
 //     anything is corrupt (the reply is still 200).
+//   - forget forgets the oldest kept turns: "turns" must be the turn where
+//     history starts and the ones right after it ("before": every kept
+//     turn before that one). History then starts at the turn after the
+//     last one; every kept turn still rewinds exactly. A turn in the
+//     middle of history: 400; a pinned turn, the open turn, the newest
+//     closed turn, or a rewind or gc running: 409; a forgotten turn: 404.
+//   - pin and unpin keep a turn from being forgotten (by forget or the
+//     policy) and remove that again.
+//   - gc applies the retention policy and deletes the content no kept
+//     turn needs; "dry_run" reports what it would do. While a rewind or
+//     another gc runs: 409.
+//   - policy shows the retention policy and sets the fields given.
+//   - du: the store's size against its budget, the bytes only one turn
+//     references, the largest stored versions, and what gc would free.
 //
 // # Replies
 //

@@ -23,4 +23,10 @@ type Handler interface {
 	Undo(ctx context.Context, req UndoRequest) (*RewindReply, error)
 	Restore(ctx context.Context, req RestoreRequest) (*RewindReply, error)
 	Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, error)
+	Forget(ctx context.Context, req ForgetRequest) (*ForgetReply, error)
+	Pin(ctx context.Context, req PinRequest) (*PinReply, error)
+	Unpin(ctx context.Context, req UnpinRequest) (*UnpinReply, error)
+	GC(ctx context.Context, req GCRequest) (*GCReply, error)
+	Policy(ctx context.Context, req PolicyRequest) (*PolicyReply, error)
+	Du(ctx context.Context, req DuRequest) (*DuReply, error)
 }

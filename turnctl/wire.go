@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"ckptfs/internal/ckpt"
 )
@@ -68,6 +69,10 @@ type LogRequest struct {
 // LogReply lists turns newest first, each with its Stats.
 type LogReply struct {
 	Turns []ckpt.Turn `json:"turns"`
+	// Start says where history starts when its oldest turns were
+	// forgotten (nil: at turn 0), Pins which turns are pinned.
+	Start *ckpt.HistoryStart `json:"start,omitempty"`
+	Pins  []ckpt.Pin         `json:"pins,omitempty"`
 }
 
 // ShowRequest asks what one turn changed (POST /v1/show).
@@ -155,6 +160,74 @@ type VerifyRequest struct{}
 type VerifyReply struct {
 	ckpt.VerifyReport
 	OK bool `json:"ok"`
+}
+
+// ForgetRequest forgets the oldest kept turns (POST /v1/forget): Turns,
+// or with Before every kept turn before it.
+type ForgetRequest struct {
+	Turns  []string `json:"turns,omitempty"`
+	Before string   `json:"before,omitempty"`
+}
+
+// ForgetReply lists the turns forgotten and where history starts now.
+type ForgetReply struct {
+	Forgot []uint64          `json:"forgot"`
+	Start  ckpt.HistoryStart `json:"start"`
+}
+
+// PinRequest pins a turn (POST /v1/pin).
+type PinRequest struct {
+	Turn string `json:"turn"`
+	Note string `json:"note,omitempty"`
+}
+
+// PinReply is the pin made.
+type PinReply struct {
+	Pin ckpt.Pin `json:"pin"`
+}
+
+// UnpinRequest removes a turn's pin (POST /v1/unpin).
+type UnpinRequest struct {
+	Turn string `json:"turn"`
+}
+
+// UnpinReply names the turn unpinned.
+type UnpinReply struct {
+	Turn uint64 `json:"turn"`
+}
+
+// GCRequest applies the retention policy and reclaims space (POST /v1/gc).
+type GCRequest struct {
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// GCReply says what the gc did (or would do).
+type GCReply struct {
+	ckpt.GCReport
+}
+
+// PolicyRequest shows the retention policy, and changes the fields given
+// (POST /v1/policy; also GET). A zero value means the default.
+type PolicyRequest struct {
+	KeepSize  *int64         `json:"keep_size,omitempty"`
+	KeepTurns *int           `json:"keep_turns,omitempty"`
+	KeepAge   *time.Duration `json:"keep_age,omitempty"` // nanoseconds
+}
+
+// PolicyReply is the policy as stored and with its defaults filled in.
+type PolicyReply struct {
+	Policy    ckpt.Policy `json:"policy"`
+	Effective ckpt.Policy `json:"effective"`
+	// StoreBytes is the store's size on disk now (its ballast aside).
+	StoreBytes int64 `json:"store_bytes"`
+}
+
+// DuRequest asks what the store holds (POST /v1/du; also GET).
+type DuRequest struct{}
+
+// DuReply is the store's usage.
+type DuReply struct {
+	ckpt.Usage
 }
 
 // FileChange is one path that differs between two states. Before is the

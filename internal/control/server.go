@@ -155,6 +155,12 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 	route(mux, "undo", false, h.Undo)
 	route(mux, "restore", false, h.Restore)
 	route(mux, "verify", true, h.Verify)
+	route(mux, "forget", false, h.Forget)
+	route(mux, "pin", false, h.Pin)
+	route(mux, "unpin", false, h.Unpin)
+	route(mux, "gc", false, h.GC)
+	route(mux, "policy", true, h.Policy)
+	route(mux, "du", true, h.Du)
 	mux.HandleFunc("/v1/cat", func(w http.ResponseWriter, r *http.Request) {
 		var req turnctl.CatRequest
 		if !decode(w, r, false, &req) {

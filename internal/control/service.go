@@ -91,8 +91,13 @@ func (s *Service) wrap(err error) error {
 	msg := strings.ReplaceAll(err.Error(), "versionstore: ", "")
 	code := turnctl.CodeInternal
 	switch {
-	case errors.Is(err, versionstore.ErrTurnNotFound), errors.Is(err, versionstore.ErrNotCaptured):
+	case errors.Is(err, versionstore.ErrTurnNotFound), errors.Is(err, versionstore.ErrNotCaptured), errors.Is(err, versionstore.ErrForgotten):
 		code = turnctl.CodeNotFound
+	case errors.Is(err, versionstore.ErrNotPrefix):
+		code = turnctl.CodeBadRequest
+	case errors.Is(err, versionstore.ErrPinned), errors.Is(err, versionstore.ErrNotPinned),
+		errors.Is(err, versionstore.ErrOpenTurn), errors.Is(err, versionstore.ErrBusy):
+		code = turnctl.CodeConflict
 	case errors.Is(err, versionstore.ErrNoOpenTurn):
 		code, msg = turnctl.CodeConflict, "no turn is open (turnctl begin opens one)"
 	case errors.Is(err, versionstore.ErrRefTaken), errors.Is(err, versionstore.ErrLocked):
@@ -240,7 +245,7 @@ func plural(n int, word string) string {
 // turnStats computes what turn t changed; lines only up to
 // maxLineCountedFiles changed paths.
 func (s *Service) turnStats(t ckpt.Turn) (ckpt.Stats, error) {
-	if t.Num == 0 || t.Empty() {
+	if t.Num <= s.store.HistoryStart().Turn || t.Empty() {
 		return ckpt.Stats{}, nil
 	}
 	cs, err := s.store.Changes(t.Num-1, t.Num, s.tree)
@@ -268,6 +273,9 @@ func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, c
 
 // turnChanges lists what turn n changed (an open turn: so far).
 func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, ckpt.Stats, error) {
+	if n <= s.store.HistoryStart().Turn { // its changes are forgotten with the turns before
+		return []turnctl.FileChange{}, ckpt.Stats{}, nil
+	}
 	if n == 0 {
 		return []turnctl.FileChange{}, ckpt.Stats{}, nil
 	}
@@ -281,6 +289,10 @@ func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, ckpt.
 // Status reports the open turn and what it changed so far.
 func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnctl.StatusReply, error) {
 	rep := &turnctl.StatusReply{Latest: s.store.Latest(), Changes: []turnctl.FileChange{}, Store: s.store.Health()}
+	rep.Store.StoreBytes = s.store.StoreBytes()
+	if pol, err := s.store.EffectivePolicy(); err == nil {
+		rep.Store.Budget = pol.KeepSize
+	}
 	cur, ok := s.store.Current()
 	if !ok {
 		return rep, nil
@@ -327,7 +339,14 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 	if turns == nil {
 		turns = []ckpt.Turn{}
 	}
-	return &turnctl.LogReply{Turns: turns}, nil
+	rep := &turnctl.LogReply{Turns: turns}
+	if h := s.store.HistoryStart(); h.Turn > 0 {
+		rep.Start = &h
+	}
+	if rep.Pins, err = s.store.Pins(); err != nil {
+		return nil, s.wrap(err)
+	}
+	return rep, nil
 }
 
 // Verify checks the store's integrity.

@@ -38,7 +38,7 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 // lastChangedTurn finds the newest turn whose end state differs from the
 // one before it. It walks back over empty turns only.
 func (s *Service) lastChangedTurn() (uint64, error) {
-	for n := s.store.Latest(); n >= 1; n-- {
+	for n := s.store.Latest(); n > s.store.HistoryStart().Turn; n-- {
 		t, err := s.store.Turn(n)
 		if err != nil {
 			return 0, err

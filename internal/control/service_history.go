@@ -1,0 +1,130 @@
+package control
+
+import (
+	"context"
+
+	"ckptfs/internal/ckpt"
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
+)
+
+// service_history.go: bounded history: forget, pins, gc, the policy, du.
+// None of them changes the tree, so none blocks the mount.
+
+// Forget forgets the oldest kept turns.
+func (s *Service) Forget(ctx context.Context, req turnctl.ForgetRequest) (*turnctl.ForgetReply, error) {
+	var turns []uint64
+	for _, spec := range req.Turns {
+		n, err := s.resolve(spec)
+		if err != nil {
+			return nil, err
+		}
+		turns = append(turns, n)
+	}
+	if req.Before != "" {
+		n, err := s.resolve(req.Before)
+		if err != nil {
+			return nil, err
+		}
+		for t := s.store.HistoryStart().Turn; t < n; t++ {
+			turns = append(turns, t)
+		}
+		if len(turns) == 0 {
+			return nil, errorf(turnctl.CodeBadRequest, "nothing to forget: history starts at turn %d", n)
+		}
+	}
+	if len(turns) == 0 {
+		return nil, errorf(turnctl.CodeBadRequest, "forget needs turns (or before)")
+	}
+	start := s.store.HistoryStart().Turn
+	h, err := s.store.Forget(turns, ckpt.ReasonForget)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	rep := &turnctl.ForgetReply{Forgot: []uint64{}, Start: h}
+	for n := start; n < h.Turn; n++ {
+		rep.Forgot = append(rep.Forgot, n)
+	}
+	return rep, nil
+}
+
+// Pin pins a turn.
+func (s *Service) Pin(ctx context.Context, req turnctl.PinRequest) (*turnctl.PinReply, error) {
+	if err := checkText("note", req.Note); err != nil {
+		return nil, err
+	}
+	n, err := s.resolve(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.store.Pin(n, req.Note)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return &turnctl.PinReply{Pin: p}, nil
+}
+
+// Unpin removes a turn's pin.
+func (s *Service) Unpin(ctx context.Context, req turnctl.UnpinRequest) (*turnctl.UnpinReply, error) {
+	n, err := s.resolve(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.Unpin(n); err != nil {
+		return nil, s.wrap(err)
+	}
+	return &turnctl.UnpinReply{Turn: n}, nil
+}
+
+// GC applies the policy and reclaims space.
+func (s *Service) GC(ctx context.Context, req turnctl.GCRequest) (*turnctl.GCReply, error) {
+	rep, err := s.store.GC(versionstore.GCOptions{DryRun: req.DryRun})
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return &turnctl.GCReply{GCReport: rep}, nil
+}
+
+// Policy shows the retention policy and sets the fields given.
+func (s *Service) Policy(ctx context.Context, req turnctl.PolicyRequest) (*turnctl.PolicyReply, error) {
+	p, err := s.store.Policy()
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	if req.KeepSize != nil || req.KeepTurns != nil || req.KeepAge != nil {
+		switch {
+		case req.KeepSize != nil && *req.KeepSize < 0:
+			return nil, errorf(turnctl.CodeBadRequest, "keep_size must not be negative")
+		case req.KeepTurns != nil && *req.KeepTurns < 0:
+			return nil, errorf(turnctl.CodeBadRequest, "keep_turns must not be negative")
+		case req.KeepAge != nil && *req.KeepAge < 0:
+			return nil, errorf(turnctl.CodeBadRequest, "keep_age must not be negative")
+		}
+		if req.KeepSize != nil {
+			p.KeepSize = *req.KeepSize
+		}
+		if req.KeepTurns != nil {
+			p.KeepTurns = *req.KeepTurns
+		}
+		if req.KeepAge != nil {
+			p.KeepAge = *req.KeepAge
+		}
+		if err := s.store.SetPolicy(p); err != nil {
+			return nil, s.wrap(err)
+		}
+	}
+	eff, err := s.store.EffectivePolicy()
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return &turnctl.PolicyReply{Policy: p, Effective: eff, StoreBytes: s.store.StoreBytes()}, nil
+}
+
+// Du reports what the store holds.
+func (s *Service) Du(ctx context.Context, req turnctl.DuRequest) (*turnctl.DuReply, error) {
+	u, err := s.store.Usage()
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return &turnctl.DuReply{Usage: u}, nil
+}
