@@ -16,7 +16,9 @@ var logCmd = &command{
 	short: "turns, newest first, with what they changed and which programs wrote",
 	long: `The time is when the turn ended (an open turn: when it began). Kinds: agent
 (begin/end), manual (changes made while no turn was open), rewind (rewind,
-undo, restore), initial (turn 0: the tree when history began).`,
+undo, restore), initial (turn 0: the tree when history began). A * marks a
+pinned turn. When the oldest turns were forgotten (turnctl forget, or the
+retention policy), the last line says where history starts now.`,
 	opts: func() options { return &logOptions{} },
 }
 
@@ -42,11 +44,30 @@ func (o *logOptions) run(e *env, args []string) error {
 	if e.json {
 		return e.printJSON(rep)
 	}
+	pins := map[uint64]string{}
+	for _, p := range rep.Pins {
+		pins[p.Turn] = "pinned"
+		if p.Note != "" {
+			pins[p.Turn] = "pinned: " + p.Note
+		}
+	}
 	rows := make([][]cell, 0, len(rep.Turns))
 	for _, t := range rep.Turns {
-		rows = append(rows, logRow(t))
+		row := logRow(t)
+		if note, ok := pins[t.Num]; ok {
+			row[0].text += "*"
+			row[3].text = strings.TrimSpace(row[3].text + " [" + note + "]")
+		}
+		rows = append(rows, row)
 	}
 	e.printTable(rows, "")
+	if h := rep.Start; h != nil {
+		why := "by forget"
+		if h.Reason == ckpt.ReasonPolicy {
+			why = "by the retention policy"
+		}
+		fmt.Fprintf(e.stdout, "history starts at turn %d (older turns forgotten %s, %s)\n", h.Turn, why, when(h.At))
+	}
 	return nil
 }
 

@@ -1,0 +1,61 @@
+package turnctlcli
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/internal/units"
+	"ckptfs/turnctl"
+)
+
+var gcCmd = &command{
+	name:  "gc",
+	args:  "[--dry-run]",
+	short: "apply the retention policy now and reclaim the store's space",
+	long: `Forgets what the retention policy (turnctl policy) says to forget, deletes the
+content no kept turn needs any more (chunks and attic files) and compacts the
+store so that its files shrink. Captures and turn boundaries go on meanwhile;
+a rewind is not made to wait (gc stops and a later gc goes on). Refused while
+a rewind runs. The daemon runs it by itself when the store passes its budget.
+--dry-run reports what it would do.`,
+	opts: func() options { return &gcOptions{} },
+}
+
+type gcOptions struct {
+	dryRun bool
+}
+
+func (o *gcOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVarP(&o.dryRun, "dry-run", "n", false, "report what gc would do; change nothing")
+}
+
+func (o *gcOptions) run(e *env, args []string) error {
+	if err := wantArgs(args, 0, 0); err != nil {
+		return err
+	}
+	rep, err := e.h.GC(e.ctx, turnctl.GCRequest{DryRun: o.dryRun})
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(rep)
+	}
+	verb := "forgot"
+	if rep.DryRun {
+		verb = "would forget"
+	}
+	if len(rep.Forgot) > 0 {
+		fmt.Fprintf(e.stdout, "%s %s (policy); history starts at turn %d\n", verb, turnRange(rep.Forgot), rep.Start.Turn)
+	}
+	if rep.DryRun {
+		fmt.Fprintf(e.stdout, "would free about %s: store %s -> %s\n", units.Bytes(rep.Freed()), units.Bytes(rep.Before), units.Bytes(rep.After))
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "freed %s (%d chunks, %d attic files): store %s -> %s\n",
+		units.Bytes(rep.Freed()), rep.Chunks, rep.Attic, units.Bytes(rep.Before), units.Bytes(rep.After))
+	if rep.Stopped != "" {
+		fmt.Fprintf(e.stdout, "stopped early: %s (run gc again)\n", rep.Stopped)
+	}
+	return nil
+}
