@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -97,6 +98,25 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 			store.Close()
 		}
 	}()
+	if o.policy.any() {
+		// The flags change the stored policy; what they leave out stays.
+		pol, err := store.Policy()
+		if err == nil {
+			if o.policy.size != nil {
+				pol.KeepSize = *o.policy.size
+			}
+			if o.policy.turns != nil {
+				pol.KeepTurns = *o.policy.turns
+			}
+			if o.policy.age != nil {
+				pol.KeepAge = *o.policy.age
+			}
+			err = store.SetPolicy(pol)
+		}
+		if err != nil {
+			return fmt.Errorf("mount: retention policy: %v", err)
+		}
+	}
 	tree := backing.New(dirFile)
 	started, err := control.Start(store, tree, dir, o.store, control.StartOptions{Excludes: ex, Links: true, Logf: logger.Printf})
 	if err != nil {
@@ -150,6 +170,18 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	logger.Printf("mounted %s (store %s)", dir, o.store)
 	live()
+	stopGC := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		control.AutoGC(store, autoGCEvery(), stopGC, logger.Printf)
+	}()
+	stopAutoGC := sync.OnceFunc(func() {
+		store.StopGC()
+		close(stopGC)
+		<-gcDone
+	})
+	defer stopAutoGC()
 
 	waited := make(chan struct{})
 	go func() { srv.Wait(); close(waited) }()
@@ -160,6 +192,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		logger.Printf("unmounted from outside")
 	}
 	stopControl()
+	stopAutoGC()
 	// Close the open turn, and save the manifest the next mount compares
 	// the tree with, at a boundary no mutation straddles. (A change that
 	// reaches the daemon after it is recorded as usual; the next mount
@@ -185,6 +218,15 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	rundir.Remove(dir)
 	return nil
+}
+
+// autoGCEvery is how often the background gc looks whether the policy
+// has work: every minute, or CKPTFS_GC_EVERY (a Go duration; tests).
+func autoGCEvery() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("CKPTFS_GC_EVERY")); err == nil && d > 0 {
+		return d
+	}
+	return time.Minute
 }
 
 // unmount unmounts, retrying while busy, and detaches lazily at last.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"ckptfs/internal/exclude"
 	"ckptfs/internal/rundir"
+	"ckptfs/internal/units"
 )
 
 type mountOpts struct {
@@ -24,6 +26,47 @@ type mountOpts struct {
 	excludes   []string
 	debug      bool
 	readyFd    int // hidden: the pipe the parent waits on (daemon mode)
+	// The retention policy's flags, as given ("": keep what the store
+	// holds); policy is what they set.
+	keepSize, keepTurns, keepAge string
+	policy                       policyFlags
+}
+
+// policyFlags are the --keep-* flags given, parsed (nil: not given).
+type policyFlags struct {
+	size  *int64
+	turns *int
+	age   *time.Duration
+}
+
+func (p policyFlags) any() bool { return p.size != nil || p.turns != nil || p.age != nil }
+
+// parsePolicyFlags parses the --keep-* flags (usage errors for malformed
+// values).
+func parsePolicyFlags(size, turns, age string) (policyFlags, error) {
+	var p policyFlags
+	if size != "" {
+		n, err := units.ParseBytes(size)
+		if err != nil {
+			return p, usageError{"mount: --keep-size: " + err.Error()}
+		}
+		p.size = &n
+	}
+	if turns != "" {
+		n, err := strconv.Atoi(turns)
+		if err != nil || n < 0 {
+			return p, usageError{fmt.Sprintf("mount: --keep-turns: bad number %q", turns)}
+		}
+		p.turns = &n
+	}
+	if age != "" {
+		d, err := units.ParseDuration(age)
+		if err != nil {
+			return p, usageError{"mount: --keep-age: " + err.Error()}
+		}
+		p.age = &d
+	}
+	return p, nil
 }
 
 func runMount(args []string, stdout, stderr io.Writer) error {
@@ -33,6 +76,9 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVarP(&o.foreground, "foreground", "f", false, "stay in the foreground (default: return once the mount is live)")
 	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request (with -f: to stderr)")
+	fs.StringVar(&o.keepSize, "keep-size", "", "retention: budget of the store on disk (`SIZE`: 500M, 10GiB; default min(10 GiB, 10% of its disk))")
+	fs.StringVar(&o.keepTurns, "keep-turns", "", "retention: keep at least the last `N` turns (default 100)")
+	fs.StringVar(&o.keepAge, "keep-age", "", "retention: keep the turns of the last `DURATION` (24h, 7d; default 24h)")
 	fs.IntVar(&o.readyFd, "ready-fd", -1, "")
 	fs.MarkHidden("ready-fd")
 	if err := parse(fs, args); err != nil {
@@ -44,6 +90,11 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	if _, err := exclude.New(o.excludes); err != nil {
 		return usageError{err.Error()}
 	}
+	pol, err := parsePolicyFlags(o.keepSize, o.keepTurns, o.keepAge)
+	if err != nil {
+		return err
+	}
+	o.policy = pol
 	dir, err := filepath.Abs(fs.Arg(0))
 	if err != nil {
 		return err
@@ -192,6 +243,11 @@ func spawnDaemon(dir string, o mountOpts) error {
 	}
 	if o.debug {
 		args = append(args, "--debug")
+	}
+	for flag, v := range map[string]string{"--keep-size": o.keepSize, "--keep-turns": o.keepTurns, "--keep-age": o.keepAge} {
+		if v != "" {
+			args = append(args, flag, v)
+		}
 	}
 	args = append(args, "--", dir)
 	cmd := exec.Command(exe, args...)

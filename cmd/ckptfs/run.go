@@ -20,7 +20,7 @@ const usage = `usage: ckptfs COMMAND [flags] [args]
 commands:
   mount [flags] DIR     mount the versioning overlay over DIR, in place
   umount [--lazy] DIR   close the open turn, flush, unmount (refused while in use)
-  status [--json] [DIR] mounted?, daemon pid, store path and size
+  status [--json] [DIR] mounted?, daemon pid, store path and size against budget
 
 Run 'ckptfs COMMAND --help' for a command's flags.
 Exit status: 0 ok, 1 failure (one line on stderr), 2 usage error.

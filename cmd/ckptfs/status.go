@@ -26,8 +26,13 @@ type statusReport struct {
 	Alive      bool   `json:"alive"`
 	Store      string `json:"store,omitempty"`
 	StoreBytes int64  `json:"store_bytes"`
-	Socket     string `json:"socket,omitempty"`
-	Started    string `json:"started,omitempty"`
+	// HistoryBytes is the store's size its budget is compared with (its
+	// ballast aside), BudgetBytes the retention policy's budget; both from
+	// the daemon (mounted only).
+	HistoryBytes int64  `json:"history_bytes,omitempty"`
+	BudgetBytes  int64  `json:"budget_bytes,omitempty"`
+	Socket       string `json:"socket,omitempty"`
+	Started      string `json:"started,omitempty"`
 	// From the daemon over the control socket (mounted only).
 	Latest   *uint64    `json:"latest_turn,omitempty"`
 	OpenTurn *ckpt.Turn `json:"open_turn,omitempty"`
@@ -101,6 +106,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 				rep.OpenTurn = st.Turn
 			}
 			rep.StoreFull, rep.StoreError = st.Store.Full, st.Store.LastError
+			rep.HistoryBytes, rep.BudgetBytes = st.Store.StoreBytes, st.Store.Budget
 		}
 	}
 	if *asJSON {
@@ -126,6 +132,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		free = ", " + units.Bytes(rep.FreeBytes) + " free"
 	}
 	fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
+	if rep.BudgetBytes > 0 {
+		over := ""
+		if rep.HistoryBytes > rep.BudgetBytes {
+			over = "; over budget: the daemon's gc trims the oldest turns"
+		}
+		fmt.Fprintf(stdout, "budget:  %s of %s (%.0f%%, ballast aside%s)\n", units.Bytes(rep.HistoryBytes), units.Bytes(rep.BudgetBytes),
+			100*float64(rep.HistoryBytes)/float64(rep.BudgetBytes), over)
+	}
 	if rep.StoreFull {
 		fmt.Fprintf(stdout, "problem: store full: changes through the mount fail with ENOSPC until space is freed under the store\n")
 	}

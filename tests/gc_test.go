@@ -1,0 +1,219 @@
+package tests
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// storeBytes is the disk space the store of a mounted project occupies,
+// its ballast aside (the store is hidden by the mount: the daemon's cwd).
+func storeBytes(t *testing.T, m *Mount) int64 {
+	t.Helper()
+	root := fmt.Sprintf("/proc/%d/cwd", m.PID(t))
+	var total int64
+	filepath.Walk(root+"/", func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() || filepath.Base(p) == "ballast" {
+			return nil
+		}
+		total += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		return nil
+	})
+	return total
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// turnctlOK runs turnctl and fails the test if it fails.
+func turnctlOK(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := runTurnctl(t, dir, args...)
+	if err != nil {
+		t.Fatalf("turnctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// turnctlFails runs turnctl, wants exit status code and one line on
+// stderr containing want.
+func turnctlFails(t *testing.T, dir string, code int, want string, args ...string) {
+	t.Helper()
+	out, err := runTurnctl(t, dir, args...)
+	var xe *exec.ExitError
+	if !errors.As(err, &xe) || xe.ExitCode() != code {
+		t.Fatalf("turnctl %s: want exit status %d, got %v\n%s", strings.Join(args, " "), code, err, out)
+	}
+	if !strings.Contains(out, want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+		t.Fatalf("turnctl %s: want one line with %q, got:\n%s", strings.Join(args, " "), want, out)
+	}
+}
+
+// Forgetting the oldest turns and a gc shrink the store on disk, and every
+// kept turn still rewinds exactly (bytes and modes); forgotten and pinned
+// turns and turns in the middle are refused with one clear line, changing
+// nothing.
+func TestForgetAndGCShrinkTheStore(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "zero\n", "src/main.go": "package main\n"})
+	m := mountProject(t, dir)
+	skip := []string{".ckptfs"}
+	snaps := map[int]map[string]entry{0: snapshot(t, dir, skip, nil)}
+	const big = 4 << 20
+	for n := 1; n <= 6; n++ {
+		turnctlOK(t, dir, "begin", "--label", fmt.Sprintf("turn %d", n))
+		if err := os.WriteFile(filepath.Join(dir, "big.bin"), randomBytes(t, big), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte(strings.Repeat(fmt.Sprintf("line %d\n", n), n)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, "src/main.go"), os.FileMode(0o600+n%2*0o044)); err != nil {
+			t.Fatal(err)
+		}
+		turnctlOK(t, dir, "end")
+		snaps[n] = snapshot(t, dir, skip, nil)
+	}
+	turnctlOK(t, dir, "pin", "4", "--note", "keep me")
+	before := storeBytes(t, m)
+
+	// Refusals change nothing.
+	turnctlFails(t, dir, 1, "only the oldest kept turns", "forget", "2")
+	turnctlFails(t, dir, 1, "pinned", "forget", "--before", "5")
+	turnctlFails(t, dir, 2, "--keep-size", "policy", "--keep-size", "10x")
+	turnctlFails(t, dir, 2, "--keep-age", "policy", "--keep-age", "soon")
+	if out := turnctlOK(t, dir, "log"); strings.Contains(out, "history starts") {
+		t.Fatalf("a refused forget moved the start of history:\n%s", out)
+	}
+
+	out := turnctlOK(t, dir, "forget", "0", "1", "2", "3")
+	if !strings.Contains(out, "history starts at turn 4") {
+		t.Fatalf("forget: %s", out)
+	}
+	turnctlFails(t, dir, 1, "pinned", "forget", "4")
+	turnctlFails(t, dir, 1, "forgotten by forget", "rewind", "2")
+	turnctlFails(t, dir, 1, "forgotten", "show", "3")
+	if out := turnctlOK(t, dir, "log"); !strings.Contains(out, "history starts at turn 4 (older turns forgotten by forget") || !strings.Contains(out, "4*") {
+		t.Fatalf("log does not say where history starts, or the pin:\n%s", out)
+	}
+	var lg struct {
+		Start *struct{ Turn uint64 }  `json:"start"`
+		Pins  []struct{ Turn uint64 } `json:"pins"`
+	}
+	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "log")), &lg); err != nil || lg.Start == nil || lg.Start.Turn != 4 || len(lg.Pins) != 1 || lg.Pins[0].Turn != 4 {
+		t.Fatalf("log --json: start %+v pins %+v (%v)", lg.Start, lg.Pins, err)
+	}
+
+	var du struct {
+		StoreBytes int64 `json:"store_bytes"`
+		Budget     int64 `json:"budget_bytes"`
+		Garbage    int64 `json:"garbage_bytes"`
+	}
+	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "du")), &du); err != nil {
+		t.Fatal(err)
+	}
+	if du.Garbage < 3*big || du.Budget <= 0 {
+		t.Fatalf("du: %+v, want at least %d bytes of garbage after forgetting 3 big versions", du, 3*big)
+	}
+	out = turnctlOK(t, dir, "gc")
+	if !strings.Contains(out, "freed") {
+		t.Fatalf("gc: %s", out)
+	}
+	after := storeBytes(t, m)
+	t.Logf("store %d -> %d bytes on disk; gc said: %s", before, after, strings.TrimSpace(out))
+	if after > before-3*big {
+		t.Fatalf("the store did not shrink by the %d bytes forgotten: %d -> %d", 3*big, before, after)
+	}
+	turnctlOK(t, dir, "verify")
+
+	for _, n := range []int{4, 6, 5, 4} {
+		turnctlOK(t, dir, "rewind", fmt.Sprint(n))
+		diffTrees(t, snaps[n], snapshot(t, dir, skip, nil))
+	}
+	turnctlOK(t, dir, "verify")
+
+	// Offline, the history start and the pin hold.
+	m.Unmount(t)
+	if out := turnctlOK(t, dir, "log"); !strings.Contains(out, "history starts at turn 4") {
+		t.Fatalf("offline log:\n%s", out)
+	}
+	turnctlOK(t, dir, "rewind", "5")
+	diffTrees(t, snaps[5], snapshot(t, dir, skip, nil))
+}
+
+// The policy given at mount is kept in the store, applied by the daemon's
+// background gc, and used by a later mount without the flags.
+func TestPolicyFromMountFlagsRunsInTheBackground(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"f": "0\n"})
+	if out, err := runCkptfs("mount", "--keep-age", "bogus", dir); err == nil || !strings.Contains(out, "--keep-age") {
+		t.Fatalf("mount with a bad --keep-age: %v\n%s", err, out)
+	} else if xe, ok := err.(*exec.ExitError); !ok || xe.ExitCode() != 2 {
+		t.Fatalf("mount with a bad --keep-age: want exit status 2, got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".ckptfs")); err == nil {
+		t.Fatal("a refused mount created the store")
+	}
+	t.Setenv("CKPTFS_GC_EVERY", "100ms")
+	m := mountProject(t, dir, "--keep-turns", "2", "--keep-age", "1ms", "--keep-size", "1GiB")
+	skip := []string{".ckptfs"}
+	snaps := map[int]map[string]entry{}
+	for n := 1; n <= 5; n++ {
+		turnctlOK(t, dir, "begin")
+		if err := os.WriteFile(filepath.Join(dir, "f"), randomBytes(t, 100<<10), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		turnctlOK(t, dir, "end")
+		snaps[n] = snapshot(t, dir, skip, nil)
+	}
+	// The last two turns are kept: history starts at turn 4.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out := turnctlOK(t, dir, "log")
+		if strings.Contains(out, "history starts at turn 4 (older turns forgotten by the retention policy") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the background gc did not apply the policy:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	turnctlOK(t, dir, "rewind", "4")
+	diffTrees(t, snaps[4], snapshot(t, dir, skip, nil))
+	var st struct {
+		Budget int64 `json:"budget_bytes"`
+	}
+	if out, err := runCkptfs("status", "--json", dir); err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Budget != 1<<30 {
+		t.Fatalf("status --json: budget %d (%v)\n%s", st.Budget, err, out)
+	}
+	m.Unmount(t)
+	os.Unsetenv("CKPTFS_GC_EVERY")
+	mountProject(t, dir)
+	var pol struct {
+		Policy struct {
+			KeepTurns int   `json:"keep_turns"`
+			KeepSize  int64 `json:"keep_size"`
+		} `json:"policy"`
+	}
+	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "policy")), &pol); err != nil || pol.Policy.KeepTurns != 2 || pol.Policy.KeepSize != 1<<30 {
+		t.Fatalf("policy after a remount without flags: %+v (%v)", pol, err)
+	}
+	turnctlOK(t, dir, "policy", "--keep-turns", "0")
+	pol.Policy.KeepTurns, pol.Policy.KeepSize = -1, 0 // absent from the reply: the default
+	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "policy")), &pol); err != nil || pol.Policy.KeepTurns != -1 || pol.Policy.KeepSize != 1<<30 {
+		t.Fatalf("policy --keep-turns 0 did not go back to the default: %+v (%v)", pol, err)
+	}
+}
