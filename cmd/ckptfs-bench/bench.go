@@ -69,9 +69,22 @@ func (b *bench) run(ctx context.Context) error {
 	b.res.Host = hostInfo()
 	b.logf("work dir %s; %d repetitions; configurations %s", b.o.work, b.o.reps, strings.Join(b.o.configs, ","))
 
+	// The agent session mounts and unmounts its own configurations (one
+	// fresh mount per session): it runs first, alone.
+	if b.selected("session", -1) {
+		if err := b.runSession(ctx); err != nil {
+			if ctx.Err() != nil {
+				return b.report(ctx.Err())
+			}
+			b.note("session: %v", err)
+		}
+	}
 	anyWorkload := false
 	for _, wl := range workloads {
 		anyWorkload = anyWorkload || b.selected(wl.name, wl.num)
+	}
+	if !anyWorkload && (!b.selected("history", -1) || b.o.noHistory) {
+		return b.report(nil)
 	}
 	var ts []target
 	for _, name := range b.o.configs {
@@ -97,7 +110,12 @@ func (b *bench) run(ctx context.Context) error {
 		return fmt.Errorf("no configuration available (%s)", strings.Join(errs, "; "))
 	}
 
-	err := b.runAll(ctx, ts)
+	return b.report(b.runAll(ctx, ts))
+}
+
+// report prints the table and writes the JSON; err (an interruption) is
+// returned as it is.
+func (b *bench) report(err error) error {
 	if err != nil {
 		b.note("interrupted: partial results")
 	}

@@ -47,6 +47,11 @@ type options struct {
 	lplus     []string
 	keep      bool
 	noHistory bool
+	// The agent session (session.go).
+	sessionDebug   bool
+	sessionProfile string
+	sessionGocache string
+	sessionAlt     string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -67,6 +72,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringSliceVar(&o.lplus, "lplus", defaultLplus, "L+ tuning `OPTION`s, for ablations (see above)")
 	fl.BoolVar(&o.keep, "keep", false, "keep the work directory's contents at the end")
 	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only)")
+	fl.BoolVar(&o.sessionDebug, "session-debug", false, "agent session: mount C with --debug and count FUSE requests per turn (slows C)")
+	fl.StringVar(&o.sessionProfile, "session-cpuprofile", "", "agent session: write the C daemon's CPU profile of each session into `DIR`")
+	fl.StringVar(&o.sessionGocache, "session-gocache", "", "agent session: the GOCACHE `DIR` every configuration shares (default WORK/session/gocache)")
+	fl.StringVar(&o.sessionAlt, "session-alt", "", "agent session: also run C with the ckptfs binary at `PATH` as configuration \"C'\" (an A/B in one run)")
 	help := fl.BoolP("help", "h", false, "show this help")
 	fl.Usage = func() { usage(stdout, fl) }
 	if err := fl.Parse(args); err != nil {
@@ -133,7 +142,7 @@ func (o *options) check() error {
 	}
 	for i, w := range o.only {
 		w = strings.TrimSpace(w)
-		if w != "history" && findWorkload(w) == nil {
+		if w != "history" && w != "session" && findWorkload(w) == nil {
 			return fmt.Errorf("unknown workload %q", w)
 		}
 		o.only[i] = w
@@ -179,7 +188,9 @@ Workloads (--only takes names or numbers):
 	for _, wl := range workloads {
 		fmt.Fprintf(w, "  %2d %-8s %s\n", wl.num, wl.name, wl.desc)
 	}
-	fmt.Fprintf(w, `     history  C only: turn boundary vs tree size, shadow git (G), log/show,
+	fmt.Fprintf(w, `     session  the agent session: 12 turns over a clone of this repository
+              on N, C (a fresh mount per session) and G (shadow git)
+     history  C only: turn boundary vs tree size, shadow git (G), log/show,
               rewind, rename and delete of a 1 GiB file (and on N),
               bytes stored per byte changed, umount and mount with a check
               for changes made while unmounted

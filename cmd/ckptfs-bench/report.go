@@ -63,6 +63,7 @@ type results struct {
 	Rows     []*row                `json:"workloads"`
 	History  []*row                `json:"history,omitempty"`
 	Stored   []storedRow           `json:"bytes_stored,omitempty"`
+	Session  *sessionResult        `json:"session,omitempty"`
 	Notes    []string              `json:"notes,omitempty"`
 }
 
@@ -377,6 +378,9 @@ func (r *results) table(configs []string) string {
 			}
 		}
 		sb.WriteString(formatTable([]string{"figure", "median", "min–max", "n", "daemon CPU", "ratio"}, hrows))
+	}
+	if r.Session != nil {
+		sb.WriteString(r.Session.table(r.Reps))
 	}
 	if len(r.Stored) > 0 {
 		sb.WriteString("\nbytes stored per byte changed (C; du -sb of the store before the turn and after its end, daemon idle)\n")
