@@ -1,51 +1,31 @@
 package versionstore
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
-
-	"ckptfs/internal/backing"
-	"ckptfs/internal/ckpt"
 )
 
-// TestPlanRestoreRenamesLinear: a name renamed back and forth n times
-// must not make planning a restore cost O(n²). planRestore kept one move
-// per rename, each event compared against all of them; the time for 4n
-// renames was about 16 times that for n. Linear is about 4.
-func TestPlanRestoreRenamesLinear(t *testing.T) {
-	plan := func(n int) time.Duration {
-		root := t.TempDir()
-		s := NewTestStore(t)
-		tree, err := backing.Open(root)
-		if err != nil {
-			t.Fatal(err)
+// TestMoveLogStaysBounded: a name renamed back and forth n times must not
+// make planning a restore cost O(n²). candidates follows every event back
+// through the moves so far (moveLog.back); if each rename added a move,
+// the n-th event would cost n. The log must hold at most one move per name
+// that is currently somewhere else than it was, whatever the number of
+// renames, and still answer where each name came from.
+func TestMoveLogStaysBounded(t *testing.T) {
+	var ml moveLog
+	names := []string{"a", "b", "d/c"}
+	where := map[string]string{"a": "a"} // current name -> name at the start
+	for i := 0; i < 3000; i++ {
+		from, to := names[i%3], names[(i+1)%3]
+		ml.note(&record{Op: opRename, Path: from, To: to})
+		where[to] = where[from]
+		delete(where, from)
+		if len(ml.moves) > len(names) {
+			t.Fatalf("after %d renames the move log holds %d moves", i+1, len(ml.moves))
 		}
-		defer tree.Close()
-		os.WriteFile(filepath.Join(root, "a"), []byte("x"), 0o644)
-		os.Mkdir(filepath.Join(root, "d"), 0o755)
-		s.Begin(ckpt.KindAgent, "", "")
-		names := []string{"a", "b", "d/c"}
-		for i := 0; i < n; i++ {
-			from, to := names[i%3], names[(i+1)%3]
-			commit, err := s.RecordRename(from, to, false, ckpt.Program{})
-			if err != nil {
-				t.Fatal(err)
+		for cur, orig := range where {
+			if got := ml.back(cur); got != orig {
+				t.Fatalf("after %d renames back(%q) = %q, want %q", i+1, cur, got, orig)
 			}
-			commit(os.Rename(filepath.Join(root, from), filepath.Join(root, to)) == nil)
 		}
-		s.End("")
-		start := time.Now()
-		if _, _, _, err := s.planRestore(0, []string{""}, tree, nil); err != nil {
-			t.Fatal(err)
-		}
-		return time.Since(start)
-	}
-	n := 3000
-	small, big := plan(n), plan(4*n)
-	t.Logf("planRestore: %d renames %v, %d renames %v", n, small, 4*n, big)
-	if big > 10*small && big > 200*time.Millisecond {
-		t.Errorf("planRestore grows faster than linearly in renames: %v for %d, %v for %d", small, n, big, 4*n)
 	}
 }
