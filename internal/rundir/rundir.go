@@ -75,8 +75,21 @@ func base(mountDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return filepath.Join(d, name(abs)), nil
+}
+
+// name is the runtime files' name (without suffix) of the mount on the
+// absolute path abs.
+func name(abs string) string {
 	sum := sha256.Sum256([]byte(filepath.Clean(abs)))
-	return filepath.Join(d, hex.EncodeToString(sum[:8])), nil
+	return hex.EncodeToString(sum[:8])
+}
+
+// SocketIn returns the control socket path of the mount on the absolute
+// path mountDir as the daemon of a process whose runtime directory is
+// runtime makes it (another user's, for a tool acting as that user).
+func SocketIn(runtime, mountDir string) string {
+	return filepath.Join(runtime, name(mountDir)+".sock")
 }
 
 // Socket returns the control socket path for a mounted directory.
