@@ -90,6 +90,12 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 			// says so (file.Write, Node.Setattr).
 			ExtraCapabilities:    fuse.CAP_HANDLE_KILLPRIV_V2,
 			DisabledCapabilities: disabled,
+			// With the page cache kept, the kernel must not drop a file's
+			// pages whenever it sees a new mtime (auto_inval_data), which
+			// every write through the mount makes: the pages are coherent
+			// already (see Options.KeepCache), and the daemon invalidates
+			// what it changes itself.
+			ExplicitDataCacheControl: r.keepCache(),
 			// No writeback cache: every write reaches us before it returns,
 			// so turn boundaries are exact.
 		},

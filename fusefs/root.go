@@ -80,7 +80,8 @@ type Options struct {
 	// file's bytes goes through the kernel's page cache (daemon-served
 	// writes), or comes from the daemon, which invalidates the pages
 	// (Invalidate); it is ignored with WritePassthrough, whose writes
-	// bypass the page cache.
+	// bypass the page cache. The kernel then leaves cached pages alone
+	// when it sees a file's mtime change (explicit data cache control).
 	KeepCache bool
 }
 
