@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,14 +86,26 @@ func (d *daemon) start() error {
 		Pdeathsig:  syscall.SIGTERM, // if we die, the child unmounts itself
 		Credential: d.cred,
 	}
-	if err := d.cmd.Start(); err != nil {
+	// The kernel sends Pdeathsig when the thread that forked the child
+	// ends, not the process: fork from a thread locked to the goroutine
+	// that waits for the child, so it lives as long as the child, and no
+	// goroutine that ends its thread (inUserThread) can run on it.
+	done, started := make(chan struct{}), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := d.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		d.err = d.cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		return err
 	}
-	d.done = make(chan struct{})
-	go func() {
-		d.err = d.cmd.Wait()
-		close(d.done)
-	}()
+	d.done = done
 	return nil
 }
 
