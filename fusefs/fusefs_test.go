@@ -518,3 +518,69 @@ func TestCaptureDuringARenameOfItsDirectory(t *testing.T) {
 		})
 	}
 }
+
+// With KeepCache, a file's pages outlive its handles: a change underneath
+// that is not announced stays unseen (proof that the cache is kept), and
+// Invalidate, as a rewind calls it, drops them. (Reads without a stat: a
+// stat after a read refreshes the attributes, and the kernel drops pages
+// whose file's mtime changed.)
+func TestKeepCacheAndInvalidate(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a"), []byte("old!"), 0o644)
+	backing, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backing.Close()
+	r := mountFake(t, dir, Options{Recorder: newFakeRec(t), KeepCache: true})
+	read := func() string {
+		fd, err := unix.Open(filepath.Join(dir, "a"), unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		buf := make([]byte, 16)
+		n, _ := unix.Read(fd, buf)
+		return string(buf[:max(n, 0)])
+	}
+	if b := read(); b != "old!" {
+		t.Fatalf("read %q", b)
+	}
+	// In place, same size: only the kernel's pages can tell.
+	fd, err := unix.Openat(int(backing.Fd()), "a", unix.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Pwrite(fd, []byte("new!"), 0)
+	unix.Close(fd)
+	if b := read(); b != "old!" {
+		t.Errorf("second open read %q: the kernel did not keep the pages", b)
+	}
+	r.Invalidate("a")
+	if b := read(); b != "new!" {
+		t.Errorf("after Invalidate, read %q", b)
+	}
+}
+
+// A private mount has neither allow_other nor default_permissions; a
+// shared one has both.
+func TestPrivateMountOptions(t *testing.T) {
+	for _, private := range []bool{false, true} {
+		dir := t.TempDir()
+		mountFake(t, dir, Options{Recorder: newFakeRec(t), Private: private})
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line string
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && f[4] == dir {
+				line = l
+			}
+		}
+		shared := strings.Contains(line, ",allow_other") && strings.Contains(line, ",default_permissions")
+		if line == "" || shared == private || strings.Contains(line, "allow_other") == private {
+			t.Errorf("private %v: mountinfo %q", private, line)
+		}
+	}
+}

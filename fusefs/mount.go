@@ -51,16 +51,33 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 	if flags == 0 {
 		flags = syscall.MS_MGC_VAL // zero flags, not go-fuse's nosuid,nodev default
 	}
+	var options []string
+	if !r.opts.Private {
+		// allow_other + default_permissions: every user who could use
+		// the directory before can use it now, checked by the kernel
+		// exactly as the backing filesystem would.
+		options = append(options, "default_permissions")
+	}
+	// Root mounts with mount(2) itself, mirroring the flags; anyone else
+	// through the set-user-ID fusermount3, which always adds nosuid and
+	// nodev for them (noexec is passed on).
+	direct := os.Geteuid() == 0
+	if !direct && flags&syscall.MS_NOEXEC != 0 {
+		options = append(options, "noexec")
+	}
+	var disabled uint64
+	if !r.opts.ReadPassthrough && !r.opts.WritePassthrough {
+		// Not negotiated when unused: a passthrough-capable mount also
+		// limits what may be stacked on it (s_stack_depth).
+		disabled |= fuse.CAP_PASSTHROUGH
+	}
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
-			// allow_other + default_permissions: every user who could use
-			// the directory before can use it now, checked by the kernel
-			// exactly as the backing filesystem would.
-			AllowOther:        true,
-			Options:           []string{"default_permissions"},
+			AllowOther:        !r.opts.Private,
+			Options:           options,
 			Name:              "ckptfs",
 			FsName:            dir,
-			DirectMountStrict: true,
+			DirectMountStrict: direct,
 			DirectMountFlags:  flags,
 			Debug:             debug,
 			MaxWrite:          1 << 20,
@@ -71,7 +88,14 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 			// write; 4 KiB writes measured 81 → 550 MB/s); in exchange the
 			// daemon clears set-ID bits itself when a write or truncate
 			// says so (file.Write, Node.Setattr).
-			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+			ExtraCapabilities:    fuse.CAP_HANDLE_KILLPRIV_V2,
+			DisabledCapabilities: disabled,
+			// With the page cache kept, the kernel must not drop a file's
+			// pages whenever it sees a new mtime (auto_inval_data), which
+			// every write through the mount makes: the pages are coherent
+			// already (see Options.KeepCache), and the daemon invalidates
+			// what it changes itself.
+			ExplicitDataCacheControl: r.keepCache(),
 			// No writeback cache: every write reaches us before it returns,
 			// so turn boundaries are exact.
 		},

@@ -119,7 +119,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		}
 	}
 	n.r.creditPassthrough(ctx, h)
-	return ch, h, 0, 0
+	return ch, h, n.r.openFlags(h), 0
 }
 
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -209,7 +209,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return nil, 0, errno(err)
 		}
 		h, eno := n.newHandle(ctx, fd, int(flags), n.r.opts.ReadPassthrough)
-		return h, 0, eno
+		return h, n.r.openFlags(h), eno
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
@@ -250,5 +250,5 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 		n.r.creditPassthrough(ctx, h)
 	}
-	return h, 0, 0
+	return h, n.r.openFlags(h), 0
 }

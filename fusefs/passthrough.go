@@ -120,3 +120,17 @@ func (r *Root) creditPassthrough(ctx context.Context, h fs.FileHandle) {
 		}
 	}
 }
+
+// openFlags are the FOPEN flags of an OPEN or CREATE reply for handle h:
+// FOPEN_KEEP_CACHE for a daemon-served handle when Options.KeepCache holds
+// (a passthrough handle's reply gets its flags from setPassthrough).
+func (r *Root) openFlags(h fs.FileHandle) uint32 {
+	if _, pt := h.(*ptFile); pt || h == nil || !r.keepCache() {
+		return 0
+	}
+	return fuse.FOPEN_KEEP_CACHE
+}
+
+// keepCache says whether the kernel keeps file pages (Options.KeepCache):
+// only while no write bypasses the page cache.
+func (r *Root) keepCache() bool { return r.opts.KeepCache && !r.opts.WritePassthrough }

@@ -61,7 +61,28 @@ type Options struct {
 	// ReadPassthrough lets read-only opens use FUSE passthrough (reads at
 	// native speed) while the file has no daemon-served opens. The daemon
 	// turns it on unless CKPTFS_PASSTHROUGH=0.
+	//
+	// Passthrough needs CAP_SYS_ADMIN to register backing files: a daemon
+	// that is not root leaves both off (its opens would all fall back to
+	// the daemon-served path after a refused registration each).
 	ReadPassthrough bool
+	// Private mounts for the daemon's user alone: without allow_other the
+	// kernel refuses every other user (root included), so no
+	// default_permissions either: the one user who can call the daemon is
+	// the one it runs as, and the backing filesystem checks its rights
+	// when the daemon acts. Otherwise the mount is shared: allow_other and
+	// default_permissions, the kernel checking every user as the backing
+	// filesystem would.
+	Private bool
+	// KeepCache lets the kernel keep a file's cached pages across opens
+	// of it (FOPEN_KEEP_CACHE on daemon-served handles): a second read of
+	// a file costs no round trips. It is safe because every change of a
+	// file's bytes goes through the kernel's page cache (daemon-served
+	// writes), or comes from the daemon, which invalidates the pages
+	// (Invalidate); it is ignored with WritePassthrough, whose writes
+	// bypass the page cache. The kernel then leaves cached pages alone
+	// when it sees a file's mtime change (explicit data cache control).
+	KeepCache bool
 }
 
 // Logger is the minimal logging sink the overlay uses.

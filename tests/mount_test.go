@@ -232,3 +232,24 @@ func TestStoreInvisible(t *testing.T) {
 		t.Fatalf("store damaged: %v", err)
 	}
 }
+
+// ckptfs status finds the mount from any subdirectory of it; turnctl -C
+// DIR on the project once unmounted says it is not mounted, and how to
+// mount it.
+func TestStatusFromSubdirAndUnmounted(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a/b/c.txt": "x"})
+	m := mountProject(t, dir)
+	cmd := exec.Command(ckptfsBin, "status")
+	cmd.Dir = filepath.Join(dir, "a/b")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dir:     "+dir+"\n") || !strings.Contains(string(out), "mounted: yes") || !strings.Contains(string(out), "turns:   ") {
+		t.Errorf("ckptfs status in a/b: %v\n%s", err, out)
+	}
+	m.Unmount(t)
+	got, err := runTurnctl(t, dir, "status")
+	want := "turnctl: " + dir + " is not mounted (mount it with: ckptfs mount " + dir + ")\n"
+	if exitCode(err) != 1 || got != want {
+		t.Errorf("turnctl -C DIR status, unmounted: exit %d, %q; want exit 1 and %q", exitCode(err), got, want)
+	}
+}

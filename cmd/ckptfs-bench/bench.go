@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"ckptfs/turnctl"
 )
 
 type bench struct {
@@ -185,6 +187,8 @@ func (b *bench) describe(name string) string {
 		return "loopback + " + strings.Join(parts, "; ")
 	case "C":
 		return b.o.ckptfs + " mount -f --store " + filepath.Join(b.o.work, "C", "store") + " " + filepath.Join(b.o.work, "C", "dir") + "; turnctl begin/end around each repetition"
+	case "Cu":
+		return "the same as C, mounted by " + b.o.user + " through fusermount3: private (no allow_other, no default_permissions), no passthrough, page cache kept across opens; the workloads run as " + b.o.user
 	}
 	return ""
 }
@@ -201,6 +205,8 @@ func (b *bench) startTarget(ctx context.Context, name string) (target, error) {
 		return startLoopback(b, name)
 	case "C":
 		return startCkptfs(ctx, b)
+	case "Cu":
+		return startUserCkptfs(ctx, b)
 	}
 	return nil, fmt.Errorf("unknown configuration %q", name)
 }
@@ -217,15 +223,20 @@ func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) erro
 	if g.note != "" {
 		b.note("%s: %s", wl.name, g.note)
 	}
-	live := map[string]bool{}
+	live, skipped := map[string]bool{}, map[string]bool{}
 	for _, t := range ts {
 		if err := daemonGone(t); err != nil {
 			b.failStep(wl, "", t.Name(), err)
 			continue
 		}
+		if wl.skipUser != "" && t.Name() == "Cu" {
+			b.note("%s: not run on Cu (%s)", wl.name, wl.skipUser)
+			skipped[t.Name()] = true
+			continue
+		}
 		e := &env{global: g, t: t, dir: t.Dir()}
 		if wl.setup != nil {
-			if err := wl.setup(ctx, e); err != nil {
+			if err := asTarget(t, func() error { return wl.setup(ctx, e) }); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -252,7 +263,7 @@ func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) erro
 				}
 			}
 			if wl.after != nil && live[t.Name()] {
-				if err := wl.after(ctx, e); err != nil {
+				if err := asTarget(t, func() error { return wl.after(ctx, e) }); err != nil {
 					b.failStep(wl, "", t.Name(), fmt.Errorf("after: %w", err))
 					live[t.Name()] = false
 				}
@@ -260,9 +271,9 @@ func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) erro
 		}
 	}
 	for _, t := range ts {
-		if wl.teardown != nil {
+		if wl.teardown != nil && !skipped[t.Name()] {
 			e := &env{global: g, t: t, dir: t.Dir()}
-			if err := wl.teardown(ctx, e); err != nil {
+			if err := asTarget(t, func() error { return wl.teardown(ctx, e) }); err != nil {
 				b.logf("%s %s: teardown: %v", wl.name, t.Name(), err)
 			}
 		}
@@ -295,10 +306,11 @@ func (b *bench) failStep(wl *workload, step, config string, err error) {
 	b.logf("%s/%s on %s failed: %v", wl.name, step, config, err)
 }
 
-// runStep prepares (untimed) and runs (timed, inside a turn for C) one step.
+// runStep prepares (untimed) and runs (timed, inside a turn for C) one step,
+// as the target's user (Cu).
 func (b *bench) runStep(ctx context.Context, wl *workload, st step, e *env) error {
 	if st.prep != nil {
-		if err := st.prep(ctx, e); err != nil {
+		if err := asTarget(e.t, func() error { return st.prep(ctx, e) }); err != nil {
 			return fmt.Errorf("prep: %w", err)
 		}
 	}
@@ -317,7 +329,12 @@ func (b *bench) runStep(ctx context.Context, wl *workload, st step, e *env) erro
 			d.kill()
 		}
 	})
-	s, err := measure(ctx, e.t, func() error { return st.run(ctx, e) })
+	var s sample
+	err := asTarget(e.t, func() error {
+		var err error
+		s, err = measure(ctx, e.t, func() error { return st.run(ctx, e) })
+		return err
+	})
 	watchdog.Stop()
 	if err != nil {
 		return err
@@ -347,7 +364,9 @@ func measure(ctx context.Context, t target, fn func() error) (sample, error) {
 	if cpu0 >= 0 && cpu1 >= 0 {
 		s.CPU = cpu1 - cpu0
 	}
-	if _, ok := t.(*ckptfsTarget); ok && cpu1 >= 0 {
+	if _, ok := t.(interface {
+		control() (*turnctl.Client, error)
+	}); ok && cpu1 >= 0 {
 		// Work ckptfs defers past "end" must not land on the next
 		// configuration's clock: wait until the daemon is idle, and report
 		// what it burnt meanwhile.

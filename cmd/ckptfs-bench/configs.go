@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ import (
 	"ckptfs/turnctl"
 )
 
-var configNames = []string{"N", "L", "L+", "C"}
+var configNames = []string{"N", "L", "L+", "C", "Cu"}
 
 func isConfigName(s string) bool {
 	for _, n := range configNames {
@@ -71,6 +72,8 @@ type daemon struct {
 	closeErr  error
 	// unmount asks the daemon to unmount; nil: send SIGTERM.
 	unmount func() error
+	// cred: the daemon runs as this user (nil: as the bench).
+	cred *syscall.Credential
 }
 
 func (d *daemon) Name() string   { return d.name }
@@ -79,17 +82,30 @@ func (d *daemon) DaemonPID() int { return d.cmd.Process.Pid }
 
 func (d *daemon) start() error {
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // Ctrl-C reaches only us; we unmount in order
-		Pdeathsig: syscall.SIGTERM, // if we die, the child unmounts itself
+		Setpgid:    true,            // Ctrl-C reaches only us; we unmount in order
+		Pdeathsig:  syscall.SIGTERM, // if we die, the child unmounts itself
+		Credential: d.cred,
 	}
-	if err := d.cmd.Start(); err != nil {
+	// The kernel sends Pdeathsig when the thread that forked the child
+	// ends, not the process: fork from a thread locked to the goroutine
+	// that waits for the child, so it lives as long as the child, and no
+	// goroutine that ends its thread (inUserThread) can run on it.
+	done, started := make(chan struct{}), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := d.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		d.err = d.cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		return err
 	}
-	d.done = make(chan struct{})
-	go func() {
-		d.err = d.cmd.Wait()
-		close(d.done)
-	}()
+	d.done = done
 	return nil
 }
 
@@ -235,6 +251,7 @@ type ckptfsTarget struct {
 	daemon
 	b      *bench
 	store  string
+	socket string          // the control socket ("": rundir's for the mount)
 	client *turnctl.Client // the control socket, dialed at the first turn
 }
 
@@ -264,10 +281,14 @@ func (c *ckptfsTarget) control() (*turnctl.Client, error) {
 	if c.client != nil {
 		return c.client, nil
 	}
-	sock, err := rundir.Socket(c.mnt)
-	if err != nil {
-		return nil, err
+	sock := c.socket
+	if sock == "" {
+		var err error
+		if sock, err = rundir.Socket(c.mnt); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	// The daemon opens its socket just after the mount goes live.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c.client, err = turnctl.Dial(sock); err == nil || time.Now().After(deadline) {
@@ -303,38 +324,49 @@ func startCkptfs(ctx context.Context, b *bench) (*ckptfsTarget, error) {
 		}
 		return nil
 	}
+	if err := c.launch(ctx, b, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// launch starts the daemon, registers self (c, or what wraps it) for
+// cleanup, waits for the mount, and opens and closes a turn as self's
+// user.
+func (c *ckptfsTarget) launch(ctx context.Context, b *bench, self target) error {
 	logf, err := os.Create(c.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer logf.Close()
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	if err := c.start(); err != nil {
-		return nil, err
+		return err
 	}
-	b.register(c)
+	b.register(self)
 	deadline := time.Now().Add(30 * time.Second)
-	for !isMounted(dir) {
+	for !isMounted(c.mnt) {
 		if c.exited() {
 			c.Close()
-			return nil, fmt.Errorf("ckptfs mount exited (%v): %s", c.err, c.logTail())
+			return fmt.Errorf("ckptfs mount exited (%v): %s", c.err, c.logTail())
 		}
 		if time.Now().After(deadline) {
 			c.Close()
-			return nil, fmt.Errorf("ckptfs mount: not mounted after 30 s: %s", c.logTail())
+			return fmt.Errorf("ckptfs mount: not mounted after 30 s: %s", c.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// A turn must open and close before we trust the configuration.
-	if err := c.Begin(ctx); err != nil {
+	err = asTarget(self, func() error {
+		if err := c.Begin(ctx); err != nil {
+			return err
+		}
+		return c.End(ctx)
+	})
+	if err != nil {
 		c.Close()
-		return nil, err
 	}
-	if err := c.End(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return err
 }
 
 // turnctlCmd runs turnctl -C dir args... and returns its stdout.

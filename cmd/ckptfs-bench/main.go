@@ -1,11 +1,12 @@
 // Command ckptfs-bench runs the workloads of doc/BENCH.md on several
 // configurations side by side (N native, L stock go-fuse loopback, L+ tuned
-// loopback, C ckptfs), interleaved and repeated, and reports medians, ranges,
-// the daemon's CPU time and the ratios C/N, C/L, C/L+.
+// loopback, C ckptfs mounted by root, Cu ckptfs mounted by an ordinary
+// user), interleaved and repeated, and reports medians, ranges, the
+// daemon's CPU time and the ratios C/N, C/L, C/L+, Cu/N, Cu/L, Cu/C.
 //
 // Files: main.go (flags), configs.go (the configurations and their mounts),
 // loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
-// child process), workloads.go, history.go (C-only history figures),
+// child process), usermode.go (Cu, and acting as its user), workloads.go, history.go (C-only history figures),
 // report.go (statistics, tables, JSON).
 package main
 
@@ -45,6 +46,7 @@ type options struct {
 	ckptfs    string
 	turnctl   string
 	lplus     []string
+	user      string
 	keep      bool
 	noHistory bool
 	// The agent session (session.go).
@@ -64,7 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
 	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures)")
-	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C"}, "configurations to run")
+	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu"}, "configurations to run")
+	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu")
 	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
 	fl.StringVar(&o.jsonPath, "json", "", "write results as JSON to `FILE` (default WORK/bench.json)")
 	fl.StringVar(&o.ckptfs, "ckptfs", "bin/ckptfs", "ckptfs binary `PATH`")
@@ -130,9 +133,15 @@ func (o *options) check() error {
 	}
 	seen := map[string]bool{}
 	for i, c := range o.configs {
-		c = strings.ToUpper(strings.TrimSpace(c))
+		c = strings.TrimSpace(c)
 		if !isConfigName(c) {
-			return fmt.Errorf("unknown configuration %q (want N, L, L+, C)", c)
+			c = strings.ToUpper(c)
+		}
+		if c == "CU" {
+			c = "Cu"
+		}
+		if !isConfigName(c) {
+			return fmt.Errorf("unknown configuration %q (want N, L, L+, C, Cu)", c)
 		}
 		if seen[c] {
 			return fmt.Errorf("configuration %s given twice", c)
@@ -180,8 +189,10 @@ Configurations:
   N    a plain directory under --work (the physical limit)
   L    go-fuse loopback (fs.NewLoopbackRoot), default options, served by a child process
   L+   the same loopback tuned by the --lplus options (default: all but writeback):
-%s  C    bin/ckptfs mount -f --store WORK/C/store DIR; turnctl begin/end around
-       every repetition, counted in C's time
+%s  C    bin/ckptfs mount -f --store WORK/C/store DIR as root (shared, FUSE
+       passthrough); turnctl begin/end around every repetition, counted in C's time
+  Cu   the same mounted by --user (needs fusermount3 and a /dev/fuse it may
+       open): private to that user, no passthrough; the workloads run as that user
 
 Workloads (--only takes names or numbers):
 `, lplusHelp())

@@ -70,6 +70,7 @@ type workload struct {
 	name      string
 	desc      string
 	skipQuick bool
+	skipUser  string // why it does not run on Cu ("": it does)
 	global    func(ctx context.Context, g *global) error
 	setup     func(ctx context.Context, e *env) error
 	steps     []step
@@ -113,6 +114,15 @@ func (e *env) list() []string { return e.lists[e.t.Name()] }
 
 func (e *env) p(elem ...string) string { return filepath.Join(append([]string{e.dir}, elem...)...) }
 
+// command runs a program for the target, as command does, with what the
+// target's user needs in its environment (Cu: a home of its own).
+func (e *env) command(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	if u, ok := e.t.(interface{ extraEnv() []string }); ok {
+		env = append(append([]string{}, env...), u.extraEnv()...)
+	}
+	return command(ctx, dir, env, name, args...)
+}
+
 var workloads = []*workload{
 	{num: 1, name: "extract", desc: "tar x of $(go env GOROOT)/src (~11k files)",
 		global: globalTarball,
@@ -124,7 +134,7 @@ var workloads = []*workload{
 		global: globalTarball, setup: setupGitTree,
 		steps: []step{
 			{name: "find", run: func(ctx context.Context, e *env) error {
-				out, err := command(ctx, e.p("tree"), nil, "sh", "-c", "find . -type f | wc -l")
+				out, err := e.command(ctx, e.p("tree"), nil, "sh", "-c", "find . -type f | wc -l")
 				if err == nil {
 					if n, _ := strconv.Atoi(strings.TrimSpace(out)); n == 0 {
 						err = fmt.Errorf("find counted %q files", strings.TrimSpace(out))
@@ -133,7 +143,7 @@ var workloads = []*workload{
 				return err
 			}},
 			{name: "git status", run: func(ctx context.Context, e *env) error {
-				_, err := command(ctx, e.p("tree"), gitEnv(), "git", "status")
+				_, err := e.command(ctx, e.p("tree"), gitEnv(), "git", "status")
 				return err
 			}},
 		}},
@@ -153,7 +163,7 @@ var workloads = []*workload{
 				return ensureTree(ctx, e)
 			},
 			run: func(ctx context.Context, e *env) error {
-				_, err := command(ctx, e.dir, nil, "rm", "-rf", "tree")
+				_, err := e.command(ctx, e.dir, nil, "rm", "-rf", "tree")
 				return err
 			},
 		}}},
@@ -188,9 +198,9 @@ var workloads = []*workload{
 		},
 		teardown: func(ctx context.Context, e *env) error { return os.RemoveAll(e.p("build")) }},
 	{num: 7, name: "npm", desc: "npm ci of a small real project (skipped if npm or the registry is unavailable)",
-		skipQuick: true, global: globalNpm,
+		skipQuick: true, global: globalNpm, skipUser: "npm's cache is root's",
 		steps: []step{{name: "npm ci", prep: prepNpm, run: func(ctx context.Context, e *env) error {
-			_, err := command(ctx, e.p("npm"), nil, "npm", "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error")
+			_, err := e.command(ctx, e.p("npm"), nil, "npm", "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error")
 			return err
 		}}},
 		teardown: func(ctx context.Context, e *env) error { return os.RemoveAll(e.p("npm")) }},
@@ -264,7 +274,7 @@ func extract(ctx context.Context, e *env) error {
 	if err := os.MkdirAll(e.p("tree"), 0o755); err != nil {
 		return err
 	}
-	_, err := command(ctx, e.p("tree"), nil, "tar", "-xf", e.path)
+	_, err := e.command(ctx, e.p("tree"), nil, "tar", "-xf", e.path)
 	return err
 }
 
@@ -285,8 +295,11 @@ func gitEnv() []string {
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	args = append([]string{"-c", "user.email=bench@example.com", "-c", "user.name=bench"}, args...)
-	return command(ctx, dir, gitEnv(), "git", args...)
+	return command(ctx, dir, gitEnv(), "git", gitArgs(args)...)
+}
+
+func gitArgs(args []string) []string {
+	return append([]string{"-c", "user.email=bench@example.com", "-c", "user.name=bench"}, args...)
 }
 
 // setupGitTree makes the tree a git repository with everything committed.
@@ -298,7 +311,7 @@ func setupGitTree(ctx context.Context, e *env) error {
 		return nil
 	}
 	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "base"}} {
-		if _, err := git(ctx, e.p("tree"), args...); err != nil {
+		if _, err := e.command(ctx, e.p("tree"), gitEnv(), "git", gitArgs(args)...); err != nil {
 			return err
 		}
 	}
@@ -358,7 +371,7 @@ func runSed(ctx context.Context, e *env) error {
 		expr = "s/COPYRIGHT/Copyright/"
 	}
 	args := append([]string{"-i", "-e", expr}, e.list()...)
-	_, err := command(ctx, e.p("tree"), nil, "sed", args...)
+	_, err := e.command(ctx, e.p("tree"), nil, "sed", args...)
 	return err
 }
 
@@ -483,13 +496,15 @@ func runSeqRead(ctx context.Context, e *env) error {
 }
 
 // dropCaches writes back dirty pages and drops the page, dentry and inode
-// caches (machine-wide).
+// caches (machine-wide), as root also when the step runs as Cu's user.
 func dropCaches(ctx context.Context, e *env) error {
-	syscall.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
-		return fmt.Errorf("drop caches (need root): %w", err)
-	}
-	return nil
+	return asRoot(func() error {
+		syscall.Sync()
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+			return fmt.Errorf("drop caches (need root): %w", err)
+		}
+		return nil
+	})
 }
 
 // --- 5 random ---
@@ -531,7 +546,7 @@ func runRandom(ctx context.Context, e *env, write bool) error {
 		if write {
 			rw = "randwrite"
 		}
-		_, err := command(ctx, e.dir, nil, "fio", "--name=bench", "--filename=rand.dat",
+		_, err := e.command(ctx, e.dir, nil, "fio", "--name=bench", "--filename=rand.dat",
 			"--rw="+rw, "--bs=4k", fmt.Sprintf("--size=%d", size), "--ioengine=psync",
 			"--invalidate=0", "--randrepeat=1", "--output=/dev/null")
 		return err
@@ -669,6 +684,9 @@ func runtimeVersion() string {
 }
 
 func (e *env) gocache() string {
+	if u, ok := e.t.(interface{ scratch() string }); ok {
+		return filepath.Join(u.scratch(), "gocache") // the user's own
+	}
 	return filepath.Join(e.b.o.work, "gocache-"+configDirName(e.t.Name()))
 }
 
@@ -676,18 +694,18 @@ func prepBuild(ctx context.Context, e *env) error {
 	if err := os.RemoveAll(e.p("build")); err != nil {
 		return err
 	}
-	if _, err := command(ctx, "", nil, "cp", "-a", e.path, e.p("build")); err != nil {
+	if _, err := e.command(ctx, "", nil, "cp", "-a", e.path, e.p("build")); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(e.gocache()); err != nil {
 		return err
 	}
-	_, err := command(ctx, "", nil, "cp", "-a", e.aux, e.gocache())
+	_, err := e.command(ctx, "", nil, "cp", "-a", e.aux, e.gocache())
 	return err
 }
 
 func runBuild(ctx context.Context, e *env) error {
-	_, err := command(ctx, e.p("build"), buildEnv(e.gocache()), "go", "build", "-o", "app", ".")
+	_, err := e.command(ctx, e.p("build"), buildEnv(e.gocache()), "go", "build", "-o", "app", ".")
 	return err
 }
 

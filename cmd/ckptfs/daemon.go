@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -136,11 +137,15 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		Hidden:   hidden,
 		Exclude:  excluded,
 		Logger:   logger,
-		// Passthrough for reads unless CKPTFS_PASSTHROUGH=0, for writes
-		// to files the turn holds already unless
-		// CKPTFS_WRITE_PASSTHROUGH=0: see fusefs.Options.
-		WritePassthrough: os.Getenv("CKPTFS_WRITE_PASSTHROUGH") != "0",
-		ReadPassthrough:  os.Getenv("CKPTFS_PASSTHROUGH") != "0",
+		// Passthrough (root only: see usermount.go) for reads unless
+		// CKPTFS_PASSTHROUGH=0, for writes to files the turn holds
+		// already unless CKPTFS_WRITE_PASSTHROUGH=0: see fusefs.Options.
+		WritePassthrough: asRoot() && os.Getenv("CKPTFS_WRITE_PASSTHROUGH") != "0",
+		ReadPassthrough:  asRoot() && os.Getenv("CKPTFS_PASSTHROUGH") != "0",
+		Private:          privateMount(o),
+		// Without passthrough, reads are the daemon's: let the kernel
+		// keep what it read (ignored with write passthrough).
+		KeepCache: true,
 	})
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)
@@ -168,7 +173,11 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		unmount(srv, dir, logger)
 		return fmt.Errorf("mount: %v", err)
 	}
-	logger.Printf("mounted %s (store %s)", dir, o.store)
+	mode := "shared with other users"
+	if privateMount(o) {
+		mode = "private to uid " + strconv.Itoa(os.Geteuid())
+	}
+	logger.Printf("mounted %s (store %s), %s", dir, o.store, mode)
 	live()
 	stopGC := make(chan struct{})
 	gcDone := make(chan struct{})
@@ -242,7 +251,7 @@ func unmount(srv *fuse.Server, dir string, logger *log.Logger) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	logger.Printf("unmount %s: %v; detaching lazily", dir, err)
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+	if err := detach(dir); err != nil {
 		logger.Printf("detach %s: %v", dir, err)
 	}
 }

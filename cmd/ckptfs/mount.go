@@ -24,6 +24,7 @@ type mountOpts struct {
 	store      string
 	foreground bool
 	excludes   []string
+	allowOther bool // share the mount with other users (see usermount.go)
 	debug      bool
 	readyFd    int // hidden: the pipe the parent waits on (daemon mode)
 	// The retention policy's flags, as given ("": keep what the store
@@ -71,10 +72,21 @@ func parsePolicyFlags(size, turns, age string) (policyFlags, error) {
 
 func runMount(args []string, stdout, stderr io.Writer) error {
 	var o mountOpts
-	fs := newFlags("mount", "mount [flags] DIR", stdout)
+	fs := newFlags("mount", `mount [flags] DIR
+
+Mounts the versioning overlay over DIR, in place, and returns once the
+mount is live. As root the mount is shared with every user (the kernel
+checks each one's permissions) and reads use FUSE passthrough, at native
+speed. As any other user it is made through fusermount3 (package fuse3)
+and is private to that user: nobody else, root included, can enter DIR
+while it is mounted, and reads go through the daemon (passthrough needs
+root). --allow-other shares it instead (as a user, only with
+user_allow_other in /etc/fuse.conf; files other users create then belong
+to you).`, stdout)
 	fs.StringVar(&o.store, "store", "", "history store `PATH` (default DIR/.ckptfs, hidden from the mount)")
 	fs.BoolVarP(&o.foreground, "foreground", "f", false, "stay in the foreground (default: return once the mount is live)")
 	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable)")
+	fs.BoolVar(&o.allowOther, "allow-other", false, "share the mount with other users (root always does; a user needs user_allow_other in /etc/fuse.conf)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request (with -f: to stderr)")
 	fs.StringVar(&o.keepSize, "keep-size", "", "retention: budget of the store on disk (`SIZE`: 500M, 10GiB; default min(10 GiB, 10% of its disk))")
 	fs.StringVar(&o.keepTurns, "keep-turns", "", "retention: keep at least the last `N` turns (default 100)")
@@ -103,6 +115,9 @@ func runMount(args []string, stdout, stderr io.Writer) error {
 	// Every refusal comes before anything is created: a store made inside
 	// another mount would land in that mount's history.
 	if err := checkMountDir(dir, stderr); err != nil {
+		return err
+	}
+	if err := checkUserMount(dir, o); err != nil {
 		return err
 	}
 	if o.store == "" {
@@ -180,10 +195,14 @@ func unwrapPath(err error) error {
 }
 
 // clearStaleMount refuses a live ckptfs mount on dir and lazily unmounts a
-// dead one (its daemon was killed: requests fail with ENOTCONN).
+// dead one (its daemon was killed: requests fail with ENOTCONN). Another
+// user's mount is refused as such: it cannot be told live or dead from
+// here.
 func clearStaleMount(dir string, stderr io.Writer) error {
-	if !rundir.IsMounted(dir) {
+	if _, err := ownMount(dir); errors.Is(err, rundir.ErrNotMounted) {
 		return nil
+	} else if err != nil {
+		return fmt.Errorf("mount: %v", err)
 	}
 	// statfs always reaches the daemon (a stat may be answered from the
 	// kernel's attribute cache): a dead one answers ENOTCONN.
@@ -199,7 +218,7 @@ func clearStaleMount(dir string, stderr io.Writer) error {
 		return fmt.Errorf("mount: %s is already a ckptfs mount; use it as it is, or run 'ckptfs umount %s' first", dir, dir)
 	}
 	fmt.Fprintf(stderr, "ckptfs: %s: the previous daemon died; detaching its dead mount\n", dir)
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+	if err := detach(dir); err != nil {
 		return fmt.Errorf("mount: detach dead mount of %s: %v", dir, err)
 	}
 	rundir.Remove(dir)
@@ -240,6 +259,9 @@ func spawnDaemon(dir string, o mountOpts) error {
 	args := []string{"mount", "-f", "--ready-fd", "3", "--store", o.store}
 	for _, x := range o.excludes {
 		args = append(args, "--exclude", x)
+	}
+	if o.allowOther {
+		args = append(args, "--allow-other")
 	}
 	if o.debug {
 		args = append(args, "--debug")

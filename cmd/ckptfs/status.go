@@ -7,7 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,8 +22,13 @@ import (
 
 // statusReport is what `ckptfs status` prints.
 type statusReport struct {
-	Dir        string `json:"dir"`
-	Mounted    bool   `json:"mounted"`
+	Dir     string `json:"dir"`
+	Mounted bool   `json:"mounted"`
+	// OwnerUID is the user the mount belongs to (mounted only; -1:
+	// unknown). Only that user's daemon answers it; for anyone else
+	// Error says so.
+	OwnerUID   int    `json:"owner_uid"`
+	Private    bool   `json:"private"` // no allow_other: only its owner can enter it
 	PID        int    `json:"pid,omitempty"`
 	Alive      bool   `json:"alive"`
 	Store      string `json:"store,omitempty"`
@@ -71,13 +78,22 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("status: %v (name a DIR)", err)
 		}
 	}
-	rep := statusReport{Dir: dir, Mounted: rundir.IsMounted(dir)}
-	if info, err := rundir.ReadInfo(dir); err == nil {
+	rep := statusReport{Dir: dir, OwnerUID: -1}
+	var foreign error
+	if m, err := rundir.Lookup(dir); err == nil && m.Dir == dir {
+		rep.Mounted, rep.OwnerUID, rep.Private = true, m.UID, !m.AllowOther
+		foreign = m.Mine()
+	}
+	if foreign != nil {
+		// Its runtime files are its owner's, and its daemon answers
+		// nobody else: say whose it is rather than guess.
+		rep.Error = foreign.Error()
+	} else if info, err := rundir.ReadInfo(dir); err == nil {
 		rep.PID, rep.Store, rep.Socket = info.PID, info.Store, info.Socket
 		rep.Started = info.Started.Format("2006-01-02 15:04:05")
 		rep.Alive = alive(info.PID)
 	}
-	if rep.Store == "" {
+	if rep.Store == "" && foreign == nil {
 		rep.Store = filepath.Join(dir, ".ckptfs")
 	}
 	storePath := rep.Store
@@ -85,11 +101,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		// The store is hidden by the mount; the daemon's cwd is the store.
 		storePath = fmt.Sprintf("/proc/%d/cwd", rep.PID)
 	}
-	rep.StoreBytes = du(storePath + "/")
 	rep.FreeBytes = -1
-	var sfs syscall.Statfs_t
-	if syscall.Statfs(storePath+"/", &sfs) == nil {
-		rep.FreeBytes = int64(sfs.Bavail) * int64(sfs.Bsize)
+	if foreign == nil {
+		rep.StoreBytes = du(storePath + "/")
+		var sfs syscall.Statfs_t
+		if syscall.Statfs(storePath+"/", &sfs) == nil {
+			rep.FreeBytes = int64(sfs.Bavail) * int64(sfs.Bsize)
+		}
 	}
 	if rep.PID != 0 && !rep.Alive {
 		rep.Fatal = lastFatal(filepath.Join(storePath, "daemon.log"))
@@ -116,7 +134,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "dir:     %s\n", rep.Dir)
 	if rep.Mounted {
-		fmt.Fprintf(stdout, "mounted: yes\n")
+		mode := "shared with other users"
+		if rep.Private {
+			mode = "private to its owner"
+		}
+		fmt.Fprintf(stdout, "mounted: yes, by %s, %s\n", uidName(rep.OwnerUID), mode)
 	} else {
 		fmt.Fprintf(stdout, "mounted: no\n")
 	}
@@ -131,7 +153,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if rep.FreeBytes >= 0 {
 		free = ", " + units.Bytes(rep.FreeBytes) + " free"
 	}
-	fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
+	if rep.Store != "" {
+		fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
+	}
 	if rep.BudgetBytes > 0 {
 		over := ""
 		if rep.HistoryBytes > rep.BudgetBytes {
@@ -160,6 +184,18 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "turns:   unknown (%s)\n", rep.Error)
 	}
 	return nil
+}
+
+// uidName is "uid N (name)", or "uid N" when N has no name here.
+func uidName(uid int) string {
+	if uid < 0 {
+		return "an unknown user"
+	}
+	s := fmt.Sprintf("uid %d", uid)
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		s += " (" + u.Username + ")"
+	}
+	return s
 }
 
 // lastFatal returns the last fatal store error in a daemon log, or "".

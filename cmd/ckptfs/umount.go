@@ -58,6 +58,13 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 	if ierr != nil && !mounted {
 		return fmt.Errorf("umount: %s is not a ckptfs mount", dir)
 	}
+	if mounted {
+		// Another user's daemon takes no signal from us, and its runtime
+		// files are not in our runtime directory.
+		if err := mnt.Mine(); err != nil {
+			return fmt.Errorf("umount: %v", err)
+		}
+	}
 	if ierr == nil && alive(info.PID) {
 		var holders []holder
 		if mounted {
@@ -74,7 +81,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 				unix.Syncfs(int(f.Fd()))
 				f.Close()
 			}
-			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			if err := detach(dir); err != nil {
 				return fmt.Errorf("umount: detach %s: %v", dir, err)
 			}
 		}
@@ -96,7 +103,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 		}
 	}
 	if rundir.IsMounted(dir) {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		if err := detach(dir); err != nil {
 			return fmt.Errorf("umount: detach %s: %v", dir, err)
 		}
 	}

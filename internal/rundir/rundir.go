@@ -13,6 +13,10 @@
 //
 //	<runtime>/<16 hex digits>.sock   the control socket (mode 0600)
 //	<runtime>/<16 hex digits>.json   Info, written once the mount is live
+//
+// The runtime directory is per user, and a daemon answers its own user
+// only: a mount that belongs to another user (Mount.UID) is reported as
+// such (ForeignError) instead of being looked for here.
 package rundir
 
 import (
@@ -23,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -70,8 +75,21 @@ func base(mountDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return filepath.Join(d, name(abs)), nil
+}
+
+// name is the runtime files' name (without suffix) of the mount on the
+// absolute path abs.
+func name(abs string) string {
 	sum := sha256.Sum256([]byte(filepath.Clean(abs)))
-	return filepath.Join(d, hex.EncodeToString(sum[:8])), nil
+	return hex.EncodeToString(sum[:8])
+}
+
+// SocketIn returns the control socket path of the mount on the absolute
+// path mountDir as the daemon of a process whose runtime directory is
+// runtime makes it (another user's, for a tool acting as that user).
+func SocketIn(runtime, mountDir string) string {
+	return filepath.Join(runtime, name(mountDir)+".sock")
 }
 
 // Socket returns the control socket path for a mounted directory.
@@ -135,6 +153,38 @@ var ErrNotMounted = errors.New("not inside a ckptfs mount")
 type Mount struct {
 	Dir string // its mount point
 	Dev uint64 // its device number (st_dev of its files)
+	// UID is the user the mount belongs to: the user_id the kernel
+	// shows, whose daemon serves it (-1: not shown).
+	UID int
+	// AllowOther: other users may enter it (allow_other); else it is
+	// private to UID, and the kernel refuses everyone else, root too.
+	AllowOther bool
+}
+
+// ForeignError says a ckptfs mount belongs to another user: its daemon
+// answers its owner only (the socket checks the peer's uid), its runtime
+// files are in its owner's runtime directory, and a private mount cannot
+// even be entered by anyone else, root included.
+type ForeignError struct {
+	Dir string
+	UID int
+}
+
+func (e *ForeignError) Error() string {
+	who := fmt.Sprintf("uid %d", e.UID)
+	if u, err := user.LookupId(fmt.Sprint(e.UID)); err == nil {
+		who += " (" + u.Username + ")"
+	}
+	return fmt.Sprintf("%s is mounted by %s; ask its owner", e.Dir, who)
+}
+
+// Mine returns nil when the mount belongs to the effective user (or its
+// owner is not shown), else a *ForeignError.
+func (m Mount) Mine() error {
+	if m.UID < 0 || m.UID == os.Geteuid() {
+		return nil
+	}
+	return &ForeignError{Dir: m.Dir, UID: m.UID}
 }
 
 // MountTable lists the live ckptfs mounts, in the order of
@@ -160,7 +210,11 @@ func MountTable() ([]Mount, error) {
 		if len(post) < 1 || len(pre) < 5 || post[0] != FSType {
 			continue
 		}
-		m := Mount{Dir: unescape(pre[4])}
+		m := Mount{Dir: unescape(pre[4]), UID: -1}
+		if len(post) >= 3 {
+			m.UID = superUID(post[2])
+			m.AllowOther = strings.Contains(","+post[2]+",", ",allow_other,")
+		}
 		if maj, min, ok := strings.Cut(pre[2], ":"); ok {
 			a, err1 := strconv.ParseUint(maj, 10, 32)
 			b, err2 := strconv.ParseUint(min, 10, 32)
@@ -200,25 +254,47 @@ func IsMounted(dir string) bool {
 
 // FindMount returns the innermost ckptfs mount point containing dir.
 func FindMount(dir string) (string, error) {
+	m, err := Lookup(dir)
+	return m.Dir, err
+}
+
+// Lookup returns the innermost ckptfs mount containing dir, by its path
+// alone: nothing is resolved or entered, so it also names a mount that
+// cannot be entered (another user's private mount). Callers that can
+// resolve symlinks do so first.
+func Lookup(dir string) (Mount, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", err
+		return Mount{}, err
 	}
 	abs = filepath.Clean(abs)
-	ms, err := Mounts()
+	ms, err := MountTable()
 	if err != nil {
-		return "", err
+		return Mount{}, err
 	}
-	best := ""
+	best, found := Mount{}, false
 	for _, m := range ms {
-		if (abs == m || strings.HasPrefix(abs, m+"/") || m == "/") && len(m) > len(best) {
-			best = m
+		// A mount stacked on another comes later and wins a tie.
+		if (abs == m.Dir || strings.HasPrefix(abs, m.Dir+"/") || m.Dir == "/") && (!found || len(m.Dir) >= len(best.Dir)) {
+			best, found = m, true
 		}
 	}
-	if best == "" {
-		return "", ErrNotMounted
+	if !found {
+		return Mount{}, ErrNotMounted
 	}
 	return best, nil
+}
+
+// superUID returns the user_id of a FUSE mount's super options, or -1.
+func superUID(opts string) int {
+	for _, o := range strings.Split(opts, ",") {
+		if v, ok := strings.CutPrefix(o, "user_id="); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // unescape undoes the octal escapes (\040 for space, …) of mountinfo fields.

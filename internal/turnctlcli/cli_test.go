@@ -170,14 +170,17 @@ func TestRewindOffline(t *testing.T) {
 
 func TestUsageAndMountOnly(t *testing.T) {
 	dir := testProject(t)
+	// A project named with -C that is not mounted: say so, and how to
+	// mount it (not "use -C DIR", which was used).
+	notMounted := "turnctl: " + dir + " is not mounted (mount it with: ckptfs mount " + dir + ")\n"
 	cases := []struct {
 		args []string
 		code int
 		err  string
 	}{
-		{[]string{"-C", dir, "begin"}, 1, "turnctl: not inside a ckptfs mount (use -C DIR)\n"},
-		{[]string{"-C", dir, "status"}, 1, "turnctl: not inside a ckptfs mount (use -C DIR)\n"},
-		{[]string{"-C", dir, "run", "--", "true"}, 1, "turnctl: not inside a ckptfs mount (use -C DIR)\n"},
+		{[]string{"-C", dir, "begin"}, 1, notMounted},
+		{[]string{"-C", dir, "status"}, 1, notMounted},
+		{[]string{"-C", dir, "run", "--", "true"}, 1, notMounted},
 		{[]string{"-C", dir, "bogus"}, 2, "turnctl: unknown command \"bogus\" (see turnctl --help)\n"},
 		{[]string{"-C", dir, "show"}, 2, ""},
 		{[]string{"-C", dir, "show", "1", "2"}, 2, ""},

@@ -21,10 +21,21 @@ type project struct {
 
 var errNotMounted = errors.New("not inside a ckptfs mount (use -C DIR)")
 
+// notMountedError is errNotMounted for a directory named with -C or
+// $CKPTFS_DIR: it says which, and how to mount it.
+type notMountedError struct{ dir string }
+
+func (e notMountedError) Error() string {
+	return fmt.Sprintf("%s is not mounted (mount it with: ckptfs mount %s)", e.dir, e.dir)
+}
+
+func (e notMountedError) Is(target error) bool { return target == errNotMounted }
+
 // findProject locates the project: the ckptfs mount containing -C DIR, else
 // the current directory, else $CKPTFS_DIR. Without a mount it looks for
 // the store (DIR/.ckptfs, in DIR or a parent) unless the command needs a
-// live mount.
+// live mount. A mount that belongs to another user is an error that says
+// whose it is (*rundir.ForeignError): its daemon would not answer us.
 func findProject(g globals, needMount bool) (*project, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -43,6 +54,11 @@ func findProject(g globals, needMount bool) (*project, error) {
 		}
 	}
 	if fi, err := os.Stat(start); err != nil {
+		// Another user's private mount cannot even be entered: by its
+		// path alone, it is still theirs to name.
+		if m, lerr := rundir.Lookup(start); lerr == nil && m.Mine() != nil {
+			return nil, m.Mine()
+		}
 		return nil, fmt.Errorf("%s: %w", start, errors.Unwrap(err))
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", start)
@@ -52,11 +68,17 @@ func findProject(g globals, needMount bool) (*project, error) {
 	if !explicit {
 		p.base = realPath(cwd)
 	}
-	if m, err := rundir.FindMount(start); err == nil {
-		p.root, p.mounted = m, true
+	if m, err := rundir.Lookup(start); err == nil {
+		if err := m.Mine(); err != nil {
+			return nil, err
+		}
+		p.root, p.mounted = m.Dir, true
 		return p, nil
 	}
 	if needMount {
+		if explicit {
+			return nil, notMountedError{start}
+		}
 		return nil, errNotMounted
 	}
 	if g.store != "" {

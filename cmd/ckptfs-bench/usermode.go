@@ -1,0 +1,158 @@
+package main
+
+// Cu: ckptfs mounted by an ordinary user (--user, default nobody), as
+// `ckptfs mount` does when not root: through fusermount3, private to that
+// user (no allow_other, no default_permissions), without passthrough. A
+// private mount refuses every other user, root included, so everything the
+// bench does in Cu's directory — the workloads' own syscalls, the programs
+// they start, turnctl's requests — runs as that user, on an OS thread that
+// took the user's credentials alone (inUserThread).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"ckptfs/internal/rundir"
+)
+
+// userCkptfs is Cu: a ckptfs mount made by an ordinary user.
+type userCkptfs struct {
+	*ckptfsTarget
+	uid, gid int
+	base     string // WORK/Cu, owned by the user: home, runtime dir, caches
+}
+
+// asUser runs fn as the target's user (see inUserThread).
+func (u *userCkptfs) asUser(fn func() error) error { return inUserThread(u.uid, u.gid, fn) }
+
+// scratch is a directory of the user's own beside the mount.
+func (u *userCkptfs) scratch() string { return u.base }
+
+// extraEnv is what programs started in Cu need besides the bench's
+// environment: a home of the user's own (root's is not readable).
+func (u *userCkptfs) extraEnv() []string {
+	return []string{"HOME=" + filepath.Join(u.base, "home"), "CKPTFS_RUNTIME_DIR=" + filepath.Join(u.base, "run")}
+}
+
+// asTarget runs fn as t's user when t has one (Cu), else as is.
+func asTarget(t target, fn func() error) error {
+	if u, ok := t.(interface{ asUser(func() error) error }); ok {
+		return u.asUser(fn)
+	}
+	return fn()
+}
+
+// asRoot runs fn on a thread that kept the bench's own credentials, from
+// code that may run in a user thread (dropping the page cache).
+func asRoot(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- fn() }()
+	return <-errc
+}
+
+// inUserThread runs fn on a goroutine locked to an OS thread that has
+// taken uid, gid and no supplementary groups, with the raw system calls:
+// Go's syscall.Setuid would change every thread of the process. The
+// thread is never unlocked, so the runtime ends it with the goroutine,
+// and while it is locked the runtime starts no new thread from it;
+// processes started by fn inherit its credentials (clone copies the
+// calling thread's).
+func inUserThread(uid, gid int, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // for good: the thread dies with us
+		for _, c := range []struct {
+			name string
+			nr   uintptr
+			args [3]uintptr
+		}{
+			{"setgroups", syscall.SYS_SETGROUPS, [3]uintptr{0, 0, 0}},
+			{"setresgid", syscall.SYS_SETRESGID, [3]uintptr{uintptr(gid), uintptr(gid), uintptr(gid)}},
+			{"setresuid", syscall.SYS_SETRESUID, [3]uintptr{uintptr(uid), uintptr(uid), uintptr(uid)}},
+		} {
+			if _, _, e := syscall.RawSyscall(c.nr, c.args[0], c.args[1], c.args[2]); e != 0 {
+				errc <- fmt.Errorf("%s: %v", c.name, e)
+				return
+			}
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+func startUserCkptfs(ctx context.Context, b *bench) (*userCkptfs, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("needs root, to act as --user %s", b.o.user)
+	}
+	u, err := user.Lookup(b.o.user)
+	if err != nil {
+		return nil, fmt.Errorf("--user: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if uid == 0 {
+		return nil, fmt.Errorf("--user %s is root", b.o.user)
+	}
+	base := filepath.Join(b.o.work, "Cu")
+	t := &userCkptfs{uid: uid, gid: gid, base: base}
+	// The binaries, where the user can run them; the user's directories.
+	for _, d := range []string{base, filepath.Join(base, "bin"), filepath.Join(base, "dir"), filepath.Join(base, "home"), filepath.Join(base, "run")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range []string{b.o.ckptfs, b.o.turnctl} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("%v (run make build)", err)
+		}
+		if err := os.WriteFile(filepath.Join(base, "bin", filepath.Base(p)), data, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []string{base, filepath.Join(base, "dir"), filepath.Join(base, "home"), filepath.Join(base, "run")} {
+		if err := os.Chown(d, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	os.Chmod(filepath.Join(base, "run"), 0o700)
+	ckptfs := filepath.Join(base, "bin", "ckptfs")
+	dir, store := filepath.Join(base, "dir"), filepath.Join(base, "store")
+	env := append(os.Environ(), t.extraEnv()...)
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	c := &ckptfsTarget{b: b, store: store, socket: rundir.SocketIn(filepath.Join(base, "run"), dir)}
+	c.daemon = daemon{
+		name: "Cu",
+		mnt:  dir,
+		cmd:  exec.Command(ckptfs, "mount", "-f", "--store", store, dir),
+		log:  filepath.Join(base, "daemon.log"),
+		cred: cred,
+	}
+	c.cmd.Env = env
+	c.cmd.Dir = "/"
+	c.unmount = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, ckptfs, "umount", dir)
+		cmd.Env, cmd.Dir = env, "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("Cu: ckptfs umount: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	t.ckptfsTarget = c
+	if err := c.launch(ctx, b, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}

@@ -1,0 +1,384 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/rundir"
+)
+
+// The mount made by an ordinary user (through fusermount3, private to that
+// user) and what everyone else is told about it. A private mount refuses
+// every other user, root included, so these tests run their checks as the
+// mounting user: a user the test creates (useradd), with /dev/fuse made
+// usable (mode 0666, as distributions ship it; .ci/run does the same).
+
+// testUserName is the unprivileged user the tests create and act as.
+const testUserName = "ckptfs-test"
+
+var (
+	unprivOnce sync.Once
+	unprivUID  uint32
+	unprivGID  uint32
+	unprivErr  error
+)
+
+// unprivileged returns the test user's uid and gid, creating the user if
+// it is missing and making /dev/fuse and the test binaries usable by it.
+func unprivileged(t *testing.T) (uid, gid uint32) {
+	t.Helper()
+	unprivOnce.Do(func() {
+		if _, err := user.Lookup(testUserName); err != nil {
+			out, err := exec.Command("useradd", "--system", "--user-group", "--no-create-home",
+				"--shell", "/usr/sbin/nologin", testUserName).CombinedOutput()
+			if err != nil {
+				unprivErr = fmt.Errorf("useradd %s: %v: %s", testUserName, err, out)
+				return
+			}
+		}
+		u, err := user.Lookup(testUserName)
+		if err != nil {
+			unprivErr = err
+			return
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		unprivUID, unprivGID = uint32(uid), uint32(gid)
+		if err := os.Chmod("/dev/fuse", 0o666); err != nil {
+			unprivErr = fmt.Errorf("make /dev/fuse usable: %v", err)
+			return
+		}
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			unprivErr = fmt.Errorf("fusermount3 is missing (Debian: apt-get install fuse3; .ci/run installs it): %v", err)
+			return
+		}
+		// The binaries' directory is made 0700 by MkdirTemp.
+		unprivErr = os.Chmod(binDir, 0o755)
+	})
+	if unprivErr != nil {
+		t.Fatal(unprivErr)
+	}
+	return unprivUID, unprivGID
+}
+
+// userProject is a project owned by the test user, with that user's home
+// and runtime directory beside it.
+type userProject struct {
+	Dir      string // the project (the mount point)
+	Home     string
+	Runtime  string // CKPTFS_RUNTIME_DIR of the user's commands and of the test
+	uid, gid uint32
+}
+
+// newUserProject makes a project directory owned by the test user, in a
+// temporary directory the user can reach. The test's own runtime
+// directory is the user's, so rundir finds the user's mounts' info files.
+func newUserProject(t *testing.T) *userProject {
+	t.Helper()
+	uid, gid := unprivileged(t)
+	base := t.TempDir()
+	// t.TempDir's directories are 0700: open the way down to base.
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &userProject{Dir: filepath.Join(base, "proj"), Home: filepath.Join(base, "home"), Runtime: filepath.Join(base, "run"), uid: uid, gid: gid}
+	for _, d := range []string{p.Dir, p.Home, p.Runtime} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, int(uid), int(gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(p.Dir, 0o755)
+	t.Setenv("CKPTFS_RUNTIME_DIR", p.Runtime)
+	return p
+}
+
+// cmd returns a command that runs as the test user in dir, with a fixed
+// environment (git dates, its own home and runtime directory).
+func (p *userProject) cmd(dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: p.uid, Gid: p.gid, Groups: []uint32{}}}
+	cmd.Env = []string{
+		"PATH=" + binDir + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + p.Home,
+		"CKPTFS_RUNTIME_DIR=" + p.Runtime, "LC_ALL=C", "TZ=UTC",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
+		"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z",
+		"GIT_CONFIG_NOSYSTEM=1",
+	}
+	return cmd
+}
+
+// run runs name args as the user in dir and returns the combined output;
+// it fails the test if the command fails.
+func (p *userProject) run(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	out, err := p.try(dir, name, args...)
+	if err != nil {
+		t.Fatalf("as %s in %s: %s %s: %v\n%s", testUserName, dir, name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// try runs name args as the user in dir and returns the combined output.
+func (p *userProject) try(dir, name string, args ...string) (string, error) {
+	cmd := p.cmd(dir, name, args...)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	return b.String(), err
+}
+
+// sh runs a bash script as the user in the project.
+func (p *userProject) sh(t *testing.T, script string) string {
+	t.Helper()
+	return p.run(t, p.Dir, "bash", "-euo", "pipefail", "-c", script)
+}
+
+// listing is the state of every path under the project as the user sees
+// it: type, mode, symlink target, and each regular file's sha256 — read
+// through the mount by the user, the only one who may.
+func (p *userProject) listing(t *testing.T) string {
+	t.Helper()
+	return p.sh(t, `{ find . -mindepth 1 -path ./.ckptfs -prune -o -printf '%y %#m %P %l\n'
+		find . -path ./.ckptfs -prune -o -type f -print0 | xargs -0 -r sha256sum; } | sort`)
+}
+
+// mount mounts the project as the user and unmounts it when the test
+// ends, also on failure: ckptfs umount as the user, then (as root) a
+// SIGKILL of the daemon and a lazy detach.
+func (p *userProject) mount(t *testing.T) {
+	t.Helper()
+	p.run(t, p.Dir, ckptfsBin, "mount", p.Dir)
+	t.Cleanup(func() {
+		if rundir.IsMounted(p.Dir) {
+			pid := 0
+			if info, err := rundir.ReadInfo(p.Dir); err == nil {
+				pid = info.PID
+			}
+			cmd := p.cmd("/", ckptfsBin, "umount", p.Dir)
+			cmd.Start()
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				t.Errorf("ckptfs umount %s as %s hung", p.Dir, testUserName)
+			}
+			if rundir.IsMounted(p.Dir) {
+				if pid > 0 {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				unix.Unmount(p.Dir, unix.MNT_DETACH)
+			}
+			if rundir.IsMounted(p.Dir) {
+				t.Errorf("%s is still mounted after cleanup", p.Dir)
+			}
+		}
+		checkDaemonLog(t, filepath.Join(p.Dir, ".ckptfs"))
+	})
+}
+
+// TestUserMount runs the main scenario as an ordinary user: mount (private,
+// through fusermount3), turns of real tools, log, rewind, undo, restore,
+// status from a subdirectory, umount; then checks bytes, modes and owners
+// on disk.
+func TestUserMount(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `
+		mkdir -p src/pkg docs build
+		printf 'package main\n\nfunc foo() int { return 1 }\n' > src/main.go
+		printf 'hello\nworld\n' > docs/readme.txt
+		printf '#!/bin/sh\necho hi\n' > run.sh && chmod 0755 run.sh
+		for i in 1 2 3; do echo obj$i > build/o$i; done
+		head -c 20000 /dev/urandom > blob.bin
+		git init -q -b main . && git add -A && git commit -qm init`)
+	p.mount(t)
+
+	// Private: the kernel shows the user as its owner, no allow_other,
+	// and refuses everyone else, root included.
+	m, err := rundir.Lookup(p.Dir)
+	if err != nil || m.Dir != p.Dir || m.UID != int(p.uid) || m.AllowOther {
+		t.Fatalf("mount table: %+v %v; want %s owned by uid %d, without allow_other", m, err, p.Dir, p.uid)
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, "src")); !os.IsPermission(err) {
+		t.Errorf("root entered the private mount: %v", err)
+	}
+	info, err := rundir.ReadInfo(p.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(fmt.Sprintf("/proc/%d", info.PID)); err != nil || st.Sys().(*syscall.Stat_t).Uid != p.uid {
+		t.Errorf("the daemon does not run as uid %d: %v", p.uid, err)
+	}
+
+	states := []string{p.listing(t)} // turn 0
+	work := []string{
+		`sed -i 's/return 1/return 42/' src/main.go; echo new > src/pkg/new.go; chmod 0600 docs/readme.txt`,
+		`rm -rf build; mv docs documentation; ln -s src/main.go link.go; ln -s missing dangling`,
+		`head -c 30000 /dev/urandom > blob.bin; truncate -s 3 src/pkg/new.go; mkdir empty; git add -A; git commit -qm two`,
+	}
+	for i, w := range work {
+		p.run(t, p.Dir, turnctlBin, "begin", "--label", fmt.Sprintf("turn %d", i+1))
+		p.sh(t, w)
+		p.run(t, p.Dir, turnctlBin, "end")
+		states = append(states, p.listing(t))
+	}
+	log := p.run(t, filepath.Join(p.Dir, "src"), turnctlBin, "log")
+	for _, want := range []string{"turn 1", "turn 2", "turn 3", "sed"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("turnctl log lacks %q:\n%s", want, log)
+		}
+	}
+	// ckptfs status from a subdirectory finds the mount.
+	st := p.run(t, filepath.Join(p.Dir, "src/pkg"), ckptfsBin, "status")
+	if !strings.Contains(st, "dir:     "+p.Dir+"\n") || !strings.Contains(st, "mounted: yes") || !strings.Contains(st, "private") || !strings.Contains(st, "turns:   3") {
+		t.Errorf("ckptfs status in src/pkg:\n%s", st)
+	}
+
+	// Rewinds as the user; every file was read through the mount before
+	// (the kernel keeps its pages), so this checks they are dropped too.
+	for _, n := range []int{1, 0, 2} {
+		p.run(t, p.Dir, turnctlBin, "rewind", strconv.Itoa(n))
+		if got := p.listing(t); got != states[n] {
+			t.Fatalf("after rewind %d:\n%s\nwant:\n%s", n, got, states[n])
+		}
+	}
+	p.run(t, "/", turnctlBin, "-C", p.Dir, "undo") // the rewind to 2
+	if got := p.listing(t); got != states[0] {
+		t.Fatalf("after undo of the rewind to 2:\n%s\nwant:\n%s", got, states[0])
+	}
+	p.run(t, p.Dir, turnctlBin, "restore", "3", "--", "blob.bin", "src")
+	final := p.listing(t)
+	p.run(t, "/", ckptfsBin, "umount", p.Dir)
+	if rundir.IsMounted(p.Dir) {
+		t.Fatalf("%s still mounted after ckptfs umount", p.Dir)
+	}
+
+	// On disk, as root: what the user saw through the mount, owned by
+	// the user (the daemon created the files as the user).
+	if got := p.listing(t); got != final {
+		t.Errorf("the backing tree after umount:\n%s\nwant what the mount showed:\n%s", got, final)
+	}
+	main, _ := os.ReadFile(filepath.Join(p.Dir, "src/main.go"))
+	if !strings.Contains(string(main), "return 42") {
+		t.Errorf("src/main.go = %q, want turn 3's", main)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p.Dir, "src/pkg/new.go")); string(b) != "new" {
+		t.Errorf("src/pkg/new.go = %q, want turn 3's %q", b, "new")
+	}
+	if fi, err := os.Lstat(filepath.Join(p.Dir, "docs/readme.txt")); err != nil || fi.Mode() != 0o644 {
+		t.Errorf("docs/readme.txt: %v %v, want turn 0's 0644", fi, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(p.Dir, "run.sh")); err != nil || fi.Mode() != 0o755 {
+		t.Errorf("run.sh: %v %v, want 0755", fi, err)
+	}
+	for _, f := range []string{"src/pkg/new.go", "blob.bin", ".ckptfs/daemon.log"} {
+		fi, err := os.Lstat(filepath.Join(p.Dir, f))
+		if err != nil || fi.Sys().(*syscall.Stat_t).Uid != p.uid {
+			t.Errorf("%s: %v, want it owned by uid %d", f, err, p.uid)
+		}
+	}
+}
+
+// TestForeignMount: a mount that belongs to another user is named as such
+// by every command that would otherwise look for its daemon ("mounted by
+// uid N; ask its owner"), in both directions: root at a user's private
+// mount, a user in root's shared one.
+func TestForeignMount(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.mount(t)
+	owner := fmt.Sprintf("%s is mounted by uid %d (%s); ask its owner", p.Dir, p.uid, testUserName)
+	oneLine := func(what, out string, err error, prefix string) {
+		t.Helper()
+		if exitCode(err) != 1 || out != prefix+owner+"\n" {
+			t.Errorf("%s: exit %d, output %q; want exit 1 and %q", what, exitCode(err), out, prefix+owner+"\n")
+		}
+	}
+	out, err := runTurnctl(t, p.Dir, "status")
+	oneLine("turnctl -C DIR status as root", out, err, "turnctl: ")
+	out, err = runTurnctl(t, filepath.Join(p.Dir, "sub"), "log")
+	oneLine("turnctl -C DIR/sub log as root", out, err, "turnctl: ")
+	out, err = runCkptfs("umount", p.Dir)
+	oneLine("ckptfs umount as root", out, err, "ckptfs: umount: ")
+	out, err = runCkptfs("mount", p.Dir)
+	oneLine("ckptfs mount as root", out, err, "ckptfs: mount: ")
+	out, err = runCkptfs("status", p.Dir)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("mounted: yes, by uid %d (%s), private", p.uid, testUserName)) || !strings.Contains(out, owner) {
+		t.Errorf("ckptfs status as root: %v\n%s", err, out)
+	}
+	if !rundir.IsMounted(p.Dir) {
+		t.Fatal("a refused umount unmounted")
+	}
+
+	// Root's shared mount, seen by the user from inside it.
+	shared := t.TempDir()
+	os.Chmod(filepath.Dir(shared), 0o755)
+	os.Chmod(shared, 0o777)
+	os.Mkdir(filepath.Join(shared, "sub"), 0o777)
+	os.Chmod(filepath.Join(shared, "sub"), 0o777)
+	mountProject(t, shared)
+	t.Setenv("CKPTFS_RUNTIME_DIR", p.Runtime) // mountProject set root's
+	rootOwned := fmt.Sprintf("turnctl: %s is mounted by uid 0 (root); ask its owner\n", shared)
+	for _, args := range [][]string{{"status"}, {"begin"}, {"-C", shared, "log"}} {
+		out, err := p.try(filepath.Join(shared, "sub"), turnctlBin, args...)
+		if exitCode(err) != 1 || out != rootOwned {
+			t.Errorf("turnctl %v as %s in root's mount: exit %d, %q; want exit 1 and %q", args, testUserName, exitCode(err), out, rootOwned)
+		}
+	}
+}
+
+// TestUserMountRefusals: what fusermount3 would refuse, ckptfs refuses
+// first, in one line that says what to do.
+func TestUserMountRefusals(t *testing.T) {
+	p := newUserProject(t)
+	other := filepath.Join(filepath.Dir(p.Dir), "rootowned")
+	os.Mkdir(other, 0o755)
+	if _, err := os.Stat("/etc/fuse.conf"); err == nil && userAllowOther(t) {
+		t.Log("/etc/fuse.conf allows user_allow_other: --allow-other case skipped")
+	} else {
+		out, err := p.try(p.Dir, ckptfsBin, "mount", "--allow-other", p.Dir)
+		if exitCode(err) != 1 || !strings.Contains(out, "user_allow_other") || strings.Count(out, "\n") != 1 {
+			t.Errorf("mount --allow-other as a user: exit %d, %q", exitCode(err), out)
+		}
+	}
+	out, err := p.try(p.Dir, ckptfsBin, "mount", other)
+	if exitCode(err) != 1 || !strings.Contains(out, "not writable by uid") || strings.Count(out, "\n") != 1 {
+		t.Errorf("mount of a directory the user may not write: exit %d, %q", exitCode(err), out)
+	}
+	if rundir.IsMounted(p.Dir) || rundir.IsMounted(other) {
+		t.Fatal("a refused mount mounted")
+	}
+	if _, err := os.Stat(filepath.Join(other, ".ckptfs")); err == nil {
+		t.Error("a refused mount created a store")
+	}
+}
+
+func userAllowOther(t *testing.T) bool {
+	b, _ := os.ReadFile("/etc/fuse.conf")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) == "user_allow_other" {
+			return true
+		}
+	}
+	return false
+}
