@@ -54,9 +54,7 @@ func TestCrashPointsOfTheDaemon(t *testing.T) {
 		r := newCrashRounds(t, seed, rng, tally)
 		r.clean()
 		for k := first; k < min(rounds, first+perProject); k++ {
-			stop := r.watchdog(k)
 			r.round(k)
-			stop()
 		}
 		// Every known turn once more (the newest first: they are the
 		// ones the crashes left).
@@ -226,8 +224,12 @@ func (r *crashRounds) kill() {
 // watchdog dumps the daemon's goroutines into the test log (SIGQUIT: the
 // Go runtime prints every stack and exits) if round k takes a minute, so
 // that a deadlock fails the test with its stacks instead of hanging it.
+// The caller defers stop: a round that ends in t.Fatal must not leave the
+// timer to fire after the test.
 func (r *crashRounds) watchdog(k int) (stop func()) {
+	fired := make(chan struct{})
 	timer := time.AfterFunc(time.Minute, func() {
+		defer close(fired)
 		syscall.Kill(r.pid, syscall.SIGQUIT)
 		time.Sleep(2 * time.Second)
 		b, _ := os.ReadFile(filepath.Join(r.store, "daemon.log"))
@@ -236,7 +238,11 @@ func (r *crashRounds) watchdog(k int) (stop func()) {
 		}
 		r.t.Errorf("round %d: no progress in a minute; the daemon's goroutines:\n%s", k, b)
 	})
-	return func() { timer.Stop() }
+	return func() {
+		if !timer.Stop() {
+			<-fired // it fired: its report goes in before the round ends
+		}
+	}
 }
 
 // crashed books a crash at point.
@@ -258,6 +264,7 @@ var rareRewindPoints = []string{
 // round runs one armed daemon and checks what its crash left.
 func (r *crashRounds) round(k int) {
 	t := r.t
+	defer r.watchdog(k)()
 	ctx := context.Background()
 	// The work of the round before, on a clean mount: a closed turn.
 	r.work(ctx, 10+r.rng.Intn(20))
