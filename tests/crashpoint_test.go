@@ -54,9 +54,7 @@ func TestCrashPointsOfTheDaemon(t *testing.T) {
 		r := newCrashRounds(t, seed, rng, tally)
 		r.clean()
 		for k := first; k < min(rounds, first+perProject); k++ {
-			stop := r.watchdog(k)
 			r.round(k)
-			stop()
 		}
 		// Every known turn once more (the newest first: they are the
 		// ones the crashes left).
@@ -76,6 +74,71 @@ func TestCrashPointsOfTheDaemon(t *testing.T) {
 	}
 	sort.Strings(names)
 	t.Logf("%d rounds, %d crash points (%d in a recovery): %s", rounds, tally.crashes, tally.recoveries, strings.Join(names, " "))
+}
+
+// TestKillAfterAnExchangeThroughTheMount: directories b/b and d are
+// exchanged through the mount, the daemon is killed, and after the next
+// mount a rewind to the turn before must give back the tree exactly:
+// killed right after the exchange, before it was confirmed; or later, when
+// it was confirmed and one of the names has since been removed, which the
+// turn records nothing for (the name holds the directory the turn made).
+func TestKillAfterAnExchangeThroughTheMount(t *testing.T) {
+	for _, c := range []struct{ name, spec string }{
+		{"killed before the confirmation", "fuse.exchange.done@1"},
+		{"killed after an rmdir", ""},
+	} {
+		spec := c.spec
+		t.Run(c.name, func(t *testing.T) {
+			r := newCrashRounds(t, 0, mrand.New(mrand.NewSource(1)), &crashTally{points: map[string]int{}})
+			r.clean()
+			ctx := context.Background()
+			in := func(p string) string { return filepath.Join(r.dir, p) }
+			// Turn 1: d becomes a directory holding d/d.
+			r.begin(ctx)
+			if err := os.Remove(in("d")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(in("d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(in("d/d"), []byte("dd1"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e, err := r.c.End(ctx, turnctl.EndRequest{})
+			if err != nil {
+				t.Fatalf("end: %v", err)
+			}
+			r.h.states[e.Turn.Num] = tree(t, r.dir)
+			// Turn 2: mkdir b/b; exchange b/b d; rmdir d.
+			r.kill()
+			if p := r.mount(spec); p != "" {
+				t.Fatalf("crashed at %s while mounting", p)
+			}
+			r.begin(ctx)
+			if err := os.Mkdir(in("b/b"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			err = unix.Renameat2(unix.AT_FDCWD, in("b/b"), unix.AT_FDCWD, in("d"), unix.RENAME_EXCHANGE)
+			if spec == "" {
+				if err != nil {
+					t.Fatalf("exchange: %v", err)
+				}
+				if err := os.Remove(in("d")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.kill()
+			if p := r.crashedAt(); spec != "" && p != "fuse.exchange.done" {
+				t.Fatalf("crashed at %q (exchange: %v), want fuse.exchange.done", p, err)
+			}
+			r.clean()
+			if _, err := os.Lstat(in("b/b/d")); err != nil {
+				t.Fatalf("after the remount: %v (the exchange was made)", err)
+			}
+			r.h.rewindCheck(r.c, e.Turn.Num, "after the kill")
+			r.kill()
+		})
+	}
 }
 
 // crashTally counts the crashes of TestCrashPointsOfTheDaemon.
@@ -226,8 +289,12 @@ func (r *crashRounds) kill() {
 // watchdog dumps the daemon's goroutines into the test log (SIGQUIT: the
 // Go runtime prints every stack and exits) if round k takes a minute, so
 // that a deadlock fails the test with its stacks instead of hanging it.
+// The caller defers stop: a round that ends in t.Fatal must not leave the
+// timer to fire after the test.
 func (r *crashRounds) watchdog(k int) (stop func()) {
+	fired := make(chan struct{})
 	timer := time.AfterFunc(time.Minute, func() {
+		defer close(fired)
 		syscall.Kill(r.pid, syscall.SIGQUIT)
 		time.Sleep(2 * time.Second)
 		b, _ := os.ReadFile(filepath.Join(r.store, "daemon.log"))
@@ -236,7 +303,11 @@ func (r *crashRounds) watchdog(k int) (stop func()) {
 		}
 		r.t.Errorf("round %d: no progress in a minute; the daemon's goroutines:\n%s", k, b)
 	})
-	return func() { timer.Stop() }
+	return func() {
+		if !timer.Stop() {
+			<-fired // it fired: its report goes in before the round ends
+		}
+	}
 }
 
 // crashed books a crash at point.
@@ -258,6 +329,7 @@ var rareRewindPoints = []string{
 // round runs one armed daemon and checks what its crash left.
 func (r *crashRounds) round(k int) {
 	t := r.t
+	defer r.watchdog(k)()
 	ctx := context.Background()
 	// The work of the round before, on a clean mount: a closed turn.
 	r.work(ctx, 10+r.rng.Intn(20))

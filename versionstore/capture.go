@@ -281,9 +281,11 @@ func (s *Store) Credit(who ckpt.Program) error {
 // RecordRename records a rename (or, with exchange, a RENAME_EXCHANGE
 // whose inode numbers are not known: see RecordExchange) before it is
 // carried out. The caller must first Record the prior state of `to` if
-// something is there (and it is not an exchange). After the syscall the
-// caller calls commit(true) if it succeeded, or commit(false), which
-// removes the record again.
+// something is there (and it is not an exchange). After the syscall, and
+// before anything else may change either name (the overlay: before it
+// answers the request), the caller calls commit(true) if it succeeded,
+// or commit(false), which removes the record again; either way the
+// outcome is durable when commit returns.
 func (s *Store) RecordRename(from, to string, exchange bool, who ckpt.Program) (commit func(ok bool), err error) {
 	if exchange {
 		return s.RecordExchange(from, to, 0, 0, who)
@@ -335,10 +337,15 @@ func (s *Store) recordMove(op, from, to string, mark []byte, who ckpt.Program) (
 			if s.cur != nil && s.cur.Num == r.Turn {
 				s.touch(r)
 			}
-			// Unsynced: if a kill loses this, Recover finds the rename
-			// done in the live tree and keeps it. A mark is set once,
-			// so SingleDelete lets compaction drop both.
-			if err := s.db.SingleDelete(pendingRenameKey(r.Seq), pebble.NoSync); err != nil {
+			// Synced: once the caller has answered, the names may
+			// change again without a record (a name the turn holds
+			// already is removed), and Recover could no longer tell
+			// from them whether the move was made. So a mark that
+			// survives a kill was left between the record and here,
+			// while nothing else could change either name
+			// (dropPhantomRenames). A mark is set once, so
+			// SingleDelete lets compaction drop both.
+			if err := s.db.SingleDelete(pendingRenameKey(r.Seq), pebble.Sync); err != nil {
 				log.Printf("versionstore: cannot confirm rename %d (the next Recover settles it): %v", r.Seq, err)
 			}
 			crashpoint.Hit("rename.confirmed")

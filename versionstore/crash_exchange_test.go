@@ -144,3 +144,56 @@ func TestRedoOfRewindsExchangeExchangesOnce(t *testing.T) {
 		t.Errorf("the fix-up pass took %d actions, want none", n)
 	}
 }
+
+// TestKillAfterExchangeAndAnUnrecordedChange: an exchange of two
+// directories is made and confirmed, then one of its names is removed,
+// which needs no record (it holds what the turn created), and the process
+// is killed before anything else is committed. The confirmation must have
+// survived: Recover judging the exchange by the names it finds now would
+// take the missing name for an exchange never made and drop its record,
+// and a rewind would then leave b/b (the old d, with b/b/d) and not bring
+// d back.
+func TestKillAfterExchangeAndAnUnrecordedChange(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s := openOn(t, mem)
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"b/a": "ba0", "d/d": "dd0"})
+	tree, _ := backing.Open(root)
+	defer tree.Close()
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	before := takeSnapshot(t, root)
+	s.Begin(ckpt.KindAgent, "", "")
+	// mkdir b/b; exchange b/b d; rmdir d (the empty directory made as b/b).
+	m.capture("b/b", false)
+	if err := os.Mkdir(filepath.Join(root, "b/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ib, _ := tree.Ident("b/b")
+	id, _ := tree.Ident("d")
+	commit, err := s.RecordExchange("b/b", "d", ib, id, ckpt.Program{Comm: "mv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.Exchange("b/b", "d"); err != nil {
+		t.Fatal(err)
+	}
+	commit(true)
+	if s.NeedsCapture("d", false) {
+		t.Fatal("d needs a capture: the test wants a change that records nothing")
+	}
+	if err := os.Remove(filepath.Join(root, "d")); err != nil {
+		t.Fatal(err)
+	}
+	killed, _ := killClone(t, mem)
+	s.Close()
+	defer killed.Close()
+	if _, err := killed.Recover(tree); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := killed.Rewind(0, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSnap(before, takeSnapshot(t, root)); d != "" {
+		t.Errorf("after the rewind to 0:\n%s", d)
+	}
+}

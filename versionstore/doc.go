@@ -170,17 +170,21 @@
 //     that one rewind may not be undoable.
 //  6. A rename or exchange is recorded before the syscall, with a pending
 //     mark in the same synced batch, and dropped again if the syscall
-//     fails (commit(false)); success deletes the mark (unsynced). A kill
-//     in between leaves the mark: Recover, run before the tree is served,
-//     drops the record of one that never happened and keeps the others.
-//     Between the kill and Recover nothing changes the tree, while the
-//     syscall ran the kernel held both parent directories' locks, and the
-//     overlay makes one rename at a time (fusefs: Root.ns), so no rename
-//     of an ancestor raced it. So a rename whose source still exists did
-//     not happen. An exchange leaves both names in place either way: its
-//     mark holds the inode numbers of both names taken just before the
-//     syscall (RecordExchange), and it did not happen if each name still
-//     has its own.
+//     fails (commit(false)); success deletes the mark, synced too, before
+//     the caller answers. A kill in between leaves the mark: Recover, run
+//     before the tree is served, drops the record of one that never
+//     happened and keeps the others. The deletion is synced because the
+//     names may change again without a record once the caller has
+//     answered (a name the turn holds already is removed): a mark must
+//     never outlive that moment, or Recover would judge it by names the
+//     move did not leave. Between the kill and Recover nothing changes
+//     the tree, while the syscall ran the kernel held both parent
+//     directories' locks, and the overlay makes one rename at a time
+//     (fusefs: Root.ns), so no rename of an ancestor raced it. So a
+//     rename whose source still exists did not happen. An exchange leaves
+//     both names in place either way: its mark holds the inode numbers of
+//     both names taken just before the syscall (RecordExchange), and it
+//     did not happen if each name still has its own.
 //  7. GC deletes only content no committed event names, with no capture
 //     between looking for its chunks and committing its event (contentMu;
 //     see gc.go); its deletions are unsynced: one lost in a crash is

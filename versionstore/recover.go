@@ -67,7 +67,8 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 // dropPhantomRenames settles the renames and exchanges recorded but never
 // confirmed (RecordRename's pending marks): the process died between
 // recording one and the syscall, or between the syscall and its
-// confirmation. A record of one that did not happen is dropped: history
+// confirmation (which is synced: a mark outlives no later change of the
+// names). A record of one that did not happen is dropped: history
 // would otherwise have later captures of the names stand for the other
 // name's state. While a rename runs, the kernel holds the locks of both
 // parent directories, the overlay runs no other rename (fusefs: Root.ns;

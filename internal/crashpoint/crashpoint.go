@@ -45,7 +45,7 @@ var Points = []string{
 	// versionstore: recording (hit by the overlay and by rewinds alike).
 	"record.committed", // a capture's record is committed; the change is not yet made
 	"rename.recorded",  // RecordRename committed the record and its pending mark
-	"rename.confirmed", // commit(true) deleted the pending mark (unsynced)
+	"rename.confirmed", // commit(true) deleted the pending mark (synced)
 	"turn.committed",   // Begin or End committed the turn record, before fsyncing the WAL
 	// versionstore: a rewind (and Recover, which runs the same steps).
 	"rewind.begun",             // the rewind turn is open, no journal yet
