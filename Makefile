@@ -17,9 +17,11 @@ all: build
 # package net (linked through pflag) would otherwise make it a dynamically
 # linked binary whose libc and cgo start-up cost ~8 ms of CPU per run. It
 # must stay lean in what it links too (cmd/turnctl's test checks).
+# -buildvcs=auto: the binaries carry the commit they were built from
+# (--version), also where the environment's GOFLAGS turns stamping off.
 build:
-	$(GO) build -o bin/ ./cmd/ckptfs
-	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/turnctl
+	$(GO) build -buildvcs=auto -o bin/ ./cmd/ckptfs
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o bin/ ./cmd/turnctl
 
 test: build
 	$(GO) vet ./...

@@ -381,3 +381,14 @@ func TestUmountLazy(t *testing.T) {
 		t.Errorf("lazy.txt after remount: %q %v", b, err)
 	}
 }
+
+// Both binaries say which build they are, in one line, and exit 0.
+func TestVersion(t *testing.T) {
+	needTurnctl(t)
+	for _, bin := range []string{ckptfsBin, turnctlBin} {
+		out, err := exec.Command(bin, "--version").CombinedOutput()
+		if err != nil || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), "ckptfs ") || !strings.Contains(string(out), "go1.") {
+			t.Errorf("%s --version: %v, %q", filepath.Base(bin), err, out)
+		}
+	}
+}

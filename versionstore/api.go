@@ -33,17 +33,23 @@ var (
 )
 
 // detailError is an error whose message is its detail alone, written for
-// the person who gave the argument, and whose cause is a sentinel.
+// the person who gave the argument, and whose causes are sentinels.
 type detailError struct {
-	cause error
-	msg   string
+	causes []error
+	msg    string
 }
 
-func (e *detailError) Error() string { return e.msg }
-func (e *detailError) Unwrap() error { return e.cause }
+func (e *detailError) Error() string   { return e.msg }
+func (e *detailError) Unwrap() []error { return e.causes }
 
-func detailf(cause error, format string, args ...any) error {
-	return &detailError{cause, fmt.Sprintf(format, args...)}
+// also adds a cause.
+func (e *detailError) also(cause error) *detailError {
+	e.causes = append(e.causes, cause)
+	return e
+}
+
+func detailf(cause error, format string, args ...any) *detailError {
+	return &detailError{[]error{cause}, fmt.Sprintf(format, args...)}
 }
 
 // Change is one path that differs between two states.

@@ -276,20 +276,22 @@ func (s *Store) SetStats(n uint64, st ckpt.Stats) error {
 }
 
 // Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number.
-// Its errors are for people and name the turns that exist: ErrBadTurn for
-// what is not a turn at all, ErrTurnNotFound for a turn that does not
-// exist.
+// Its errors are for people and name what is accepted and the turns that
+// exist. Each is ErrBadTurn (the argument is wrong, whoever gave it); one
+// that names no turn there is is ErrTurnNotFound too.
 func (s *Store) Resolve(spec string) (uint64, error) {
-	spec = strings.TrimSpace(spec)
 	start := s.startTurn()
 	turns := fmt.Sprintf("turns are %d-%d", start, s.Latest())
-	if spec == "" {
-		return 0, detailf(ErrBadTurn, "missing turn (a number, 0, or ref:ID)")
+	switch spec {
+	case "":
+		return 0, detailf(ErrBadTurn, "missing turn: use a number, 0, or ref:ID (%s)", turns)
+	case "ref:":
+		return 0, detailf(ErrBadTurn, "%q names no ref: use ref:ID (%s)", spec, turns)
 	}
 	if ref, ok := strings.CutPrefix(spec, "ref:"); ok {
 		v, closer, err := s.db.Get(refKey(ref))
 		if err == pebble.ErrNotFound {
-			return 0, detailf(ErrTurnNotFound, "no turn has ref %q (%s)", ref, turns)
+			return 0, detailf(ErrBadTurn, "no turn has ref %q (%s)", ref, turns).also(ErrTurnNotFound)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("versionstore: %w", err)
@@ -302,11 +304,11 @@ func (s *Store) Resolve(spec string) (uint64, error) {
 		return n, err
 	}
 	n, err := strconv.ParseUint(spec, 10, 64)
-	if err != nil {
+	if err != nil || spec[0] == '+' {
 		return 0, detailf(ErrBadTurn, "%q is not a turn: use a number, 0, or ref:ID (%s)", spec, turns)
 	}
 	if n > s.Latest() {
-		return 0, detailf(ErrTurnNotFound, "no turn %d (%s)", n, turns)
+		return 0, detailf(ErrBadTurn, "no turn %d (%s)", n, turns).also(ErrTurnNotFound)
 	}
 	if n < start {
 		return 0, s.forgottenErr(n)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"ckptfs/internal/version"
+
 	"github.com/spf13/pflag"
 )
 
@@ -23,7 +25,8 @@ commands:
   umount [--lazy] DIR   close the open turn, flush, unmount (refused while in use)
   status [--json] [DIR] mounted?, daemon pid, store path and size against budget
 
-Run 'ckptfs COMMAND --help' for a command's flags.
+Run 'ckptfs COMMAND --help' for a command's flags, 'ckptfs --version' for
+the build.
 Exit status: 0 ok, 1 failure (one line on stderr), 2 usage error.
 `
 
@@ -41,6 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "--version", "version":
+		fmt.Fprintln(stdout, version.String())
 		return exitOK
 	case "mount":
 		err = runMount(args[1:], stdout, stderr)

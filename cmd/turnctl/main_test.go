@@ -84,7 +84,7 @@ func TestOfflineHandOver(t *testing.T) {
 		t.Errorf("log beside ckptfs: %d\n%s%s", code, out, errs)
 	}
 	out, errs, code = turnctl(filepath.Join(bin, "turnctl"), "show", "7")
-	if code != 1 || !strings.HasPrefix(errs, "turnctl: no turn 7") || strings.Count(errs, "\n") != 1 {
+	if code != 2 || !strings.HasPrefix(errs, "turnctl: no turn 7") || strings.Count(errs, "\n") != 1 {
 		t.Errorf("show 7 beside ckptfs: %d\n%s%s", code, out, errs)
 	}
 

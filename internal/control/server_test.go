@@ -98,7 +98,7 @@ func TestProtocolRoundTrip(t *testing.T) {
 	// Errors arrive as *Error with their code and message.
 	_, err = c.Show(ctx, turnctl.ShowRequest{Turn: "7"})
 	var te *turnctl.Error
-	if !errors.As(err, &te) || te.Code != turnctl.CodeNotFound || te.Message != "no turn 7 (turns are 0-1)" {
+	if !errors.As(err, &te) || te.Code != turnctl.CodeBadRequest || te.Message != "no turn 7 (turns are 0-1)" {
 		t.Errorf("show 7: %#v", err)
 	}
 	if _, err := c.Cat(ctx, turnctl.CatRequest{Turn: "0", Path: "a.txt"}); !isCode(err, turnctl.CodeNotFound) {

@@ -91,18 +91,18 @@ func (s *Service) wrap(err error) error {
 	msg := strings.ReplaceAll(err.Error(), "versionstore: ", "")
 	code := turnctl.CodeInternal
 	switch {
+	case errors.Is(err, versionstore.ErrBadTurn):
+		code = turnctl.CodeBadRequest // before ErrTurnNotFound: the argument is what is wrong
 	case errors.Is(err, versionstore.ErrTurnNotFound), errors.Is(err, versionstore.ErrNotCaptured), errors.Is(err, versionstore.ErrForgotten):
 		code = turnctl.CodeNotFound
-	case errors.Is(err, versionstore.ErrNotPrefix):
-		code = turnctl.CodeBadRequest
-	case errors.Is(err, versionstore.ErrPinned), errors.Is(err, versionstore.ErrNotPinned),
+	case errors.Is(err, versionstore.ErrPinned), errors.Is(err, versionstore.ErrNotPrefix), errors.Is(err, versionstore.ErrNotPinned),
 		errors.Is(err, versionstore.ErrOpenTurn), errors.Is(err, versionstore.ErrBusy):
 		code = turnctl.CodeConflict
 	case errors.Is(err, versionstore.ErrNoOpenTurn):
 		code, msg = turnctl.CodeConflict, "no turn is open (turnctl begin opens one)"
 	case errors.Is(err, versionstore.ErrRefTaken), errors.Is(err, versionstore.ErrLocked):
 		code = turnctl.CodeConflict
-	case errors.Is(err, versionstore.ErrBadPath), errors.Is(err, versionstore.ErrBadTurn), errors.Is(err, versionstore.ErrBadRef):
+	case errors.Is(err, versionstore.ErrBadPath), errors.Is(err, versionstore.ErrBadRef):
 		code = turnctl.CodeBadRequest
 	case errors.Is(err, versionstore.ErrCorrupt):
 		code = turnctl.CodeCorrupt

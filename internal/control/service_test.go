@@ -169,7 +169,7 @@ func TestShowDiffCat(t *testing.T) {
 		t.Errorf("cat of a directory: %v", err)
 	}
 	_, err = f.svc.Show(f.ctx, turnctl.ShowRequest{Turn: "9"})
-	if !isCode(err, turnctl.CodeNotFound) || err.Error() != "no turn 9 (turns are 0-3)" {
+	if !isCode(err, turnctl.CodeBadRequest) || err.Error() != "no turn 9 (turns are 0-3)" {
 		t.Errorf("show 9: %v", err)
 	}
 }

@@ -119,7 +119,7 @@ func TestShowDiffCatOffline(t *testing.T) {
 		t.Errorf("cat of an absent file: %d %q", code, errs)
 	}
 	_, errs, code = tc(t, "-C", dir, "show", "9")
-	if code != 1 || errs != "turnctl: no turn 9 (turns are 0-3)\n" {
+	if code != 2 || errs != "turnctl: no turn 9 (turns are 0-3)\n" {
 		t.Errorf("show 9: %d %q", code, errs)
 	}
 }
@@ -199,5 +199,26 @@ func TestUsageAndMountOnly(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "Usage: turnctl") || !strings.Contains(out, "Exit status") {
 			t.Errorf("%s --help: %d %s", c.name, code, out)
 		}
+	}
+}
+
+// A TURN argument that is not one, or names no turn there is, is a usage
+// error: one line naming what is accepted, exit 2, and nothing changed.
+func TestBadTurnArguments(t *testing.T) {
+	dir := testProject(t)
+	before, _, _ := tc(t, "-C", dir, "log")
+	for _, arg := range []string{"-1", " 3", "3x", "+1", "ref:", "ref:nope", "9", ""} {
+		for _, cmd := range [][]string{{"rewind", arg}, {"show", arg}, {"restore", arg, "--", "a.txt"}} {
+			out, errs, code := tc(t, append([]string{"-C", dir}, cmd...)...)
+			if code != 2 || strings.Count(errs, "\n") != 1 || out != "" {
+				t.Errorf("turnctl %q: exit %d, stdout %q, stderr %q; want exit 2 and one line", cmd, code, out, errs)
+			}
+			if want := map[bool]string{true: "is not a turn", false: "turns are 0-3"}[arg == "-1"]; !strings.Contains(errs, want) {
+				t.Errorf("turnctl %q: %q does not name the turns there are", cmd, errs)
+			}
+		}
+	}
+	if after, _, _ := tc(t, "-C", dir, "log"); after != before {
+		t.Errorf("bad arguments changed the history:\n%s\nthen\n%s", before, after)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"ckptfs/internal/version"
+
 	"github.com/spf13/pflag"
 
 	"ckptfs/turnctl"
@@ -127,9 +129,14 @@ func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reade
 	fs.StringVar(&g.store, "store", "", "history store `PATH` when the project is not mounted (default DIR/.ckptfs)")
 	fs.BoolVar(&g.json, "json", false, "print results as JSON")
 	help := fs.BoolP("help", "h", false, "show this help")
+	showVersion := fs.Bool("version", false, "print the build of turnctl and exit")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "turnctl: %v (see turnctl --help)\n", err)
 		return exitUsage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "turnctl: "+version.String())
+		return exitOK
 	}
 	if *help || fs.NArg() == 0 {
 		w := stdout
@@ -167,6 +174,10 @@ func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reade
 			fmt.Fprintf(stderr, "turnctl %s: %v; nothing recorded\n", name, err)
 			return exitOK
 		}
+		if n := negativeNumber(fs.Args()[1:]); n != "" {
+			fmt.Fprintf(stderr, "turnctl %s: %q is not a turn: use a number, 0, or ref:ID (see turnctl log)\n", name, n)
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "turnctl %s: %v (see turnctl %s --help)\n", name, err, name)
 		return exitUsage
 	}
@@ -196,6 +207,21 @@ func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reade
 	return report(stderr, name, err)
 }
 
+// negativeNumber returns the first argument that is a negative number
+// ("-1", which the flag parser reads as flags), if any: no command takes
+// one, and a person who types it means a turn.
+func negativeNumber(args []string) string {
+	for _, a := range args {
+		if a == "--" {
+			return ""
+		}
+		if len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "0123456789") == "" {
+			return a
+		}
+	}
+	return ""
+}
+
 // report prints err as one line and returns the exit status.
 func report(stderr io.Writer, name string, err error) int {
 	var ue *usageError
@@ -214,6 +240,12 @@ func report(stderr io.Writer, name string, err error) int {
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
 	fmt.Fprintf(stderr, "turnctl: %s\n", msg)
+	// A malformed argument (a TURN that is not one, a path outside the
+	// project) is a usage error, whichever side found it.
+	var te *turnctl.Error
+	if errors.As(err, &te) && te.Code == turnctl.CodeBadRequest {
+		return exitUsage
+	}
 	return exitFailure
 }
 
