@@ -392,3 +392,14 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// Every command's --help shows a yes/no flag as just its name.
+func TestHelpShowsYesNoFlagsPlain(t *testing.T) {
+	needTurnctl(t)
+	for _, args := range [][]string{{ckptfsBin, "mount", "--help"}, {ckptfsBin, "umount", "--help"}, {ckptfsBin, "status", "--help"}, {turnctlBin, "log", "--help"}, {turnctlBin, "rewind", "--help"}} {
+		out, _ := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if !strings.Contains(string(out), "--") || strings.Contains(string(out), "[=true|false]") {
+			t.Errorf("%s %v: %s", filepath.Base(args[0]), args[1:], out)
+		}
+	}
+}

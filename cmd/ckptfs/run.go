@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"ckptfs/internal/clihelp"
+
 	"ckptfs/internal/version"
 
 	"github.com/spf13/pflag"
@@ -79,7 +81,7 @@ func newFlags(name, synopsis string, stdout io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		fmt.Fprintf(stdout, "usage: ckptfs %s\n\nflags:\n%s", synopsis, fs.FlagUsages())
+		fmt.Fprintf(stdout, "usage: ckptfs %s\n\nflags:\n%s", synopsis, clihelp.FlagUsages(fs))
 	}
 	return fs
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"ckptfs/internal/clihelp"
+
 	"ckptfs/internal/version"
 
 	"github.com/spf13/pflag"
@@ -286,7 +288,7 @@ Options:
 %s
 Run "turnctl COMMAND --help" for more about a command.
 %s
-`, flagUsages(fs), exitCodesHelp)
+`, clihelp.FlagUsages(fs), exitCodesHelp)
 }
 
 func commandHelp(w io.Writer, c *command) {
@@ -295,32 +297,7 @@ func commandHelp(w io.Writer, c *command) {
 	if c.long != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
 	}
-	fmt.Fprintf(w, "\nOptions:\n%s\n%s\n", flagUsages(fs), exitCodesHelp)
-}
-
-// flagUsages lists flags as pflag does, without its "[=true|false]" after
-// boolean flags.
-func flagUsages(fs *pflag.FlagSet) string {
-	type line struct{ left, usage string }
-	var lines []line
-	width := 0
-	fs.VisitAll(func(f *pflag.Flag) {
-		l := "      --" + f.Name
-		if f.Shorthand != "" {
-			l = "  -" + f.Shorthand + ", --" + f.Name
-		}
-		name, usage := pflag.UnquoteUsage(f)
-		if f.Value.Type() != "bool" && name != "" {
-			l += " " + name
-		}
-		lines = append(lines, line{l, usage})
-		width = max(width, len(l))
-	})
-	var b strings.Builder
-	for _, l := range lines {
-		fmt.Fprintf(&b, "%-*s   %s\n", width, l.left, l.usage)
-	}
-	return b.String()
+	fmt.Fprintf(w, "\nOptions:\n%s\n%s\n", clihelp.FlagUsages(fs), exitCodesHelp)
 }
 
 // wantArgs checks the number of positional arguments.
