@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"ckptfs/fusefs/fusefstest"
 	"ckptfs/internal/ckpt"
@@ -220,5 +221,40 @@ func TestBadTurnArguments(t *testing.T) {
 	}
 	if after, _, _ := tc(t, "-C", dir, "log"); after != before {
 		t.Errorf("bad arguments changed the history:\n%s\nthen\n%s", before, after)
+	}
+}
+
+// A label is text from anyone: what a terminal would act on (an escape
+// sequence, a carriage return) is shown escaped, in log and in show.
+func TestControlCharactersInLabelsAreEscaped(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CKPTFS_DIR", "")
+	t.Setenv("NO_COLOR", "1")
+	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := fusefstest.New(t, dir, store)
+	label := "fix \x1b[2J\x1b[31mred\rover\u0085 bytes \xff"
+	if _, err := store.Begin(ckpt.KindAgent, label, ""); err != nil {
+		t.Fatal(err)
+	}
+	ov.Write("a.txt", "a\n")
+	if _, err := store.End(""); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	for _, args := range [][]string{{"log"}, {"show", "1"}} {
+		out, errs, code := tc(t, append([]string{"-C", dir}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errs)
+		}
+		if strings.ContainsAny(out, "\x1b\r\u0085") || !utf8.ValidString(out) {
+			t.Errorf("%v prints the label raw: %q", args, out)
+		}
+		// (JSON turns the byte that is not UTF-8 into U+FFFD on the way.)
+		if !strings.Contains(out, `fix \x1b[2J\x1b[31mred\rover\u0085 bytes \ufffd`) && !strings.Contains(out, "fix \\x1b[2J\\x1b[31mred\\rover\\u0085 bytes \ufffd") {
+			t.Errorf("%v does not show the label escaped: %q", args, out)
+		}
 	}
 }

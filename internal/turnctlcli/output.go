@@ -65,6 +65,11 @@ type cell struct {
 func (e *env) printTable(rows [][]cell, indent string) {
 	var widths []int
 	for _, r := range rows {
+		for i := range r {
+			r[i].text = visible(r[i].text)
+		}
+	}
+	for _, r := range rows {
 		for i, c := range r {
 			if i >= len(widths) {
 				widths = append(widths, 0)
@@ -247,4 +252,38 @@ func (e *env) printPatches(cs []turnctl.FileChange) {
 			}
 		}
 	}
+}
+
+// visible escapes what a terminal would act on instead of showing: control
+// characters (ESC starts a sequence that recolours or moves the cursor, a
+// carriage return overwrites the line) and bytes that are not UTF-8. A
+// label, a ref or a path is text from anyone; it is printed as Go writes
+// such characters in a quoted string (\x1b, \r, \u0085).
+func visible(s string) string {
+	control := func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f }
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, control) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r == '\t':
+			b.WriteString("\\t")
+		case r == '\n':
+			b.WriteString("\\n")
+		case r == '\r':
+			b.WriteString("\\r")
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case control(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
