@@ -76,9 +76,16 @@ func TestRunOnline(t *testing.T) {
 	if len(rep.Turns) != 2 || rep.Turns[0].Open || rep.Turns[0].Label != "sh -c pwd exit 3" {
 		t.Errorf("run: turns %+v", rep.Turns)
 	}
-	errb.Reset()
-	err = (&runOptions{}).run(e, []string{"/nonexistent/cmd"})
-	if code := report(e.stderr, "run", err); code != 127 || !strings.Contains(errb.String(), "cannot run /nonexistent/cmd") {
-		t.Errorf("run of a missing command: %d %q", code, errb)
+	// A command that cannot be started runs nothing: exit 127, one line,
+	// and no turn.
+	for _, missing := range []string{"/nonexistent/cmd", "no-such-cmd-ckptfs", "./not-here"} {
+		errb.Reset()
+		err = (&runOptions{}).run(e, []string{missing})
+		if code := report(e.stderr, "run", err); code != 127 || !strings.Contains(errb.String(), "cannot run "+missing) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("run of a missing command: %d %q", code, errb)
+		}
+	}
+	if rep, _ := e.h.Log(e.ctx, turnctl.LogRequest{}); len(rep.Turns) != 2 {
+		t.Errorf("a command that did not start made a turn: %+v", rep.Turns)
 	}
 }

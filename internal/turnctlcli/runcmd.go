@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/spf13/pflag"
 
@@ -53,11 +56,16 @@ func (o *runOptions) run(e *env, args []string) error {
 		label = strings.Join(strings.Fields(strings.Join(args, " ")), " ")
 		label = truncate(label, 200)
 	}
+	cmd, err := childCommand(e, args)
+	if err != nil {
+		// Nothing ran: no turn.
+		return &exitError{code: 127, msg: err.Error()}
+	}
 	begin, err := e.h.Begin(e.ctx, turnctl.BeginRequest{Label: label, Ref: o.ref})
 	if err != nil {
 		return err
 	}
-	code, runErr := runChild(e, args)
+	code, runErr := runChild(cmd, args)
 	end, err := e.h.End(e.ctx, turnctl.EndRequest{})
 	if err != nil {
 		return err
@@ -78,14 +86,33 @@ func (o *runOptions) run(e *env, args []string) error {
 	return nil
 }
 
-// runChild runs args and returns its exit status; the error is set only
-// when the command could not be started.
-func runChild(e *env, args []string) (int, error) {
+// childCommand prepares args to run in the project's current directory,
+// or says why it cannot run (not found, not executable) before any turn
+// is opened for it.
+func childCommand(e *env, args []string) (*exec.Cmd, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	if e.proj != nil {
 		cmd.Dir = e.proj.base // the current directory, or -C DIR
 	}
+	if cmd.Err != nil {
+		return nil, fmt.Errorf("cannot run %s: %v", args[0], unwrapExec(cmd.Err))
+	}
+	if strings.Contains(args[0], "/") {
+		p := args[0]
+		if !filepath.IsAbs(p) && cmd.Dir != "" {
+			p = filepath.Join(cmd.Dir, p)
+		}
+		if err := unix.Access(p, unix.X_OK); err != nil {
+			return nil, fmt.Errorf("cannot run %s: %v", args[0], err)
+		}
+	}
+	return cmd, nil
+}
+
+// runChild runs cmd and returns its exit status; the error is set only
+// when the command could not be started.
+func runChild(cmd *exec.Cmd, args []string) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
