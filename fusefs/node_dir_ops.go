@@ -68,7 +68,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
-	if eno := n.captureChild(ctx, name, nil); eno != 0 {
+	if eno := n.captureNewDir(ctx, name); eno != 0 {
 		return nil, eno
 	}
 	if err := backing.Retry(func() error { return unix.Mkdirat(n.fd, name, mode) }); err != nil {
@@ -98,6 +98,19 @@ func (n *Node) captureChild(ctx context.Context, name string, claim *atticClaim)
 			return // a directory that was removed: not in the tree
 		}
 		eno = n.r.captureName(ctx, n.fd, name, p, claim)
+	})
+	return eno
+}
+
+// captureNewDir is captureChild for mkdir: the path is to become a
+// directory, so patterns that exclude directories (build/) leave it out.
+func (n *Node) captureNewDir(ctx context.Context, name string) (eno syscall.Errno) {
+	n.r.settled(func() {
+		p, ok := n.childPath(name)
+		if !ok || n.r.excluded(p, true) {
+			return
+		}
+		eno = n.r.captureName(ctx, n.fd, name, p, nil)
 	})
 	return eno
 }
