@@ -141,8 +141,9 @@ func TestKill9KeepsHistory(t *testing.T) {
 func TestExcludeIsUnversioned(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"src/a": "a", "build/old.o": "old", "x.log": "l"})
-	m := mountProject(t, dir, "--exclude", "build/", "--exclude", "*.log")
-	runIn(t, dir, "echo 2 > src/a && echo new > build/new.o && rm build/old.o && echo more >> x.log && echo y > y.log")
+	m := mountProject(t, dir, "--exclude", "build/", "--exclude", "*.log", "--exclude", "gen/")
+	// (gen/ is made through the mount: a directory pattern matches it too.)
+	runIn(t, dir, "echo 2 > src/a && echo new > build/new.o && rm build/old.o && echo more >> x.log && echo y > y.log && mkdir gen && echo g > gen/g")
 	m.Unmount(t)
 	store, tree := openStore(t, m)
 	changes, err := store.Changes(0, versionstore.Now, tree)
@@ -155,5 +156,51 @@ func TestExcludeIsUnversioned(t *testing.T) {
 	}
 	if strings.Join(paths, ",") != "src/a" {
 		t.Errorf("changes since turn 0: %v, want only src/a", paths)
+	}
+}
+
+// The exclude patterns of a mount are kept in the store: a remount
+// without --exclude leaves the same paths unversioned, and --exclude=
+// versions everything again.
+func TestExcludesAreRemembered(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"src/a": "a"})
+	changed := func(m *Mount) string {
+		t.Helper()
+		m.Unmount(t)
+		store, err := versionstore.Open(m.Store, versionstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		tree, err := backing.Open(m.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tree.Close()
+		changes, err := store.Changes(0, versionstore.Now, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, c := range changes {
+			paths = append(paths, c.Path)
+		}
+		return strings.Join(paths, ",")
+	}
+	m := mountProject(t, dir, "--exclude", "build/")
+	runIn(t, dir, "mkdir build && echo 1 > build/x.o && echo 2 > src/a")
+	if got := changed(m); got != "src/a" {
+		t.Fatalf("with --exclude build/: changes %q, want src/a", got)
+	}
+	m = mountProject(t, dir) // no flags: the store's patterns
+	runIn(t, dir, "echo 3 > build/y.o && echo 3 > src/a")
+	if got := changed(m); got != "src/a" {
+		t.Errorf("remounted without --exclude: changes %q, want src/a alone (build/ still excluded)", got)
+	}
+	m = mountProject(t, dir, "--exclude=")
+	runIn(t, dir, "echo 4 > build/z.o")
+	if got := changed(m); !strings.Contains(got, "build/z.o") {
+		t.Errorf("remounted with --exclude=: changes %q, want build/z.o among them", got)
 	}
 }

@@ -24,6 +24,8 @@ import (
 //	                                       (history.go); absent: at turn 0
 //	         'm' "policy"                  JSON ckpt.Policy: the retention policy
 //	                                       (policy.go); absent: the defaults
+//	         'm' "excludes"                JSON []string: the --exclude patterns the
+//	                                       mounts use (settings.go); absent: none given yet
 //	manifest 'w' path-bytes                JSON manifestEntry: one path's state at that
 //	                                       unmount (offline.go); present only between
 //	                                       an unmount and the next mount
@@ -67,6 +69,7 @@ var (
 	keyManifest    = []byte("mmanifest")
 	keyHistory     = []byte("mhistory")
 	keyPolicy      = []byte("mpolicy")
+	keyExcludes    = []byte("mexcludes")
 )
 
 func u64Key(prefix byte, n uint64) []byte {

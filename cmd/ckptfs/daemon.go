@@ -66,10 +66,6 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	logger := log.New(stderr, "", log.LstdFlags)
 
-	ex, err := exclude.New(o.excludes)
-	if err != nil {
-		return err
-	}
 	dirFile, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("mount: %v", unwrapPath(err))
@@ -99,6 +95,18 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 			store.Close()
 		}
 	}()
+	if o.excludesGiven {
+		err = store.SetExcludes(o.excludes)
+	} else {
+		o.excludes, _, err = store.Excludes()
+	}
+	if err != nil {
+		return fmt.Errorf("mount: exclude patterns: %v", err)
+	}
+	ex, err := exclude.New(o.excludes)
+	if err != nil {
+		return fmt.Errorf("mount: the store's exclude patterns: %v", err)
+	}
 	if o.policy.any() {
 		// The flags change the stored policy; what they leave out stays.
 		pol, err := store.Policy()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,9 +25,11 @@ type mountOpts struct {
 	store      string
 	foreground bool
 	excludes   []string
-	allowOther bool // share the mount with other users (see usermount.go)
-	debug      bool
-	readyFd    int // hidden: the pipe the parent waits on (daemon mode)
+	// excludesGiven: --exclude was on the command line (else the store's)
+	excludesGiven bool
+	allowOther    bool // share the mount with other users (see usermount.go)
+	debug         bool
+	readyFd       int // hidden: the pipe the parent waits on (daemon mode)
 	// The retention policy's flags, as given ("": keep what the store
 	// holds); policy is what they set.
 	keepSize, keepTurns, keepAge string
@@ -85,7 +88,7 @@ user_allow_other in /etc/fuse.conf; files other users create then belong
 to you).`, stdout)
 	fs.StringVar(&o.store, "store", "", "history store `PATH` (default DIR/.ckptfs, hidden from the mount)")
 	fs.BoolVarP(&o.foreground, "foreground", "f", false, "stay in the foreground (default: return once the mount is live)")
-	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable)")
+	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable; kept in the store for the next mounts; --exclude= for none)")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "share the mount with other users (root always does; a user needs user_allow_other in /etc/fuse.conf)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request (with -f: to stderr)")
 	fs.StringVar(&o.keepSize, "keep-size", "", "retention: budget of the store on disk (`SIZE`: 500M, 10GiB; default min(10 GiB, 10% of its disk))")
@@ -99,6 +102,10 @@ to you).`, stdout)
 	if fs.NArg() != 1 {
 		return usageError{"mount: expected one DIR (try --help)"}
 	}
+	// Given, the patterns replace those the store keeps ("--exclude=":
+	// none); not given, the daemon takes the kept ones.
+	o.excludesGiven = fs.Changed("exclude")
+	o.excludes = slices.DeleteFunc(o.excludes, func(p string) bool { return p == "" })
 	if _, err := exclude.New(o.excludes); err != nil {
 		return usageError{err.Error()}
 	}
@@ -259,6 +266,9 @@ func spawnDaemon(dir string, o mountOpts) error {
 	args := []string{"mount", "-f", "--ready-fd", "3", "--store", o.store}
 	for _, x := range o.excludes {
 		args = append(args, "--exclude", x)
+	}
+	if o.excludesGiven && len(o.excludes) == 0 {
+		args = append(args, "--exclude=")
 	}
 	if o.allowOther {
 		args = append(args, "--allow-other")
