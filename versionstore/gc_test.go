@@ -287,12 +287,7 @@ func TestGCModelMemStore(t *testing.T) {
 func TestGCModelAtticStore(t *testing.T) {
 	for seed := int64(11); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			root := t.TempDir()
-			s, err := Open(filepath.Join(root, ".store"), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s, root := atticStore(t)
 			runGCModel(t, seed, s, root, true, gcRounds())
 		})
 	}

@@ -696,13 +696,21 @@ func TestModelNetRewind(t *testing.T) {
 func TestModelAtticStore(t *testing.T) {
 	for seed := int64(11); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			root := t.TempDir()
-			s, err := Open(filepath.Join(root, ".store"), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s, root := atticStore(t)
 			runModel(t, seed, s, root, true, modelOps())
 		})
 	}
+}
+
+// atticStore opens a store on disk in .store of a new tree (so it has an
+// attic), closed when the test ends; it returns the store and the tree.
+func atticStore(t *testing.T) (*Store, string) {
+	t.Helper()
+	root := t.TempDir()
+	s, err := Open(filepath.Join(root, ".store"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, root
 }
