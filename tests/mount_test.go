@@ -46,6 +46,13 @@ func TestMountUmount(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(out, "already a ckptfs mount") || strings.Count(out, "\n") != 1 {
 		t.Fatalf("second mount: %v\n%s", err, out)
 	}
+	// Success is one line each.
+	if out, err := runCkptfs("umount", dir); err != nil || out != "unmounted "+dir+"\n" {
+		t.Fatalf("umount: %v, %q; want one line", err, out)
+	}
+	if out, err := runCkptfs("mount", dir); err != nil || out != "mounted "+dir+" (history in "+filepath.Join(dir, ".ckptfs")+")\n" {
+		t.Fatalf("mount: %v, %q; want one line", err, out)
+	}
 	m.Unmount(t)
 	if _, err := os.Stat(filepath.Join(dir, ".ckptfs", ".gitignore")); err != nil {
 		t.Fatalf("store .gitignore: %v", err)

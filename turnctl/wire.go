@@ -256,6 +256,8 @@ type FileChange struct {
 type FileState struct {
 	Type   ckpt.Type `json:"-"`    // on the wire "type": Type.String(): file, dir, symlink, fifo, socket, chardev, blockdev (special: of an older store)
 	Mode   string    `json:"mode"` // octal permission bits, "0644"
+	UID    uint32    `json:"uid"`
+	GID    uint32    `json:"gid"`
 	Size   int64     `json:"size,omitempty"`
 	Target string    `json:"target,omitempty"` // symlink only
 }

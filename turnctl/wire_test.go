@@ -7,16 +7,16 @@ import (
 	"ckptfs/internal/ckpt"
 )
 
-// The wire names a file's type as people read it; the JSON stays what it
-// was when the type was a string.
+// The wire names a file's type as people read it (the JSON it had when
+// the type was a string), and its owner.
 func TestFileStateTypeIsItsNameOnTheWire(t *testing.T) {
 	for _, typ := range []ckpt.Type{ckpt.Regular, ckpt.Dir, ckpt.Symlink, ckpt.Special, ckpt.FIFO, ckpt.Socket, ckpt.CharDevice, ckpt.BlockDevice} {
-		in := FileState{Type: typ, Mode: "0644", Size: 3, Target: "t"}
+		in := FileState{Type: typ, Mode: "0644", UID: 1000, GID: 100, Size: 3, Target: "t"}
 		b, err := json.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := `{"type":"` + typ.String() + `","mode":"0644","size":3,"target":"t"}`
+		want := `{"type":"` + typ.String() + `","mode":"0644","uid":1000,"gid":100,"size":3,"target":"t"}`
 		if string(b) != want {
 			t.Errorf("%v: %s, want %s", typ, b, want)
 		}

@@ -141,7 +141,11 @@ to you).`, stdout)
 	if o.foreground {
 		return daemon(dir, o, stderr)
 	}
-	return spawnDaemon(dir, o)
+	if err := spawnDaemon(dir, o); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "mounted %s (history in %s)\n", dir, o.store)
+	return nil
 }
 
 // checkMountDir refuses every DIR ckptfs must not mount over, creating

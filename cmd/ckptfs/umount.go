@@ -45,7 +45,11 @@ leave it.`, stdout)
 		// did. (Not first: that would ask a hung daemon.)
 		dir = canonical(dir)
 	}
-	return umount(dir, lazy, 30*time.Second, stderr)
+	if err := umount(dir, lazy, 30*time.Second, stderr); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "unmounted %s\n", dir)
+	return nil
 }
 
 // umount asks the daemon of dir to stop (SIGTERM: it closes the open turn

@@ -76,6 +76,18 @@ func (o *Overlay) Chmod(p string, mode os.FileMode) {
 	}
 }
 
+// Chown changes p's owner.
+func (o *Overlay) Chown(p string, uid, gid int) {
+	o.T.Helper()
+	st, _ := o.Tree.Lstat(p)
+	if err := o.Store.Record(ckpt.Capture{Path: p, Prior: st, MetaOnly: true}, ckpt.Program{PID: 1, Comm: o.Comm}); err != nil {
+		o.T.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(o.Dir, p), uid, gid); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
 // Remove removes the file or empty directory p.
 func (o *Overlay) Remove(p string) {
 	o.T.Helper()

@@ -459,5 +459,5 @@ func wireState(st ckpt.State) *turnctl.FileState {
 	if !st.Exists() {
 		return nil
 	}
-	return &turnctl.FileState{Type: st.Type, Mode: fmt.Sprintf("%04o", st.Mode), Size: st.Size, Target: st.Target}
+	return &turnctl.FileState{Type: st.Type, Mode: fmt.Sprintf("%04o", st.Mode), UID: st.UID, GID: st.GID, Size: st.Size, Target: st.Target}
 }

@@ -258,3 +258,44 @@ func TestControlCharactersInLabelsAreEscaped(t *testing.T) {
 		}
 	}
 }
+
+// A binary file's change shows its sizes, an owner change the old and the
+// new owner.
+func TestShowBinarySizesAndOwners(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CKPTFS_DIR", "")
+	t.Setenv("NO_COLOR", "1")
+	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := fusefstest.New(t, dir, store)
+	turn := func(fn func()) {
+		if _, err := store.Begin(ckpt.KindAgent, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		fn()
+		if _, err := store.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn(func() {
+		ov.Write("blob", "\x00"+strings.Repeat("x", 2047))
+		ov.Write("owned", "o\n")
+	})
+	turn(func() {
+		ov.Write("blob", "\x00"+strings.Repeat("y", 4095))
+		ov.Chown("owned", 1234, 5678)
+	})
+	store.Close()
+	out, errs, code := tc(t, "-C", dir, "show", "2")
+	if code != 0 {
+		t.Fatalf("show 2: %d %s", code, errs)
+	}
+	if !strings.Contains(out, "binary, 2.0 KiB -> 4.0 KiB") {
+		t.Errorf("show 2 does not give the binary file's sizes:\n%s", out)
+	}
+	if !strings.Contains(out, "owner 0:0 -> 1234:5678") {
+		t.Errorf("show 2 does not give the owner change:\n%s", out)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
+	"ckptfs/internal/units"
 	"ckptfs/turnctl"
 )
 
@@ -150,6 +151,12 @@ func lines(c turnctl.FileChange) string {
 	switch {
 	case c.NotCaptured:
 		return "bytes never captured"
+	case c.Binary && c.Before != nil && c.After != nil:
+		return "binary, " + units.Bytes(c.Before.Size) + " -> " + units.Bytes(c.After.Size)
+	case c.Binary && c.After != nil:
+		return "binary, " + units.Bytes(c.After.Size)
+	case c.Binary && c.Before != nil:
+		return "binary, " + units.Bytes(c.Before.Size)
 	case c.Binary:
 		return "binary"
 	case c.LinesAdded == 0 && c.LinesDeleted == 0:
@@ -167,6 +174,9 @@ func details(c turnctl.FileChange) string {
 			parts = append(parts, b.Type.String()+" -> "+a.Type.String())
 		} else if b.Mode != a.Mode {
 			parts = append(parts, b.Mode+" -> "+a.Mode)
+		}
+		if b.UID != a.UID || b.GID != a.GID {
+			parts = append(parts, fmt.Sprintf("owner %d:%d -> %d:%d", b.UID, b.GID, a.UID, a.GID))
 		}
 		if a.Type == ckpt.Symlink && b.Target != a.Target {
 			parts = append(parts, "-> "+a.Target)
