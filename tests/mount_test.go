@@ -29,7 +29,7 @@ func TestMountUmount(t *testing.T) {
 	}
 	// status, human and JSON.
 	out, err := runCkptfs("status", dir)
-	if err != nil || !strings.Contains(out, "mounted: yes") {
+	if err != nil || !strings.Contains(out, "mounted: yes") || !strings.Contains(out, "reserve: ") {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
 	out, err = runCkptfs("status", "--json", dir)

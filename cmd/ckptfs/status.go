@@ -33,6 +33,10 @@ type statusReport struct {
 	Alive      bool   `json:"alive"`
 	Store      string `json:"store,omitempty"`
 	StoreBytes int64  `json:"store_bytes"`
+	// ReserveBytes is the part of StoreBytes that is the store's ballast:
+	// room held back so that the store can still write when the disk
+	// fills (given up then, made again once space is back).
+	ReserveBytes int64 `json:"reserve_bytes"`
 	// HistoryBytes is the store's size its budget is compared with (its
 	// ballast aside), BudgetBytes the retention policy's budget; both from
 	// the daemon (mounted only).
@@ -104,6 +108,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	rep.FreeBytes = -1
 	if foreign == nil {
 		rep.StoreBytes = du(storePath + "/")
+		if fi, err := os.Lstat(filepath.Join(storePath, "ballast")); err == nil && fi.Mode().IsRegular() {
+			rep.ReserveBytes = fi.Size()
+		}
 		var sfs syscall.Statfs_t
 		if syscall.Statfs(storePath+"/", &sfs) == nil {
 			rep.FreeBytes = int64(sfs.Bavail) * int64(sfs.Bsize)
@@ -156,12 +163,15 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if rep.Store != "" {
 		fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
 	}
+	if rep.ReserveBytes > 0 {
+		fmt.Fprintf(stdout, "reserve: %s of that held back, so that the store can still write when the disk fills\n", units.Bytes(rep.ReserveBytes))
+	}
 	if rep.BudgetBytes > 0 {
 		over := ""
 		if rep.HistoryBytes > rep.BudgetBytes {
 			over = "; over budget: the daemon's gc trims the oldest turns"
 		}
-		fmt.Fprintf(stdout, "budget:  %s of %s (%.0f%%, ballast aside%s)\n", units.Bytes(rep.HistoryBytes), units.Bytes(rep.BudgetBytes),
+		fmt.Fprintf(stdout, "budget:  %s of %s (%.0f%%, the reserve aside%s)\n", units.Bytes(rep.HistoryBytes), units.Bytes(rep.BudgetBytes),
 			100*float64(rep.HistoryBytes)/float64(rep.BudgetBytes), over)
 	}
 	if rep.StoreFull {
