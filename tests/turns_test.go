@@ -315,3 +315,21 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("f = %q", b)
 	}
 }
+
+// hooks install into a project that is mounted works, and warns that the
+// edit is history a rewind can take away; before mounting it does not.
+func TestHooksInstallWarnsWhenMounted(t *testing.T) {
+	needTurnctl(t)
+	dir := t.TempDir()
+	t.Setenv("HOME", t.TempDir())
+	out, err := exec.Command(turnctlBin, "-C", dir, "hooks", "install", "claude-code").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "warning") {
+		t.Fatalf("install before mounting: %v\n%s", err, out)
+	}
+	m := mountProject(t, dir)
+	m.turnctl(t, "hooks", "uninstall", "claude-code")
+	out = []byte(m.turnctl(t, "hooks", "install", "claude-code"))
+	if !strings.Contains(string(out), "warning: "+filepath.Join(dir, ".claude/settings.json")+" lies in the mounted project") {
+		t.Errorf("install while mounted does not warn:\n%s", out)
+	}
+}

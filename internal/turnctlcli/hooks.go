@@ -37,7 +37,7 @@ is left in it). show prints the configuration instead of writing it.
 ckptfs mount containing the current directory, else the current directory);
 --user the one under your home directory. Install before you mount, or with
 --user: a project file written through the mount is itself history, and a
-rewind to before it would take the hooks away again.`,
+rewind to before it would take the hooks away again (install warns then).`,
 	self: true,
 	opts: func() options { return &hooksOptions{} },
 }
@@ -103,6 +103,9 @@ func (o *hooksOptions) run(e *env, args []string) error {
 		}
 		if agent.Name == "gemini" && res.Changed {
 			fmt.Fprintln(e.stdout, `note: Gemini CLI releases where hooks are experimental also need "hooksConfig": {"enabled": true}`)
+		}
+		if mnt, err := rundir.FindMount(filepath.Dir(path)); err == nil && res.Changed {
+			fmt.Fprintf(e.stderr, "turnctl: warning: %s lies in the mounted project %s: the edit is history, and a rewind to before it takes the hooks away again (install before mounting, or with --user)\n", path, mnt)
 		}
 		return nil
 	}
