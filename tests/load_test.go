@@ -268,10 +268,14 @@ func TestAtticUnlinkRacesWriter(t *testing.T) {
 // every stack and exits) into the test log if stop is not called within d,
 // so a deadlock fails the test with its stacks instead of hanging it.
 // With the daemon gone, blocked requests fail and the test goes on to fail.
+// The timer never outlives the test (a round that ends in t.Fatal skips
+// its stop): the test's cleanup stops it, or waits for its report.
 func watchdog(t *testing.T, m *Mount, d time.Duration, what string) (stop func()) {
 	t.Helper()
 	pid := m.PID(t)
+	fired := make(chan struct{})
 	timer := time.AfterFunc(d, func() {
+		defer close(fired)
 		// The daemon's stderr is <store>/daemon.log, hidden by the mount:
 		// read it through the daemon's own fd.
 		f, err := os.Open(fmt.Sprintf("/proc/%d/fd/2", pid))
@@ -290,5 +294,14 @@ func watchdog(t *testing.T, m *Mount, d time.Duration, what string) (stop func()
 		}
 		t.Errorf("%s: no progress in %v; the daemon's goroutines:\n%s", what, d, b)
 	})
-	return func() { timer.Stop() }
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if !timer.Stop() {
+				<-fired
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
