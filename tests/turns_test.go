@@ -282,13 +282,18 @@ func TestBadInput(t *testing.T) {
 	proj := t.TempDir()
 	runIn(t, proj, `echo x > f`)
 	m := mountProject(t, proj)
-	for _, args := range [][]string{
-		{"rewind", "99"}, {"show", "ref:nope"}, {"cat", "0", "never-existed"},
-		{"restore", "0", "--", "../../etc"}, {"rewind", "abc"},
+	// A TURN that is not one, or names no turn there is, is a usage
+	// error (exit 2); the rest are failures (exit 1).
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"rewind", "99"}, 2}, {[]string{"show", "ref:nope"}, 2}, {[]string{"cat", "0", "never-existed"}, 1},
+		{[]string{"restore", "0", "--", "../../etc"}, 1}, {[]string{"rewind", "abc"}, 2},
 	} {
-		out, code := m.turnctlFail(t, args...)
-		if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.HasPrefix(out, "turnctl: ") {
-			t.Errorf("turnctl %v: exit %d, stderr %q; want exit 1 and one line", args, code, out)
+		out, code := m.turnctlFail(t, c.args...)
+		if code != c.code || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.HasPrefix(out, "turnctl: ") {
+			t.Errorf("turnctl %v: exit %d, stderr %q; want exit %d and one line", c.args, code, out, c.code)
 		}
 	}
 	// Garbage on the socket.

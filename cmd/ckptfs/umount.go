@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -45,8 +46,14 @@ leave it.`, stdout)
 		// did. (Not first: that would ask a hung daemon.)
 		dir = canonical(dir)
 	}
-	if err := umount(dir, lazy, 30*time.Second, stderr); err != nil {
+	var note bytes.Buffer
+	if err := umount(dir, lazy, 30*time.Second, &note); err != nil {
+		stderr.Write(note.Bytes())
 		return err
+	}
+	if note.Len() > 0 {
+		stderr.Write(note.Bytes()) // its one line says how it went
+		return nil
 	}
 	fmt.Fprintf(stdout, "unmounted %s\n", dir)
 	return nil
