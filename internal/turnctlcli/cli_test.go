@@ -227,23 +227,9 @@ func TestBadTurnArguments(t *testing.T) {
 // A label is text from anyone: what a terminal would act on (an escape
 // sequence, a carriage return) is shown escaped, in log and in show.
 func TestControlCharactersInLabelsAreEscaped(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("CKPTFS_DIR", "")
-	t.Setenv("NO_COLOR", "1")
-	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov := fusefstest.New(t, dir, store)
-	label := "fix \x1b[2J\x1b[31mred\rover\u0085 bytes \xff"
-	if _, err := store.Begin(ckpt.KindAgent, label, ""); err != nil {
-		t.Fatal(err)
-	}
-	ov.Write("a.txt", "a\n")
-	if _, err := store.End(""); err != nil {
-		t.Fatal(err)
-	}
-	store.Close()
+	dir := historyOf(t, func(turn func(label string, fn func()), ov *fusefstest.Overlay) {
+		turn("fix \x1b[2J\x1b[31mred\rover\u0085 bytes \xff", func() { ov.Write("a.txt", "a\n") })
+	})
 	for _, args := range [][]string{{"log"}, {"show", "1"}} {
 		out, errs, code := tc(t, append([]string{"-C", dir}, args...)...)
 		if code != 0 {
@@ -262,32 +248,16 @@ func TestControlCharactersInLabelsAreEscaped(t *testing.T) {
 // A binary file's change shows its sizes, an owner change the old and the
 // new owner.
 func TestShowBinarySizesAndOwners(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("CKPTFS_DIR", "")
-	t.Setenv("NO_COLOR", "1")
-	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov := fusefstest.New(t, dir, store)
-	turn := func(fn func()) {
-		if _, err := store.Begin(ckpt.KindAgent, "", ""); err != nil {
-			t.Fatal(err)
-		}
-		fn()
-		if _, err := store.End(""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	turn(func() {
-		ov.Write("blob", "\x00"+strings.Repeat("x", 2047))
-		ov.Write("owned", "o\n")
+	dir := historyOf(t, func(turn func(label string, fn func()), ov *fusefstest.Overlay) {
+		turn("", func() {
+			ov.Write("blob", "\x00"+strings.Repeat("x", 2047))
+			ov.Write("owned", "o\n")
+		})
+		turn("", func() {
+			ov.Write("blob", "\x00"+strings.Repeat("y", 4095))
+			ov.Chown("owned", 1234, 5678)
+		})
 	})
-	turn(func() {
-		ov.Write("blob", "\x00"+strings.Repeat("y", 4095))
-		ov.Chown("owned", 1234, 5678)
-	})
-	store.Close()
 	out, errs, code := tc(t, "-C", dir, "show", "2")
 	if code != 0 {
 		t.Fatalf("show 2: %d %s", code, errs)
@@ -298,4 +268,32 @@ func TestShowBinarySizesAndOwners(t *testing.T) {
 	if !strings.Contains(out, "owner 0:0 -> 1234:5678") {
 		t.Errorf("show 2 does not give the owner change:\n%s", out)
 	}
+}
+
+// historyOf makes a project whose store holds the agent turns build
+// makes (each turn runs fn through the overlay stand-in), closes the
+// store so that turnctl opens it offline, and returns the project.
+func historyOf(t *testing.T, build func(turn func(label string, fn func()), ov *fusefstest.Overlay)) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("CKPTFS_DIR", "")
+	t.Setenv("NO_COLOR", "1")
+	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := fusefstest.New(t, dir, store)
+	build(func(label string, fn func()) {
+		if _, err := store.Begin(ckpt.KindAgent, label, ""); err != nil {
+			t.Fatal(err)
+		}
+		fn()
+		if _, err := store.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}, ov)
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
