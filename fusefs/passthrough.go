@@ -48,23 +48,13 @@ func (f *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 
 // withBackingID runs an OPEN or CREATE and puts the backing ID its handle
 // chose (notePassthrough) in the reply.
-//
-// Every handle is opened FOPEN_NOFLUSH: the kernel sends no FLUSH at each
-// close(2) of it (one round trip per close: as many as OPENs). A FLUSH
-// would have nothing to do: there is no writeback cache (every write has
-// reached the backing file before it returned), and the handle's locks are
-// OFD and flock locks on its own backing fd, which the kernel drops with
-// explicit unlock requests and RELEASE.
 func withBackingID(cancel <-chan struct{}, out *fuse.OpenOut, do func() fuse.Status) fuse.Status {
 	var id int32
 	ptOpens.Store(cancel, &id)
 	st := do()
 	ptOpens.Delete(cancel)
-	if st == fuse.OK {
-		out.OpenFlags |= fuse.FOPEN_NOFLUSH
-		if id != 0 {
-			setPassthrough(out, id)
-		}
+	if st == fuse.OK && id != 0 {
+		setPassthrough(out, id)
 	}
 	return st
 }
