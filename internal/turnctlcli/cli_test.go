@@ -25,37 +25,18 @@ import (
 // The store is closed again, so turnctl opens it offline.
 func testProject(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("CKPTFS_DIR", "")
-	t.Setenv("NO_COLOR", "1")
-	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov := fusefstest.New(t, dir, store)
-	step := func(label, ref string, fn func()) {
-		if _, err := store.Begin(ckpt.KindAgent, label, ref); err != nil {
-			t.Fatal(err)
-		}
-		fn()
-		if _, err := store.End(""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	step("first", "", func() {
-		ov.Write("a.txt", "one\ntwo\n")
-		ov.Mkdir("sub")
-		ov.Write("sub/b.txt", "bee\n")
+	return historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		turn("first", "", func() {
+			ov.Write("a.txt", "one\ntwo\n")
+			ov.Mkdir("sub")
+			ov.Write("sub/b.txt", "bee\n")
+		})
+		turn("second", "m2", func() {
+			ov.Write("a.txt", "one\n2\nthree\n")
+			ov.Rename("sub/b.txt", "sub/c.txt")
+		})
+		turn("third", "", func() { ov.Remove("a.txt") })
 	})
-	step("second", "m2", func() {
-		ov.Write("a.txt", "one\n2\nthree\n")
-		ov.Rename("sub/b.txt", "sub/c.txt")
-	})
-	step("third", "", func() { ov.Remove("a.txt") })
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // tc runs turnctl in-process and returns stdout, stderr and the
@@ -227,8 +208,8 @@ func TestBadTurnArguments(t *testing.T) {
 // A label is text from anyone: what a terminal would act on (an escape
 // sequence, a carriage return) is shown escaped, in log and in show.
 func TestControlCharactersInLabelsAreEscaped(t *testing.T) {
-	dir := historyOf(t, func(turn func(label string, fn func()), ov *fusefstest.Overlay) {
-		turn("fix \x1b[2J\x1b[31mred\rover\u0085 bytes \xff", func() { ov.Write("a.txt", "a\n") })
+	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		turn("fix \x1b[2J\x1b[31mred\rover\u0085 bytes \xff", "", func() { ov.Write("a.txt", "a\n") })
 	})
 	for _, args := range [][]string{{"log"}, {"show", "1"}} {
 		out, errs, code := tc(t, append([]string{"-C", dir}, args...)...)
@@ -248,12 +229,12 @@ func TestControlCharactersInLabelsAreEscaped(t *testing.T) {
 // A binary file's change shows its sizes, an owner change the old and the
 // new owner.
 func TestShowBinarySizesAndOwners(t *testing.T) {
-	dir := historyOf(t, func(turn func(label string, fn func()), ov *fusefstest.Overlay) {
-		turn("", func() {
+	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		turn("", "", func() {
 			ov.Write("blob", "\x00"+strings.Repeat("x", 2047))
 			ov.Write("owned", "o\n")
 		})
-		turn("", func() {
+		turn("", "", func() {
 			ov.Write("blob", "\x00"+strings.Repeat("y", 4095))
 			ov.Chown("owned", 1234, 5678)
 		})
@@ -273,7 +254,7 @@ func TestShowBinarySizesAndOwners(t *testing.T) {
 // historyOf makes a project whose store holds the agent turns build
 // makes (each turn runs fn through the overlay stand-in), closes the
 // store so that turnctl opens it offline, and returns the project.
-func historyOf(t *testing.T, build func(turn func(label string, fn func()), ov *fusefstest.Overlay)) string {
+func historyOf(t *testing.T, build func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay)) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("CKPTFS_DIR", "")
@@ -283,8 +264,8 @@ func historyOf(t *testing.T, build func(turn func(label string, fn func()), ov *
 		t.Fatal(err)
 	}
 	ov := fusefstest.New(t, dir, store)
-	build(func(label string, fn func()) {
-		if _, err := store.Begin(ckpt.KindAgent, label, ""); err != nil {
+	build(func(label, ref string, fn func()) {
+		if _, err := store.Begin(ckpt.KindAgent, label, ref); err != nil {
 			t.Fatal(err)
 		}
 		fn()
