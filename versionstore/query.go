@@ -411,3 +411,42 @@ func equalReaders(a, b io.Reader) (bool, error) {
 		}
 	}
 }
+
+// Touches reports whether an event recorded in turn n names a path at,
+// below or above one of prefixes (root-relative; "" is the whole tree),
+// either end of a rename included. It is a cheap, conservative filter for
+// a path's history: when it is false, Changes(n-1, n) lists nothing at or
+// below prefixes (every change Changes finds comes from an event on the
+// path itself or on a directory above it, or from a rename to or from
+// one of them); when it is true, the turn may still have changed nothing
+// there in the end. It costs one pass over the turn's own events.
+func (s *Store) Touches(n uint64, prefixes []string) (bool, error) {
+	if n == 0 || n <= s.startTurn() {
+		return false, nil // no changes of its own (forgotten with the turns before)
+	}
+	a, err := s.endSeq(n - 1)
+	if err != nil {
+		return false, err
+	}
+	b, err := s.endSeq(n)
+	if err != nil {
+		return false, err
+	}
+	related := func(p string) bool {
+		for _, d := range prefixes {
+			if _, ok := ckpt.Under(p, d); ok {
+				return true
+			}
+			if _, ok := ckpt.Under(d, p); ok {
+				return true
+			}
+		}
+		return false
+	}
+	found := false
+	err = s.scanEvents(a+1, b+1, func(r *record) (bool, error) {
+		found = related(r.Path) || r.To != "" && related(r.To)
+		return !found, nil
+	})
+	return found, err
+}
