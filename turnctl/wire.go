@@ -64,9 +64,15 @@ type StatusReply struct {
 // LogRequest lists turns newest first (POST /v1/log, also GET).
 type LogRequest struct {
 	N int `json:"n,omitempty"` // at most N turns; 0: all
+	// Paths (root-relative; "" the whole tree) limit the log to the turns
+	// that changed one of them or anything below them; N then counts
+	// those turns.
+	Paths []string `json:"paths,omitempty"`
 }
 
-// LogReply lists turns newest first, each with its Stats.
+// LogReply lists turns newest first, each with its Stats. With
+// LogRequest.Paths, each turn's Stats count only its changes at or below
+// those paths (turn 0, which changes nothing, is never listed then).
 type LogReply struct {
 	Turns []ckpt.Turn `json:"turns"`
 	// Start says where history starts when its oldest turns were
@@ -77,11 +83,14 @@ type LogReply struct {
 
 // ShowRequest asks what one turn changed (POST /v1/show).
 type ShowRequest struct {
-	Turn  string `json:"turn"`            // "3", "0", "ref:ID"
-	Patch bool   `json:"patch,omitempty"` // include unified diffs
+	Turn  string   `json:"turn"`            // "3", "0", "ref:ID"
+	Patch bool     `json:"patch,omitempty"` // include unified diffs
+	Paths []string `json:"paths,omitempty"` // only the changes at or below these paths, root-relative
 }
 
-// ShowReply is one turn and its changes.
+// ShowReply is one turn and its changes. With ShowRequest.Paths, Changes
+// and Stats hold only the changes at or below those paths; Turn.Stats is
+// still the whole turn's, when it is known.
 type ShowReply struct {
 	Turn    ckpt.Turn    `json:"turn"`
 	Changes []FileChange `json:"changes"`

@@ -273,17 +273,21 @@ func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, c
 
 // turnChanges lists what turn n changed (an open turn: so far).
 func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, ckpt.Stats, error) {
-	if n <= s.store.HistoryStart().Turn { // its changes are forgotten with the turns before
-		return []turnctl.FileChange{}, ckpt.Stats{}, nil
-	}
-	if n == 0 {
-		return []turnctl.FileChange{}, ckpt.Stats{}, nil
-	}
-	cs, err := s.store.Changes(n-1, n, s.tree)
+	cs, err := s.turnStoreChanges(n)
 	if err != nil {
 		return nil, ckpt.Stats{}, err
 	}
 	return s.fileChanges(cs, patch)
+}
+
+// turnStoreChanges is the store's list of what turn n changed: none for
+// turn 0 and for the first kept turn, whose changes are forgotten with
+// the turns before it.
+func (s *Service) turnStoreChanges(n uint64) ([]versionstore.Change, error) {
+	if n == 0 || n <= s.store.HistoryStart().Turn {
+		return nil, nil
+	}
+	return s.store.Changes(n-1, n, s.tree)
 }
 
 // Status reports the open turn and what it changed so far.
@@ -317,6 +321,13 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 	if req.N < 0 {
 		return nil, errorf(turnctl.CodeBadRequest, "n must not be negative")
 	}
+	if len(req.Paths) > 0 {
+		turns, err := s.logPaths(req)
+		if err != nil {
+			return nil, err
+		}
+		return s.logReply(turns)
+	}
 	turns, err := s.store.Turns(req.N)
 	if err != nil {
 		return nil, s.wrap(err)
@@ -336,10 +347,16 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 			s.cacheStats(t.Num, st, m)
 		}
 	}
+	return s.logReply(turns)
+}
+
+// logReply adds where history starts and the pins to a log's turns.
+func (s *Service) logReply(turns []ckpt.Turn) (*turnctl.LogReply, error) {
 	if turns == nil {
 		turns = []ckpt.Turn{}
 	}
 	rep := &turnctl.LogReply{Turns: turns}
+	var err error
 	if h := s.store.HistoryStart(); h.Turn > 0 {
 		rep.Start = &h
 	}

@@ -19,6 +19,21 @@ func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.S
 	if err != nil {
 		return nil, s.wrap(err)
 	}
+	if len(req.Paths) > 0 {
+		prefixes, err := cleanPaths(req.Paths)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := s.turnStoreChanges(n)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		fcs, st, err := s.fileChanges(pathHistory(cs, prefixes), req.Patch)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		return &turnctl.ShowReply{Turn: t, Changes: fcs, Stats: st}, nil
+	}
 	m := s.mark()
 	fcs, st, err := s.turnChanges(n, req.Patch)
 	if err != nil {
@@ -29,6 +44,62 @@ func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.S
 	}
 	t.Stats = &st
 	return &turnctl.ShowReply{Turn: t, Changes: fcs, Stats: st}, nil
+}
+
+// cleanPaths checks the root-relative paths of a request.
+func cleanPaths(paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		c, err := cleanPath(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// logPaths is Log limited to the turns that changed something at or
+// below req.Paths, each with the Stats of those changes only. A turn's
+// own events are looked at first (store.Touches), so only the turns that
+// touched one of the paths pay for listing their changes.
+func (s *Service) logPaths(req turnctl.LogRequest) ([]ckpt.Turn, error) {
+	prefixes, err := cleanPaths(req.Paths)
+	if err != nil {
+		return nil, err
+	}
+	all, err := s.store.Turns(0)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	turns := []ckpt.Turn{}
+	for _, t := range all {
+		if req.N > 0 && len(turns) == req.N {
+			break
+		}
+		ok, err := s.store.Touches(t.Num, prefixes)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		if !ok {
+			continue
+		}
+		cs, err := s.turnStoreChanges(t.Num)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		cs = pathHistory(cs, prefixes)
+		if len(cs) == 0 {
+			continue
+		}
+		_, st, err := s.listChanges(cs)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		t.Stats = &st
+		turns = append(turns, t)
+	}
+	return turns, nil
 }
 
 // Diff compares the state at the end of one turn with another (or with the
@@ -46,13 +117,9 @@ func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.D
 		}
 		rep.To = &to
 	}
-	var prefixes []string
-	for _, p := range req.Paths {
-		c, err := cleanPath(p)
-		if err != nil {
-			return nil, err
-		}
-		prefixes = append(prefixes, c)
+	prefixes, err := cleanPaths(req.Paths)
+	if err != nil {
+		return nil, err
 	}
 	cs, err := s.store.Changes(from, to, s.tree)
 	if err != nil {
@@ -75,6 +142,36 @@ func filterChanges(cs []versionstore.Change, prefixes []string) []versionstore.C
 		if underAny(c.Path, prefixes) || c.From != "" && underAny(c.From, prefixes) {
 			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// pathHistory keeps the changes that happened to the paths prefixes
+// name: those at or below one of them (either side of a rename), and
+// those of a directory above one that took it along (renamed onto or away
+// from it, deleted, replaced: the store lists that change, not one per
+// path below; a directory shows as modified only when another took its
+// place with the same metadata). A directory added above a path does not
+// change it: what it brought is listed under its own paths.
+func pathHistory(cs []versionstore.Change, prefixes []string) []versionstore.Change {
+	out := []versionstore.Change{}
+	above := func(p string) bool {
+		for _, d := range prefixes {
+			if _, ok := ckpt.Under(d, p); ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range cs {
+		switch {
+		case underAny(c.Path, prefixes) || c.From != "" && underAny(c.From, prefixes):
+		case c.Kind != ckpt.ModeOnly && c.Kind != ckpt.Relinked && c.Kind != ckpt.Added &&
+			(above(c.Path) || c.From != "" && above(c.From)):
+		default:
+			continue
+		}
+		out = append(out, c)
 	}
 	return out
 }
