@@ -12,13 +12,19 @@ import (
 
 var logCmd = &command{
 	name:  "log",
-	args:  "[-n N]",
+	args:  "[-n N] [-- PATH...]",
 	short: "turns, newest first, with what they changed and which programs wrote",
 	long: `The time is when the turn ended (an open turn: when it began). Kinds: agent
 (begin/end), manual (changes made while no turn was open), rewind (rewind,
 undo, restore), initial (turn 0: the tree when history began). A * marks a
 pinned turn. When the oldest turns were forgotten (turnctl forget, or the
-retention policy), the last line says where history starts now.`,
+retention policy), the last line says where history starts now.
+
+With PATHs (relative to the current directory; "--" before them is
+optional), only the turns that changed one of them, or for a directory
+anything below it, are listed (a rename counts for both its names), and
+their files and lines count those changes only; -n N then shows the N
+newest such turns.`,
 	opts: func() options { return &logOptions{} },
 }
 
@@ -31,13 +37,18 @@ func (o *logOptions) addFlags(fs *pflag.FlagSet) {
 }
 
 func (o *logOptions) run(e *env, args []string) error {
-	if err := wantArgs(args, 0, 0); err != nil {
-		return err
-	}
 	if o.n < 0 {
 		return usagef("-n must not be negative")
 	}
-	rep, err := e.h.Log(e.ctx, turnctl.LogRequest{N: o.n})
+	// Every argument is a PATH, with or without "--".
+	req := turnctl.LogRequest{N: o.n}
+	if len(args) > 0 {
+		var err error
+		if req.Paths, err = e.relPaths(args); err != nil {
+			return err
+		}
+	}
+	rep, err := e.h.Log(e.ctx, req)
 	if err != nil {
 		return err
 	}

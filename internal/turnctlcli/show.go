@@ -11,12 +11,15 @@ import (
 
 var showCmd = &command{
 	name:  "show",
-	args:  "TURN [--patch]",
+	args:  "TURN [--patch] [-- PATH...]",
 	short: "what one turn changed, per file",
 	long: `Per file: added, modified, deleted, renamed (old -> new), mode (only mode or
 owner changed) or type (e.g. a file became a symlink), with lines +/- (binary
 files and files over 8 MiB count no lines). --patch adds unified diffs in
-git's format.`,
+git's format.
+
+With PATHs (relative to the current directory), only the changes to them,
+or for a directory to anything below it, are shown and counted.`,
 	opts: func() options { return &showOptions{} },
 }
 
@@ -29,10 +32,20 @@ func (o *showOptions) addFlags(fs *pflag.FlagSet) {
 }
 
 func (o *showOptions) run(e *env, args []string) error {
-	if err := wantArgs(args, 1, 1); err != nil {
+	turns, paths, _ := splitDash(e, args)
+	if e.dash < 0 && len(args) > 1 {
+		// "show 3 a.go" without "--" is clear enough.
+		turns, paths = args[:1], args[1:]
+	}
+	if err := wantArgs(turns, 1, 1); err != nil {
 		return err
 	}
-	rep, err := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: args[0], Patch: o.patch})
+	req := turnctl.ShowRequest{Turn: turns[0], Patch: o.patch}
+	var err error
+	if req.Paths, err = e.relPaths(paths); err != nil {
+		return err
+	}
+	rep, err := e.h.Show(e.ctx, req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,79 @@
+package tests
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ckptfs/turnctl"
+)
+
+// turnctlIn runs turnctl with dir (inside the mount) as its current
+// directory and no -C, as a person in a subdirectory would.
+func (m *Mount) turnctlIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	needTurnctl(t)
+	cmd := exec.Command(turnctlBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(cmd.Environ(), "CKPTFS_RUNTIME_DIR="+m.Runtime, "CKPTFS_DIR=", "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("turnctl %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
+
+// firstFields returns the first field of each line of out.
+func firstFields(out string) string {
+	var f []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if w := strings.Fields(l); len(w) > 0 {
+			f = append(f, w[0])
+		}
+	}
+	return strings.Join(f, " ")
+}
+
+// log -- PATH and show N -- PATH, with paths relative to the current
+// directory inside the mount, list only what concerns those paths.
+func TestPerFileHistory(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, `mkdir src docs && echo 'package a' > src/a.go && echo intro > docs/README`)
+	m := mountProject(t, proj)
+	turn := func(label, script string) {
+		m.turnctl(t, "begin", "--label", label)
+		runIn(t, proj, script)
+		m.turnctl(t, "end")
+	}
+	turn("edit a", `echo '// one' >> src/a.go`)                         // 1
+	turn("docs", `echo more >> docs/README`)                            // 2
+	turn("both", `echo '// two' >> src/a.go; echo last >> docs/README`) // 3
+	turn("new b", `echo 'package b' > src/b.go`)                        // 4
+
+	src := filepath.Join(proj, "src")
+	if got := firstFields(m.turnctlIn(t, src, "log", "--", "a.go")); got != "3 1" {
+		t.Errorf("log -- a.go in src lists turns %q, want \"3 1\"", got)
+	}
+	if got := firstFields(m.turnctlIn(t, proj, "log", "--", "src")); got != "4 3 1" {
+		t.Errorf("log -- src lists turns %q, want \"4 3 1\"", got)
+	}
+	if got := firstFields(m.turnctlIn(t, src, "log", "-n", "1", "--", "../docs")); got != "3" {
+		t.Errorf("log -n 1 -- ../docs lists turns %q, want \"3\"", got)
+	}
+	out := m.turnctlIn(t, src, "show", "3", "--patch", "--", "a.go")
+	if !strings.Contains(out, "modified  src/a.go  +1 -0") || !strings.Contains(out, "+// two\n") || strings.Contains(out, "README") {
+		t.Errorf("show 3 --patch -- a.go:\n%s", out)
+	}
+	var lrep turnctl.LogReply
+	if err := json.Unmarshal([]byte(m.turnctlIn(t, src, "--json", "log", "--", "a.go")), &lrep); err != nil ||
+		len(lrep.Turns) != 2 || lrep.Turns[0].Num != 3 || lrep.Turns[0].Stats.Files != 1 {
+		t.Errorf("--json log -- a.go: %v %+v", err, lrep)
+	}
+	var srep turnctl.ShowReply
+	if err := json.Unmarshal([]byte(m.turnctlIn(t, src, "--json", "show", "3", "--", "../docs")), &srep); err != nil ||
+		len(srep.Changes) != 1 || srep.Changes[0].Path != "docs/README" {
+		t.Errorf("--json show 3 -- ../docs: %v %+v", err, srep)
+	}
+}
