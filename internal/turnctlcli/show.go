@@ -2,6 +2,7 @@ package turnctlcli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -33,8 +34,9 @@ func (o *showOptions) addFlags(fs *pflag.FlagSet) {
 
 func (o *showOptions) run(e *env, args []string) error {
 	turns, paths, _ := splitDash(e, args)
-	if e.dash < 0 && len(args) > 1 {
-		// "show 3 a.go" without "--" is clear enough.
+	if e.dash < 0 && len(args) > 1 && !slices.ContainsFunc(args[1:], looksLikeTurn) {
+		// "show 3 a.go" without "--" is clear enough; "show 3 4" is
+		// not a path's history.
 		turns, paths = args[:1], args[1:]
 	}
 	if err := wantArgs(turns, 1, 1); err != nil {
