@@ -30,6 +30,9 @@ import (
 //	                                       unmount (offline.go); present only between
 //	                                       an unmount and the next mount
 //	turn     't' num[8]                    JSON Turn; none below the history start
+//	prompt   'P' num[8]                    the whole text turn num was opened with
+//	                                       (ckpt.Turn.Prompt); present only when it
+//	                                       says more than the turn's label
 //	pin      'p' num[8]                    JSON ckpt.Pin: turn num is pinned (pins.go)
 //	ref      'r' ref-bytes                 num[8]: the turn the ref names
 //	event    'e' seq[8]                    JSON record: one change-log entry
@@ -48,8 +51,8 @@ import (
 // Events are numbered by one global sequence; a turn's events are the
 // contiguous range Turn.FirstSeq..Turn.LastSeq. Ordering them by key is
 // ordering them in time. Forgetting the oldest turns (history.go) deletes
-// the turn keys below the new start and the event keys up to its end with
-// one range deletion each, in one batch; garbage collection (gc.go)
+// the turn and prompt keys below the new start and the event keys up to
+// its end with one range deletion each, in one batch; garbage collection (gc.go)
 // deletes the chunks no event references, with a range deletion for every
 // run of such keys that no referenced key interrupts.
 const (
@@ -60,6 +63,7 @@ const (
 	prefixChunk = 'c'
 	prefixWalk  = 'w'
 	prefixPin   = 'p'
+	prefixText  = 'P'
 )
 
 var (
@@ -82,6 +86,7 @@ func u64Key(prefix byte, n uint64) []byte {
 func turnKey(n uint64) []byte  { return u64Key(prefixTurn, n) }
 func eventKey(n uint64) []byte { return u64Key(prefixEvent, n) }
 func pinKey(n uint64) []byte   { return u64Key(prefixPin, n) }
+func textKey(n uint64) []byte  { return u64Key(prefixText, n) }
 
 func decodeU64Key(prefix byte, k []byte) (uint64, error) {
 	if len(k) != 9 || k[0] != prefix {

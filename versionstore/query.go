@@ -51,7 +51,7 @@ func (s *Store) endSeq(n uint64) (uint64, error) {
 	if n < s.startTurn() {
 		return 0, s.forgottenErr(n)
 	}
-	t, err := s.Turn(n)
+	t, err := s.turnRecord(n)
 	if err != nil {
 		return 0, err
 	}

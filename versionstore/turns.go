@@ -17,9 +17,10 @@ import (
 // open turn as it is now (Current), reading them back (Turn, Turns,
 // Resolve), and the statistics kept with a closed one.
 
-// Begin opens a new turn, closing the open one first. ref, if not empty,
-// is attached to the new turn.
-func (s *Store) Begin(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
+// Begin opens a new turn, closing the open one first. Its label is
+// ckpt.LabelOf(text), and the whole text is kept as its Prompt when it
+// says more. ref, if not empty, is attached to the new turn.
+func (s *Store) Begin(kind ckpt.Kind, text, ref string) (ckpt.Turn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -35,12 +36,13 @@ func (s *Store) Begin(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
 	if s.cur != nil {
 		s.closeTurn(b, s.cur)
 	}
-	t := s.newTurn(b, kind, label)
+	t := s.newTurn(b, kind, ckpt.LabelOf(text))
 	if ref != "" {
 		t.Refs = []string{ref}
 		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
 		putJSON(b, turnKey(t.Num), t)
 	}
+	prompt := setText(b, t.Num, text)
 	if err := s.commit(b, pebble.Sync); err != nil {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return ckpt.Turn{}, err
@@ -52,12 +54,42 @@ func (s *Store) Begin(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
 	s.latest = t.Num
 	s.touched = map[string]uint8{}
 	s.programs = map[string]bool{}
+	opened := *t
+	opened.Prompt = prompt
 	if err := s.wal.SyncWAL(); err != nil {
 		err = fmt.Errorf("versionstore: turn %d opened, but the log could not be synced to disk: %w", t.Num, err)
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
-		return *t, err
+		return opened, err
 	}
-	return *t, nil
+	return opened, nil
+}
+
+// setText keeps in b the text turn n is opened with, if it says more than
+// its label (else deletes what an earlier text left), and returns the
+// turn's Prompt. The turn's record never holds it: records are rewritten
+// often (programs, stats) and read in bulk (log).
+func setText(b *pebble.Batch, n uint64, text string) string {
+	prompt := ckpt.PromptOf(text)
+	if prompt == "" {
+		b.Delete(textKey(n), nil)
+	} else {
+		b.Set(textKey(n), []byte(prompt), nil)
+	}
+	return prompt
+}
+
+// withPrompt adds turn t's Prompt from the store.
+func (s *Store) withPrompt(t ckpt.Turn) (ckpt.Turn, error) {
+	v, closer, err := s.db.Get(textKey(t.Num))
+	if err == pebble.ErrNotFound {
+		return t, nil
+	}
+	if err != nil {
+		return t, fmt.Errorf("versionstore: %w", err)
+	}
+	defer closer.Close()
+	t.Prompt = string(v)
+	return t, nil
 }
 
 // Adopt turns the open turn, an unlabelled manual one, into the turn a
@@ -67,7 +99,7 @@ func (s *Store) Begin(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
 // moment: the records serve the new turn as they are. It saves a turn
 // that only records that nothing happened (a boundary's capture of a file
 // still open for writing, say) from showing up in the history.
-func (s *Store) Adopt(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
+func (s *Store) Adopt(kind ckpt.Kind, text, ref string) (ckpt.Turn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -84,18 +116,21 @@ func (s *Store) Adopt(kind ckpt.Kind, label, ref string) (ckpt.Turn, error) {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	t.Kind, t.Label, t.Start = kind, label, time.Now().UTC()
+	t.Kind, t.Label, t.Start = kind, ckpt.LabelOf(text), time.Now().UTC()
 	if ref != "" && !contains(t.Refs, ref) {
 		t.Refs = append(t.Refs, ref)
 		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
 	}
 	putJSON(b, turnKey(t.Num), t)
+	prompt := setText(b, t.Num, text)
 	if err := s.commit(b, pebble.Sync); err != nil {
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return ckpt.Turn{}, err
 	}
 	s.cur = &t
-	return t, nil
+	adopted := t
+	adopted.Prompt = prompt
+	return adopted, nil
 }
 
 // newTurn writes a new open turn into b (s.mu held).
@@ -208,8 +243,18 @@ func (s *Store) Latest() uint64 {
 	return s.latest
 }
 
-// Turn returns turn n; the open turn as it is now (as Current).
+// Turn returns turn n, with its Prompt; the open turn as it is now (as
+// Current).
 func (s *Store) Turn(n uint64) (ckpt.Turn, error) {
+	t, err := s.turnRecord(n)
+	if err != nil {
+		return t, err
+	}
+	return s.withPrompt(t)
+}
+
+// turnRecord is Turn without the Prompt.
+func (s *Store) turnRecord(n uint64) (ckpt.Turn, error) {
 	if cur, ok := s.Current(); ok && cur.Num == n {
 		return cur, nil
 	}
@@ -234,7 +279,8 @@ func (s *Store) storedTurn(n uint64) (ckpt.Turn, error) {
 	return t, nil
 }
 
-// Turns returns up to limit turns (all if limit <= 0), newest first.
+// Turns returns up to limit turns (all if limit <= 0), newest first,
+// without their Prompts.
 func (s *Store) Turns(limit int) ([]ckpt.Turn, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTurn}, UpperBound: upper(prefixTurn)})
 	if err != nil {

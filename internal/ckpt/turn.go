@@ -1,6 +1,11 @@
 package ckpt
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
 
 // Kind is how a turn came to be.
 type Kind string
@@ -16,9 +21,15 @@ const (
 // Turn is one numbered group of changes. Turn 0 is the tree as it was when
 // history began; it has no changes of its own.
 type Turn struct {
-	Num      uint64    `json:"num"`
-	Kind     Kind      `json:"kind"`
-	Label    string    `json:"label,omitempty"`
+	Num  uint64 `json:"num"`
+	Kind Kind   `json:"kind"`
+	// Label is one line: LabelOf the text the turn was opened with.
+	Label string `json:"label,omitempty"`
+	// Prompt is that whole text (an agent's whole prompt, a label of
+	// several lines), when it says more than Label; "" otherwise. The
+	// store keeps it apart from the turn's record: a single turn read
+	// (show, begin) has it, a list of turns (log) does not.
+	Prompt   string    `json:"prompt,omitempty"`
 	Refs     []string  `json:"refs,omitempty"`
 	Start    time.Time `json:"start"`
 	End      time.Time `json:"end,omitempty"` // zero while open
@@ -91,4 +102,54 @@ type VerifyReport struct {
 	Bytes   int64    `json:"bytes"`       // plain bytes checked
 	Attic   int      `json:"attic_files"` // attic files checked
 	Corrupt []string `json:"corrupt,omitempty"`
+}
+
+// MaxLabel is the longest Label, in runes.
+const MaxLabel = 200
+
+// MaxText is the longest text a turn can be opened with (its Prompt), in
+// bytes: a request carrying it, JSON-escaped, stays within the control
+// protocol's 1 MiB even if every byte is escaped as \u00XX.
+const MaxText = 128 << 10
+
+// LabelOf is the label of a turn opened with text: its first line that is
+// not blank, trimmed, tabs made spaces, cut to MaxLabel runes (ending in
+// "..." when cut). Other control characters stay: whoever prints a label
+// escapes them.
+func LabelOf(text string) string {
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSpace(strings.ReplaceAll(line, "\t", " "))
+		if line == "" {
+			continue
+		}
+		if utf8.RuneCountInString(line) > MaxLabel {
+			r := []rune(line)
+			line = string(r[:MaxLabel-3]) + "..."
+		}
+		return line
+	}
+	return ""
+}
+
+// PromptOf is what a turn opened with text keeps as its Prompt: text,
+// unless LabelOf says it all.
+func PromptOf(text string) string {
+	if strings.TrimSpace(text) == LabelOf(text) {
+		return ""
+	}
+	return text
+}
+
+// CutText cuts text to at most MaxText bytes, at a character boundary,
+// ending with a line that says how much was left out.
+func CutText(text string) string {
+	if len(text) <= MaxText {
+		return text
+	}
+	note := fmt.Sprintf("\n[... %d more bytes not kept]", len(text))
+	n := MaxText - len(note)
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	return text[:n] + fmt.Sprintf("\n[... %d more bytes not kept]", len(text)-n)
 }

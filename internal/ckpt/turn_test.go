@@ -1,0 +1,43 @@
+package ckpt
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestLabelOfAndPromptOf(t *testing.T) {
+	long := strings.Repeat("é", 300)
+	for _, c := range []struct{ text, label, prompt string }{
+		{"fix it", "fix it", ""},
+		{"  fix it \n", "fix it", ""},
+		{"\n\n  two\tthree  \nmore", "two three", "\n\n  two\tthree  \nmore"},
+		{"a\r\nb", "a", "a\r\nb"},
+		{"", "", ""},
+		{"red \x1b[31m", "red \x1b[31m", ""}, // escaped where printed
+		{long, strings.Repeat("é", MaxLabel-3) + "...", long},
+	} {
+		if got := LabelOf(c.text); got != c.label {
+			t.Errorf("LabelOf(%q) = %q, want %q", c.text, got, c.label)
+		}
+		if got := PromptOf(c.text); got != c.prompt {
+			t.Errorf("PromptOf(%q) = %q, want %q", c.text, got, c.prompt)
+		}
+	}
+}
+
+func TestCutText(t *testing.T) {
+	if s := strings.Repeat("x", MaxText); CutText(s) != s {
+		t.Error("CutText changed a text of MaxText bytes")
+	}
+	s := strings.Repeat("é", MaxText) // 2 bytes each
+	got := CutText(s)
+	if len(got) > MaxText || !utf8.ValidString(got) || !strings.HasPrefix(got, "éé") {
+		t.Fatalf("CutText: %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	kept := strings.Count(got, "é")
+	if want := "\n[... " + strconv.Itoa(len(s)-2*kept) + " more bytes not kept]"; !strings.HasSuffix(got, want) {
+		t.Errorf("CutText ends %q, want %q", got[len(got)-40:], want)
+	}
+}
