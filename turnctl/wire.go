@@ -19,6 +19,9 @@ const MaxRequestBytes = 1 << 20
 
 // BeginRequest opens a new turn (POST /v1/begin).
 type BeginRequest struct {
+	// Label is the text the turn is about, of any number of lines (an
+	// agent's whole prompt), at most ckpt.MaxText bytes: the turn's Label
+	// is its first line, and it is kept whole as the turn's Prompt.
 	Label string `json:"label,omitempty"`
 	Ref   string `json:"ref,omitempty"`
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
 
@@ -122,7 +123,9 @@ func TestProtocolBadRequests(t *testing.T) {
 		{"POST", "/v1/begin", `{"label": 3}`, 400, turnctl.CodeBadRequest},
 		{"POST", "/v1/begin", `{"lable": "x"}`, 400, turnctl.CodeBadRequest},
 		{"POST", "/v1/begin", `{} {}`, 400, turnctl.CodeBadRequest},
-		{"POST", "/v1/begin", `{"label": "two\nlines"}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/begin", `{"label": "` + strings.Repeat("x", ckpt.MaxText+1) + `"}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/log", `{"paths": ["../x"]}`, 400, turnctl.CodeBadRequest},
+		{"POST", "/v1/show", `{"turn": "0", "paths": ["/abs"]}`, 400, turnctl.CodeBadRequest},
 		{"POST", "/v1/show", `{}`, 400, turnctl.CodeBadRequest},
 		{"POST", "/v1/show", `{"turn": "abc"}`, 400, turnctl.CodeBadRequest},
 		{"POST", "/v1/cat", `{"turn": "0", "path": "../../etc/passwd"}`, 400, turnctl.CodeBadRequest},

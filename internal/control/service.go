@@ -117,8 +117,8 @@ const maxAdoptEvents = 4096
 
 // Begin opens a new turn, closing the open one.
 func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl.BeginReply, error) {
-	if err := checkText("label", req.Label); err != nil {
-		return nil, err
+	if len(req.Label) > ckpt.MaxText {
+		return nil, errorf(turnctl.CodeBadRequest, "label is too long (%d bytes; at most %d)", len(req.Label), ckpt.MaxText)
 	}
 	var rep turnctl.BeginReply
 	err := s.exclusive(func() error {
