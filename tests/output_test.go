@@ -77,3 +77,43 @@ func TestPerFileHistory(t *testing.T) {
 		t.Errorf("--json show 3 -- ../docs: %v %+v", err, srep)
 	}
 }
+
+// An agent's whole prompt, passed by its hook, and a label of several
+// lines are kept: log shows their first line, show all of them, also
+// after the unmount.
+func TestWholePromptIsKept(t *testing.T) {
+	proj := t.TempDir()
+	m := mountProject(t, proj)
+	prompt := "Fix the failing test\n\nIt panics on empty input;\nadd a regression test."
+	in, _ := json.Marshal(map[string]string{"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": proj, "prompt": prompt})
+	cmd := m.turnctlCmd("hook-event", "claude-code")
+	cmd.Stdin = strings.NewReader(string(in))
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("hook-event: %v %q", err, out)
+	}
+	runIn(t, proj, `echo x > f`)
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "Second\nwith \x1b[2Jdetails")
+	runIn(t, proj, `echo y > f`)
+	m.turnctl(t, "end")
+
+	check := func(when string, log, show1, show2 string) {
+		t.Helper()
+		if strings.Count(log, "\n") != 3 || !strings.Contains(log, " Fix the failing test ") || !strings.Contains(log, " Second ") ||
+			strings.Contains(log, "regression") || strings.Contains(log, "details") {
+			t.Errorf("%s: log:\n%s", when, log)
+		}
+		if !strings.Contains(show1, "\n\n    Fix the failing test\n\n    It panics on empty input;\n    add a regression test.\n\n  added  f  +1 -0\n") {
+			t.Errorf("%s: show 1:\n%s", when, show1)
+		}
+		if !strings.Contains(show2, "\n\n    Second\n    with \\x1b[2Jdetails\n\n") {
+			t.Errorf("%s: show 2:\n%s", when, show2)
+		}
+	}
+	check("mounted", m.turnctlIn(t, proj, "log"), m.turnctlIn(t, proj, "show", "1"), m.turnctlIn(t, proj, "show", "2"))
+	m.Unmount(t)
+	log, _ := runTurnctl(t, proj, "log")
+	show1, _ := runTurnctl(t, proj, "show", "1")
+	show2, _ := runTurnctl(t, proj, "show", "2")
+	check("offline", log, show1, show2)
+}

@@ -26,9 +26,10 @@ var hookEventCmd = &command{
 claude-code, codex, gemini, aider. It reads the agent's hook input (JSON) on
 standard input, or, for Codex's notify program, from its last argument, and:
 
-  prompt submitted     begin: label = the prompt's first line, ref = the
-  (UserPromptSubmit,   agent's prompt id (Codex: turn_id; otherwise the
-  BeforeAgent)         session id and a digest of the prompt)
+  prompt submitted     begin with the whole prompt (the label is its first
+  (UserPromptSubmit,   line; turnctl show prints it all), ref = the agent's
+  BeforeAgent)         prompt id (Codex: turn_id; otherwise the session id
+                       and a digest of the prompt)
   answer finished      end: ref = the agent's id of its answer (Claude Code:
   (Stop, AfterAgent,   the last assistant message's uuid, read from the tail
   notify, aider)       of transcript_path; Codex: turn_id)
@@ -158,7 +159,7 @@ func connectForHook(e *env, ev agenthooks.Event) (turnctl.Handler, func(), error
 func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (string, error) {
 	switch ev.Action {
 	case agenthooks.Begin:
-		req := turnctl.BeginRequest{Label: ev.Label, Ref: ev.Ref}
+		req := turnctl.BeginRequest{Label: ev.Prompt, Ref: ev.Ref}
 		rep, err := h.Begin(ctx, req)
 		if isConflict(err) && ev.Ref != "" {
 			st, serr := h.Status(ctx, turnctl.StatusRequest{})

@@ -17,7 +17,9 @@ var showCmd = &command{
 	long: `Per file: added, modified, deleted, renamed (old -> new), mode (only mode or
 owner changed) or type (e.g. a file became a symlink), with lines +/- (binary
 files and files over 8 MiB count no lines). --patch adds unified diffs in
-git's format.
+git's format. A turn opened with more than its label (an agent's whole
+prompt, a label of several lines) shows all of it, indented, under its
+first line.
 
 With PATHs (relative to the current directory), only the changes to them,
 or for a directory to anything below it, are shown and counted.`,
@@ -66,6 +68,7 @@ func (o *showOptions) run(e *env, args []string) error {
 		line += "  by " + strings.Join(t.Programs, ", ")
 	}
 	fmt.Fprintln(e.stdout, line)
+	e.printPrompt(t.Prompt)
 	e.printTable(e.changeRows(rep.Changes), "  ")
 	fmt.Fprintln(e.stdout, statsLine(rep.Stats))
 	if o.patch && len(rep.Changes) > 0 {
@@ -73,4 +76,24 @@ func (o *showOptions) run(e *env, args []string) error {
 		e.printPatches(rep.Changes)
 	}
 	return nil
+}
+
+// printPrompt prints a turn's whole prompt, if it has one, between blank
+// lines, each line indented by four spaces and escaped as labels are
+// (tabs kept), leading and trailing blank lines left out.
+func (e *env) printPrompt(prompt string) {
+	prompt = strings.Trim(prompt, "\r\n")
+	if strings.TrimSpace(prompt) == "" {
+		return
+	}
+	fmt.Fprintln(e.stdout)
+	for line := range strings.SplitSeq(prompt, "\n") {
+		line = strings.TrimRight(line, "\r")
+		parts := strings.Split(line, "\t")
+		for i, p := range parts {
+			parts[i] = visible(p)
+		}
+		fmt.Fprintln(e.stdout, strings.TrimRight("    "+strings.Join(parts, "\t"), " \t"))
+	}
+	fmt.Fprintln(e.stdout)
 }

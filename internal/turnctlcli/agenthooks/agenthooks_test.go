@@ -36,10 +36,10 @@ func TestParseFixtures(t *testing.T) {
 		agent, file string
 		args        []string
 		action      Action
-		label, ref  string // ref ending in ":" is a prefix
+		prompt, ref string // ref ending in ":" is a prefix
 	}{
-		{"claude-code", "claude-code/user-prompt-submit.json", nil, Begin, "Fix the failing test in parser.go", claudeRef},
-		{"claude-code", "claude-code/user-prompt-submit-2.json", nil, Begin, "Also update the README", claudeRef},
+		{"claude-code", "claude-code/user-prompt-submit.json", nil, Begin, "Fix the failing test in parser.go\n\nIt panics on empty input; add a regression test.", claudeRef},
+		{"claude-code", "claude-code/user-prompt-submit-2.json", nil, Begin, "  \n  Also update the README", claudeRef},
 		{"claude-code", "claude-code/stop.json", nil, End, "", "a2b7c4e0-0000-4000-8000-cccccccccccc"},
 		{"claude-code", "claude-code/pre-tool-use.json", nil, Ignore, "", ""},
 		{"codex", "codex/user-prompt-submit.json", nil, Begin, "add a --dry-run flag to the deploy script", "019d036d-c7fa-72d2-b6fd-78878bfe34e4"},
@@ -64,8 +64,8 @@ func TestParseFixtures(t *testing.T) {
 			continue
 		}
 		refOK := ev.Ref == c.ref || strings.HasSuffix(c.ref, ":") && strings.HasPrefix(ev.Ref, c.ref) && len(ev.Ref) == len(c.ref)+8
-		if ev.Action != c.action || ev.Label != c.label || !refOK {
-			t.Errorf("%s %s%v: got %v %q ref %q; want %v %q ref %q", c.agent, c.file, c.args, ev.Action, ev.Label, ev.Ref, c.action, c.label, c.ref)
+		if ev.Action != c.action || ev.Prompt != c.prompt || !refOK {
+			t.Errorf("%s %s%v: got %v %q ref %q; want %v %q ref %q", c.agent, c.file, c.args, ev.Action, ev.Prompt, ev.Ref, c.action, c.prompt, c.ref)
 		}
 		if c.agent != "aider" && ev.Cwd != "/p" {
 			t.Errorf("%s %s: cwd %q", c.agent, c.file, ev.Cwd)
@@ -83,21 +83,6 @@ func TestParseFixtures(t *testing.T) {
 	for _, bad := range []string{"", "   ", "not json", `{"hook_event_name": 3}`} {
 		if _, err := Parse(a, []byte(bad), nil); err == nil {
 			t.Errorf("Parse(%q): no error", bad)
-		}
-	}
-}
-
-func TestFirstLine(t *testing.T) {
-	long := strings.Repeat("é", 300)
-	for in, want := range map[string]string{
-		"fix it":                   "fix it",
-		"\n\n  two\tthree  \nmore": "two three",
-		"a\r\nb":                   "a",
-		"":                         "",
-		long:                       strings.Repeat("é", MaxLabel-3) + "...",
-	} {
-		if got := FirstLine(in); got != want {
-			t.Errorf("FirstLine(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

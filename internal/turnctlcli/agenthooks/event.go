@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"ckptfs/internal/ckpt"
 )
 
 // Action is what an agent's event means for the turns.
@@ -27,15 +28,12 @@ func (a Action) String() string {
 type Event struct {
 	Action Action
 	Name   string // the agent's name for the event (UserPromptSubmit, ...)
-	Label  string // Begin: the prompt's first line
+	Prompt string // Begin: the whole prompt (cut to ckpt.MaxText bytes); the turn's label is its first line
 	Ref    string // the agent's id for the prompt or the answer; may be ""
 	Cwd    string // the agent's working directory, if the payload says
 	// Gemini CLI parses a hook's standard output as JSON: print {} there.
 	WantsJSON bool
 }
-
-// MaxLabel is the longest label (in runes) an event gets.
-const MaxLabel = 200
 
 // payload holds the fields turnctl reads from every agent's hook input.
 //
@@ -95,7 +93,7 @@ func Parse(a *Agent, input []byte, args []string) (Event, error) {
 	switch p.HookEventName {
 	case a.BeginEvent:
 		ev.Action = Begin
-		ev.Label = FirstLine(p.Prompt)
+		ev.Prompt = ckpt.CutText(p.Prompt)
 		ev.Ref = promptRef(a, p)
 	case a.EndEvent:
 		ev.Action = End
@@ -148,27 +146,4 @@ func parseCodexNotify(arg []byte) (Event, error) {
 		ev.Action = End
 	}
 	return ev, nil
-}
-
-// FirstLine is the first non-blank line of s, trimmed, at most MaxLabel
-// runes, without control characters.
-func FirstLine(s string) string {
-	for line := range strings.SplitSeq(s, "\n") {
-		line = strings.Map(func(r rune) rune {
-			if r < ' ' || r == 0x7f {
-				return ' '
-			}
-			return r
-		}, line)
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if utf8.RuneCountInString(line) > MaxLabel {
-			r := []rune(line)
-			line = string(r[:MaxLabel-3]) + "..."
-		}
-		return line
-	}
-	return ""
 }
