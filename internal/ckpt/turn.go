@@ -63,6 +63,65 @@ type Stats struct {
 	// LinesSkipped: the turn changed so many paths that their lines were
 	// not counted (Lines* are 0); `turnctl show` counts them.
 	LinesSkipped bool `json:"lines_skipped,omitempty"`
+	// Git sums up the changes inside the project's .git directory, which
+	// are counted in the fields above too; nil when there are none (and
+	// in the Stats of turns counted by older versions).
+	Git *GitStats `json:"git,omitempty"`
+}
+
+// GitDir is the directory, root-relative, whose changes GitStats sums up:
+// the project's own git repository.
+const GitDir = ".git"
+
+// GitStats sums up what changed inside GitDir: git's objects, index, refs
+// and logs, which people read as one event ("commit ec90ceb"), not as the
+// dozens of files it takes. What happened to HEAD is read from the
+// recorded states of .git/HEAD and the ref it names; "" when not known.
+type GitStats struct {
+	Files        int `json:"files"` // paths changed under .git, directories aside
+	LinesAdded   int `json:"lines_added"`
+	LinesDeleted int `json:"lines_deleted"`
+	// Branch is the branch HEAD is on afterwards, PrevBranch the one it
+	// was on before when HEAD moved to another branch.
+	Branch     string `json:"branch,omitempty"`
+	PrevBranch string `json:"prev_branch,omitempty"`
+	// Head and PrevHead are the commit HEAD's branch (or a detached HEAD)
+	// named after and before, when that changed (PrevHead "": none, as
+	// before a first commit). Commit: Head's object was created by the
+	// change (a commit, merge, cherry-pick, rebase step), not only
+	// pointed at.
+	Head     string `json:"head,omitempty"`
+	PrevHead string `json:"prev_head,omitempty"`
+	Commit   bool   `json:"commit,omitempty"`
+}
+
+// Summary is one line for people: "commit ec90ceb, 24 files in .git",
+// "main at 1a2b3c4 (was ec90ceb), 5 files in .git", "on feature (was
+// main), 3 files in .git", or just "24 files in .git".
+func (g GitStats) Summary() string {
+	var parts []string
+	short := func(h string) string { return h[:min(len(h), 7)] }
+	branch := g.Branch
+	if branch == "" {
+		branch = "HEAD"
+	}
+	if g.PrevBranch != "" && g.Branch != "" {
+		parts = append(parts, fmt.Sprintf("on %s (was %s)", g.Branch, g.PrevBranch))
+	}
+	switch {
+	case g.Head != "" && g.Commit:
+		parts = append(parts, "commit "+short(g.Head))
+	case g.Head != "" && g.PrevHead != "":
+		parts = append(parts, fmt.Sprintf("%s at %s (was %s)", branch, short(g.Head), short(g.PrevHead)))
+	case g.Head != "":
+		parts = append(parts, fmt.Sprintf("%s at %s", branch, short(g.Head)))
+	}
+	if g.Files == 1 {
+		parts = append(parts, "1 file in "+GitDir)
+	} else {
+		parts = append(parts, fmt.Sprintf("%d files in %s", g.Files, GitDir))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ChangeKind classifies how one path differs between two states.

@@ -41,3 +41,21 @@ func TestCutText(t *testing.T) {
 		t.Errorf("CutText ends %q, want %q", got[len(got)-40:], want)
 	}
 }
+
+func TestGitSummary(t *testing.T) {
+	const h1, h2 = "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d", "ec90ceb0123456789abcdef0123456789abcdef0"
+	for _, c := range []struct {
+		g    GitStats
+		want string
+	}{
+		{GitStats{Files: 24, Branch: "main", Head: h2, PrevHead: h1, Commit: true}, "commit ec90ceb, 24 files in .git"},
+		{GitStats{Files: 5, Branch: "main", Head: h1, PrevHead: h2}, "main at 1a2b3c4 (was ec90ceb), 5 files in .git"},
+		{GitStats{Files: 2, Head: h1}, "HEAD at 1a2b3c4, 2 files in .git"},
+		{GitStats{Files: 3, Branch: "feature", PrevBranch: "main"}, "on feature (was main), 3 files in .git"},
+		{GitStats{Files: 1}, "1 file in .git"},
+	} {
+		if got := c.g.Summary(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.g, got, c.want)
+		}
+	}
+}
