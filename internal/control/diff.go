@@ -111,6 +111,11 @@ func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileCha
 		if b, err = s.readSide(c, true); err != nil {
 			return fc, err
 		}
+		if isGitObject(c.Path) {
+			// zlib streams and packs: lines of them mean nothing.
+			a.binary = a.binary || a.st.Type == ckpt.Regular
+			b.binary = b.binary || b.st.Type == ckpt.Regular
+		}
 	}
 	var hunks []hunk
 	switch {
@@ -137,8 +142,9 @@ func (s *Service) fileChange(c versionstore.Change, patch bool) (turnctl.FileCha
 	return fc, nil
 }
 
-// fileChanges converts a list of store Changes and sums their Stats.
-func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]turnctl.FileChange, ckpt.Stats, error) {
+// fileChanges converts a list of store Changes, between some state and
+// the end of turn to (or versionstore.Now), and sums their Stats.
+func (s *Service) fileChanges(cs []versionstore.Change, patch bool, to uint64) ([]turnctl.FileChange, ckpt.Stats, error) {
 	out := make([]turnctl.FileChange, 0, len(cs))
 	for _, c := range cs {
 		fc, err := s.fileChange(c, patch)
@@ -147,7 +153,9 @@ func (s *Service) fileChanges(cs []versionstore.Change, patch bool) ([]turnctl.F
 		}
 		out = append(out, fc)
 	}
-	return out, sumStats(out), nil
+	st := sumStats(out)
+	st.Git = s.gitStats(cs, out, to)
+	return out, st, nil
 }
 
 // sumStats summarises file changes. Directories are not counted as files:

@@ -252,15 +252,15 @@ func (s *Service) turnStats(t ckpt.Turn) (ckpt.Stats, error) {
 	if err != nil {
 		return ckpt.Stats{}, err
 	}
-	_, st, err := s.listChanges(cs)
+	_, st, err := s.listChanges(cs, t.Num)
 	return st, err
 }
 
 // listChanges is fileChanges without patches, counting lines only when cs
 // has at most maxLineCountedFiles paths (else Stats.LinesSkipped).
-func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, ckpt.Stats, error) {
+func (s *Service) listChanges(cs []versionstore.Change, to uint64) ([]turnctl.FileChange, ckpt.Stats, error) {
 	if len(cs) <= maxLineCountedFiles {
-		return s.fileChanges(cs, false)
+		return s.fileChanges(cs, false, to)
 	}
 	fcs := make([]turnctl.FileChange, len(cs))
 	for i, c := range cs {
@@ -268,6 +268,7 @@ func (s *Service) listChanges(cs []versionstore.Change) ([]turnctl.FileChange, c
 	}
 	st := sumStats(fcs)
 	st.LinesSkipped = true
+	st.Git = s.gitStats(cs, fcs, to)
 	return fcs, st, nil
 }
 
@@ -277,7 +278,7 @@ func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, ckpt.
 	if err != nil {
 		return nil, ckpt.Stats{}, err
 	}
-	return s.fileChanges(cs, patch)
+	return s.fileChanges(cs, patch, n)
 }
 
 // turnStoreChanges is the store's list of what turn n changed: none for
@@ -306,7 +307,7 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 	// cannot be listed is reported, not made the reply's failure.
 	cs, err := s.store.Changes(cur.Num-1, versionstore.Now, s.tree)
 	if err == nil {
-		rep.Changes, rep.Stats, err = s.listChanges(cs)
+		rep.Changes, rep.Stats, err = s.listChanges(cs, versionstore.Now)
 	}
 	if err != nil {
 		rep.Changes, rep.Stats = []turnctl.FileChange{}, ckpt.Stats{}

@@ -28,7 +28,7 @@ func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.S
 		if err != nil {
 			return nil, s.wrap(err)
 		}
-		fcs, st, err := s.fileChanges(pathHistory(cs, prefixes), req.Patch)
+		fcs, st, err := s.fileChanges(pathHistory(cs, prefixes), req.Patch, n)
 		if err != nil {
 			return nil, s.wrap(err)
 		}
@@ -92,7 +92,7 @@ func (s *Service) logPaths(req turnctl.LogRequest) ([]ckpt.Turn, error) {
 		if len(cs) == 0 {
 			continue
 		}
-		_, st, err := s.listChanges(cs)
+		_, st, err := s.listChanges(cs, t.Num)
 		if err != nil {
 			return nil, s.wrap(err)
 		}
@@ -128,7 +128,7 @@ func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.D
 	if req.Paths != nil {
 		cs = filterChanges(cs, prefixes)
 	}
-	if rep.Changes, rep.Stats, err = s.fileChanges(cs, true); err != nil {
+	if rep.Changes, rep.Stats, err = s.fileChanges(cs, true, to); err != nil {
 		return nil, s.wrap(err)
 	}
 	return rep, nil

@@ -133,7 +133,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
-	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes); err != nil {
+	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes, n); err != nil {
 		return nil, s.wrap(err)
 	}
 	if rep.Turn != nil {
