@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -116,4 +117,54 @@ func TestWholePromptIsKept(t *testing.T) {
 	show1, _ := runTurnctl(t, proj, "show", "1")
 	show2, _ := runTurnctl(t, proj, "show", "2")
 	check("offline", log, show1, show2)
+}
+
+// A git commit made through the mount is one line in show, log and a
+// rewind's report; --all lists every file, git's objects as binary.
+func TestGitCommitIsOneLine(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, `git init -q -b main && echo a > a.txt && git add a.txt && git commit -qm one`)
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "commit b")
+	runIn(t, proj, `echo b >> a.txt && git add a.txt && git commit -qm two`)
+	m.turnctl(t, "end")
+	head := strings.TrimSpace(runIn(t, proj, `git rev-parse --short=7 HEAD`))
+	prev := strings.TrimSpace(runIn(t, proj, `git rev-parse --short=7 HEAD~1`))
+	var srep turnctl.ShowReply
+	if err := json.Unmarshal([]byte(m.turnctlIn(t, proj, "--json", "show", "1")), &srep); err != nil || srep.Stats.Git == nil {
+		t.Fatalf("show --json 1: %v %+v", err, srep.Stats)
+	}
+	gitFiles := srep.Stats.Git.Files
+	summary := fmt.Sprintf("git: commit %s, %d files in .git", head, gitFiles)
+	if gitFiles < 4 || len(srep.Changes) < gitFiles+1 {
+		t.Errorf("show --json 1: %d files in .git, %d changes", gitFiles, len(srep.Changes))
+	}
+
+	out := m.turnctlIn(t, proj, "show", "1")
+	if !strings.HasSuffix(out, "  modified  a.txt  +1 -0\n  "+summary+"\n1 file (+1 -0)\n") || strings.Contains(out, ".git/") {
+		t.Errorf("show 1:\n%s\nwant it to end in the line %q", out, summary)
+	}
+	if log := m.turnctlIn(t, proj, "log"); !strings.Contains(log, "+1 -0  "+summary+"  ") || strings.Contains(log, ".git/") {
+		t.Errorf("log:\n%s", log)
+	}
+	all := m.turnctlIn(t, proj, "show", "1", "--all")
+	objects := 0
+	for _, l := range strings.Split(all, "\n") {
+		if strings.Contains(l, ".git/objects/") && !strings.HasSuffix(l, "/") {
+			objects++
+			if !strings.Contains(l, "binary, ") || strings.Contains(l, " +") {
+				t.Errorf("show --all: a git object with lines counted: %q", l)
+			}
+		}
+	}
+	if objects < 3 || strings.Contains(all, "git:") {
+		t.Errorf("show 1 --all (%d objects):\n%s", objects, all)
+	}
+	out = m.turnctlIn(t, proj, "rewind", "0")
+	if !strings.Contains(out, "\n  git: main at "+prev+" (was "+head+"), ") || strings.Contains(out, ".git/") {
+		t.Errorf("rewind 0:\n%s", out)
+	}
+	if got := strings.TrimSpace(runIn(t, proj, `git rev-parse --short=7 HEAD`)); got != prev {
+		t.Errorf("after rewind 0, HEAD is %s, want %s", got, prev)
+	}
 }

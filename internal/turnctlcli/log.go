@@ -18,14 +18,17 @@ var logCmd = &command{
 (begin/end), manual (changes made while no turn was open), rewind (rewind,
 undo, restore), initial (turn 0: the tree when history began). A * marks a
 pinned turn. When the oldest turns were forgotten (turnctl forget, or the
-retention policy), the last line says where history starts now.
+retention policy), the last line says where history starts now. The files
+and lines under .git (git's objects, index, refs) are summed up in one cell,
+"git: commit ec90ceb, 24 files in .git", unless --all.
 
 With PATHs (relative to the current directory; "--" before them is
 optional), only the turns that changed one of them, or for a directory
 anything below it, are listed (a rename counts for both its names), and
 their files and lines count those changes only; -n N then shows the N
 newest such turns.`,
-	opts: func() options { return &logOptions{} },
+	changes: true,
+	opts:    func() options { return &logOptions{} },
 }
 
 type logOptions struct {
@@ -47,6 +50,7 @@ func (o *logOptions) run(e *env, args []string) error {
 		if req.Paths, err = e.relPaths(args); err != nil {
 			return err
 		}
+		e.all = e.all || anyInGitDir(req.Paths)
 	}
 	rep, err := e.h.Log(e.ctx, req)
 	if err != nil {
@@ -64,14 +68,14 @@ func (o *logOptions) run(e *env, args []string) error {
 	}
 	rows := make([][]cell, 0, len(rep.Turns))
 	for _, t := range rep.Turns {
-		row := logRow(t)
+		row := e.logRow(t)
 		if note, ok := pins[t.Num]; ok {
 			row[0].text += "*"
 			row[3].text = strings.TrimSpace(row[3].text + " [" + note + "]")
 		}
 		rows = append(rows, row)
 	}
-	e.printTable(rows, "")
+	e.printTable(dropEmptyColumn(rows, logGitColumn), "")
 	if h := rep.Start; h != nil {
 		why := "by forget"
 		if h.Reason == ckpt.ReasonPolicy {
@@ -82,7 +86,10 @@ func (o *logOptions) run(e *env, args []string) error {
 	return nil
 }
 
-func logRow(t ckpt.Turn) []cell {
+// logRow is one turn's line: number, time, kind, label and refs, files
+// and lines changed (unless e.all, those under .git summed up in a cell
+// of their own), programs.
+func (e *env) logRow(t ckpt.Turn) []cell {
 	tm := when(t.End)
 	if t.Open {
 		tm = "open"
@@ -94,12 +101,19 @@ func logRow(t ckpt.Turn) []cell {
 	for _, r := range t.Refs {
 		label = append(label, "ref:"+r)
 	}
-	files, lines := "", ""
+	files, lines, git := "", "", ""
 	if st := t.Stats; st != nil && (st.Files > 0 || !t.Empty()) {
-		files = plural(st.Files, "file")
-		lines = fmt.Sprintf("+%d -%d", st.LinesAdded, st.LinesDeleted)
-		if st.LinesSkipped {
-			lines = "lines not counted"
+		n, added, deleted := st.Files, st.LinesAdded, st.LinesDeleted
+		if g := st.Git; g != nil && !e.all {
+			n, added, deleted = n-g.Files, added-g.LinesAdded, deleted-g.LinesDeleted
+			git = "git: " + g.Summary()
+		}
+		if n > 0 || git == "" {
+			files = plural(n, "file")
+			lines = fmt.Sprintf("+%d -%d", added, deleted)
+			if st.LinesSkipped {
+				lines = "lines not counted"
+			}
 		}
 	}
 	kindColor := ""
@@ -118,8 +132,28 @@ func logRow(t ckpt.Turn) []cell {
 		{text: truncate(strings.Join(label, " "), 60)},
 		{text: files, right: true},
 		{text: lines},
+		{text: git, color: cCyan},
 		{text: strings.Join(t.Programs, ", "), color: cDim},
 	}
+}
+
+// logGitColumn is the index of logRow's git cell.
+const logGitColumn = 6
+
+// dropEmptyColumn removes column i from rows when it is empty in all of
+// them, so that it adds no blank gap.
+func dropEmptyColumn(rows [][]cell, i int) [][]cell {
+	for _, r := range rows {
+		if i < len(r) && r[i].text != "" {
+			return rows
+		}
+	}
+	for j, r := range rows {
+		if i < len(r) {
+			rows[j] = append(r[:i:i], r[i+1:]...)
+		}
+	}
+	return rows
 }
 
 // truncate shortens s to at most n runes, marking the cut with "...".

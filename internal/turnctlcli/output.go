@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,10 +104,62 @@ func (e *env) printTable(rows [][]cell, indent string) {
 	}
 }
 
+// inGitDir reports whether p (root-relative) is at or below the project's
+// .git directory.
+func inGitDir(p string) bool {
+	_, ok := ckpt.Under(p, ckpt.GitDir)
+	return ok
+}
+
+// anyInGitDir reports whether one of paths (root-relative) lies in .git:
+// asked for by name, its changes are listed one by one.
+func anyInGitDir(paths []string) bool {
+	return slices.ContainsFunc(paths, inGitDir)
+}
+
+// printChanges prints the table of changes, those under .git as one
+// summary line after it unless e.all.
+func (e *env) printChanges(cs []turnctl.FileChange, st ckpt.Stats) {
+	e.printTable(e.changeRows(cs), "  ")
+	if g := e.gitSummary(cs, st); g != nil {
+		fmt.Fprintln(e.stdout, "  "+e.paint(cCyan, "git:")+" "+g.Summary())
+	}
+}
+
+// gitSummary is what e folds into one line of the changes under .git:
+// nil with --all or when there are none. st.Git says what happened to
+// HEAD; a reply whose Stats lack it (an older daemon) still gets its
+// changes under .git counted from cs.
+func (e *env) gitSummary(cs []turnctl.FileChange, st ckpt.Stats) *ckpt.GitStats {
+	if e.all {
+		return nil
+	}
+	if st.Git != nil {
+		return st.Git
+	}
+	var g ckpt.GitStats
+	for _, c := range cs {
+		if inGitDir(c.Path) && !(isDirState(c.Before) && (c.After == nil || isDirState(c.After)) || c.Before == nil && isDirState(c.After)) {
+			g.Files++
+		}
+	}
+	if g.Files == 0 {
+		return nil
+	}
+	return &g
+}
+
+func isDirState(s *turnctl.FileState) bool { return s != nil && s.Type == ckpt.Dir }
+
 // changeRows renders file changes as table rows: kind, path, details.
+// Unless e.all, the changes under .git are left out (printChanges sums
+// them up).
 func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 	rows := make([][]cell, 0, len(cs))
 	for _, c := range cs {
+		if !e.all && inGitDir(c.Path) {
+			continue
+		}
 		path := printable(c.Path)
 		if (c.After != nil && c.After.Type == ckpt.Dir) || (c.After == nil && c.Before != nil && c.Before.Type == ckpt.Dir) {
 			path += "/"
@@ -187,8 +240,17 @@ func details(c turnctl.FileChange) string {
 	return strings.Join(parts, ", ")
 }
 
-// statsLine: "3 files (+12 -4)".
-func statsLine(st ckpt.Stats) string {
+// statsLine: "3 files (+12 -4)"; unless e.all, the files under .git
+// are left out (their summary line says how many there are).
+func (e *env) statsLine(st ckpt.Stats) string {
+	if !e.all && st.Git != nil {
+		st.Files -= st.Git.Files
+		st.LinesAdded -= st.Git.LinesAdded
+		st.LinesDeleted -= st.Git.LinesDeleted
+		if st.Files == 0 {
+			return "no files changed outside .git"
+		}
+	}
 	if st.Files == 0 {
 		return "no files changed"
 	}

@@ -16,7 +16,8 @@ var restoreCmd = &command{
 	long: `Each PATH (relative to the current directory) becomes what it was at the end
 of TURN, with everything below it; the rest of the tree is left alone. A path
 that existed neither then nor now is an error. Recorded as a rewind turn.`,
-	opts: func() options { return &restoreOptions{} },
+	changes: true,
+	opts:    func() options { return &restoreOptions{} },
 }
 
 type restoreOptions struct {

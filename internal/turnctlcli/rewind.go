@@ -15,8 +15,11 @@ var rewindCmd = &command{
 	long: `Every versioned path becomes exactly what it was when TURN ended: bytes, mode,
 type, symlink target, existence of files and directories. The rewind is
 recorded as a new turn of kind rewind (closing the open turn), so it can
-itself be rewound or undone. --dry-run lists what would change.`,
-	opts: func() options { return &rewindOptions{} },
+itself be rewound or undone. --dry-run lists what would change. The changes
+under .git are listed as one line ("git: main at 1a2b3c4 (was ec90ceb), 24
+files in .git") unless --all.`,
+	changes: true,
+	opts:    func() options { return &rewindOptions{} },
 }
 
 type rewindOptions struct {
@@ -47,11 +50,11 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	case len(rep.Changes) == 0:
 		fmt.Fprintf(e.stdout, "%s: nothing to change\n", what)
 	case rep.DryRun:
-		fmt.Fprintf(e.stdout, "%s would change %s:\n", what, statsLine(rep.Stats))
+		fmt.Fprintf(e.stdout, "%s would change %s:\n", what, e.statsLine(rep.Stats))
 	case rep.Turn != nil:
-		fmt.Fprintf(e.stdout, "%s done as turn %d: %s\n", what, rep.Turn.Num, statsLine(rep.Stats))
+		fmt.Fprintf(e.stdout, "%s done as turn %d: %s\n", what, rep.Turn.Num, e.statsLine(rep.Stats))
 	}
-	e.printTable(e.changeRows(rep.Changes), "  ")
+	e.printChanges(rep.Changes, rep.Stats)
 	if len(rep.NotRestored) > 0 {
 		fmt.Fprintf(e.stdout, "not restored, left as they are (their bytes then were never captured: they changed while the project was not mounted):\n")
 		for _, p := range rep.NotRestored {

@@ -19,11 +19,15 @@ owner changed) or type (e.g. a file became a symlink), with lines +/- (binary
 files and files over 8 MiB count no lines). --patch adds unified diffs in
 git's format. A turn opened with more than its label (an agent's whole
 prompt, a label of several lines) shows all of it, indented, under its
-first line.
+first line. The changes under .git (git's objects, index, refs, logs) are
+one line, "git: commit ec90ceb, 24 files in .git" (what HEAD's branch did,
+read from the recorded .git/HEAD and ref, then how many files), and are not
+in the count of files and lines; --all lists them, PATHs under .git too.
 
 With PATHs (relative to the current directory), only the changes to them,
 or for a directory to anything below it, are shown and counted.`,
-	opts: func() options { return &showOptions{} },
+	changes: true,
+	opts:    func() options { return &showOptions{} },
 }
 
 type showOptions struct {
@@ -49,6 +53,7 @@ func (o *showOptions) run(e *env, args []string) error {
 	if req.Paths, err = e.relPaths(paths); err != nil {
 		return err
 	}
+	e.all = e.all || anyInGitDir(req.Paths)
 	rep, err := e.h.Show(e.ctx, req)
 	if err != nil {
 		return err
@@ -69,8 +74,8 @@ func (o *showOptions) run(e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, line)
 	e.printPrompt(t.Prompt)
-	e.printTable(e.changeRows(rep.Changes), "  ")
-	fmt.Fprintln(e.stdout, statsLine(rep.Stats))
+	e.printChanges(rep.Changes, rep.Stats)
+	fmt.Fprintln(e.stdout, e.statsLine(rep.Stats))
 	if o.patch && len(rep.Changes) > 0 {
 		fmt.Fprintln(e.stdout)
 		e.printPatches(rep.Changes)

@@ -10,11 +10,12 @@ import (
 )
 
 var statusCmd = &command{
-	name:  "status",
-	args:  "",
-	short: "the open turn and what it has changed so far",
-	mount: true,
-	opts:  func() options { return &statusOptions{} },
+	name:    "status",
+	args:    "",
+	short:   "the open turn and what it has changed so far",
+	mount:   true,
+	changes: true,
+	opts:    func() options { return &statusOptions{} },
 }
 
 type statusOptions struct{}
@@ -51,7 +52,7 @@ func (o *statusOptions) run(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  changes cannot be listed: %s (turnctl verify checks the store)\n", rep.ChangesError)
 		return nil
 	}
-	e.printTable(e.changeRows(rep.Changes), "  ")
-	fmt.Fprintln(e.stdout, statsLine(rep.Stats))
+	e.printChanges(rep.Changes, rep.Stats)
+	fmt.Fprintln(e.stdout, e.statsLine(rep.Stats))
 	return nil
 }

@@ -43,7 +43,10 @@ type command struct {
 	// neverFails: the command exits 0 whatever happens, with a notice on
 	// stderr (hook-event: an agent must not fail a turn because of us).
 	neverFails bool
-	opts       func() options
+	// changes: the command lists changed paths, those under .git as one
+	// summary line unless --all.
+	changes bool
+	opts    func() options
 }
 
 type options interface {
@@ -72,6 +75,7 @@ type globals struct {
 	dir   string // -C
 	store string // --store
 	json  bool
+	all   bool // --all of the commands that list changes
 }
 
 // env is what a command runs with.
@@ -82,10 +86,13 @@ type env struct {
 	stderr io.Writer
 	json   bool
 	color  bool
-	dash   int             // index in args of the first argument after "--", or -1
-	g      globals         // the options before the command
-	proj   *project        // where the project is and how we reach it
-	h      turnctl.Handler // the daemon (Client) or an in-process Service
+	// all: list every changed path under .git rather than one summary
+	// line (--all, or paths under .git asked for by name).
+	all  bool
+	dash int             // index in args of the first argument after "--", or -1
+	g    globals         // the options before the command
+	proj *project        // where the project is and how we reach it
+	h    turnctl.Handler // the daemon (Client) or an in-process Service
 	// offline opens the store when the project is not mounted.
 	offline Offline
 }
@@ -187,7 +194,7 @@ func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reade
 		commandHelp(stdout, c)
 		return exitOK
 	}
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g, offline: offline}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g, all: g.all, offline: offline}
 	e.color = useColor(stdout)
 	if c.self {
 		return report(stderr, name, o.run(e, cfs.Args()))
@@ -256,6 +263,9 @@ func commandFlags(c *command, o options, g *globals) *pflag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.SetInterspersed(!c.noInterspersed)
 	o.addFlags(fs)
+	if c.changes {
+		fs.BoolVarP(&g.all, "all", "a", false, "list every path changed under .git (default: one summary line)")
+	}
 	fs.BoolVar(&g.json, "json", g.json, "print results as JSON")
 	fs.BoolP("help", "h", false, "show this help")
 	return fs

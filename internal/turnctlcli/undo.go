@@ -16,7 +16,8 @@ var undoCmd = &command{
 turns that changed nothing are passed over) and rewinds to the turn before
 it. The undo is recorded as a rewind turn, which is itself a turn that changed
 something: undo twice is a redo.`,
-	opts: func() options { return &undoOptions{} },
+	changes: true,
+	opts:    func() options { return &undoOptions{} },
 }
 
 type undoOptions struct {

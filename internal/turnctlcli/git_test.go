@@ -1,0 +1,102 @@
+package turnctlcli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"ckptfs/fusefs/fusefstest"
+	"ckptfs/turnctl"
+)
+
+const (
+	hash1 = "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d"
+	hash2 = "ec90ceb0123456789abcdef0123456789abcdef0"
+)
+
+// gitProject is a project whose .git changes as git would change it:
+//
+//	1 "init":   .git/HEAD on main, main at hash1 (its object), a.txt
+//	2 "commit": a.txt edited; hash2's object written (a zlib stream with
+//	            no NUL in it), main moved to hash2, a line in logs/HEAD
+//	3 "switch": HEAD moved to the branch feature, nothing else
+func gitProject(t *testing.T) string {
+	t.Helper()
+	return historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		turn("init", "", func() {
+			for _, d := range []string{".git", ".git/refs", ".git/refs/heads", ".git/objects", ".git/objects/1a", ".git/logs"} {
+				ov.Mkdir(d)
+			}
+			ov.Write(".git/HEAD", "ref: refs/heads/main\n")
+			ov.Write(".git/objects/1a/"+hash1[2:], "x\x01\x9d\x8eA\n")
+			ov.Write(".git/refs/heads/main", hash1+"\n")
+			ov.Write("a.txt", "a\n")
+		})
+		turn("commit", "", func() {
+			ov.Write("a.txt", "a\nb\n")
+			ov.Mkdir(".git/objects/ec")
+			ov.Write(".git/objects/ec/"+hash2[2:], "x\x01\x9d\x8eK\nz\n")
+			ov.Write(".git/refs/heads/main", hash2+"\n")
+			ov.Write(".git/logs/HEAD", hash1+" "+hash2+" t <t> 0 +0000\tcommit: b\n")
+		})
+		turn("switch", "", func() { ov.Write(".git/HEAD", "ref: refs/heads/feature\n") })
+	})
+}
+
+func TestGitChangesAreOneLine(t *testing.T) {
+	dir := gitProject(t)
+	out, errs, code := tc(t, "-C", dir, "show", "2")
+	if code != 0 {
+		t.Fatalf("show 2: %d %s", code, errs)
+	}
+	want := "  modified  a.txt  +1 -0\n  git: commit ec90ceb, 3 files in .git\n1 file (+1 -0)\n"
+	if !strings.HasSuffix(out, want) || strings.Contains(out, ".git/") {
+		t.Errorf("show 2:\n%s\nwant it to end in:\n%s", out, want)
+	}
+	// --all lists them; git's objects are binary, whatever their bytes.
+	out, _, _ = tc(t, "-C", dir, "show", "2", "--all")
+	for _, want := range []string{"added .git/objects/ec/" + hash2[2:] + " binary, 8 B", "modified .git/refs/heads/main +1 -1", "added .git/logs/HEAD +1 -0", "4 files (+3 -1)"} {
+		if !strings.Contains(squeeze(out), want) {
+			t.Errorf("show 2 --all lacks %q:\n%s", want, out)
+		}
+	}
+	// Paths under .git asked for by name are listed too.
+	out, _, _ = tc(t, "-C", dir, "show", "2", "--", ".git/refs")
+	if !strings.Contains(out, "modified  .git/refs/heads/main  +1 -1") || strings.Contains(out, "git:") {
+		t.Errorf("show 2 -- .git/refs:\n%s", out)
+	}
+	out, _, _ = tc(t, "-C", dir, "show", "3")
+	if !strings.HasSuffix(out, "\n  git: on feature (was main), 1 file in .git\nno files changed outside .git\n") {
+		t.Errorf("show 3:\n%s", out)
+	}
+	out, _, _ = tc(t, "-C", dir, "log")
+	lines := strings.Split(out, "\n")
+	if !strings.Contains(squeeze(lines[1]), "commit 1 file +1 -0 git: commit ec90ceb, 3 files in .git test") {
+		t.Errorf("log, turn 2: %q", lines[1])
+	}
+	if !strings.Contains(squeeze(lines[0]), "switch git: on feature (was main), 1 file in .git test") {
+		t.Errorf("log, turn 3: %q", lines[0])
+	}
+	out, _, _ = tc(t, "-C", dir, "log", "--all")
+	if lines := strings.Split(out, "\n"); !strings.Contains(lines[1], "commit  4 files  +3 -1  test") || strings.Contains(out, "git:") {
+		t.Errorf("log --all:\n%s", out)
+	}
+	// JSON lists every change, and says what git did.
+	out, _, _ = tc(t, "-C", dir, "--json", "show", "2")
+	var rep turnctl.ShowReply
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Changes) != 5 || rep.Stats.Git == nil ||
+		rep.Stats.Git.Files != 3 || rep.Stats.Git.Head != hash2 || rep.Stats.Git.PrevHead != hash1 || !rep.Stats.Git.Commit || rep.Stats.Git.Branch != "main" {
+		t.Errorf("show --json 2: %v\n%s", err, out)
+	}
+	// A rewind past the commit moves the branch back.
+	out, errs, code = tc(t, "-C", dir, "rewind", "1")
+	if code != 0 || !strings.Contains(out, "\n  git: on main (was feature), main at 1a2b3c4 (was ec90ceb), 4 files in .git\n") || strings.Contains(out, ".git/") ||
+		!strings.HasPrefix(out, "rewind to turn 1 done as turn 4: 1 file (+0 -1)\n") {
+		t.Errorf("rewind 1: %d %s\n%s", code, errs, out)
+	}
+}
+
+// squeeze collapses runs of spaces (a table's alignment) into one.
+func squeeze(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' }), " ")
+}
