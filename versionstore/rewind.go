@@ -214,16 +214,6 @@ func sameRef(a, b *contentRef) bool {
 	return a.Size == b.Size && a.Attic == b.Attic && string(a.Chunks) == string(b.Chunks)
 }
 
-// underAny reports whether some prefix lies below p (p is an ancestor).
-func underAny(prefixes []string, p string) bool {
-	for _, pre := range prefixes {
-		if _, ok := ckpt.Under(pre, p); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // back returns the name p had at the start (the longest, innermost move
 // wins).
 func (l *moveLog) back(p string) string {

@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"sort"
+	"strings"
 
 	"ckptfs/internal/ckpt"
 )
@@ -46,13 +47,27 @@ func walkLive(live ckpt.Tree, dir string, fn func(rel string)) error {
 func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]string, error) {
 	seen := map[string]bool{}
 	var cands []string
-	under := func(p string) bool {
-		for _, pre := range prefixes {
-			if _, ok := ckpt.Under(p, pre); ok {
-				return true
+	// Set lookups, not a loop over the prefixes: Changes asks with one
+	// prefix per name moved, which may be thousands.
+	exact, above := map[string]bool{}, map[string]bool{}
+	for _, pre := range prefixes {
+		exact[pre] = true
+		for d := pre; ; d = parentOf(d) {
+			above[d] = true
+			if d == "" {
+				break
 			}
 		}
-		return false
+	}
+	under := func(p string) bool {
+		for d := p; ; d = parentOf(d) {
+			if exact[d] {
+				return true
+			}
+			if d == "" {
+				return false
+			}
+		}
 	}
 	add := func(p string) {
 		if under(p) && !seen[p] {
@@ -79,7 +94,7 @@ func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]st
 	// had then (to bring back) and under the name it has now (to remove,
 	// if nothing else was there then).
 	for _, m := range ml.moves {
-		back, now := under(m.orig) || underAny(prefixes, m.orig), under(m.cur) || underAny(prefixes, m.cur)
+		back, now := under(m.orig) || above[m.orig], under(m.cur) || above[m.cur]
 		if !back && !now {
 			continue
 		}
@@ -173,4 +188,12 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
 	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
 	return append(mk, rm...), lost, shared, nil
+}
+
+// parentOf returns the directory holding p ("" for a name at the top).
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }
