@@ -15,7 +15,8 @@ var rewindCmd = &command{
 	long: `Every versioned path becomes exactly what it was when TURN ended: bytes, mode,
 type, symlink target, existence of files and directories. The rewind is
 recorded as a new turn of kind rewind (closing the open turn), so it can
-itself be rewound or undone. --dry-run lists what would change.`,
+itself be rewound or undone. --dry-run lists what would change: the list the
+rewind then reports, path by path.`,
 	opts: func() options { return &rewindOptions{} },
 }
 
