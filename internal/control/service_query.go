@@ -59,33 +59,12 @@ func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.D
 		return nil, s.wrap(err)
 	}
 	if req.Paths != nil {
-		cs = filterChanges(cs, prefixes)
+		cs = versionstore.RestrictChanges(cs, prefixes)
 	}
 	if rep.Changes, rep.Stats, err = s.fileChanges(cs, true); err != nil {
 		return nil, s.wrap(err)
 	}
 	return rep, nil
-}
-
-// filterChanges keeps the changes at or below one of prefixes (either side
-// of a rename).
-func filterChanges(cs []versionstore.Change, prefixes []string) []versionstore.Change {
-	out := []versionstore.Change{}
-	for _, c := range cs {
-		if underAny(c.Path, prefixes) || c.From != "" && underAny(c.From, prefixes) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func underAny(p string, prefixes []string) bool {
-	for _, d := range prefixes {
-		if _, ok := ckpt.Under(p, d); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // Cat returns a regular file's bytes at the end of a turn.

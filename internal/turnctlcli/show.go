@@ -15,8 +15,8 @@ var showCmd = &command{
 	short: "what one turn changed, per file",
 	long: `Per file: added, modified, deleted, renamed (old -> new), mode (only mode or
 owner changed) or type (e.g. a file became a symlink), with lines +/- (binary
-files and files over 8 MiB count no lines). --patch adds unified diffs in
-git's format.`,
+files and files over 8 MiB count no lines). A directory renamed shows as
+itself and each path below it renamed. --patch adds the patch diff prints.`,
 	opts: func() options { return &showOptions{} },
 }
 
