@@ -218,8 +218,6 @@ func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
 	}
 	seen := map[string]bool{}
 	var cands []string
-	var renames [][2]string
-	moved := map[string]bool{} // both ends of every rename and exchange
 	add := func(p string) {
 		if !seen[p] {
 			seen[p] = true
@@ -236,14 +234,31 @@ func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
 		if r.To != "" {
 			add(r.To)
 			add(ml.back(r.To))
-			renames = append(renames, [2]string{r.Path, r.To})
-			moved[r.Path], moved[r.To] = true, true
 		}
 		ml.note(r)
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	// What lies below a directory moved between the two ends changed its
+	// name without an event of its own: every such path, under its name
+	// at the later end and the one it had at the earlier end, so that a
+	// directory rename is reported per path (and a file chmodded before
+	// its directory moved is seen under its new name).
+	if len(ml.moves) > 0 {
+		dirs := make([]string, 0, len(ml.moves))
+		for _, m := range ml.moves {
+			dirs = append(dirs, m.cur)
+		}
+		below, err := s.belowAt(hi, last, dirs, live)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range below {
+			add(p)
+			add(ml.back(p))
+		}
 	}
 	before, err := s.resolveMany(a, cands, live)
 	if err != nil {
@@ -253,21 +268,12 @@ func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx := map[string]int{}
-	for i, p := range cands {
-		idx[p] = i
-	}
 	out := map[string]Change{}
 	kinds := make([]ckpt.ChangeKind, len(cands))
-	for i, p := range cands {
+	for i := range cands {
 		k, err := s.compare(before[i], after[i], live)
 		if err != nil {
 			return nil, err
-		}
-		// A directory renamed or exchanged with another of the same
-		// metadata: its contents came along, under names no event lists.
-		if k == "" && moved[p] && before[i].State.Type == ckpt.Dir && !sameObject(before[i], after[i]) {
-			k = ckpt.Modified
 		}
 		kinds[i] = k
 	}
@@ -279,16 +285,20 @@ func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
 			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State, before: before[i], after: after[i]}
 		}
 	}
-	// A path that disappeared while another appeared through a rename
-	// between them is shown as one rename.
-	for _, rn := range renames {
-		for _, pair := range [][2]string{{rn[0], rn[1]}, {rn[1], rn[0]}} {
-			x, y := pair[0], pair[1]
-			cx, okx := out[x]
-			cy, oky := out[y]
+	// A path that disappeared while the path it was moved to (by renames
+	// of it or of a directory above it) appeared is shown as one rename.
+	for _, y := range cands {
+		x := ml.back(y)
+		if x == y {
+			continue
+		}
+		for _, pair := range [][2]string{{x, y}, {y, x}} {
+			gone, came := pair[0], pair[1]
+			cx, okx := out[gone]
+			cy, oky := out[came]
 			if okx && oky && cx.Kind == ckpt.Deleted && cy.Kind == ckpt.Added && cx.Before.Type == cy.After.Type {
-				delete(out, x)
-				out[y] = Change{Path: y, From: x, Kind: ckpt.Renamed, Before: cx.Before, After: cy.After, before: cx.before, after: cy.after}
+				delete(out, gone)
+				out[came] = Change{Path: came, From: gone, Kind: ckpt.Renamed, Before: cx.Before, After: cy.After, before: cx.before, after: cy.after}
 			}
 		}
 	}
@@ -298,6 +308,29 @@ func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
 	return list, nil
+}
+
+// belowAt returns every path that may lie below one of dirs right after
+// event `after` (last: the newest event): what lies below them in the live
+// tree, and, when events came after, the names the paths those events
+// touched had then, and what lies below directories moved since. It may
+// return paths that were absent then; it costs a walk of the directories
+// and one pass over the events since.
+func (s *Store) belowAt(after, last uint64, dirs []string, live ckpt.Tree) ([]string, error) {
+	var out []string
+	for _, d := range dirs {
+		if err := walkLive(live, d, func(rel string) { out = append(out, join(d, rel)) }); err != nil {
+			return nil, err
+		}
+	}
+	if after < last {
+		more, err := s.candidates(after, dirs, live)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
 }
 
 // OpenChange streams the bytes of one side of a Change returned by Changes

@@ -59,12 +59,13 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		}
 		prefixes = append(prefixes, c)
 	}
-	changes, err := s.Changes(Now, target, live)
+	all, err := s.Changes(Now, target, live)
 	if err != nil {
 		return res, err
 	}
+	changes := all
 	if opts.Paths != nil {
-		changes = filterChanges(changes, prefixes)
+		changes = RestrictChanges(all, prefixes)
 	}
 	// A path whose target bytes were never captured stays as it is.
 	kept := changes[:0:0]
@@ -76,6 +77,9 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		kept = append(kept, c)
 	}
 	changes = kept
+	if opts.Paths != nil {
+		changes = withParents(changes, all, prefixes)
+	}
 	res.Changes = changes
 	if opts.DryRun || len(changes) == 0 {
 		return res, nil
@@ -144,8 +148,12 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	}
 	sort.Strings(res.NotRestored)
 	// The changes as they are now recorded: "before" from the rewind turn's
-	// own captures, not from live paths the rewind has just changed.
-	res.Changes, err = s.Changes(res.Turn.Num-1, res.Turn.Num, live)
+	// own captures, not from live paths the rewind has just changed. The
+	// renames are the plan's, whether the rewind renamed or copied: the
+	// dry run's list and this one then differ only where the rewind did
+	// not do what it planned.
+	done, err := s.Changes(res.Turn.Num-1, res.Turn.Num, live)
+	res.Changes = PairLike(done, changes)
 	return res, err
 }
 
@@ -195,33 +203,8 @@ func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
 	return nil
 }
 
-func filterChanges(cs []Change, prefixes []string) []Change {
-	var out []Change
-	for _, c := range cs {
-		for _, p := range prefixes {
-			_, a := ckpt.Under(c.Path, p)
-			_, b := ckpt.Under(c.From, p)
-			if a || (c.From != "" && b) {
-				out = append(out, c)
-				break
-			}
-		}
-	}
-	return out
-}
-
 func sameRef(a, b *contentRef) bool {
 	return a.Size == b.Size && a.Attic == b.Attic && string(a.Chunks) == string(b.Chunks)
-}
-
-// underAny reports whether some prefix lies below p (p is an ancestor).
-func underAny(prefixes []string, p string) bool {
-	for _, pre := range prefixes {
-		if _, ok := ckpt.Under(pre, p); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // back returns the name p had at the start (the longest, innermost move

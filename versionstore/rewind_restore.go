@@ -1,7 +1,9 @@
 package versionstore
 
 import (
+	"slices"
 	"sort"
+	"strings"
 
 	"ckptfs/internal/ckpt"
 )
@@ -46,13 +48,27 @@ func walkLive(live ckpt.Tree, dir string, fn func(rel string)) error {
 func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]string, error) {
 	seen := map[string]bool{}
 	var cands []string
-	under := func(p string) bool {
-		for _, pre := range prefixes {
-			if _, ok := ckpt.Under(p, pre); ok {
-				return true
+	// Set lookups, not a loop over the prefixes: Changes asks with one
+	// prefix per name moved, which may be thousands.
+	exact, above := map[string]bool{}, map[string]bool{}
+	for _, pre := range prefixes {
+		exact[pre] = true
+		for d := pre; ; d = parentOf(d) {
+			above[d] = true
+			if d == "" {
+				break
 			}
 		}
-		return false
+	}
+	under := func(p string) bool {
+		for d := p; ; d = parentOf(d) {
+			if exact[d] {
+				return true
+			}
+			if d == "" {
+				return false
+			}
+		}
 	}
 	add := func(p string) {
 		if under(p) && !seen[p] {
@@ -79,7 +95,7 @@ func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]st
 	// had then (to bring back) and under the name it has now (to remove,
 	// if nothing else was there then).
 	for _, m := range ml.moves {
-		back, now := under(m.orig) || underAny(prefixes, m.orig), under(m.cur) || underAny(prefixes, m.cur)
+		back, now := under(m.orig) || above[m.orig], under(m.cur) || above[m.cur]
 		if !back && !now {
 			continue
 		}
@@ -170,7 +186,85 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 			mk = append(mk, a)
 		}
 	}
+	// A path to make whose parent, outside the paths restored, is not a
+	// directory now: the parent becomes the directory it was then (its
+	// mode and owner then), as the dry run lists it (withParents).
+	var parents []string
+	for _, a := range mk {
+		for _, d := range ancestorsOutside(a.Path, prefixes) {
+			if st, err := live.Lstat(d); err != nil {
+				return nil, nil, false, err
+			} else if st.Type != ckpt.Dir && !slices.Contains(parents, d) {
+				parents = append(parents, d)
+			}
+		}
+	}
+	if len(parents) > 0 {
+		prs, err := s.resolveMany(stop, parents, live)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		for i, d := range parents {
+			if prs[i].State.Type == ckpt.Dir {
+				mk = append(mk, action{Path: d, State: prs[i].State})
+			}
+		}
+	}
 	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
 	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
 	return append(mk, rm...), lost, shared, nil
+}
+
+// ancestorsOutside returns the proper ancestors of p, outermost first, up
+// to the first that lies at or below one of prefixes.
+func ancestorsOutside(p string, prefixes []string) []string {
+	var out []string
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		d := p[:i]
+		for _, pre := range prefixes {
+			if _, ok := ckpt.Under(d, pre); ok {
+				return out
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// withParents adds to a restore's planned changes (below prefixes) those
+// of the directories outside the prefixes that it makes to hold them:
+// every proper ancestor of a path it makes that is not a directory now
+// (it was one then). all is every change of the whole tree.
+func withParents(changes, all []Change, prefixes []string) []Change {
+	byPath := map[string]Change{}
+	for _, c := range SplitRenames(all) {
+		byPath[c.Path] = c
+	}
+	added := map[string]bool{}
+	out := slices.Clone(changes)
+	for _, c := range changes {
+		if !c.After.Exists() {
+			continue
+		}
+		for _, d := range ancestorsOutside(c.Path, prefixes) {
+			pc, ok := byPath[d]
+			if ok && !added[d] && pc.After.Type == ckpt.Dir && pc.Before.Type != ckpt.Dir {
+				added[d] = true
+				out = append(out, pc)
+			}
+		}
+	}
+	sortChanges(out)
+	return out
+}
+
+// parentOf returns the directory holding p ("" for a name at the top).
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ package fusefstest
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"ckptfs/internal/backing"
@@ -110,6 +111,24 @@ func (o *Overlay) Rename(from, to string) {
 	err = os.Rename(filepath.Join(o.Dir, from), filepath.Join(o.Dir, to))
 	commit(err == nil)
 	if err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Symlink creates the symlink p pointing to target.
+func (o *Overlay) Symlink(target, p string) {
+	o.T.Helper()
+	o.capture(p)
+	if err := os.Symlink(target, filepath.Join(o.Dir, p)); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
+// Mkfifo creates the FIFO p.
+func (o *Overlay) Mkfifo(p string) {
+	o.T.Helper()
+	o.capture(p)
+	if err := syscall.Mkfifo(filepath.Join(o.Dir, p), 0o644); err != nil {
 		o.T.Fatal(err)
 	}
 }

@@ -39,6 +39,7 @@ type side struct {
 	data    []byte // the bytes (regular) or target (symlink)
 	binary  bool   // not text, or too large: no line diff
 	unknown bool   // never captured (binary too)
+	skip    string // why data is nil for a file (binary too): too large, or vanished while read
 }
 
 // readSide loads one side of a store Change (after: the later state). The
@@ -58,7 +59,7 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			// A live file that vanished since Changes looked (the mount is
 			// in use): its bytes are unknown, not an error of the command.
-			sd.binary = true
+			sd.binary, sd.skip = true, "it vanished while being read"
 			return sd, nil
 		}
 		if errors.Is(err, versionstore.ErrNotCaptured) {
@@ -74,7 +75,7 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 			return sd, err
 		}
 		if len(data) > maxDiffBytes {
-			sd.binary = true
+			sd.binary, sd.skip = true, fmt.Sprintf("larger than %d MiB", maxDiffBytes>>20)
 			return sd, nil
 		}
 		sd.data = data
@@ -267,67 +268,138 @@ func hunkRange(start, n int) string {
 	return fmt.Sprintf("%d,%d", start+1, n)
 }
 
-// gitMode renders a state's mode as git does in extended headers.
+// gitMode renders a state's mode as git does in extended headers: git
+// knows executable or not (100755 or 100644) and symlinks (120000).
 func gitMode(st ckpt.State) string {
-	switch st.Type {
-	case ckpt.Symlink:
+	switch {
+	case st.Type == ckpt.Symlink:
 		return "120000"
-	case ckpt.Dir:
-		return fmt.Sprintf("40%03o", st.Mode&0o777)
+	case st.Mode&0o111 != 0:
+		return "100755"
 	}
-	return fmt.Sprintf("100%03o", st.Mode&0o777)
+	return "100644"
 }
 
-// formatPatch writes one file's change in git's diff format.
+// inGit reports whether git can hold the state: a regular file or a
+// symlink (directories it makes and removes as their files need them).
+func inGit(st ckpt.State) bool { return st.Type == ckpt.Regular || st.Type == ckpt.Symlink }
+
+// formatPatch writes one path's change as git writes it (git diff
+// --binary, core.quotePath on), so that git apply on the tree at the
+// earlier end gives the tree at the later one: names quoted as git does,
+// a rename as "rename from/to", modes as git knows them, a symlink as a
+// file holding its target, a change between a file and a symlink as a
+// deletion and an addition, bytes that are not text as a GIT binary patch.
+// What git cannot hold is left out: directories (git apply makes and
+// removes them with their files), and with a note (a line starting "# ",
+// which git apply passes over) FIFOs, sockets and devices, files larger
+// than maxDiffBytes and bytes never captured. An owner or hard-link change
+// alone writes nothing.
 func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 	var w strings.Builder
-	aName, bName := "a/"+oldPath, "b/"+newPath
-	if a.st.Type == ckpt.Dir || b.st.Type == ckpt.Dir {
-		aName, bName = aName+"/", bName+"/"
-	}
-	fmt.Fprintf(&w, "diff --git %s %s\n", aName, bName)
-	switch {
-	case !a.st.Exists():
-		fmt.Fprintf(&w, "new %s mode %s\n", fileWord(b.st), gitMode(b.st))
-	case !b.st.Exists():
-		fmt.Fprintf(&w, "deleted %s mode %s\n", fileWord(a.st), gitMode(a.st))
-	default:
-		if oldPath != newPath {
-			fmt.Fprintf(&w, "rename from %s\nrename to %s\n", oldPath, newPath)
-		}
-		if gitMode(a.st) != gitMode(b.st) {
-			fmt.Fprintf(&w, "old mode %s\nnew mode %s\n", gitMode(a.st), gitMode(b.st))
-		}
-	}
-	if a.st.Type == ckpt.Dir || b.st.Type == ckpt.Dir {
-		return w.String()
-	}
-	from, to := aName, bName
-	if !a.st.Exists() {
-		from = "/dev/null"
-	}
-	if !b.st.Exists() {
-		to = "/dev/null"
-	}
 	if a.unknown || b.unknown {
-		// Not a patch git would apply: say why there are no hunks.
-		name := to
+		name := newPath
 		if a.unknown {
-			name = from
+			name = oldPath
 		}
-		fmt.Fprintf(&w, "Bytes of %s never captured (changed while the project was not mounted)\n", name)
+		fmt.Fprintf(&w, "# ckptfs: skipped %s: its bytes were never captured (changed while the project was not mounted)\n", gitQuote(name))
 		return w.String()
 	}
-	if a.binary || b.binary {
-		fmt.Fprintf(&w, "Binary files %s and %s differ\n", from, to)
+	node := func(st ckpt.State) bool { return st.Type.IsNode() || st.Type == ckpt.Special }
+	if node(a.st) && (oldPath != newPath || !node(b.st)) {
+		fmt.Fprintf(&w, "# ckptfs: skipped %s: a %s, which git patches cannot hold\n", gitQuote(oldPath), a.st.Type)
+	}
+	if node(b.st) {
+		fmt.Fprintf(&w, "# ckptfs: skipped %s: a %s, which git patches cannot hold\n", gitQuote(newPath), b.st.Type)
+	}
+	if why := a.skip + b.skip; why != "" {
+		fmt.Fprintf(&w, "# ckptfs: skipped %s: %s\n", gitQuote(newPath), why)
 		return w.String()
 	}
-	if len(hunks) == 0 {
-		return w.String()
+	if a.st.Type == ckpt.Regular && b.st.Type == ckpt.Regular && a.st.Mode&0o7777 != b.st.Mode&0o7777 && gitMode(a.st) == gitMode(b.st) {
+		fmt.Fprintf(&w, "# ckptfs: mode of %s %04o -> %04o (git patches hold only whether a file is executable)\n",
+			gitQuote(newPath), a.st.Mode&0o7777, b.st.Mode&0o7777)
 	}
-	fmt.Fprintf(&w, "--- %s\n+++ %s\n", from, to)
+	switch {
+	case !inGit(a.st) && !inGit(b.st):
+	case !inGit(a.st):
+		writeWhole(&w, newPath, b, false)
+	case !inGit(b.st):
+		writeWhole(&w, oldPath, a, true)
+	case a.st.Type != b.st.Type:
+		writeWhole(&w, oldPath, a, true)
+		writeWhole(&w, newPath, b, false)
+	default:
+		var head strings.Builder
+		if gitMode(a.st) != gitMode(b.st) {
+			fmt.Fprintf(&head, "old mode %s\nnew mode %s\n", gitMode(a.st), gitMode(b.st))
+		}
+		if oldPath != newPath {
+			fmt.Fprintf(&head, "rename from %s\nrename to %s\n", gitQuote(oldPath), gitQuote(newPath))
+		}
+		binary := (a.binary || b.binary) && !bytes.Equal(a.data, b.data)
+		if head.Len() == 0 && len(hunks) == 0 && !binary {
+			return w.String() // nothing git sees
+		}
+		fmt.Fprintf(&w, "diff --git %s %s\n%s", gitQuote("a/"+oldPath), gitQuote("b/"+newPath), head.String())
+		switch {
+		case binary:
+			fmt.Fprintf(&w, "index %s..%s\n", blobID(a.data), blobID(b.data))
+			writeBinary(&w, a.data, b.data)
+		case len(hunks) > 0:
+			writeHunks(&w, "a/"+oldPath, "b/"+newPath, hunks)
+		}
+	}
+	return w.String()
+}
+
+// writeWhole writes the addition (or with gone the deletion) of the file
+// or symlink sd at path.
+func writeWhole(w *strings.Builder, path string, sd side, gone bool) {
+	word, from, to := "new", "/dev/null", "b/"+path
+	if gone {
+		word, from, to = "deleted", "a/"+path, "/dev/null"
+	}
+	fmt.Fprintf(w, "diff --git %s %s\n%s file mode %s\n", gitQuote("a/"+path), gitQuote("b/"+path), word, gitMode(sd.st))
+	switch {
+	case sd.binary:
+		if gone {
+			fmt.Fprintf(w, "index %s..%s\n", blobID(sd.data), zeroID)
+			writeBinary(w, sd.data, nil)
+		} else {
+			fmt.Fprintf(w, "index %s..%s\n", zeroID, blobID(sd.data))
+			writeBinary(w, nil, sd.data)
+		}
+	case len(sd.data) > 0:
+		lines := splitLines(sd.data)
+		h := hunk{aLen: len(lines)}
+		prefix := "-"
+		if !gone {
+			h = hunk{bLen: len(lines)}
+			prefix = "+"
+		}
+		for _, l := range lines {
+			h.lines = append(h.lines, prefix+l)
+		}
+		writeHunks(w, from, to, []hunk{h})
+	}
+}
+
+// writeHunks writes the ---/+++ lines (from and to: "a/PATH", "b/PATH" or
+// /dev/null) and the hunks.
+func writeHunks(w *strings.Builder, from, to string, hunks []hunk) {
+	label := func(name string) string {
+		if name == "/dev/null" {
+			return name
+		}
+		if strings.Contains(name, " ") {
+			return gitQuote(name) + "\t" // as git does: where the name ends
+		}
+		return gitQuote(name)
+	}
+	fmt.Fprintf(w, "--- %s\n+++ %s\n", label(from), label(to))
 	for _, h := range hunks {
-		fmt.Fprintf(&w, "@@ -%s +%s @@\n", hunkRange(h.aStart, h.aLen), hunkRange(h.bStart, h.bLen))
+		fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(h.aStart, h.aLen), hunkRange(h.bStart, h.bLen))
 		for _, l := range h.lines {
 			w.WriteString(l)
 			if !strings.HasSuffix(l, "\n") {
@@ -335,12 +407,53 @@ func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 			}
 		}
 	}
-	return w.String()
 }
 
-func fileWord(st ckpt.State) string {
-	if st.Type == ckpt.Dir {
-		return "directory"
+// gitQuote quotes a name as git does with core.quotePath on (the
+// default): as is unless it holds a control character, a byte of 0x7f or
+// above, a double quote or a backslash; then in double quotes with C
+// escapes (\n, \t, \", \\, ...) and octal for the rest (\303\251).
+func gitQuote(name string) string {
+	need := false
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			need = true
+			break
+		}
 	}
-	return "file"
+	if !need {
+		return name
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; c {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		default:
+			if c < 0x20 || c >= 0x7f {
+				fmt.Fprintf(&b, "\\%03o", c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

@@ -126,24 +126,12 @@ func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.D
 		return nil, s.wrap(err)
 	}
 	if req.Paths != nil {
-		cs = filterChanges(cs, prefixes)
+		cs = versionstore.RestrictChanges(cs, prefixes)
 	}
 	if rep.Changes, rep.Stats, err = s.fileChanges(cs, true, to); err != nil {
 		return nil, s.wrap(err)
 	}
 	return rep, nil
-}
-
-// filterChanges keeps the changes at or below one of prefixes (either side
-// of a rename).
-func filterChanges(cs []versionstore.Change, prefixes []string) []versionstore.Change {
-	out := []versionstore.Change{}
-	for _, c := range cs {
-		if underAny(c.Path, prefixes) || c.From != "" && underAny(c.From, prefixes) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // pathHistory keeps the changes that happened to the paths prefixes

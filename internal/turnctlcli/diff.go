@@ -15,8 +15,16 @@ var diffCmd = &command{
 	short: "unified diff between two states (default TURN2: now)",
 	long: `Compares the tree at the end of TURN with the tree at the end of TURN2, or
 with the tree as it is now. PATHs (relative to the current directory) limit
-the diff to those files and directories. The output is in git's format;
-binary files are reported as "Binary files ... differ".`,
+the diff to those files and directories (a file renamed across their edge
+shows as added or deleted). The output is a patch git apply accepts: git
+diff --binary's format, names quoted as git quotes them, each path moved by
+a directory rename as its own rename, modes as git knows them (executable
+or not), symlinks as git shows them, binary files as GIT binary patches.
+What git cannot hold is left out with a note, a line starting "# ckptfs:"
+that git apply passes over: a mode change git cannot tell (0644 -> 0600),
+FIFOs, sockets and devices, files over 8 MiB, bytes never captured.
+Directories are not entries of their own (git apply makes and removes them
+with their files; an empty directory is not in the patch).`,
 	opts: func() options { return &diffOptions{} },
 }
 

@@ -15,7 +15,12 @@ var restoreCmd = &command{
 	short: "rewind only these paths (files or whole directories)",
 	long: `Each PATH (relative to the current directory) becomes what it was at the end
 of TURN, with everything below it; the rest of the tree is left alone. A path
-that existed neither then nor now is an error. Recorded as a rewind turn.`,
+that existed neither then nor now is an error. A parent outside the PATHs
+that is not a directory now becomes the directory it was then. A file renamed
+across the PATHs' edge is restored on their side only (added or deleted
+there). Recorded as a rewind turn. --dry-run lists what would change: the
+list the restore then reports. The changes under .git are listed as one line
+unless --all, as rewind does.`,
 	changes: true,
 	opts:    func() options { return &restoreOptions{} },
 }

@@ -15,9 +15,9 @@ var rewindCmd = &command{
 	long: `Every versioned path becomes exactly what it was when TURN ended: bytes, mode,
 type, symlink target, existence of files and directories. The rewind is
 recorded as a new turn of kind rewind (closing the open turn), so it can
-itself be rewound or undone. --dry-run lists what would change. The changes
-under .git are listed as one line ("git: main at 1a2b3c4 (was ec90ceb), 24
-files in .git") unless --all.`,
+itself be rewound or undone. --dry-run lists what would change: the list the
+rewind then reports, path by path. The changes under .git are listed as one
+line ("git: main at 1a2b3c4 (was ec90ceb), 24 files in .git") unless --all.`,
 	changes: true,
 	opts:    func() options { return &rewindOptions{} },
 }

@@ -16,13 +16,14 @@ var showCmd = &command{
 	short: "what one turn changed, per file",
 	long: `Per file: added, modified, deleted, renamed (old -> new), mode (only mode or
 owner changed) or type (e.g. a file became a symlink), with lines +/- (binary
-files and files over 8 MiB count no lines). --patch adds unified diffs in
-git's format. A turn opened with more than its label (an agent's whole
-prompt, a label of several lines) shows all of it, indented, under its
-first line. The changes under .git (git's objects, index, refs, logs) are
-one line, "git: commit ec90ceb, 24 files in .git" (what HEAD's branch did,
-read from the recorded .git/HEAD and ref, then how many files), and are not
-in the count of files and lines; --all lists them, PATHs under .git too.
+files and files over 8 MiB count no lines). A directory renamed shows as
+itself and each path below it renamed. --patch adds the patch diff prints.
+A turn opened with more than its label (an agent's whole prompt, a label of
+several lines) shows all of it, indented, under its first line. The changes
+under .git (git's objects, index, refs, logs) are one line, "git: commit
+ec90ceb, 24 files in .git" (what HEAD's branch did, read from the recorded
+.git/HEAD and ref, then how many files), and are not in the count of files
+and lines; --all lists them, PATHs under .git too.
 
 With PATHs (relative to the current directory), only the changes to them,
 or for a directory to anything below it, are shown and counted.`,
