@@ -135,31 +135,19 @@ func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.D
 }
 
 // pathHistory keeps the changes that happened to the paths prefixes
-// name: those at or below one of them (either side of a rename), and
-// those of a directory above one that took it along (renamed onto or away
-// from it, deleted, replaced: the store lists that change, not one per
-// path below; a directory shows as modified only when another took its
-// place with the same metadata). A directory added above a path does not
-// change it: what it brought is listed under its own paths.
+// name, for their history (log and show with paths): those at or below
+// one of them, a rename whole when either of its ends is (where the path
+// came from, or went). A directory renamed above a path needs no rule of
+// its own: Changes lists each path it moved as a rename of its own, and
+// the directory's change is not the file's. A path-limited diff and a
+// restore keep only the half inside instead (versionstore.RestrictChanges):
+// they act on those paths alone.
 func pathHistory(cs []versionstore.Change, prefixes []string) []versionstore.Change {
 	out := []versionstore.Change{}
-	above := func(p string) bool {
-		for _, d := range prefixes {
-			if _, ok := ckpt.Under(d, p); ok {
-				return true
-			}
-		}
-		return false
-	}
 	for _, c := range cs {
-		switch {
-		case underAny(c.Path, prefixes) || c.From != "" && underAny(c.From, prefixes):
-		case c.Kind != ckpt.ModeOnly && c.Kind != ckpt.Relinked && c.Kind != ckpt.Added &&
-			(above(c.Path) || c.From != "" && above(c.From)):
-		default:
-			continue
+		if underAny(c.Path, prefixes) || c.From != "" && underAny(c.From, prefixes) {
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	return out
 }

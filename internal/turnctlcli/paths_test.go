@@ -3,6 +3,7 @@ package turnctlcli
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -112,10 +113,18 @@ func TestShowOfPaths(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "modified  sub/b.txt  +2 -0") || strings.Contains(out, "a.txt") {
 		t.Errorf("show 3 b.txt in sub: %d\n%s", code, out)
 	}
-	// The rename of the directory above is what happened to the file.
-	out, _, _ = tc(t, "-C", dir, "show", "4", "--", "sub/b.txt")
-	if !strings.Contains(out, "renamed  sub -> lib/") {
-		t.Errorf("show 4 -- sub/b.txt:\n%s", out)
+	// The rename of the directory above moved the file: that is its
+	// change, under either of its names; the directory's own rename is
+	// not the file's.
+	for _, p := range []string{"sub/b.txt", "lib/b.txt"} {
+		out, _, _ = tc(t, "-C", dir, "show", "4", "--", p)
+		if !strings.Contains(out, "\n  renamed  sub/b.txt -> lib/b.txt\n1 file (+0 -0)\n") || strings.Contains(out, "sub -> lib/") {
+			t.Errorf("show 4 -- %s:\n%s", p, out)
+		}
+	}
+	out, _, _ = tc(t, "-C", dir, "show", "4", "--", "sub")
+	if !regexp.MustCompile(`(?m)^  renamed +sub -> lib/ *$`).MatchString(out) || !regexp.MustCompile(`(?m)^  renamed +sub/b\.txt -> lib/b\.txt *$`).MatchString(out) {
+		t.Errorf("show 4 -- sub:\n%s", out)
 	}
 	out, _, _ = tc(t, "-C", dir, "show", "4", "--", "x.txt")
 	if !strings.HasSuffix(out, "\nno files changed\n") || strings.Contains(out, "renamed") {

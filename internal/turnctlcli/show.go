@@ -26,7 +26,9 @@ ec90ceb, 24 files in .git" (what HEAD's branch did, read from the recorded
 and lines; --all lists them, PATHs under .git too.
 
 With PATHs (relative to the current directory), only the changes to them,
-or for a directory to anything below it, are shown and counted.`,
+or for a directory to anything below it, are shown and counted; a rename
+to or from one of them is shown whole (a file a directory rename moved:
+"renamed sub/b.txt -> lib/b.txt").`,
 	changes: true,
 	opts:    func() options { return &showOptions{} },
 }
