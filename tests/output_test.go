@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -125,6 +126,7 @@ func TestGitCommitIsOneLine(t *testing.T) {
 	proj := t.TempDir()
 	runIn(t, proj, `git init -q -b main && echo a > a.txt && git add a.txt && git commit -qm one`)
 	m := mountProject(t, proj)
+	at0 := copyProject(t, proj)
 	m.turnctl(t, "begin", "--label", "commit b")
 	runIn(t, proj, `echo b >> a.txt && git add a.txt && git commit -qm two`)
 	m.turnctl(t, "end")
@@ -159,6 +161,20 @@ func TestGitCommitIsOneLine(t *testing.T) {
 	}
 	if objects < 3 || strings.Contains(all, "git:") {
 		t.Errorf("show 1 --all (%d objects):\n%s", objects, all)
+	}
+	// diff leaves .git out (git apply refuses it whole) and says so: its
+	// patch applies to the checkout at 0.
+	patch := m.turnctlIn(t, proj, "diff", "0", "1")
+	if !strings.Contains(patch, "\n# ckptfs: left out the changes inside .git ("+summary+"): ") || strings.Contains(patch, " a/.git/") {
+		t.Errorf("diff 0 1:\n%s", patch)
+	}
+	patchFile := filepath.Join(t.TempDir(), "0-1.patch")
+	if err := os.WriteFile(patchFile, []byte(patch), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, at0, "git apply "+patchFile)
+	if got := runIn(t, at0, `cat a.txt`); got != "a\nb\n" {
+		t.Errorf("diff 0 1 | git apply: a.txt is %q", got)
 	}
 	out = m.turnctlIn(t, proj, "rewind", "0")
 	if !strings.Contains(out, "\n  git: main at "+prev+" (was "+head+"), ") || strings.Contains(out, ".git/") {

@@ -263,6 +263,15 @@ type FileChange struct {
 	Patch string `json:"patch,omitempty"`
 }
 
+// InGitDir reports whether c is a change inside the project's .git
+// (ckpt.GitDir): its path is there or, for a rename, the path it left.
+// These are the changes ckpt.GitStats sums up.
+func (c FileChange) InGitDir() bool {
+	_, in := ckpt.Under(c.Path, ckpt.GitDir)
+	_, left := ckpt.Under(c.From, ckpt.GitDir)
+	return in || c.From != "" && left
+}
+
 // FileState is the wire form of one side of a FileChange (a ckpt.State
 // as people read it): the type by name, the mode in octal.
 type FileState struct {

@@ -30,3 +30,30 @@ func TestFileStateTypeIsItsNameOnTheWire(t *testing.T) {
 		t.Errorf("an unknown type decoded as %v", fs.Type)
 	}
 }
+
+// A change inside .git is one whose path is there, or for a rename, one
+// of whose ends is: both are summed up as git's, and a patch leaves both
+// out (git apply refuses either end inside .git).
+func TestFileChangeInGitDir(t *testing.T) {
+	for _, c := range []struct {
+		path, from string
+		want       bool
+	}{
+		{".git", "", true},
+		{".git/objects/ec/90", "", true},
+		{".gitignore", "", false},
+		{"sub/.git/HEAD", "", false}, // a nested repository's: the project's own files
+		{"a.txt", "", false},
+		{"y", ".git/x", true},
+		{".git/x", "y", true},
+		{"z", "y", false},
+	} {
+		fc := FileChange{Path: c.path, From: c.from}
+		if c.from != "" {
+			fc.Kind = ckpt.Renamed
+		}
+		if got := fc.InGitDir(); got != c.want {
+			t.Errorf("%q from %q: InGitDir %v, want %v", c.path, c.from, got, c.want)
+		}
+	}
+}

@@ -12,12 +12,6 @@ import (
 // git.go: the changes inside the project's .git directory, summed up as
 // what happened to the repository (ckpt.GitStats).
 
-// inGitDir reports whether p is at or below the project's .git.
-func inGitDir(p string) bool {
-	_, ok := ckpt.Under(p, ckpt.GitDir)
-	return ok
-}
-
 // isGitObject reports whether p is one of git's object files: zlib
 // streams (loose objects) and packs, never text whatever their bytes.
 func isGitObject(p string) bool {
@@ -38,7 +32,7 @@ func (s *Service) gitStats(cs []versionstore.Change, fcs []turnctl.FileChange, t
 	idx := map[string]int{}
 	refMoved := false
 	for i, fc := range fcs {
-		if !inGitDir(fc.Path) {
+		if !fc.InGitDir() {
 			continue
 		}
 		idx[fc.Path] = i

@@ -1,6 +1,7 @@
 package turnctlcli
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -24,8 +25,13 @@ What git cannot hold is left out with a note, a line starting "# ckptfs:"
 that git apply passes over: a mode change git cannot tell (0644 -> 0600),
 FIFOs, sockets and devices, files over 8 MiB, bytes never captured.
 Directories are not entries of their own (git apply makes and removes them
-with their files; an empty directory is not in the patch).`,
-	opts: func() options { return &diffOptions{} },
+with their files; an empty directory is not in the patch). The changes
+inside .git (git's objects, index, refs, logs), which git apply refuses to
+write, are left out and summed up on such a line ("# ckptfs: left out the
+changes inside .git (git: commit ec90ceb, 24 files in .git)...") unless
+--all or a PATH under .git asks for them.`,
+	changes: true,
+	opts:    func() options { return &diffOptions{} },
 }
 
 type diffOptions struct{}
@@ -56,6 +62,7 @@ func (o *diffOptions) run(e *env, args []string) error {
 	if req.Paths, err = e.relPaths(paths); err != nil {
 		return err
 	}
+	e.all = e.all || anyInGitDir(req.Paths)
 	rep, err := e.h.Diff(e.ctx, req)
 	if err != nil {
 		return err
@@ -64,6 +71,10 @@ func (o *diffOptions) run(e *env, args []string) error {
 		return e.printJSON(rep)
 	}
 	e.printPatches(rep.Changes)
+	if g := e.gitSummary(rep.Changes, rep.Stats); g != nil {
+		// A line git apply passes over, as the patches' other notes.
+		fmt.Fprintf(e.stdout, "# ckptfs: left out the changes inside .git (git: %s): git apply does not write there; --all adds them\n", g.Summary())
+	}
 	return nil
 }
 

@@ -2,6 +2,9 @@ package turnctlcli
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,4 +102,56 @@ func TestGitChangesAreOneLine(t *testing.T) {
 // squeeze collapses runs of spaces (a table's alignment) into one.
 func squeeze(s string) string {
 	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' }), " ")
+}
+
+// diff leaves the changes inside .git out of its patch, which git apply
+// would refuse whole ("invalid path '.git/...'"), and says so on a line
+// git apply passes over; --all or a path under .git puts them in, git's
+// objects as GIT binary patches. show --patch prints the patches of what
+// it lists.
+func TestDiffLeavesGitOut(t *testing.T) {
+	dir := gitProject(t)
+	note := "# ckptfs: left out the changes inside .git (git: commit ec90ceb, 3 files in .git): git apply does not write there; --all adds them\n"
+	out, errs, code := tc(t, "-C", dir, "diff", "1", "2")
+	if code != 0 || !strings.HasPrefix(out, "diff --git a/a.txt b/a.txt\n") || !strings.HasSuffix(out, "\n+b\n"+note) || strings.Contains(out, ".git/") {
+		t.Errorf("diff 1 2: %d %s\n%s", code, errs, out)
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		copyDir := materialize(t, map[string]gitEntry{"a.txt": {data: "a\n"}})
+		cmd := exec.Command("git", "apply", "-")
+		cmd.Dir = copyDir
+		cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(copyDir))
+		cmd.Stdin = strings.NewReader(out)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("diff 1 2 | git apply: %v\n%s", err, msg)
+		} else if b, _ := os.ReadFile(filepath.Join(copyDir, "a.txt")); string(b) != "a\nb\n" {
+			t.Errorf("diff 1 2 | git apply: a.txt is %q", b)
+		}
+	}
+	for _, args := range [][]string{{"diff", "1", "2", "--all"}, {"diff", "1", "2", "--", ".git"}} {
+		out, _, _ = tc(t, append([]string{"-C", dir}, args...)...)
+		for _, want := range []string{
+			"diff --git a/.git/objects/ec/" + hash2[2:] + " b/.git/objects/ec/" + hash2[2:] + "\nnew file mode 100644\nindex 0000000000000000000000000000000000000000..",
+			"GIT binary patch\nliteral 8\n",
+			"diff --git a/.git/refs/heads/main b/.git/refs/heads/main\n",
+		} {
+			if !strings.Contains(out, want) || strings.Contains(out, "left out") {
+				t.Errorf("%v lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+	out, _, _ = tc(t, "-C", dir, "show", "2", "--patch")
+	if !strings.Contains(out, "\ndiff --git a/a.txt b/a.txt\n") || strings.Contains(out, "diff --git a/.git") {
+		t.Errorf("show 2 --patch:\n%s", out)
+	}
+	out, _, _ = tc(t, "-C", dir, "show", "2", "--patch", "--all")
+	if !strings.Contains(out, "\ndiff --git a/.git/refs/heads/main b/.git/refs/heads/main\n") {
+		t.Errorf("show 2 --patch --all:\n%s", out)
+	}
+	// JSON lists every change, with its patch, and what git did.
+	out, _, _ = tc(t, "-C", dir, "--json", "diff", "1", "2")
+	var rep turnctl.DiffReply
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Changes) != 5 || rep.Stats.Git == nil || !rep.Stats.Git.Commit {
+		t.Errorf("--json diff 1 2: %v\n%s", err, out)
+	}
 }

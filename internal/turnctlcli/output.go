@@ -139,7 +139,7 @@ func (e *env) gitSummary(cs []turnctl.FileChange, st ckpt.Stats) *ckpt.GitStats 
 	}
 	var g ckpt.GitStats
 	for _, c := range cs {
-		if inGitDir(c.Path) && !(isDirState(c.Before) && (c.After == nil || isDirState(c.After)) || c.Before == nil && isDirState(c.After)) {
+		if c.InGitDir() && !(isDirState(c.Before) && (c.After == nil || isDirState(c.After)) || c.Before == nil && isDirState(c.After)) {
 			g.Files++
 		}
 	}
@@ -157,7 +157,7 @@ func isDirState(s *turnctl.FileState) bool { return s != nil && s.Type == ckpt.D
 func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 	rows := make([][]cell, 0, len(cs))
 	for _, c := range cs {
-		if !e.all && inGitDir(c.Path) {
+		if !e.all && c.InGitDir() {
 			continue
 		}
 		path := printable(c.Path)
@@ -298,10 +298,12 @@ func (e *env) turnTitle(t ckpt.Turn) string {
 	return strings.Join(parts, "  ")
 }
 
-// printPatches prints the patches of changes, coloured on a terminal.
+// printPatches prints the patches of changes, coloured on a terminal;
+// unless e.all, not those of the changes inside .git, which the lists sum
+// up in one line (and git apply refuses to write there).
 func (e *env) printPatches(cs []turnctl.FileChange) {
 	for _, c := range cs {
-		if c.Patch == "" {
+		if c.Patch == "" || !e.all && c.InGitDir() {
 			continue
 		}
 		if !e.color {
