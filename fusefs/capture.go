@@ -184,9 +184,20 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 	if err != nil {
 		return errno(err)
 	}
+	if st.Nlink == 0 {
+		return 0 // no name holds it (a rewind removed it while open)
+	}
 	paths := n.paths(&st)
 	for _, p := range paths {
 		if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
+			continue
+		}
+		if !r.holds(p, &st) {
+			// go-fuse's path of the node is not where its inode is
+			// (the backing tree changed underneath): recording this
+			// inode's state as that path's would put another file's
+			// bytes into its history.
+			r.logf("fusefs: %s no longer holds the inode being changed; not recorded under that name", p)
 			continue
 		}
 		c := r.captureFor(p, n.fd, &st, metaOnly)
@@ -198,4 +209,14 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 		}
 	}
 	return 0
+}
+
+// holds reports whether the root-relative path p names the inode st
+// describes now.
+func (r *Root) holds(p string, st *backing.Stat) bool {
+	if p == "" {
+		return true // the root is where it was mounted
+	}
+	at, err := backing.Lstatat(r.root.fd, p)
+	return err == nil && idOf(&at) == idOf(st)
 }

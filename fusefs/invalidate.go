@@ -14,14 +14,55 @@ import (
 // the notifications deferred until Exclusive ends.
 
 // Moved says a rename (or exchange) moved from to to in the backing tree
-// underneath us (rewind): the names of hard-linked files remembered below
-// them move along. Like Invalidate, it does not take the mutation lock.
+// underneath us (rewind). go-fuse's tree follows, so that every node keeps
+// the path its inode has (a process may hold a file below a directory the
+// rewind moves, and its writes are captured under the node's path), and
+// the names of hard-linked files remembered below them move along. A node
+// whose new parent go-fuse does not know is detached instead: it has no
+// path until a lookup finds it again. Like Invalidate, it does not take
+// the mutation lock.
 func (r *Root) Moved(from, to string, exchange bool) {
 	f, ok1 := ckpt.Clean(from)
 	t, ok2 := ckpt.Clean(to)
-	if ok1 && ok2 {
-		r.links.renamed(f, t, exchange)
+	if !ok1 || !ok2 || f == "" || t == "" {
+		return
 	}
+	r.links.renamed(f, t, exchange)
+	fp, fname := r.treeParent(f)
+	tp, tname := r.treeParent(t)
+	r.order.mu.Lock()
+	defer r.order.mu.Unlock()
+	switch {
+	case fp != nil && tp != nil && exchange:
+		fp.ExchangeChild(fname, tp, tname)
+	case fp != nil && tp != nil:
+		fp.MvChild(fname, tp, tname, true)
+	default:
+		if fp != nil {
+			fp.RmChild(fname)
+		}
+		if tp != nil {
+			tp.RmChild(tname)
+		}
+	}
+}
+
+// treeParent returns go-fuse's node of the directory holding the clean,
+// non-empty path p, and p's last name; nil if go-fuse has none.
+func (r *Root) treeParent(p string) (*fs.Inode, string) {
+	dir, name := "", p
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dir, name = p[:i], p[i+1:]
+	}
+	parent := &r.root.Inode
+	if dir != "" {
+		for _, el := range strings.Split(dir, "/") {
+			if parent = parent.GetChild(el); parent == nil {
+				return nil, name
+			}
+		}
+	}
+	return parent, name
 }
 
 // Invalidate says the backing tree changed at path underneath us (rewind):
@@ -37,20 +78,9 @@ func (r *Root) Invalidate(path string) {
 		r.notifyDir(&r.root.Inode)
 		return
 	}
-	dir, name := p, p
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		dir, name = p[:i], p[i+1:]
-	} else {
-		dir = ""
-	}
-	parent := &r.root.Inode
-	if dir != "" {
-		for _, el := range strings.Split(dir, "/") {
-			parent = parent.GetChild(el)
-			if parent == nil {
-				return // the kernel cannot have cached anything below
-			}
-		}
+	parent, name := r.treeParent(p)
+	if parent == nil {
+		return // the kernel cannot have cached anything below
 	}
 	child := parent.GetChild(name)
 	if child != nil && !r.sameInode(parent, name, child) {
