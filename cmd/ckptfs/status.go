@@ -60,7 +60,7 @@ type statusReport struct {
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", "status [--json] [DIR]", stdout)
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print JSON (schema: doc/schema/ckptfs-status.json)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
