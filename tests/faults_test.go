@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/schematest"
 )
 
 // Store faults end to end: the store's disk full, and damaged stored
@@ -45,6 +47,7 @@ func ckptfsStatus(t *testing.T, m *Mount) map[string]any {
 	if err != nil {
 		t.Fatalf("ckptfs status: %v\n%s", err, out)
 	}
+	schematest.Check(t, "ckptfs-status", "ckptfs status --json", out)
 	var rep map[string]any
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("ckptfs status --json: %v\n%s", err, out)

@@ -212,8 +212,8 @@ func TestPolicyFromMountFlagsRunsInTheBackground(t *testing.T) {
 		t.Fatalf("policy after a remount without flags: %+v (%v)", pol, err)
 	}
 	turnctlOK(t, dir, "policy", "--keep-turns", "0")
-	pol.Policy.KeepTurns, pol.Policy.KeepSize = -1, 0 // absent from the reply: the default
-	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "policy")), &pol); err != nil || pol.Policy.KeepTurns != -1 || pol.Policy.KeepSize != 1<<30 {
+	pol.Policy.KeepTurns, pol.Policy.KeepSize = -1, 0 // the reply's 0 is the default
+	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "policy")), &pol); err != nil || pol.Policy.KeepTurns != 0 || pol.Policy.KeepSize != 1<<30 {
 		t.Fatalf("policy --keep-turns 0 did not go back to the default: %+v (%v)", pol, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/rundir"
+	"ckptfs/internal/turnctlcli"
 	"ckptfs/internal/units"
 	"ckptfs/turnctl"
 )
@@ -40,10 +41,10 @@ type statusReport struct {
 	// HistoryBytes is the store's size its budget is compared with (its
 	// ballast aside), BudgetBytes the retention policy's budget; both from
 	// the daemon (mounted only).
-	HistoryBytes int64  `json:"history_bytes,omitempty"`
-	BudgetBytes  int64  `json:"budget_bytes,omitempty"`
-	Socket       string `json:"socket,omitempty"`
-	Started      string `json:"started,omitempty"`
+	HistoryBytes int64     `json:"history_bytes,omitempty"`
+	BudgetBytes  int64     `json:"budget_bytes,omitempty"`
+	Socket       string    `json:"socket,omitempty"`
+	Started      time.Time `json:"started,omitempty"`
 	// From the daemon over the control socket (mounted only).
 	Latest   *uint64    `json:"latest_turn,omitempty"`
 	OpenTurn *ckpt.Turn `json:"open_turn,omitempty"`
@@ -59,7 +60,7 @@ type statusReport struct {
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", "status [--json] [DIR]", stdout)
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print JSON (schema: doc/schema/ckptfs-status.json)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		rep.Error = foreign.Error()
 	} else if info, err := rundir.ReadInfo(dir); err == nil {
 		rep.PID, rep.Store, rep.Socket = info.PID, info.Store, info.Socket
-		rep.Started = info.Started.Format("2006-01-02 15:04:05")
+		rep.Started = info.Started
 		rep.Alive = alive(info.PID)
 	}
 	if rep.Store == "" && foreign == nil {
@@ -137,7 +138,8 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(rep.json())
 	}
 	fmt.Fprintf(stdout, "dir:     %s\n", rep.Dir)
 	if rep.Mounted {
@@ -154,7 +156,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		if !rep.Alive {
 			state = "dead"
 		}
-		fmt.Fprintf(stdout, "daemon:  pid %d (%s), since %s\n", rep.PID, state, rep.Started)
+		fmt.Fprintf(stdout, "daemon:  pid %d (%s), since %s\n", rep.PID, state, rep.Started.Local().Format("2006-01-02 15:04:05"))
 	}
 	free := ""
 	if rep.FreeBytes >= 0 {
@@ -194,6 +196,54 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "turns:   unknown (%s)\n", rep.Error)
 	}
 	return nil
+}
+
+// statusJSON is what `ckptfs status --json` prints (doc/schema/ckptfs-status.json),
+// by the rules of turnctl's --json: every key always there, null for what
+// does not exist or is not known, times RFC 3339 in UTC.
+type statusJSON struct {
+	Dir            string              `json:"dir"`
+	Mounted        bool                `json:"mounted"`
+	OwnerUID       *int                `json:"owner_uid"` // null: not mounted, or unknown
+	Private        bool                `json:"private"`
+	PID            *int                `json:"pid"` // null: no daemon info
+	Alive          bool                `json:"alive"`
+	Started        turnctlcli.JSONTime `json:"started"`
+	Socket         string              `json:"socket"`
+	Store          string              `json:"store"`
+	StoreBytes     int64               `json:"store_bytes"`
+	ReserveBytes   int64               `json:"reserve_bytes"`
+	StoreFreeBytes *int64              `json:"store_free_bytes"` // null: unknown
+	HistoryBytes   *int64              `json:"history_bytes"`    // null: the daemon did not say
+	BudgetBytes    *int64              `json:"budget_bytes"`     // null: the daemon did not say
+	LatestTurn     *uint64             `json:"latest_turn"`      // null: the daemon did not say
+	OpenTurn       any                 `json:"open_turn"`        // null: none open, or not known
+	StoreFull      bool                `json:"store_full"`
+	StoreError     string              `json:"store_error"`
+	Error          string              `json:"error"`
+	Fatal          string              `json:"fatal"`
+}
+
+func (r statusReport) json() statusJSON {
+	o := statusJSON{Dir: r.Dir, Mounted: r.Mounted, Private: r.Private, Alive: r.Alive,
+		Started: turnctlcli.JSONTime(r.Started), Socket: r.Socket, Store: r.Store,
+		StoreBytes: r.StoreBytes, ReserveBytes: r.ReserveBytes, LatestTurn: r.Latest,
+		OpenTurn: turnctlcli.JSONTurn(r.OpenTurn), StoreFull: r.StoreFull,
+		StoreError: r.StoreError, Error: r.Error, Fatal: r.Fatal}
+	if r.OwnerUID >= 0 {
+		o.OwnerUID = &r.OwnerUID
+	}
+	if r.PID != 0 {
+		o.PID = &r.PID
+	}
+	if r.FreeBytes >= 0 {
+		o.StoreFreeBytes = &r.FreeBytes
+	}
+	if r.Latest != nil {
+		// The daemon answered: these are its.
+		o.HistoryBytes, o.BudgetBytes = &r.HistoryBytes, &r.BudgetBytes
+	}
+	return o
 }
 
 // uidName is "uid N (name)", or "uid N" when N has no name here.

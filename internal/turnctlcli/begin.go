@@ -37,7 +37,7 @@ func (o *beginOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jBegin(rep))
 	}
 	fmt.Fprintln(e.stdout, rep.Turn.Num)
 	return nil

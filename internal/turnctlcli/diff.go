@@ -68,7 +68,7 @@ func (o *diffOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jDiff(rep))
 	}
 	e.printPatches(rep.Changes)
 	if g := e.gitSummary(rep.Changes, rep.Stats); g != nil {

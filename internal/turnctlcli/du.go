@@ -42,7 +42,7 @@ func (o *duOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jDu(rep))
 	}
 	u := rep.Usage
 	pct := 0.0

@@ -35,7 +35,7 @@ func (o *endOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jEnd(rep))
 	}
 	fmt.Fprintln(e.stdout, rep.Summary)
 	return nil

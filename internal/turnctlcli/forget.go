@@ -43,7 +43,7 @@ func (o *forgetOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jForget(rep))
 	}
 	fmt.Fprintf(e.stdout, "forgot %s; history starts at turn %d (turnctl gc reclaims the space)\n", turnRange(rep.Forgot), rep.Start.Turn)
 	return nil

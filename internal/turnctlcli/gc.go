@@ -39,7 +39,7 @@ func (o *gcOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jGC(rep.GCReport))
 	}
 	verb := "forgot"
 	if rep.DryRun {

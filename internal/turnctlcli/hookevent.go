@@ -42,7 +42,8 @@ agent's cwd (from the payload), else -C DIR or the current directory.
 
 hook-event never fails the agent's turn: it always exits 0 and prints
 nothing on standard output (Gemini CLI: "{}"). When the project is not
-mounted or anything goes wrong it prints one line on standard error.`,
+mounted or anything goes wrong it prints one line on standard error.
+--json has no effect.`,
 	self:       true,
 	neverFails: true,
 	opts:       func() options { return &hookEventOptions{} },

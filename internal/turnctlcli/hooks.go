@@ -37,7 +37,8 @@ is left in it). show prints the configuration instead of writing it.
 ckptfs mount containing the current directory, else the current directory);
 --user the one under your home directory. Install before you mount, or with
 --user: a project file written through the mount is itself history, and a
-rewind to before it would take the hooks away again (install warns then).`,
+rewind to before it would take the hooks away again (install warns then).
+--json has no effect: show prints the agent's own format.`,
 	self: true,
 	opts: func() options { return &hooksOptions{} },
 }

@@ -57,7 +57,7 @@ func (o *logOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jLog(rep))
 	}
 	pins := map[uint64]string{}
 	for _, p := range rep.Pins {

@@ -35,7 +35,7 @@ func (o *pinOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jPinReplyOut{Pin: jPin(rep.Pin)})
 	}
 	fmt.Fprintf(e.stdout, "turn %d pinned\n", rep.Pin.Turn)
 	return nil
@@ -61,7 +61,7 @@ func (o *unpinOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jUnpinOut{Turn: rep.Turn})
 	}
 	fmt.Fprintf(e.stdout, "turn %d unpinned\n", rep.Turn)
 	return nil

@@ -46,7 +46,7 @@ func (o *policyOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jPolicyReply(rep))
 	}
 	dflt := func(set bool) string {
 		if set {

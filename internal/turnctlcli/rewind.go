@@ -44,7 +44,7 @@ func (o *rewindOptions) run(e *env, args []string) error {
 // printRewind reports a rewind, undo or restore.
 func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jRewind(rep))
 	}
 	switch {
 	case len(rep.Changes) == 0:

@@ -40,13 +40,6 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ref, "ref", "", "attach `ID` to the turn")
 }
 
-// runResult is what run --json prints.
-type runResult struct {
-	Begin    *turnctl.BeginReply `json:"begin"`
-	End      *turnctl.EndReply   `json:"end"`
-	ExitCode int                 `json:"exit_code"`
-}
-
 func (o *runOptions) run(e *env, args []string) error {
 	if len(args) == 0 {
 		return usagef("missing command to run")
@@ -71,7 +64,7 @@ func (o *runOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		if err := e.printJSON(runResult{Begin: begin, End: end, ExitCode: code}); err != nil {
+		if err := e.printJSON(jRunOut{Begin: jBegin(begin), End: jEnd(end), ExitCode: code}); err != nil {
 			return err
 		}
 	} else {

@@ -62,7 +62,7 @@ func (o *showOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jShow(rep))
 	}
 	t := rep.Turn
 	line := e.turnTitle(t) + "  " + when(t.End)

@@ -31,7 +31,7 @@ func (o *statusOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		return e.printJSON(rep)
+		return e.printJSON(jStatus(rep))
 	}
 	if rep.Store.Full {
 		fmt.Fprintf(e.stdout, "store full: changes through the mount fail with ENOSPC until space is freed\n")

@@ -136,7 +136,7 @@ func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reade
 	fs.SetInterspersed(false)
 	fs.StringVarP(&g.dir, "dir", "C", "", "run as if started in `DIR` (default: the current directory, else $CKPTFS_DIR)")
 	fs.StringVar(&g.store, "store", "", "history store `PATH` when the project is not mounted (default DIR/.ckptfs)")
-	fs.BoolVar(&g.json, "json", false, "print results as JSON")
+	fs.BoolVar(&g.json, "json", false, "print results as JSON (see doc/schema)")
 	help := fs.BoolP("help", "h", false, "show this help")
 	showVersion := fs.Bool("version", false, "print the build of turnctl and exit")
 	if err := fs.Parse(args); err != nil {
@@ -266,7 +266,7 @@ func commandFlags(c *command, o options, g *globals) *pflag.FlagSet {
 	if c.changes {
 		fs.BoolVarP(&g.all, "all", "a", false, "list every path changed under .git (default: one summary line)")
 	}
-	fs.BoolVar(&g.json, "json", g.json, "print results as JSON")
+	fs.BoolVar(&g.json, "json", g.json, "print results as JSON (see doc/schema)")
 	fs.BoolP("help", "h", false, "show this help")
 	return fs
 }
@@ -293,6 +293,11 @@ Commands:
 	fmt.Fprintf(w, `
 TURN is a turn number (3), 0 (the tree when history began), or ref:ID (a ref
 given at begin or end).
+
+--json prints one JSON object whose keys are always all there ("" and []
+when empty, null for what does not exist, e.g. the end of an open turn),
+times in RFC 3339 UTC; doc/schema holds a JSON Schema for each command's.
+cat, hooks and hook-event print no JSON (--json has no effect on them).
 
 Options:
 %s

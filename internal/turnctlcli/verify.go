@@ -32,7 +32,7 @@ func (o *verifyOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		if err := e.printJSON(rep); err != nil {
+		if err := e.printJSON(jVerify(rep)); err != nil {
 			return err
 		}
 	} else {
