@@ -1,9 +1,12 @@
 package fusefs
 
 import (
+	"context"
 	"strings"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
@@ -17,10 +20,10 @@ import (
 // underneath us (rewind). go-fuse's tree follows, so that every node keeps
 // the path its inode has (a process may hold a file below a directory the
 // rewind moves, and its writes are captured under the node's path), and
-// the names of hard-linked files remembered below them move along. A node
-// whose new parent go-fuse does not know is detached instead: it has no
-// path until a lookup finds it again. Like Invalidate, it does not take
-// the mutation lock.
+// the names of hard-linked files remembered below them move along. When
+// go-fuse has a node to move but not the directories of its new path (the
+// rewind made them, the kernel never looked them up), they are looked up
+// here first. Like Invalidate, it does not take the mutation lock.
 func (r *Root) Moved(from, to string, exchange bool) {
 	f, ok1 := ckpt.Clean(from)
 	t, ok2 := ckpt.Clean(to)
@@ -28,10 +31,15 @@ func (r *Root) Moved(from, to string, exchange bool) {
 		return
 	}
 	r.links.renamed(f, t, exchange)
-	fp, fname := r.treeParent(f)
-	tp, tname := r.treeParent(t)
 	r.order.mu.Lock()
 	defer r.order.mu.Unlock()
+	fp, fname := r.treeParent(f)
+	tp, tname := r.treeParent(t)
+	if fp != nil && tp == nil && fp.GetChild(fname) != nil {
+		tp = r.lookUpParent(t)
+	} else if exchange && tp != nil && fp == nil && tp.GetChild(tname) != nil {
+		fp = r.lookUpParent(f)
+	}
 	switch {
 	case fp != nil && tp != nil && exchange:
 		fp.ExchangeChild(fname, tp, tname)
@@ -45,6 +53,43 @@ func (r *Root) Moved(from, to string, exchange bool) {
 			tp.RmChild(tname)
 		}
 	}
+}
+
+// lookUpParent returns go-fuse's node of the directory holding p, adding
+// the nodes go-fuse lacks on the way by looking them up in the backing
+// tree as a LOOKUP would (the kernel has not seen them: go-fuse keeps them
+// in its tree until their parent goes); nil if one is not a directory.
+// The caller holds order's write lock.
+func (r *Root) lookUpParent(p string) *fs.Inode {
+	dir := ""
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dir = p[:i]
+	}
+	parent := &r.root.Inode
+	if dir == "" {
+		return parent
+	}
+	for _, el := range strings.Split(dir, "/") {
+		child := parent.GetChild(el)
+		if child == nil {
+			pn, ok := parent.Operations().(*Node)
+			if !ok {
+				return nil
+			}
+			var out fuse.EntryOut
+			in, eno := pn.childAt(context.Background(), el, &out)
+			if eno != 0 {
+				return nil
+			}
+			parent.AddChild(el, in, true)
+			child = in
+		}
+		if child.StableAttr().Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nil
+		}
+		parent = child
+	}
+	return parent
 }
 
 // treeParent returns go-fuse's node of the directory holding the clean,

@@ -117,3 +117,36 @@ func TestWriteThroughAnFdAfterTheRewindMovedItsDirectory(t *testing.T) {
 	m.turnctl(t, "rewind", "2")
 	sameTree(t, "after the rewind to 2", before, tree(t, proj))
 }
+
+// TestWriteThroughAnFdAfterTheRewindMovedItsDirectoryIntoANewOne: as
+// above, but the rewind moves the directory into one it creates itself,
+// which the kernel never looked up: the write must still be recorded
+// under the file's real path.
+func TestWriteThroughAnFdAfterTheRewindMovedItsDirectoryIntoANewOne(t *testing.T) {
+	proj := t.TempDir()
+	writeTree(t, proj, map[string]string{"n/d/f": "zero\n"})
+	m := mountProject(t, proj)
+	before := tree(t, proj) // turn 0
+	m.turnctl(t, "begin", "--label", "move d up")
+	runIn(t, proj, `mv n/d d && rmdir n`)
+	m.turnctl(t, "end")
+	fd, err := unix.Open(filepath.Join(proj, "d/f"), unix.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	m.turnctl(t, "rewind", "0") // turn 2: mkdir n, d is n/d again
+	m.turnctl(t, "begin", "--label", "write through the old fd")
+	if _, err := unix.Pwrite(fd, []byte("one!\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	if b, err := os.ReadFile(filepath.Join(proj, "n/d/f")); err != nil || string(b) != "one!\n" {
+		t.Fatalf("n/d/f = %q, %v; want the write", b, err)
+	}
+	if out := m.turnctl(t, "show", "3"); !strings.Contains(out, "n/d/f") {
+		t.Errorf("turn 3 does not list n/d/f:\n%s", out)
+	}
+	m.turnctl(t, "rewind", "2")
+	sameTree(t, "after the rewind to 2", before, tree(t, proj))
+}
