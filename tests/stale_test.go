@@ -9,144 +9,86 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestWriteThroughAnFdTheRewindUnlinked: a process holds a file open
-// while a rewind moves its directory away, deletes the file there and
-// moves the directory back. The file then has no name, so a write through
-// the open descriptor changes nothing in the tree: it must not be taken
-// for a change of the path the file had before the rewind, and a later
-// rewind must not bring that file back.
-func TestWriteThroughAnFdTheRewindUnlinked(t *testing.T) {
-	proj := t.TempDir()
-	if err := os.Mkdir(filepath.Join(proj, "a"), 0o755); err != nil {
-		t.Fatal(err)
+// TestWritesThroughDescriptorsARewindMoved: a process holds a file open
+// across a rewind that moves the file's directory in the backing tree
+// underneath the mount (and perhaps deletes the file), then writes
+// through the descriptor in the next turn. A file the rewind deleted has
+// no name, even once a lookup has found its directory again: the write changes no
+// path and must not be recorded as a change of the name it had. A file
+// the rewind moved is changed under its real name: the write must be
+// recorded there, also with nothing looked up in between, so that a rewind to before the write undoes it. Either
+// way, a rewind to the end of the rewind's turn gives its tree back.
+func TestWritesThroughDescriptorsARewindMoved(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files map[string]string // the tree at turn 0 ("/"-ended: a directory)
+		work  string            // turn 1
+		held  string            // opened after turn 1
+		real  string            // where the rewind to 0 leaves it ("": deleted)
+	}{
+		// The rewind moves a away, deletes a/a there, moves it back.
+		{"deleted", map[string]string{"a/": ""}, `mv a c && echo made > c/a && mv c a`, "a/a", ""},
+		// ... into a directory the rewind makes, deleting d/f there.
+		{"deleted in a new directory", map[string]string{"n/d/": ""}, `echo made > n/d/f && mv n/d d && rmdir n`, "d/f", ""},
+		// The rewind moves b back to a, with the file.
+		{"moved", map[string]string{"a/f": "zero\n"}, `mv a b`, "b/f", "a/f"},
+		// ... into a directory the rewind makes.
+		{"moved into a new directory", map[string]string{"n/d/f": "zero\n"}, `mv n/d d && rmdir n`, "d/f", "n/d/f"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			proj := t.TempDir()
+			for p, content := range c.files {
+				if strings.HasSuffix(p, "/") {
+					if err := os.MkdirAll(filepath.Join(proj, p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					writeTree(t, proj, map[string]string{p: content})
+				}
+			}
+			m := mountProject(t, proj)
+			before := tree(t, proj) // turn 0
+			m.turnctl(t, "begin", "--label", "work")
+			runIn(t, proj, c.work)
+			m.turnctl(t, "end")
+			fd, err := unix.Open(filepath.Join(proj, c.held), unix.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			m.turnctl(t, "rewind", "0") // turn 2
+			if c.real == "" {
+				// The lookups find the directory again.
+				sameTree(t, "after the rewind to 0", before, tree(t, proj))
+			}
+			m.turnctl(t, "begin", "--label", "write through the old fd")
+			if _, err := unix.Pwrite(fd, []byte("one!\n"), 0); err != nil {
+				t.Fatal(err)
+			}
+			m.turnctl(t, "end") // turn 3
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				t.Fatal(err)
+			}
+			show := m.turnctl(t, "show", "3")
+			if c.real == "" {
+				if st.Nlink != 0 {
+					t.Fatalf("the held file has %d links; the rewind should have deleted it", st.Nlink)
+				}
+				sameTree(t, "after the write through the old fd", before, tree(t, proj))
+				if strings.Contains(show, "/") {
+					t.Errorf("turn 3 lists a path no name of the written file held:\n%s", show)
+				}
+			} else {
+				if b, err := os.ReadFile(filepath.Join(proj, c.real)); err != nil || string(b) != "one!\n" {
+					t.Fatalf("%s = %q, %v; want the write", c.real, b, err)
+				}
+				if !strings.Contains(show, c.real) {
+					t.Errorf("turn 3 does not list %s:\n%s", c.real, show)
+				}
+			}
+			m.turnctl(t, "rewind", "2")
+			sameTree(t, "after the rewind to 2", before, tree(t, proj))
+		})
 	}
-	m := mountProject(t, proj)
-	before := tree(t, proj) // turn 0: a/ empty
-	m.turnctl(t, "begin", "--label", "make a/a by way of c")
-	runIn(t, proj, `mv a c && echo made > c/a && mv c a`)
-	m.turnctl(t, "end")
-	fd, err := unix.Open(filepath.Join(proj, "a/a"), unix.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	m.turnctl(t, "rewind", "0") // turn 2: a/a goes, a/ stays
-	sameTree(t, "after the rewind to 0", before, tree(t, proj))
-	m.turnctl(t, "begin", "--label", "write through the old fd")
-	if _, err := unix.Pwrite(fd, []byte("written through an unlinked file\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Nlink != 0 {
-		t.Fatalf("the held file: nlink %d, err %v; want an unlinked file", st.Nlink, err)
-	}
-	m.turnctl(t, "end")
-	sameTree(t, "after the write through the old fd", before, tree(t, proj))
-	if out := m.turnctl(t, "show", "3"); strings.Contains(out, "a/a") {
-		t.Errorf("turn 3 lists a/a, which no name held:\n%s", out)
-	}
-	m.turnctl(t, "rewind", "2")
-	sameTree(t, "after the rewind to 2", before, tree(t, proj))
-}
-
-// TestWriteThroughAnFdTheRewindUnlinkedInANewDirectory: as above, but the
-// rewind moves the directory into one it creates itself (which the kernel
-// never looked up), deletes the held file there, and a lookup then finds
-// the directory again under its new name.
-func TestWriteThroughAnFdTheRewindUnlinkedInANewDirectory(t *testing.T) {
-	proj := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(proj, "n/d"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	m := mountProject(t, proj)
-	before := tree(t, proj) // turn 0: n/d/ empty
-	m.turnctl(t, "begin", "--label", "make d/f")
-	runIn(t, proj, `echo made > n/d/f && mv n/d d && rmdir n`)
-	m.turnctl(t, "end")
-	fd, err := unix.Open(filepath.Join(proj, "d/f"), unix.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	m.turnctl(t, "rewind", "0") // turn 2: d/f goes, d is n/d again
-	sameTree(t, "after the rewind to 0", before, tree(t, proj))
-	m.turnctl(t, "begin", "--label", "write through the old fd")
-	if _, err := unix.Pwrite(fd, []byte("written through an unlinked file\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	m.turnctl(t, "end")
-	sameTree(t, "after the write through the old fd", before, tree(t, proj))
-	if out := m.turnctl(t, "show", "3"); strings.Contains(out, "/f") {
-		t.Errorf("turn 3 lists a file no name held:\n%s", out)
-	}
-	m.turnctl(t, "rewind", "2")
-	sameTree(t, "after the rewind to 2", before, tree(t, proj))
-}
-
-// TestWriteThroughAnFdAfterTheRewindMovedItsDirectory: a process holds a
-// file open while a rewind moves its directory back to its old name. A
-// write through the descriptor changes the file under that name, and must
-// be recorded there, so that a rewind to before the write undoes it.
-func TestWriteThroughAnFdAfterTheRewindMovedItsDirectory(t *testing.T) {
-	proj := t.TempDir()
-	writeTree(t, proj, map[string]string{"a/f": "zero\n"})
-	m := mountProject(t, proj)
-	before := tree(t, proj) // turn 0
-	m.turnctl(t, "begin", "--label", "rename a")
-	runIn(t, proj, `mv a b`)
-	m.turnctl(t, "end")
-	fd, err := unix.Open(filepath.Join(proj, "b/f"), unix.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	// Nothing looks a up between the rewind and the write: the node
-	// has only the path go-fuse gave it.
-	m.turnctl(t, "rewind", "0") // turn 2: b is a again
-	m.turnctl(t, "begin", "--label", "write through the old fd")
-	if _, err := unix.Pwrite(fd, []byte("one!\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	m.turnctl(t, "end")
-	if b, err := os.ReadFile(filepath.Join(proj, "a/f")); err != nil || string(b) != "one!\n" {
-		t.Fatalf("a/f = %q, %v; want the write", b, err)
-	}
-	if out := m.turnctl(t, "show", "3"); !strings.Contains(out, "a/f") {
-		t.Errorf("turn 3 does not list a/f:\n%s", out)
-	}
-	m.turnctl(t, "rewind", "2")
-	sameTree(t, "after the rewind to 2", before, tree(t, proj))
-}
-
-// TestWriteThroughAnFdAfterTheRewindMovedItsDirectoryIntoANewOne: as
-// above, but the rewind moves the directory into one it creates itself,
-// which the kernel never looked up: the write must still be recorded
-// under the file's real path.
-func TestWriteThroughAnFdAfterTheRewindMovedItsDirectoryIntoANewOne(t *testing.T) {
-	proj := t.TempDir()
-	writeTree(t, proj, map[string]string{"n/d/f": "zero\n"})
-	m := mountProject(t, proj)
-	before := tree(t, proj) // turn 0
-	m.turnctl(t, "begin", "--label", "move d up")
-	runIn(t, proj, `mv n/d d && rmdir n`)
-	m.turnctl(t, "end")
-	fd, err := unix.Open(filepath.Join(proj, "d/f"), unix.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	m.turnctl(t, "rewind", "0") // turn 2: mkdir n, d is n/d again
-	m.turnctl(t, "begin", "--label", "write through the old fd")
-	if _, err := unix.Pwrite(fd, []byte("one!\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	m.turnctl(t, "end")
-	if b, err := os.ReadFile(filepath.Join(proj, "n/d/f")); err != nil || string(b) != "one!\n" {
-		t.Fatalf("n/d/f = %q, %v; want the write", b, err)
-	}
-	if out := m.turnctl(t, "show", "3"); !strings.Contains(out, "n/d/f") {
-		t.Errorf("turn 3 does not list n/d/f:\n%s", out)
-	}
-	m.turnctl(t, "rewind", "2")
-	sameTree(t, "after the rewind to 2", before, tree(t, proj))
 }
