@@ -62,6 +62,22 @@
 // do). Restore(N, paths) plans the actions up front by forward resolution,
 // following renames back to the names the paths had at N.
 //
+// # Revert
+//
+// Revert(N) (revert.go) undoes one past turn and keeps the later ones. It
+// plans per path, three ways: base the state at the end of N, ours now,
+// theirs the state before N (renames N made are undone where nothing
+// later renamed the path again; later renames are followed). A path
+// nothing later changed becomes theirs; one changed both by N and later
+// is merged field by field (mode and owner, symlink target, a text
+// file's lines by internal/merge3, git merge-file's rules), and what
+// cannot be merged is a conflict: the revert then changes nothing
+// (ErrConflict), unless the conflicts are in text lines only and markers
+// were asked for. The plan is run as a restore's is: a journal of
+// actions that each carry their bytes in the store, so Recover finishes a
+// revert like a restore. Its turn is of kind revert. Hard links are not
+// regrouped.
+//
 // # Hard links
 //
 // A record of the prior state of anything but a directory (a regular file,

@@ -15,6 +15,7 @@ const (
 	KindAgent   Kind = "agent"   // opened by `turnctl begin`
 	KindManual  Kind = "manual"  // changes made while no turn was open
 	KindRewind  Kind = "rewind"  // a rewind or restore
+	KindRevert  Kind = "revert"  // a revert of one past turn (turnctl revert, undo)
 	KindOffline Kind = "offline" // changes made while the project was not mounted
 )
 
@@ -35,7 +36,8 @@ type Turn struct {
 	End      time.Time `json:"end,omitempty"` // zero while open
 	Open     bool      `json:"open,omitempty"`
 	Programs []string  `json:"programs,omitempty"` // command names that wrote, sorted
-	// Target is the turn a rewind turn rewound to (KindRewind only).
+	// Target is the turn a rewind turn rewound to (KindRewind), or the
+	// turn a revert turn reverted (KindRevert).
 	Target *uint64 `json:"target,omitempty"`
 	// FirstSeq..LastSeq is the turn's range in the change log (FirstSeq >
 	// LastSeq when it recorded nothing).

@@ -1,0 +1,548 @@
+package versionstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"ckptfs/internal/ckpt"
+	"ckptfs/internal/crashpoint"
+	"ckptfs/internal/merge3"
+)
+
+// revert.go: Revert, which undoes what one past turn changed while keeping
+// what later turns changed. It plans per path, three ways, then runs the
+// plan as a restore's journaled actions (rewind_journal.go): the same
+// journal, the same Recover.
+
+// ErrConflict: a revert would have to undo a change that later turns
+// changed again, and cannot merge the two (or was not asked to write
+// conflict markers). Nothing was changed.
+var ErrConflict = errors.New("versionstore: conflict")
+
+// RevertOptions modify Revert.
+type RevertOptions struct {
+	DryRun bool
+	// Markers: a text file whose later changes and the undoing of the
+	// turn's changes overlap gets both versions between conflict markers
+	// (as git merge-file writes them), instead of the revert refusing.
+	Markers bool
+	// Label of the revert turn ("revert of turn N" when empty).
+	Label string
+	Who   ckpt.Program
+}
+
+// Conflict is a path whose revert conflicts with later changes.
+type Conflict struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	// Text: the bytes of a text file conflict, and nothing else: conflict
+	// markers can hold it (Markers). Any other conflict refuses the revert.
+	Text bool `json:"text,omitempty"`
+}
+
+// RevertResult says what a revert did (or would do, with DryRun).
+type RevertResult struct {
+	Turn    ckpt.Turn // the new turn of kind revert (zero with DryRun or no change)
+	Changes []Change  // per path: Before now, After what the revert makes it
+	// Merged are the paths the turn changed that later turns changed too,
+	// whose later changes the revert keeps (a clean merge of their lines,
+	// or of their mode and bytes).
+	Merged []string
+	// Conflicts: with ErrConflict, why the revert refused; else the paths
+	// written with conflict markers (Markers).
+	Conflicts []Conflict
+	// NotRestored: paths whose bytes before the turn were never captured;
+	// left as they are.
+	NotRestored []string
+}
+
+// revertItem is what the revert makes of one path.
+type revertItem struct {
+	path   string
+	cur    resolved // the path now
+	target resolved // what it becomes (its bytes: Content or Live)
+	merged []byte   // or these bytes (a merge)
+	hasMrg bool
+	from   string // a rename undone: the name the object leaves
+}
+
+// Revert undoes what turn n changed, keeping what later turns changed.
+// For each path n changed (a renamed path followed to the name it has now
+// through later renames; a rename n made is undone where nothing later
+// renamed the path again), three states: base its state at the end of n,
+// ours its state now, theirs its state at the end of n-1. If ours is base,
+// the path becomes theirs; if theirs is base or ours is theirs, it stays
+// as it is; else its mode, owner and content are merged field by field (a
+// text file's lines by merge3, base empty if the path did not exist at the
+// end of n), and what cannot be merged is a Conflict. A directory the
+// revert removes or replaces must hold nothing the revert keeps.
+//
+// With any conflict but text ones written with markers (opts.Markers),
+// Revert changes nothing and returns ErrConflict with the conflicts in the
+// result. Else it is recorded as a new turn of kind revert (Target n),
+// journaled as a restore is: Recover finishes it after a crash. The caller
+// must keep other writers out of the tree meanwhile.
+func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResult, error) {
+	s.rewindWaiting.Add(1)
+	s.rewindMu.Lock()
+	s.rewindWaiting.Add(-1)
+	defer s.rewindMu.Unlock()
+	s.dropLinkIndex()
+	defer s.dropLinkIndex()
+	var res RevertResult
+	if _, err := s.Turn(n); err != nil {
+		return res, err
+	}
+	if n == 0 || n <= s.startTurn() {
+		return res, detailf(ErrTurnNotFound, "turn %d has no changes of its own to revert (history starts with it)", n)
+	}
+	items, err := s.planRevert(n, live, opts.Markers, &res)
+	if err != nil {
+		return res, err
+	}
+	var hard []string
+	for _, c := range res.Conflicts {
+		if !c.Text || !opts.Markers {
+			hard = append(hard, c.Path)
+		}
+	}
+	if len(hard) > 0 {
+		return res, detailf(ErrConflict, "revert of turn %d conflicts with later changes of %s", n, strings.Join(hard, ", "))
+	}
+	planned, err := s.revertChanges(items, live)
+	if err != nil {
+		return res, err
+	}
+	res.Changes = planned
+	if opts.DryRun || len(items) == 0 {
+		return res, nil
+	}
+	if err := s.checkRewindSpace(planned, live); err != nil {
+		return res, err
+	}
+	// Every action carries its bytes in the store, so that no action
+	// depends on a path an earlier one changed (and a redo after a crash
+	// stands on its own).
+	actions := make([]action, 0, len(items))
+	for _, it := range items {
+		a := action{Path: it.path, State: it.target.State, Content: it.target.Content}
+		if it.target.State.Type == ckpt.Regular && !it.hasMrg && a.Content == nil && it.target.Live == it.path {
+			a.Live = it.path // the same file: its mode or owner changes
+		} else if it.target.State.Type == ckpt.Regular {
+			var src io.Reader
+			switch {
+			case it.hasMrg:
+				src = bytes.NewReader(it.merged)
+			case a.Content == nil:
+				rc, err := s.open(it.target, live)
+				if err != nil {
+					return res, err
+				}
+				defer rc.Close()
+				src = rc
+			}
+			if src != nil {
+				if a.Content, err = s.putContent(src, a.State.Size); err != nil {
+					return res, err
+				}
+			}
+		}
+		actions = append(actions, a)
+	}
+	// Parents before children, then removals, children before parents.
+	sort.SliceStable(actions, func(i, j int) bool {
+		ai, aj := actions[i].State.Exists(), actions[j].State.Exists()
+		if ai != aj {
+			return ai
+		}
+		if ai {
+			return actions[i].Path < actions[j].Path
+		}
+		return actions[i].Path > actions[j].Path
+	})
+	stop, err := s.endSeq(n)
+	if err != nil {
+		return res, err
+	}
+	label := opts.Label
+	if label == "" {
+		label = fmt.Sprintf("revert of turn %d", n)
+	}
+	t, err := s.Begin(ckpt.KindRevert, label, "")
+	if err != nil {
+		return res, err
+	}
+	crashpoint.Hit("rewind.begun")
+	j := &rewindJournal{Target: n, Turn: t.Num, Stop: stop, Actions: actions, Restore: true, Lost: res.NotRestored}
+	if err := s.putJournal(j, t.Num, n); err != nil {
+		return res, err
+	}
+	if err := s.wal.SyncWAL(); err != nil {
+		return res, fmt.Errorf("versionstore: %w", err)
+	}
+	crashpoint.Hit("rewind.journaled")
+	if err := s.runJournal(j, live, opts.Who); err != nil {
+		return res, err
+	}
+	if res.Turn, err = s.finishJournal(j); err != nil {
+		return res, err
+	}
+	done, err := s.Changes(res.Turn.Num-1, res.Turn.Num, live)
+	res.Changes = PairLike(done, planned)
+	return res, err
+}
+
+// planRevert computes what Revert makes of each path, filling res's
+// Merged, Conflicts and NotRestored.
+func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertResult) ([]*revertItem, error) {
+	cs, err := s.Changes(n-1, n, live)
+	if err != nil {
+		return nil, err
+	}
+	stop, err := s.endSeq(n)
+	if err != nil {
+		return nil, err
+	}
+	// Where what was at a path at the end of n is now: later renames.
+	var ml moveLog
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	if err := s.scanEvents(stop+1, end, func(r *record) (bool, error) {
+		ml.note(r)
+		return true, nil
+	}); err != nil {
+		return nil, err
+	}
+	forward := func(p string) string {
+		best, out := -1, p
+		for _, m := range ml.moves {
+			if rest, ok := ckpt.Under(p, m.orig); ok && len(m.orig) > best {
+				best, out = len(m.orig), join(m.cur, rest)
+			}
+		}
+		return out
+	}
+	labels := merge3.Labels{Ours: "now", Theirs: fmt.Sprintf("before turn %d", n)}
+	items := map[string]*revertItem{}
+	conflict := func(p, why string, text bool) {
+		for _, c := range res.Conflicts {
+			if c.Path == p {
+				return
+			}
+		}
+		res.Conflicts = append(res.Conflicts, Conflict{Path: p, Reason: why, Text: text})
+	}
+	curOf := func(p string) (resolved, error) {
+		st, ino, err := live.LstatInode(p)
+		if !st.Type.Linkable() {
+			ino = ckpt.Inode{}
+		}
+		return resolved{State: st, Live: p, Inode: ino}, err
+	}
+	put := func(it *revertItem) {
+		if old, ok := items[it.path]; ok && !sameTarget(old, it) {
+			conflict(it.path, fmt.Sprintf("turn %d moved two paths here", n), false)
+			return
+		}
+		items[it.path] = it
+	}
+	for _, c := range cs {
+		if c.Kind == ckpt.Relinked {
+			continue // which names share an inode: not reverted
+		}
+		eName, bName := c.Path, c.Path
+		if c.Kind == ckpt.Renamed {
+			bName = c.From
+		}
+		lName := eName
+		if c.after.State.Exists() {
+			lName = forward(eName)
+		}
+		r := lName
+		if c.Kind == ckpt.Renamed && lName == eName {
+			r = bName // undo the rename: nothing later renamed it again
+		}
+		if c.before.Lost {
+			res.NotRestored = append(res.NotRestored, bName)
+			continue
+		}
+		ours, err := curOf(lName)
+		if err != nil {
+			return nil, err
+		}
+		it, why, text, merged, err := s.mergeStates(c.after, ours, c.before, live, labels, markers)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			// Where the markers go; else the name it has now, at the
+			// end of n, or before n, the first that exists.
+			at := r
+			if !text {
+				at = bName
+				if ours.State.Exists() {
+					at = lName
+				} else if c.after.State.Exists() {
+					at = eName
+				}
+			}
+			conflict(at, why, text)
+			if !text {
+				continue
+			}
+		}
+		if merged {
+			res.Merged = append(res.Merged, r)
+		}
+		if r != lName {
+			// The object moves back to r: its name now goes, and r must
+			// be free (it was at the end of n).
+			atR, err := curOf(r)
+			if err != nil {
+				return nil, err
+			}
+			if atR.State.Exists() {
+				conflict(r, fmt.Sprintf("turn %d renamed it to %s, and a later turn made %s again", n, eName, r), false)
+				continue
+			}
+			if ours.State.Exists() {
+				put(&revertItem{path: lName, cur: ours, target: resolved{}})
+			}
+			if ours.State.Exists() {
+				it.from = lName
+			}
+			it.path, it.cur = r, atR
+			put(it)
+			continue
+		}
+		it.path, it.cur = r, ours
+		put(it)
+	}
+	// A directory removed or replaced goes with all it holds: everything
+	// below it must go too.
+	for p, it := range items {
+		if it.cur.State.Type != ckpt.Dir || it.target.State.Type == ckpt.Dir {
+			continue
+		}
+		if err := walkLive(live, p, func(rel string) {
+			below := join(p, rel)
+			if o, ok := items[below]; !ok || o.target.State.Exists() {
+				conflict(p, fmt.Sprintf("a later turn put %s in it", below), false)
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
+	// Drop what is already as it should be.
+	out := make([]*revertItem, 0, len(items))
+	for _, it := range items {
+		if !it.hasMrg {
+			k, err := s.compare(it.cur, it.target, live)
+			if err != nil {
+				return nil, err
+			}
+			if k == "" {
+				continue
+			}
+		}
+		out = append(out, it)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	sort.Strings(res.Merged)
+	sort.Strings(res.NotRestored)
+	sort.Slice(res.Conflicts, func(i, j int) bool { return res.Conflicts[i].Path < res.Conflicts[j].Path })
+	return out, nil
+}
+
+func sameTarget(a, b *revertItem) bool {
+	return a.target.State == b.target.State && !a.hasMrg && !b.hasMrg &&
+		(a.target.FromLog == b.target.FromLog && a.target.Seq == b.target.Seq && a.target.Live == b.target.Live)
+}
+
+// mergeStates merges one path three ways: base (its state at the end of
+// the turn), ours (now), theirs (before the turn). It returns the item
+// (its target), or why it conflicts (text: the conflict is in a text
+// file's lines only, and the item holds them with markers when markers),
+// and whether the result keeps later changes by merging.
+func (s *Store) mergeStates(base, ours, theirs resolved, live ckpt.Tree, l merge3.Labels, markers bool) (it *revertItem, why string, text, merged bool, err error) {
+	eq := func(x, y resolved) (bool, error) {
+		k, err := s.compare(x, y, live)
+		return k == "", err
+	}
+	if same, err := eq(ours, base); err != nil || same {
+		return &revertItem{target: theirs}, "", false, false, err
+	}
+	if same, err := eq(theirs, base); err != nil || same {
+		return &revertItem{target: ours}, "", false, false, err
+	}
+	if same, err := eq(ours, theirs); err != nil || same {
+		return &revertItem{target: ours}, "", false, false, err
+	}
+	o, b, t := ours.State, base.State, theirs.State
+	switch {
+	case !o.Exists():
+		return nil, "deleted by a later turn, changed by the turn", false, false, nil
+	case !t.Exists():
+		return nil, "made by the turn, changed by a later turn", false, false, nil
+	case o.Type != t.Type || b.Exists() && b.Type != o.Type:
+		return nil, "its type changed both by the turn and later", false, false, nil
+	}
+	// Mode and owner, as one.
+	meta := func(x ckpt.State) [3]uint32 { return [3]uint32{x.Mode, x.UID, x.GID} }
+	mo, mt := meta(o), meta(t)
+	want := o
+	switch {
+	case b.Exists() && meta(b) == mo:
+		want.Mode, want.UID, want.GID = t.Mode, t.UID, t.GID
+	case b.Exists() && meta(b) == mt, mo == mt:
+	default:
+		return nil, "its mode (or owner) changed both by the turn and later", false, false, nil
+	}
+	it = &revertItem{target: resolved{State: want}}
+	switch o.Type {
+	case ckpt.Dir:
+		return it, "", false, true, nil
+	case ckpt.Symlink, ckpt.FIFO, ckpt.Socket, ckpt.CharDevice, ckpt.BlockDevice:
+		oo, tt := o, t
+		oo.Mode, oo.UID, oo.GID = 0, 0, 0
+		tt.Mode, tt.UID, tt.GID = 0, 0, 0
+		bb := b
+		bb.Mode, bb.UID, bb.GID = 0, 0, 0
+		switch {
+		case b.Exists() && bb == oo:
+			want.Target, want.Rdev = t.Target, t.Rdev
+		case b.Exists() && bb == tt, oo == tt:
+		default:
+			return nil, "changed both by the turn and later", false, false, nil
+		}
+		it.target.State = want
+		return it, "", false, true, nil
+	case ckpt.Regular:
+	default:
+		return nil, "changed both by the turn and later", false, false, nil
+	}
+	// Bytes.
+	bytesEq := func(x, y resolved) (bool, error) {
+		if !x.State.Exists() || !y.State.Exists() {
+			return false, nil
+		}
+		return s.sameBytes(x, y, live)
+	}
+	src := ours
+	if same, err := bytesEq(ours, base); err != nil {
+		return nil, "", false, false, err
+	} else if same {
+		src = theirs
+	} else if same, err := bytesEq(theirs, base); err != nil {
+		return nil, "", false, false, err
+	} else if !same {
+		if same, err := bytesEq(ours, theirs); err != nil || !same {
+			if err != nil {
+				return nil, "", false, false, err
+			}
+			return s.mergeText(base, ours, theirs, want, live, l, markers)
+		}
+	}
+	it.target = src
+	it.target.State.Mode, it.target.State.UID, it.target.State.GID = want.Mode, want.UID, want.GID
+	return it, "", false, true, nil
+}
+
+// mergeText merges a regular file's bytes line by line (base may be
+// absent: empty).
+func (s *Store) mergeText(base, ours, theirs resolved, want ckpt.State, live ckpt.Tree, l merge3.Labels, markers bool) (*revertItem, string, bool, bool, error) {
+	var texts [3][]byte
+	for i, r := range []resolved{base, ours, theirs} {
+		if r.State.Type != ckpt.Regular {
+			continue
+		}
+		if r.State.Size > merge3.MaxSize {
+			return nil, "a binary (or very large) file changed both by the turn and later", false, false, nil
+		}
+		rc, err := s.open(r, live)
+		if err != nil {
+			return nil, "", false, false, err
+		}
+		texts[i], err = io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, "", false, false, err
+		}
+		if merge3.Binary(texts[i]) {
+			return nil, "a binary file changed both by the turn and later", false, false, nil
+		}
+	}
+	m := merge3.Merge(texts[0], texts[1], texts[2], l)
+	want.Size = int64(len(m.Text))
+	it := &revertItem{target: resolved{State: want}, merged: m.Text, hasMrg: true}
+	if m.Conflicts > 0 {
+		return it, fmt.Sprintf("%d of its changed regions changed both by the turn and later", m.Conflicts), true, false, nil
+	}
+	return it, "", false, true, nil
+}
+
+// revertChanges lists what the items change, path by path, a rename undone
+// as one rename.
+func (s *Store) revertChanges(items []*revertItem, live ckpt.Tree) ([]Change, error) {
+	var out []Change
+	for _, it := range items {
+		var k ckpt.ChangeKind
+		if it.hasMrg {
+			k = ckpt.Modified
+			if it.cur.State.Type == ckpt.Regular {
+				rc, err := s.open(it.cur, live)
+				if err != nil {
+					return nil, err
+				}
+				b, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					return nil, err
+				}
+				if bytes.Equal(b, it.merged) {
+					k = ckpt.ModeOnly
+				}
+			} else if !it.cur.State.Exists() {
+				k = ckpt.Added
+			}
+		} else {
+			var err error
+			if k, err = s.compare(it.cur, it.target, live); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, Change{Path: it.path, Kind: k, Before: it.cur.State, After: it.target.State, before: it.cur, after: it.target})
+	}
+	// A path the revert removes and one it makes with what the first
+	// holds: a rename back.
+	byLive := map[string]int{}
+	for i, c := range out {
+		if c.Kind == ckpt.Deleted {
+			byLive[c.Path] = i
+		}
+	}
+	drop := map[int]bool{}
+	for j, c := range out {
+		from := items[j].from
+		if c.Kind != ckpt.Added || from == "" {
+			continue
+		}
+		if i, ok := byLive[from]; ok && !drop[i] && out[i].Before.Type == c.After.Type {
+			out[j] = Change{Path: c.Path, From: out[i].Path, Kind: ckpt.Renamed, Before: out[i].Before, After: c.After, before: out[i].before, after: c.after}
+			drop[i] = true
+		}
+	}
+	kept := out[:0:0]
+	for i, c := range out {
+		if !drop[i] {
+			kept = append(kept, c)
+		}
+	}
+	sortChanges(kept)
+	return kept, nil
+}

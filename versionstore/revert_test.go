@@ -1,0 +1,488 @@
+package versionstore
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
+	"ckptfs/internal/merge3"
+)
+
+// obj is one file of the revert model: its identity survives renames.
+type obj struct {
+	name string // "" when it does not exist
+	data string
+	mode uint32
+}
+
+// revertModel makes a random history of files (a top directory and d/,
+// names never used twice, so that a path is one file's until it is
+// renamed) recording into a store, and keeps each turn's end as files by
+// identity: the oracle for a revert is a three-way merge per file and
+// field, independent of the store's per-path planning.
+type revertModel struct {
+	m     *sim
+	next  int
+	objs  map[int]obj
+	snaps []map[int]obj
+}
+
+func (r *revertModel) fresh() string {
+	r.next++
+	if r.m.rng.Intn(3) == 0 {
+		return fmt.Sprintf("d/f%d", r.next)
+	}
+	return fmt.Sprintf("f%d", r.next)
+}
+
+func (r *revertModel) text(old string) string {
+	rng := r.m.rng
+	if rng.Intn(12) == 0 {
+		return "bin\x00ary" + fmt.Sprint(rng.Intn(9))
+	}
+	ls := strings.SplitAfter(old, "\n")
+	if ls[len(ls)-1] == "" {
+		ls = ls[:len(ls)-1]
+	}
+	if len(ls) == 0 || strings.Contains(old, "\x00") || rng.Intn(5) == 0 {
+		ls = nil
+		for i := 0; i < 3+rng.Intn(8); i++ {
+			ls = append(ls, fmt.Sprintf("line %d\n", rng.Intn(100)))
+		}
+		return strings.Join(ls, "")
+	}
+	i := rng.Intn(len(ls))
+	switch rng.Intn(3) {
+	case 0:
+		ls[i] = fmt.Sprintf("edited %d\n", rng.Intn(100))
+	case 1:
+		ls = append(ls[:i], append([]string{fmt.Sprintf("added %d\n", rng.Intn(100))}, ls[i:]...)...)
+	default:
+		ls = append(ls[:i], ls[i+1:]...)
+	}
+	return strings.Join(ls, "")
+}
+
+func (r *revertModel) live() []int {
+	var ids []int
+	for id, o := range r.objs {
+		if o.name != "" {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+func (r *revertModel) step() {
+	m, rng := r.m, r.m.rng
+	ids := r.live()
+	op := rng.Intn(5)
+	if len(ids) == 0 {
+		op = 0
+	}
+	who := ckpt.Program{Comm: "sim"}
+	switch op {
+	case 0: // create
+		p := r.fresh()
+		m.capture(p, false)
+		o := obj{name: p, data: r.text(""), mode: 0o644}
+		if err := os.WriteFile(m.abs(p), []byte(o.data), 0o644); err != nil {
+			m.t.Fatal(err)
+		}
+		r.objs[r.next] = o
+	case 1, 2: // write
+		id := ids[rng.Intn(len(ids))]
+		o := r.objs[id]
+		m.captureAll(o.name, false)
+		o.data = r.text(o.data)
+		if err := os.WriteFile(m.abs(o.name), []byte(o.data), 0); err != nil {
+			m.t.Fatal(err)
+		}
+		r.objs[id] = o
+	case 3: // chmod, delete or rename
+		id := ids[rng.Intn(len(ids))]
+		o := r.objs[id]
+		switch rng.Intn(3) {
+		case 0:
+			m.captureAll(o.name, true)
+			o.mode = []uint32{0o644, 0o600, 0o755}[rng.Intn(3)]
+			if err := os.Chmod(m.abs(o.name), os.FileMode(o.mode)); err != nil {
+				m.t.Fatal(err)
+			}
+		case 1:
+			m.capture(o.name, true)
+			if err := os.Remove(m.abs(o.name)); err != nil {
+				m.t.Fatal(err)
+			}
+			o.name = ""
+		default:
+			q := r.fresh()
+			commit, err := m.store.RecordRename(o.name, q, false, who)
+			if err != nil {
+				m.t.Fatal(err)
+			}
+			err = os.Rename(m.abs(o.name), m.abs(q))
+			commit(err == nil)
+			if err != nil {
+				m.t.Fatal(err)
+			}
+			o.name = q
+		}
+		r.objs[id] = o
+	case 4: // nothing this step
+	}
+}
+
+func (r *revertModel) snap() map[int]obj {
+	c := map[int]obj{}
+	for id, o := range r.objs {
+		c[id] = o
+	}
+	return c
+}
+
+// expectRevert is the oracle: the tree after a revert of turn n (files by
+// path: data and mode), and the paths that conflict (text: only in their
+// lines). Per file and field (existence, name, bytes, mode): ours (now) if
+// the turn did not change the field, theirs (before the turn) if nothing
+// later did, else the same if both are, else: for the name, ours (a later
+// rename wins); for the bytes, a line merge; anything else conflicts, and
+// so does a file one side removes while the other changed its bytes or
+// mode. A conflict is named by the path the file has now, else at the
+// end of the turn, else before it; a text conflict by where its markers go.
+func (r *revertModel) expectRevert(n int, markers bool) (map[string]obj, map[string]bool) {
+	before, end, now := r.snaps[n-1], r.snaps[n], r.objs
+	out := map[string]obj{}
+	conflicts := map[string]bool{} // path -> text only
+	pick := func(b, e, l string) (string, bool) {
+		switch {
+		case l == e:
+			return b, true
+		case b == e, l == b:
+			return l, true
+		}
+		return l, false
+	}
+	for id, l := range now {
+		b, e := before[id], end[id]
+		if b == e {
+			if l.name != "" {
+				out[l.name] = l
+			}
+			continue
+		}
+		cname := l.name // a conflict's name: now, else at the end of n, else before
+		if cname == "" {
+			cname = e.name
+		}
+		if cname == "" {
+			cname = b.name
+		}
+		exists := l.name != ""
+		if exists == (e.name != "") {
+			exists = b.name != ""
+		}
+		if !exists {
+			// Removed: by the revert (the turn made it) unless changed
+			// since, or later (the turn changed it) unless unchanged.
+			if b.name == "" && l.name != "" && (l.data != e.data || l.mode != e.mode) {
+				conflicts[cname] = false
+				out[l.name] = l
+			}
+			if l.name == "" && b.name != "" && (b.data != e.data || b.mode != e.mode) {
+				conflicts[cname] = false
+			}
+			continue
+		}
+		name, _ := pick(b.name, e.name, l.name)
+		mode, okm := pick(fmt.Sprint(b.mode), fmt.Sprint(e.mode), fmt.Sprint(l.mode))
+		data, okd := pick(b.data, e.data, l.data)
+		res := obj{name: name, data: data}
+		fmt.Sscan(mode, &res.mode)
+		if !okm {
+			conflicts[cname] = false
+			out[l.name] = l
+			continue
+		}
+		if !okd {
+			if merge3.Binary([]byte(b.data)) || merge3.Binary([]byte(e.data)) || merge3.Binary([]byte(l.data)) {
+				conflicts[cname] = false
+				out[l.name] = l
+				continue
+			}
+			mr := merge3.Merge([]byte(e.data), []byte(l.data), []byte(b.data), merge3.Labels{Ours: "now", Theirs: fmt.Sprintf("before turn %d", n)})
+			res.data = string(mr.Text)
+			if mr.Conflicts > 0 {
+				if _, ok := conflicts[name]; !ok {
+					conflicts[name] = true
+				}
+			}
+		}
+		out[name] = res
+	}
+	return out, conflicts
+}
+
+// filesNow reads the tree's files (d itself aside) as the model keeps them.
+func filesNow(t *testing.T, root string) map[string]obj {
+	out := map[string]obj{}
+	for p, e := range takeSnapshot(t, root) {
+		if e.Type == ckpt.Dir {
+			continue
+		}
+		out[p] = obj{name: p, data: e.Data, mode: e.Mode}
+	}
+	return out
+}
+
+func diffFiles(want, got map[string]obj) string {
+	var out []string
+	for p, w := range want {
+		if g, ok := got[p]; !ok {
+			out = append(out, fmt.Sprintf("%s: missing, want %q %o", p, w.data, w.mode))
+		} else if g.data != w.data || g.mode != w.mode {
+			out = append(out, fmt.Sprintf("%s: got %q %o, want %q %o", p, g.data, g.mode, w.data, w.mode))
+		}
+	}
+	for p, g := range got {
+		if _, ok := want[p]; !ok {
+			out = append(out, fmt.Sprintf("%s: unexpected %q %o", p, g.data, g.mode))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// newRevertCase makes a random history in s over a new tree (turns of
+// revertModel steps), and picks a turn to revert, mostly one with later
+// turns, and whether to write markers.
+func newRevertCase(t *testing.T, seed int64, s *Store) (r *revertModel, tree *backing.Tree, n int, markers bool) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tree.Close() })
+	rng := rand.New(rand.NewSource(seed))
+	r = &revertModel{m: &sim{t: t, rng: rng, root: root, tree: tree, store: s}, objs: map[int]obj{}}
+	r.snaps = append(r.snaps, r.snap())
+	nTurns := 3 + rng.Intn(6)
+	for i := 1; i <= nTurns; i++ {
+		if _, err := s.Begin(ckpt.KindAgent, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		for k := 1 + rng.Intn(6); k > 0; k-- {
+			r.step()
+		}
+		if _, err := s.End(""); err != nil {
+			t.Fatal(err)
+		}
+		r.snaps = append(r.snaps, r.snap())
+	}
+	n = 1 + rng.Intn(nTurns)
+	if rng.Intn(5) > 0 {
+		n = 1 + rng.Intn(nTurns-1) // later turns to keep
+	}
+	return r, tree, n, rng.Intn(2) == 0
+}
+
+// TestRevertRandom: on random histories, a revert of a random turn gives,
+// for each file, what the identity oracle expects (expectRevert); it
+// refuses, changing nothing, exactly when a path conflicts (text conflicts
+// written with markers when asked); its dry run lists what it then does;
+// and it is undone by a rewind to the turn before it. Replay one with
+// -run 'TestRevertRandom/seed=N'.
+func TestRevertRandom(t *testing.T) {
+	for seed := int64(1); seed <= 300; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			s := NewTestStore(t)
+			r, tree, n, markers := newRevertCase(t, seed, s)
+			root := r.m.root
+			want, conflicts := r.expectRevert(n, markers)
+			hard := false
+			for _, text := range conflicts {
+				hard = hard || !text || !markers
+			}
+			before := filesNow(t, root)
+			latest := s.Latest()
+			dry, derr := s.Revert(uint64(n), tree, RevertOptions{DryRun: true, Markers: markers})
+			res, err := s.Revert(uint64(n), tree, RevertOptions{Markers: markers})
+			t.Logf("revert of %d of %d: conflicts %v, markers %v", n, len(r.snaps)-1, conflicts, markers)
+			if hard {
+				if !errors.Is(err, ErrConflict) || !errors.Is(derr, ErrConflict) {
+					t.Fatalf("revert of %d: want a conflict of %v, got %v (dry run: %v)", n, conflicts, err, derr)
+				}
+				var got []string
+				for _, c := range res.Conflicts {
+					got = append(got, c.Path)
+				}
+				var exp []string
+				for p := range conflicts {
+					exp = append(exp, p)
+				}
+				sort.Strings(exp)
+				if strings.Join(got, " ") != strings.Join(exp, " ") {
+					t.Errorf("conflicts %v (%+v), want %v", got, res.Conflicts, exp)
+					for i, sn := range r.snaps {
+						t.Logf("turn %d: %v", i, sn)
+					}
+				}
+				if d := diffFiles(before, filesNow(t, root)); d != "" || s.Latest() != latest {
+					t.Fatalf("a refused revert changed the tree:\n%s", d)
+				}
+				return
+			}
+			if err != nil || derr != nil {
+				t.Fatalf("revert of %d: %v (dry run: %v)", n, err, derr)
+			}
+			if d := diffFiles(want, filesNow(t, root)); d != "" {
+				t.Fatalf("revert of turn %d (markers %v):\n%s", n, markers, d)
+			}
+			if a, b := fmt.Sprint(perPath(dry.Changes)), fmt.Sprint(perPath(res.Changes)); a != b {
+				t.Errorf("dry run listed\n%s\nthe revert did\n%s", a, b)
+			}
+			t.Logf("changes %d, merged %v, conflicts %v", len(res.Changes), res.Merged, res.Conflicts)
+			if res.Turn.Num == 0 {
+				return // nothing to change
+			}
+			if res.Turn.Kind != ckpt.KindRevert || res.Turn.Label != fmt.Sprintf("revert of turn %d", n) {
+				t.Errorf("revert turn %+v", res.Turn)
+			}
+			if _, err := s.Rewind(res.Turn.Num-1, tree, RewindOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if d := diffFiles(before, filesNow(t, root)); d != "" {
+				t.Fatalf("undoing the revert:\n%s", d)
+			}
+		})
+	}
+}
+
+// TestCrashPointsOfRevert kills a revert at a random hit of its crash
+// points (and of the captures it makes), then recovers it on the store as
+// the kill left it: the tree must then be what the revert makes (or, when
+// the kill came before its journal, as it was, and the revert done again
+// gives it). Replay one with -run 'TestCrashPointsOfRevert/seed=N'.
+func TestCrashPointsOfRevert(t *testing.T) {
+	for seed := int64(1); seed <= 150; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			s := openOn(t, mem)
+			r, tree, n, markers := newRevertCase(t, seed, s)
+			want, conflicts := r.expectRevert(n, markers)
+			for _, text := range conflicts {
+				if !text || !markers {
+					s.Close()
+					return // refused: changes nothing (TestRevertRandom)
+				}
+			}
+			before := filesNow(t, r.m.root)
+			hit := 1 + r.m.rng.Intn(8)
+			point, err := untilCrash(t, fmt.Sprintf("*@%d", hit), func() error {
+				_, err := s.Revert(uint64(n), tree, RevertOptions{Markers: markers})
+				return err
+			})
+			if point == "" {
+				s.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return // done before the hit
+			}
+			t.Logf("crashed at %s (hit %d)", point, hit)
+			s2, _ := killClone(t, mem)
+			s.Close()
+			defer s2.Close()
+			did, err := s2.Recover(tree)
+			if err != nil {
+				t.Fatalf("crash at %s: recover: %v", point, err)
+			}
+			if !did && diffFiles(want, filesNow(t, r.m.root)) != "" {
+				if d := diffFiles(before, filesNow(t, r.m.root)); d != "" {
+					t.Fatalf("crash at %s: no journal, and the tree changed:\n%s", point, d)
+				}
+				if _, err := s2.Revert(uint64(n), tree, RevertOptions{Markers: markers}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := diffFiles(want, filesNow(t, r.m.root)); d != "" {
+				t.Fatalf("crash at %s (hit %d), then recovery:\n%s", point, hit, d)
+			}
+			rt, err := s2.Turn(s2.Latest())
+			if err != nil || rt.Kind != ckpt.KindRevert || rt.Open {
+				t.Fatalf("revert turn %+v %v", rt, err)
+			}
+		})
+	}
+}
+
+// TestRevertDirectories: a directory the turn made goes with the revert
+// unless a later turn put something in it (then it conflicts, nothing
+// changed); one it removed comes back with its files and mode.
+func TestRevertDirectories(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, "y"), 0o750)
+	os.WriteFile(filepath.Join(root, "y", "f"), []byte("keep\n"), 0o600)
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	m := &sim{t: t, rng: rand.New(rand.NewSource(1)), root: root, tree: tree, store: s}
+	turn := func(fn func()) uint64 {
+		s.Begin(ckpt.KindAgent, "", "")
+		fn()
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn.Num
+	}
+	n := turn(func() {
+		m.capture("x", false)
+		os.Mkdir(m.abs("x"), 0o755)
+		m.capture("x/f", false)
+		os.WriteFile(m.abs("x/f"), []byte("new\n"), 0o644)
+		m.capture("y/f", true)
+		os.Remove(m.abs("y/f"))
+		m.capture("y", false)
+		os.Remove(m.abs("y"))
+	})
+	later := turn(func() {
+		m.capture("x/g", false)
+		os.WriteFile(m.abs("x/g"), []byte("later\n"), 0o644)
+	})
+	res, err := s.Revert(n, tree, RevertOptions{})
+	if !errors.Is(err, ErrConflict) || len(res.Conflicts) != 1 || res.Conflicts[0].Path != "x" {
+		t.Fatalf("revert with x/g added later: %v %+v", err, res.Conflicts)
+	}
+	if _, err := os.Stat(m.abs("x/g")); err != nil || s.Latest() != later {
+		t.Fatalf("a refused revert changed something: %v", err)
+	}
+	turn(func() {
+		m.capture("x/g", true)
+		os.Remove(m.abs("x/g"))
+	})
+	if res, err = s.Revert(n, tree, RevertOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := takeSnapshot(t, root)
+	if _, ok := got["x"]; ok || got["y"].Mode != 0o750 || got["y/f"].Data != "keep\n" || got["y/f"].Mode != 0o600 {
+		t.Fatalf("after the revert: %v (changes %v)", got, perPath(res.Changes))
+	}
+}
