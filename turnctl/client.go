@@ -319,6 +319,10 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest) (*RewindReply,
 	return call[RewindReply](ctx, c, "restore", req)
 }
 
+func (c *Client) Revert(ctx context.Context, req RevertRequest) (*RewindReply, error) {
+	return call[RewindReply](ctx, c, "revert", req)
+}
+
 func (c *Client) Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, error) {
 	return call[VerifyReply](ctx, c, "verify", req)
 }

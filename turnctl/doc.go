@@ -50,6 +50,7 @@
 //	/v1/rewind      {"turn", "dry_run"?}                      RewindReply
 //	/v1/undo        {"dry_run"?}                              RewindReply
 //	/v1/restore     {"turn", "paths", "dry_run"?}             RewindReply
+//	/v1/revert      {"turn", "dry_run"?, "conflicts"?}        RewindReply
 //	/v1/verify      {}                                        VerifyReply
 //	/v1/forget      {"turns"?, "before"?}                     ForgetReply
 //	/v1/pin         {"turn", "note"?}                         PinReply
@@ -88,11 +89,22 @@
 //   - rewind makes the whole tree equal its state at the end of the turn,
 //     recorded as a new turn of kind rewind (closing the open turn).
 //     "dry_run" only reports what would change.
-//   - undo rewinds to the state before the most recent turn that changed
-//     anything (the open turn included). An undo is such a turn itself, so
-//     undo twice is a redo. Nothing to undo: 409.
+//   - undo undoes the last action: the newest turn that changed anything
+//     and is an agent turn, a rewind or a revert (else, if there is none,
+//     the newest turn that changed anything), the open turn included. With
+//     no change after it, it rewinds to the turn before it; else it
+//     reverts it, keeping the later (manual) turns' changes, which the
+//     reply names ("kept_turns", "kept"), and refuses (409) where those
+//     conflict. An undo is an action itself, so undo twice is a redo.
+//     Nothing to undo: 409.
 //   - restore is rewind limited to paths. A path absent both at that turn
 //     and now is 404.
+//   - revert undoes what one turn changed and keeps what later turns
+//     changed (three-way, per path), recorded as a turn of kind revert.
+//     A path changed by the turn and again later that cannot be merged
+//     (or, without "conflicts": "markers", has conflicting lines): 409,
+//     naming each such path, and nothing changed. "dry_run" reports what
+//     it would do, conflicts included.
 //   - verify checks every stored chunk and attic file; "ok" is false when
 //     anything is corrupt (the reply is still 200).
 //   - forget forgets the oldest kept turns: "turns" must be the turn where
@@ -119,7 +131,7 @@
 // (each {"type","mode","size","target"}, absent when the path did not
 // exist), "lines_added", "lines_deleted", "binary" (not text, or larger
 // than 8 MiB: no line counts) and, where asked for, "patch" in git's diff
-// format. For rewind, undo and restore, "before" is the state now and
+// format. For rewind, undo, restore and revert, "before" is the state now and
 // "after" the state the path is (or would be) given.
 //
 // # Errors

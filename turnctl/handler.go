@@ -22,6 +22,7 @@ type Handler interface {
 	Rewind(ctx context.Context, req RewindRequest) (*RewindReply, error)
 	Undo(ctx context.Context, req UndoRequest) (*RewindReply, error)
 	Restore(ctx context.Context, req RestoreRequest) (*RewindReply, error)
+	Revert(ctx context.Context, req RevertRequest) (*RewindReply, error)
 	Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, error)
 	Forget(ctx context.Context, req ForgetRequest) (*ForgetReply, error)
 	Pin(ctx context.Context, req PinRequest) (*PinReply, error)

@@ -149,7 +149,32 @@ type RestoreRequest struct {
 	DryRun bool     `json:"dry_run,omitempty"`
 }
 
-// RewindReply says what a rewind, undo or restore changed (or would
+// RevertRequest undoes what one past turn changed, keeping the later
+// turns' changes (POST /v1/revert). Conflicts: "refuse" (or "") refuses
+// the revert on any conflict; "markers" writes text conflicts between
+// conflict markers (others still refuse).
+type RevertRequest struct {
+	Turn      string `json:"turn"`
+	DryRun    bool   `json:"dry_run,omitempty"`
+	Conflicts string `json:"conflicts,omitempty"`
+}
+
+// Conflicts modes of RevertRequest.
+const (
+	ConflictsRefuse  = "refuse"
+	ConflictsMarkers = "markers"
+)
+
+// RevertConflict is a path whose changes in the reverted turn were
+// changed again later: written with conflict markers (a text file, with
+// --conflicts=markers), else the reason the revert refused.
+type RevertConflict struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	Text   bool   `json:"text,omitempty"` // markers can hold it
+}
+
+// RewindReply says what a rewind, undo, restore or revert changed (or would
 // change, with DryRun): per path, Before is the state now and After the
 // target state.
 type RewindReply struct {
@@ -162,6 +187,16 @@ type RewindReply struct {
 	// NotRestored are paths left as they were: their bytes at the target
 	// were never captured (they changed while the project was not mounted).
 	NotRestored []string `json:"not_restored,omitempty"`
+	// Revert (and an undo made as a revert): the turn it reverted, the
+	// paths whose later changes were merged with the revert, the paths
+	// written with conflict markers.
+	Reverted  *uint64          `json:"reverted,omitempty"`
+	Merged    []string         `json:"merged,omitempty"`
+	Conflicts []RevertConflict `json:"conflicts,omitempty"`
+	// Undo as a revert: the later turns whose changes it kept, and the
+	// paths they changed.
+	KeptTurns []uint64 `json:"kept_turns,omitempty"`
+	Kept      []string `json:"kept,omitempty"`
 }
 
 // VerifyRequest checks the store's integrity (POST /v1/verify, also GET).
