@@ -154,6 +154,7 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 	route(mux, "rewind", false, h.Rewind)
 	route(mux, "undo", false, h.Undo)
 	route(mux, "restore", false, h.Restore)
+	route(mux, "revert", false, h.Revert)
 	route(mux, "verify", true, h.Verify)
 	route(mux, "forget", false, h.Forget)
 	route(mux, "pin", false, h.Pin)

@@ -2,6 +2,10 @@ package control
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
@@ -17,44 +21,202 @@ func (s *Service) Rewind(ctx context.Context, req turnctl.RewindRequest) (*turnc
 	return s.rewind(func() (uint64, error) { return n, nil }, nil, req.DryRun, false)
 }
 
-// Undo rewinds to the state before the most recent turn that changed
-// something (an open turn included). An undo is itself such a turn, so a
-// second undo redoes.
+// Undo undoes the last action: the newest turn that changed something and
+// is an agent turn, a rewind or a revert (an open turn included), or, when
+// no such turn changed anything, the newest turn that did. When no turn
+// after it changed anything, it rewinds to the turn before it; else it
+// reverts it, keeping what the later turns (background writers such as
+// git status refreshing .git/index) changed, and names them. An undo is
+// itself such an action, so a second undo redoes.
 func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.RewindReply, error) {
 	var undone uint64
-	target := func() (uint64, error) {
-		n, err := s.lastChangedTurn()
-		undone = n
-		return n - 1, err
+	var later []uint64
+	var rw versionstore.RewindResult
+	var rv versionstore.RevertResult
+	var m mark
+	run := func() error {
+		var err error
+		if undone, later, err = s.lastAction(); err != nil {
+			return err
+		}
+		if len(later) == 0 {
+			rw, m, err = s.rewindStore(undone-1, nil, req.DryRun, true)
+			return err
+		}
+		rv, m, err = s.revertStore(undone, req.DryRun, false, fmt.Sprintf("undo turn %d", undone), "undo")
+		return err
 	}
-	rep, err := s.rewind(target, nil, req.DryRun, true)
+	var err error
+	if req.DryRun {
+		err = run()
+	} else {
+		err = s.exclusive(run)
+	}
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	var rep *turnctl.RewindReply
+	if len(later) == 0 {
+		rep, err = s.rewindReply(undone-1, req.DryRun, rw, m)
+	} else {
+		rep, err = s.revertReply(undone, req.DryRun, rv, m)
+	}
 	if err != nil {
 		return nil, err
 	}
 	rep.Undone = &undone
+	if len(later) > 0 {
+		rep.KeptTurns = later
+		if err := s.keptPaths(rep, undone); err != nil {
+			return nil, s.wrap(err)
+		}
+	}
 	return rep, nil
 }
 
-// lastChangedTurn finds the newest turn whose end state differs from the
-// one before it. It walks back over empty turns only.
-func (s *Service) lastChangedTurn() (uint64, error) {
+// keptPaths fills rep.Kept: the paths the turns after n changed (none
+// under .git but the count, unless every path is asked for: the reply
+// lists them all and the CLI sums .git up).
+func (s *Service) keptPaths(rep *turnctl.RewindReply, n uint64) error {
+	cs, err := s.store.Changes(n, versionstore.Now, s.tree)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, c := range versionstore.SplitRenames(cs) {
+		if !seen[c.Path] {
+			seen[c.Path] = true
+			rep.Kept = append(rep.Kept, c.Path)
+		}
+	}
+	// Those the revert itself changed are not kept as they were.
+	for _, c := range rep.Changes {
+		delete(seen, c.Path)
+	}
+	kept := rep.Kept[:0]
+	for _, p := range rep.Kept {
+		if seen[p] {
+			kept = append(kept, p)
+		}
+	}
+	rep.Kept = kept
+	return nil
+}
+
+// lastAction finds the turn undo undoes (see Undo) and the later turns
+// that changed something.
+func (s *Service) lastAction() (uint64, []uint64, error) {
+	var later []uint64
 	for n := s.store.Latest(); n > s.store.HistoryStart().Turn; n-- {
 		t, err := s.store.Turn(n)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if t.Empty() {
 			continue
 		}
 		cs, err := s.store.Changes(n-1, n, s.tree)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		if len(cs) > 0 {
-			return n, nil
+		if len(cs) == 0 {
+			continue
 		}
+		switch t.Kind {
+		case ckpt.KindAgent, ckpt.KindRewind, ckpt.KindRevert:
+			slices.Reverse(later)
+			return n, later, nil
+		}
+		later = append(later, n)
 	}
-	return 0, errorf(turnctl.CodeConflict, "nothing to undo: no turn changed anything")
+	if len(later) > 0 {
+		// No action: the newest turn that changed something.
+		return later[0], nil, nil
+	}
+	return 0, nil, errorf(turnctl.CodeConflict, "nothing to undo: no turn changed anything")
+}
+
+// Revert undoes what one past turn changed, keeping the later changes.
+func (s *Service) Revert(ctx context.Context, req turnctl.RevertRequest) (*turnctl.RewindReply, error) {
+	n, err := s.resolve(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	var markers bool
+	switch req.Conflicts {
+	case "", turnctl.ConflictsRefuse:
+	case turnctl.ConflictsMarkers:
+		markers = true
+	default:
+		return nil, errorf(turnctl.CodeBadRequest, "conflicts must be %s or %s, not %q", turnctl.ConflictsRefuse, turnctl.ConflictsMarkers, req.Conflicts)
+	}
+	var res versionstore.RevertResult
+	var m mark
+	run := func() error {
+		var err error
+		res, m, err = s.revertStore(n, req.DryRun, markers, "", "revert")
+		return err
+	}
+	if req.DryRun {
+		err = run()
+	} else {
+		err = s.exclusive(run)
+	}
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return s.revertReply(n, req.DryRun, res, m)
+}
+
+// revertStore runs store.Revert (the caller holds the gate unless dry);
+// what names the command in a refusal, which lists the conflicts.
+func (s *Service) revertStore(n uint64, dry, markers bool, label, what string) (versionstore.RevertResult, mark, error) {
+	res, err := s.store.Revert(n, s.liveTree(), versionstore.RevertOptions{
+		DryRun: dry, Markers: markers, Label: label, Who: ckpt.Program{Comm: "turnctl"},
+	})
+	m := s.mark()
+	if errors.Is(err, versionstore.ErrConflict) {
+		var list []string
+		for _, c := range res.Conflicts {
+			if !c.Text || !markers {
+				list = append(list, fmt.Sprintf("%s (%s)", displayPath(c.Path), c.Reason))
+			}
+		}
+		hint := ""
+		if what == "revert" && !markers {
+			hint = "; --conflicts=markers writes conflicting lines of text files between markers"
+		}
+		err = errorf(turnctl.CodeConflict, "%s of turn %d refused, nothing changed: later changes conflict in %s%s",
+			what, n, strings.Join(list, "; "), hint)
+	}
+	return res, m, err
+}
+
+// revertReply says what a revert of turn n did, counting lines.
+func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult, m mark) (*turnctl.RewindReply, error) {
+	rep := &turnctl.RewindReply{Target: n - 1, Reverted: &n, DryRun: dry, Changes: []turnctl.FileChange{},
+		NotRestored: res.NotRestored, Merged: res.Merged}
+	for _, c := range res.Conflicts {
+		rep.Conflicts = append(rep.Conflicts, turnctl.RevertConflict{Path: c.Path, Reason: c.Reason, Text: c.Text})
+	}
+	to := versionstore.Now
+	if !dry && res.Turn.Num != 0 {
+		t := res.Turn
+		rep.Turn = &t
+		to = t.Num
+	} else if !dry {
+		return rep, nil // nothing differed
+	}
+	var err error
+	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes, to); err != nil {
+		return nil, s.wrap(err)
+	}
+	if rep.Turn != nil {
+		st := rep.Stats
+		rep.Turn.Stats = &st
+		s.cacheStats(rep.Turn.Num, st, m)
+	}
+	return rep, nil
 }
 
 // Restore rewinds only the given paths (and everything below them).
@@ -97,10 +259,9 @@ func displayPath(p string) string {
 	return p
 }
 
-// rewind runs store.Rewind inside the gate (target is evaluated there too,
-// so that undo picks its turn with the tree quiet), then counts lines
-// outside it. The turn's label is the store's ("rewind to N", "restore P
-// from N"), or with undo "undo turn N+1".
+// rewind runs store.Rewind inside the gate (target is evaluated there too),
+// then counts lines outside it. The turn's label is the store's ("rewind
+// to N", "restore P from N"), or with undo "undo turn N+1".
 func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, undo bool) (*turnctl.RewindReply, error) {
 	var n uint64
 	var res versionstore.RewindResult
@@ -110,10 +271,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 		if n, err = target(); err != nil {
 			return err
 		}
-		res, err = s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
-			DryRun: dry, Paths: paths, Undo: undo, Who: ckpt.Program{Comm: "turnctl"},
-		})
-		m = s.mark()
+		res, m, err = s.rewindStore(n, paths, dry, undo)
 		return err
 	}
 	var err error
@@ -125,6 +283,19 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	if err != nil {
 		return nil, s.wrap(err)
 	}
+	return s.rewindReply(n, dry, res, m)
+}
+
+// rewindStore runs store.Rewind (the caller holds the gate unless dry).
+func (s *Service) rewindStore(n uint64, paths []string, dry, undo bool) (versionstore.RewindResult, mark, error) {
+	res, err := s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
+		DryRun: dry, Paths: paths, Undo: undo, Who: ckpt.Program{Comm: "turnctl"},
+	})
+	return res, s.mark(), err
+}
+
+// rewindReply says what a rewind to n did, counting lines.
+func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult, m mark) (*turnctl.RewindReply, error) {
 	rep := &turnctl.RewindReply{Target: n, DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
 	// Before is the state before the rewind, After the target state.
 	if !dry && res.Turn.Num != 0 {
@@ -133,6 +304,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
+	var err error
 	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes, n); err != nil {
 		return nil, s.wrap(err)
 	}

@@ -1,0 +1,103 @@
+package control
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"ckptfs/internal/ckpt"
+	"ckptfs/turnctl"
+)
+
+// TestUndoKeepsBackgroundChanges: after a rewind, a background writer
+// (git status refreshing .git/index) makes a manual turn; undo must undo
+// the rewind, not that turn, keep .git/index, and say so; a second undo
+// redoes the rewind, still keeping it.
+func TestUndoKeepsBackgroundChanges(t *testing.T) {
+	f := newFixture(t)
+	f.ov.Mkdir(".git")
+	f.ov.Write(".git/index", "v1") // manual turn 1
+	f.history()                    // turns 2-4
+	rw, err := f.svc.Rewind(f.ctx, turnctl.RewindRequest{Turn: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ov.Write(".git/index", "v2") // no turn open: a manual turn
+	undo, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *undo.Undone != rw.Turn.Num || undo.Turn.Kind != ckpt.KindRevert || !slices.Contains(undo.Kept, ".git/index") || len(undo.KeptTurns) != 1 {
+		t.Fatalf("undo: undone %d kept %v %v turn %+v; want the rewind %d undone", *undo.Undone, undo.KeptTurns, undo.Kept, undo.Turn, rw.Turn.Num)
+	}
+	if st, _ := f.ov.Tree.Lstat("a.txt"); st.Exists() || f.ov.Read(".git/index") != "v2" || f.ov.Read("d/c.txt") != "bee\n" {
+		t.Fatalf("after undo: a.txt %v, index %q", st, f.ov.Read(".git/index"))
+	}
+	redo, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *redo.Undone != undo.Turn.Num || f.ov.Read("a.txt") != "one\ntwo\n" || f.ov.Read(".git/index") != "v2" {
+		t.Fatalf("second undo: %+v, a.txt %q", redo, f.ov.Read("a.txt"))
+	}
+}
+
+// TestRevertService: revert of turn 2 keeps turn 3's deletion, undoes the
+// rename and refuses a conflict, naming it, with nothing changed.
+func TestRevertService(t *testing.T) {
+	f := newFixture(t)
+	f.begin("1")
+	f.ov.Write("a.txt", "1\n2\n3\n")
+	f.ov.Mkdir("d")
+	f.ov.Write("d/b.txt", "bee\n")
+	f.end()
+	f.begin("2")
+	f.ov.Rename("d/b.txt", "d/c.txt")
+	f.ov.Write("a.txt", "1\nX\n3\n")
+	f.end()
+	f.begin("3")
+	f.ov.Write("x.txt", "x\n")
+	f.end()
+	dry, err := f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "2", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Turn == nil || rep.Turn.Kind != ckpt.KindRevert || rep.Turn.Label != "revert of turn 2" || *rep.Reverted != 2 {
+		t.Fatalf("revert: %+v", rep)
+	}
+	if len(dry.Changes) != 2 || len(rep.Changes) != 2 || rep.Changes[1].Kind != ckpt.Renamed || rep.Changes[1].Path != "d/b.txt" {
+		t.Fatalf("changes: dry %+v, run %+v", dry.Changes, rep.Changes)
+	}
+	if f.ov.Read("d/b.txt") != "bee\n" || f.ov.Read("a.txt") != "1\n2\n3\n" || f.ov.Read("x.txt") != "x\n" {
+		t.Fatal("not reverted")
+	}
+	f.begin("5")
+	f.ov.Write("a.txt", "1\n2\nZ\n")
+	f.end()
+	f.begin("6")
+	f.ov.Write("a.txt", "A\n2\nZ\n")
+	f.end()
+	if _, err := f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "5", Conflicts: "both"}); !isCode(err, turnctl.CodeBadRequest) {
+		t.Errorf("bad --conflicts: %v", err)
+	}
+	rep, err = f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "5"})
+	if err != nil || f.ov.Read("a.txt") != "A\n2\n3\n" || len(rep.Merged) != 1 {
+		t.Fatalf("merge of a.txt: %v %q %+v", err, f.ov.Read("a.txt"), rep)
+	}
+	f.begin("8")
+	f.ov.Write("a.txt", "A\n2\nW\n")
+	f.end()
+	latest := f.svc.store.Latest()
+	_, err = f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "5"})
+	if !isCode(err, turnctl.CodeConflict) || !strings.Contains(err.Error(), "a.txt") || f.ov.Read("a.txt") != "A\n2\nW\n" || f.svc.store.Latest() != latest {
+		t.Fatalf("conflicting revert: %v, a.txt %q", err, f.ov.Read("a.txt"))
+	}
+	rep, err = f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "5", Conflicts: "markers"})
+	if want := "A\n2\n<<<<<<< now\nW\n=======\n3\n>>>>>>> before turn 5\n"; err != nil || len(rep.Conflicts) != 1 || f.ov.Read("a.txt") != want {
+		t.Fatalf("markers: %v %+v %q", err, rep, f.ov.Read("a.txt"))
+	}
+}
