@@ -16,8 +16,8 @@ var logCmd = &command{
 	short: "turns, newest first, with what they changed and which programs wrote",
 	long: `The time is when the turn ended (an open turn: when it began). Kinds: agent
 (begin/end), manual (changes made while no turn was open), rewind (rewind,
-undo, restore), initial (turn 0: the tree when history began). A * marks a
-pinned turn. When the oldest turns were forgotten (turnctl forget, or the
+undo, restore), revert (revert, or an undo that kept later changes), initial
+(turn 0: the tree when history began). A * marks a pinned turn. When the oldest turns were forgotten (turnctl forget, or the
 retention policy), the last line says where history starts now. The files
 and lines under .git (git's objects, index, refs) are summed up in one cell,
 "git: commit ec90ceb, 24 files in .git", unless --all.
@@ -120,7 +120,7 @@ func (e *env) logRow(t ckpt.Turn) []cell {
 	switch t.Kind {
 	case ckpt.KindAgent:
 		kindColor = cBlue
-	case ckpt.KindRewind:
+	case ckpt.KindRewind, ckpt.KindRevert:
 		kindColor = cRed
 	case ckpt.KindManual, ckpt.KindOffline:
 		kindColor = cCyan

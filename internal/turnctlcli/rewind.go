@@ -2,9 +2,11 @@ package turnctlcli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
 
@@ -41,7 +43,7 @@ func (o *rewindOptions) run(e *env, args []string) error {
 	return e.printRewind(rep, fmt.Sprintf("rewind to turn %d", rep.Target))
 }
 
-// printRewind reports a rewind, undo or restore.
+// printRewind reports a rewind, undo, restore or revert.
 func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	if e.json {
 		return e.printJSON(jRewind(rep))
@@ -55,6 +57,25 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 		fmt.Fprintf(e.stdout, "%s done as turn %d: %s\n", what, rep.Turn.Num, e.statsLine(rep.Stats))
 	}
 	e.printChanges(rep.Changes, rep.Stats)
+	if len(rep.Merged) > 0 {
+		fmt.Fprintf(e.stdout, "merged with later changes, kept:\n")
+		for _, p := range rep.Merged {
+			fmt.Fprintf(e.stdout, "  %s\n", printable(p))
+		}
+	}
+	if len(rep.Conflicts) > 0 {
+		fmt.Fprintf(e.stdout, "conflicts written between markers (<<<<<<< now, >>>>>>> before turn %d):\n", derefOr(rep.Reverted))
+		for _, c := range rep.Conflicts {
+			fmt.Fprintf(e.stdout, "  %s: %s\n", printable(c.Path), c.Reason)
+		}
+	}
+	if len(rep.KeptTurns) > 0 {
+		turns := make([]string, len(rep.KeptTurns))
+		for i, n := range rep.KeptTurns {
+			turns[i] = fmt.Sprint(n)
+		}
+		fmt.Fprintf(e.stdout, "kept the later changes of turn %s: %s\n", strings.Join(turns, ", "), e.keptLine(rep.Kept))
+	}
 	if len(rep.NotRestored) > 0 {
 		fmt.Fprintf(e.stdout, "not restored, left as they are (their bytes then were never captured: they changed while the project was not mounted):\n")
 		for _, p := range rep.NotRestored {
@@ -62,4 +83,32 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 		}
 	}
 	return nil
+}
+
+// keptLine names the paths an undo kept, those in .git as one count
+// (unless --all), at most 10 others.
+func (e *env) keptLine(paths []string) string {
+	var out []string
+	git := 0
+	for _, p := range paths {
+		if !e.all && (p == ckpt.GitDir || strings.HasPrefix(p, ckpt.GitDir+"/")) {
+			git++
+			continue
+		}
+		out = append(out, printable(p))
+	}
+	more := 0
+	if len(out) > 10 && !e.all {
+		more, out = len(out)-10, out[:10]
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("and %d more", more))
+	}
+	if git > 0 {
+		out = append(out, plural(git, "file")+" in .git")
+	}
+	if len(out) == 0 {
+		return "nothing left as it was"
+	}
+	return strings.Join(out, ", ")
 }

@@ -56,7 +56,7 @@ type options interface {
 
 var commands = []*command{
 	beginCmd, endCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd,
-	rewindCmd, undoCmd, restoreCmd, runCmd, verifyCmd,
+	rewindCmd, undoCmd, restoreCmd, revertCmd, runCmd, verifyCmd,
 	forgetCmd, pinCmd, unpinCmd, gcCmd, policyCmd, duCmd,
 	hookEventCmd, hooksCmd,
 }
@@ -278,7 +278,7 @@ Marks the turns of whoever works in a ckptfs-mounted project, and shows,
 compares and rewinds its history. turnctl finds the mount that contains the
 current directory (or -C DIR, or $CKPTFS_DIR). When the project is not
 mounted, the commands that only read history, and rewind, undo, restore,
-verify, forget, pin, unpin, gc, policy and du, open the store directly.
+revert, verify, forget, pin, unpin, gc, policy and du, open the store directly.
 
 Commands:
 `)

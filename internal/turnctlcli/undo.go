@@ -11,11 +11,19 @@ import (
 var undoCmd = &command{
 	name:  "undo",
 	args:  "[--dry-run]",
-	short: "rewind to the state before the last turn that changed something",
-	long: `Finds the most recent turn that changed the tree (the open turn included;
-turns that changed nothing are passed over) and rewinds to the turn before
-it. The undo is recorded as a rewind turn, which is itself a turn that changed
-something: undo twice is a redo.`,
+	short: "undo the last agent turn, rewind or revert; keeps background changes",
+	long: `Undoes the last action: the newest turn that changed the tree and is an agent
+turn, a rewind, a restore or a revert (the open turn included; turns that
+changed nothing are passed over). Manual turns after it — what background
+writers such as git status refreshing .git/index, an editor or a language
+server changed while no turn was open — are not the action undone: when such
+turns follow it, the undo reverts the action's turn (see revert) and keeps
+their changes, naming the turns and paths it kept; where they conflict with
+the undo it refuses and changes nothing. With no changes after the action it
+rewinds to the turn before it. With no agent turn, rewind or revert at all,
+the newest turn that changed anything is undone. The undo is recorded as a
+turn (kind rewind, or revert when it kept later changes) and is itself an
+action: undo twice is a redo.`,
 	changes: true,
 	opts:    func() options { return &undoOptions{} },
 }
@@ -37,6 +45,9 @@ func (o *undoOptions) run(e *env, args []string) error {
 		return err
 	}
 	what := fmt.Sprintf("undo of turn %d (rewind to %d)", derefOr(rep.Undone), rep.Target)
+	if rep.Reverted != nil {
+		what = fmt.Sprintf("undo of turn %d (revert, later changes kept)", derefOr(rep.Undone))
+	}
 	return e.printRewind(rep, what)
 }
 

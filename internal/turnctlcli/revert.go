@@ -1,0 +1,56 @@
+package turnctlcli
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"ckptfs/turnctl"
+)
+
+var revertCmd = &command{
+	name:  "revert",
+	args:  "TURN [--dry-run] [--conflicts=refuse|markers]",
+	short: "undo what TURN changed, keeping what later turns changed",
+	long: `Undoes the changes of one past turn and keeps everything that happened after
+it. Each path TURN changed that no later turn changed again gets back its
+state from before TURN (a rename TURN made is renamed back, a file it deleted
+comes back, one it made goes, a mode it changed is changed back). A path that
+later turns changed too is merged three ways (base: the end of TURN, ours:
+now, theirs: before TURN): its mode, and a text file's lines as git
+merge-file merges them. Where the two overlap, or a path cannot be merged (a
+binary file, a file deleted later, a directory a later turn put files in),
+the revert refuses, names each such path, and changes nothing; with
+--conflicts=markers a text file's conflicting lines are written between
+<<<<<<< now / ======= / >>>>>>> before turn TURN markers instead (the other
+conflicts still refuse). Recorded as a new turn of kind revert ("revert of
+turn TURN"), so it can be undone or reverted in turn. --dry-run lists what it
+would change, the list the revert then reports, or the conflicts it would
+refuse.`,
+	changes: true,
+	opts:    func() options { return &revertOptions{} },
+}
+
+type revertOptions struct {
+	dryRun    bool
+	conflicts string
+}
+
+func (o *revertOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVarP(&o.dryRun, "dry-run", "n", false, "list what would change; change nothing")
+	fs.StringVar(&o.conflicts, "conflicts", turnctl.ConflictsRefuse, "refuse: refuse on any conflict; markers: write text conflicts between markers")
+}
+
+func (o *revertOptions) run(e *env, args []string) error {
+	if err := wantArgs(args, 1, 1); err != nil {
+		return err
+	}
+	if o.conflicts != turnctl.ConflictsRefuse && o.conflicts != turnctl.ConflictsMarkers {
+		return usagef("--conflicts must be refuse or markers, not %q", o.conflicts)
+	}
+	rep, err := e.h.Revert(e.ctx, turnctl.RevertRequest{Turn: args[0], DryRun: o.dryRun, Conflicts: o.conflicts})
+	if err != nil {
+		return err
+	}
+	return e.printRewind(rep, fmt.Sprintf("revert of turn %d", derefOr(rep.Reverted)))
+}
