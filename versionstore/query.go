@@ -23,6 +23,8 @@ type resolved struct {
 	// other names the record lists (links.go).
 	Inode ckpt.Inode
 	Links []string
+	// Data: bytes held in memory (a revert's merge, not yet stored).
+	Data []byte
 }
 
 // sameObject reports whether two resolutions of a path found the same
@@ -183,6 +185,9 @@ func (s *Store) OpenAt(n uint64, path string, live ckpt.Tree) (io.ReadCloser, ck
 func (s *Store) open(r resolved, live ckpt.Tree) (io.ReadCloser, error) {
 	if r.State.Type != ckpt.Regular {
 		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	if r.Data != nil {
+		return io.NopCloser(bytes.NewReader(r.Data)), nil
 	}
 	if r.Lost {
 		return nil, fmt.Errorf("%w: the file changed while the project was not mounted, so its bytes from before were never seen", ErrNotCaptured)

@@ -478,8 +478,11 @@ func (s *Store) mergeText(base, ours, theirs resolved, want ckpt.State, live ckp
 		}
 	}
 	m := merge3.Merge(texts[0], texts[1], texts[2], l)
+	if m.Text == nil {
+		m.Text = []byte{} // Data: empty, not none
+	}
 	want.Size = int64(len(m.Text))
-	it := &revertItem{target: resolved{State: want}, merged: m.Text, hasMrg: true}
+	it := &revertItem{target: resolved{State: want, Data: m.Text}, merged: m.Text, hasMrg: true}
 	if m.Conflicts > 0 {
 		return it, fmt.Sprintf("%d of its changed regions changed both by the turn and later", m.Conflicts), true, false, nil
 	}
