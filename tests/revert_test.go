@@ -1,0 +1,204 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// revertReply is the part of turnctl's --json reply of a revert or undo
+// these tests read.
+type revertReply struct {
+	Changes []struct {
+		Path string `json:"path"`
+		From string `json:"from"`
+		Kind string `json:"kind"`
+	} `json:"changes"`
+	Turn *struct {
+		Num   uint64 `json:"num"`
+		Kind  string `json:"kind"`
+		Label string `json:"label"`
+	} `json:"turn"`
+	Merged    []string `json:"merged"`
+	Kept      []string `json:"kept"`
+	KeptTurns []uint64 `json:"kept_turns"`
+}
+
+func (r revertReply) list() string {
+	var out []string
+	for _, c := range r.Changes {
+		out = append(out, c.Kind+" "+c.From+" "+c.Path)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func parseRevert(t *testing.T, out string) revertReply {
+	t.Helper()
+	var r revertReply
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return r
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func modeOf(t *testing.T, p string) os.FileMode {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+// TestRevertOnMount: revert of a past turn on a real mount undoes its
+// edit, chmod, directory rename, deletion and addition, keeps a later
+// turn's edit of the same file (merged), lists in its dry run exactly
+// what it then does; a conflict refuses with the tree untouched, or is
+// written between markers when asked; a binary conflict refuses anyway.
+func TestRevertOnMount(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, `
+		printf '1\n2\n3\n4\n' > a.txt
+		printf 'b\n' > b.txt
+		printf '#!/bin/sh\n' > run.sh && chmod 644 run.sh
+		mkdir old && printf 'x\n' > old/x.txt
+		printf 'bin\0one' > blob`)
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "turn 1")
+	runIn(t, proj, `sed -i 's/^3$/X/' a.txt; chmod 755 run.sh; mv old new; rm b.txt; echo c > c.txt; printf 'bin\0two' > blob`)
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "turn 2")
+	runIn(t, proj, `sed -i 's/^1$/A/' a.txt; printf 'bin\0three' > blob`)
+	m.turnctl(t, "end")
+
+	// The binary file changed by both: refused even with markers.
+	before := tree(t, proj)
+	out, err := runTurnctl(t, proj, "revert", "1", "--conflicts=markers")
+	if err == nil || !strings.Contains(out, "blob (a binary file") {
+		t.Fatalf("revert with a binary conflict: %v\n%s", err, out)
+	}
+	sameTree(t, "after a refused revert", before, tree(t, proj))
+	m.turnctl(t, "begin", "--label", "turn 3")
+	runIn(t, proj, `printf 'bin\0two' > blob`) // as turn 1 left it
+	m.turnctl(t, "end")
+
+	dry := parseRevert(t, m.turnctl(t, "--json", "revert", "1", "--dry-run"))
+	before = tree(t, proj)
+	if len(dry.Changes) == 0 || dry.Turn != nil {
+		t.Fatalf("dry run: %+v", dry)
+	}
+	sameTree(t, "after a dry run", before, tree(t, proj))
+	rep := parseRevert(t, m.turnctl(t, "--json", "revert", "1"))
+	if rep.Turn == nil || rep.Turn.Kind != "revert" || rep.Turn.Label != "revert of turn 1" {
+		t.Fatalf("revert turn: %+v", rep.Turn)
+	}
+	if dry.list() != rep.list() {
+		t.Errorf("the dry run listed\n%s\nthe revert did\n%s", dry.list(), rep.list())
+	}
+	want := strings.Join([]string{"added  b.txt", "deleted  c.txt", "mode  run.sh", "modified  a.txt", "modified  blob", "renamed new old", "renamed new/x.txt old/x.txt"}, "\n")
+	if rep.list() != want {
+		t.Errorf("revert changes:\n%s\nwant\n%s", rep.list(), want)
+	}
+	if len(rep.Merged) != 1 || rep.Merged[0] != "a.txt" {
+		t.Errorf("merged %v, want a.txt", rep.Merged)
+	}
+	for p, w := range map[string]string{"a.txt": "A\n2\n3\n4\n", "b.txt": "b\n", "old/x.txt": "x\n", "blob": "bin\x00one"} {
+		if got := readFile(t, filepath.Join(proj, p)); got != w {
+			t.Errorf("%s = %q, want %q", p, got, w)
+		}
+	}
+	if modeOf(t, filepath.Join(proj, "run.sh")) != 0o644 {
+		t.Errorf("run.sh mode %o", modeOf(t, filepath.Join(proj, "run.sh")))
+	}
+	for _, p := range []string{"c.txt", "new"} {
+		if _, err := os.Lstat(filepath.Join(proj, p)); !os.IsNotExist(err) {
+			t.Errorf("%s still there: %v", p, err)
+		}
+	}
+
+	// A later change of the line turn 2 changed: a conflict.
+	m.turnctl(t, "begin", "--label", "turn 5")
+	runIn(t, proj, `sed -i 's/^A$/AA/' a.txt; chmod 600 a.txt; printf 'bin\0three' > blob`)
+	m.turnctl(t, "end")
+	before = tree(t, proj)
+	log := m.turnctl(t, "log")
+	out, err = runTurnctl(t, proj, "revert", "2")
+	if err == nil || !strings.Contains(out, "a.txt") || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("conflicting revert: %v\n%s", err, out)
+	}
+	out, err = runTurnctl(t, proj, "revert", "2", "--dry-run")
+	if err == nil || !strings.Contains(out, "a.txt") {
+		t.Fatalf("conflicting revert's dry run: %v\n%s", err, out)
+	}
+	sameTree(t, "after a refused revert", before, tree(t, proj))
+	if m.turnctl(t, "log") != log {
+		t.Fatal("a refused revert made a turn")
+	}
+	out = m.turnctl(t, "revert", "2", "--conflicts=markers")
+	if !strings.Contains(out, "conflicts written between markers") {
+		t.Errorf("revert with markers says:\n%s", out)
+	}
+	if got, w := readFile(t, filepath.Join(proj, "a.txt")), "<<<<<<< now\nAA\n=======\n1\n>>>>>>> before turn 2\n2\n3\n4\n"; got != w {
+		t.Errorf("a.txt with markers = %q, want %q", got, w)
+	}
+	if modeOf(t, filepath.Join(proj, "a.txt")) != 0o600 {
+		t.Errorf("a.txt mode %o, want the later 600", modeOf(t, filepath.Join(proj, "a.txt")))
+	}
+	// Undo takes the revert back.
+	m.turnctl(t, "undo")
+	sameTree(t, "after undoing the revert", before, tree(t, proj))
+}
+
+// TestUndoAfterBackgroundGitStatus: rewind, then git status refreshing
+// .git/index in a manual turn (as a background writer does): undo must
+// undo the rewind, keep the refreshed index and say so.
+func TestUndoAfterBackgroundGitStatus(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, `
+		printf 'one\n' > f.txt
+		git init -q -b main . && git add -A && git commit -qm init`)
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "edit")
+	runIn(t, proj, `printf 'two\n' > f.txt; echo new > g.txt`)
+	m.turnctl(t, "end")
+	edited := tree(t, proj)
+	m.turnctl(t, "rewind", "0")
+	// The rewind gave f.txt a fresh mtime: git status refreshes the index.
+	runIn(t, proj, `git status --porcelain >/dev/null; printf x >> .git/description`)
+	index := readFile(t, filepath.Join(proj, ".git/index"))
+	desc := readFile(t, filepath.Join(proj, ".git/description"))
+	out := m.turnctl(t, "undo")
+	if !strings.Contains(out, "later changes kept") || !strings.Contains(out, "kept the later changes of turn") || !strings.Contains(out, "in .git") {
+		t.Errorf("undo says:\n%s", out)
+	}
+	got := tree(t, proj)
+	for _, p := range []string{"f.txt", "g.txt"} {
+		if got[p] != edited[p] {
+			t.Errorf("after undo %s = %v, want %v (the rewind undone)", p, got[p], edited[p])
+		}
+	}
+	if readFile(t, filepath.Join(proj, ".git/index")) != index || readFile(t, filepath.Join(proj, ".git/description")) != desc {
+		t.Error("undo did not keep the background changes in .git")
+	}
+	// Undo again: the rewind again, .git's later changes still kept.
+	m.turnctl(t, "undo")
+	if got := readFile(t, filepath.Join(proj, "f.txt")); got != "one\n" {
+		t.Errorf("second undo: f.txt = %q", got)
+	}
+	if readFile(t, filepath.Join(proj, ".git/description")) != desc {
+		t.Error("second undo lost .git/description")
+	}
+}
