@@ -95,6 +95,7 @@ func TestRevertOnMount(t *testing.T) {
 	runIn(t, proj, `printf 'bin\0two' > blob`) // as turn 1 left it
 	m.turnctl(t, "end")
 
+	m.jsonOut(t, "turnctl-rewind", "revert", "1", "--dry-run") // by its schema
 	dry := parseRevert(t, m.turnctl(t, "--json", "revert", "1", "--dry-run"))
 	before = tree(t, proj)
 	if len(dry.Changes) == 0 || dry.Turn != nil {
@@ -180,6 +181,9 @@ func TestUndoAfterBackgroundGitStatus(t *testing.T) {
 	runIn(t, proj, `git status --porcelain >/dev/null; printf x >> .git/description`)
 	index := readFile(t, filepath.Join(proj, ".git/index"))
 	desc := readFile(t, filepath.Join(proj, ".git/description"))
+	if u := m.jsonOut(t, "turnctl-rewind", "undo", "--dry-run"); len(u["kept_turns"].([]any)) != 1 {
+		t.Errorf("undo --dry-run --json: %v", u)
+	}
 	out := m.turnctl(t, "undo")
 	if !strings.Contains(out, "later changes kept") || !strings.Contains(out, "kept the later changes of turn") || !strings.Contains(out, "in .git") {
 		t.Errorf("undo says:\n%s", out)

@@ -65,7 +65,7 @@ type jTurnOut struct {
 	End      JSONTime   `json:"end"` // null while open
 	Open     bool       `json:"open"`
 	Programs []string   `json:"programs"`
-	Target   *uint64    `json:"target"` // rewind turns only
+	Target   *uint64    `json:"target"` // rewind and revert turns only
 	FirstSeq uint64     `json:"first_seq"`
 	LastSeq  uint64     `json:"last_seq"`
 	Stats    *jStatsOut `json:"stats"` // null until counted (an open turn)
@@ -333,11 +333,30 @@ type jRewindOut struct {
 	Changes     []jChangeOut `json:"changes"`
 	Stats       jStatsOut    `json:"stats"`
 	NotRestored []string     `json:"not_restored"`
+	// A revert, and an undo made as one: the turn reverted (else null),
+	// the paths merged with later changes, those written with conflict
+	// markers; for an undo the later turns and paths it kept.
+	Reverted  *uint64        `json:"reverted"`
+	Merged    []string       `json:"merged"`
+	Conflicts []jConflictOut `json:"conflicts"`
+	KeptTurns []uint64       `json:"kept_turns"`
+	Kept      []string       `json:"kept"`
+}
+
+type jConflictOut struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 func jRewind(r *turnctl.RewindReply) jRewindOut {
-	return jRewindOut{Target: r.Target, Undone: r.Undone, DryRun: r.DryRun, Turn: jTurnPtr(r.Turn, false),
-		Changes: jChanges(r.Changes), Stats: jStats(r.Stats), NotRestored: list(r.NotRestored)}
+	o := jRewindOut{Target: r.Target, Undone: r.Undone, DryRun: r.DryRun, Turn: jTurnPtr(r.Turn, false),
+		Changes: jChanges(r.Changes), Stats: jStats(r.Stats), NotRestored: list(r.NotRestored),
+		Reverted: r.Reverted, Merged: list(r.Merged), Conflicts: []jConflictOut{},
+		KeptTurns: list(r.KeptTurns), Kept: list(r.Kept)}
+	for _, c := range r.Conflicts {
+		o.Conflicts = append(o.Conflicts, jConflictOut{Path: c.Path, Reason: c.Reason})
+	}
+	return o
 }
 
 type jRunOut struct {

@@ -20,7 +20,8 @@ var jsonSchemaOf = map[string]string{
 	"begin": "turnctl-begin", "end": "turnctl-end", "status": "turnctl-status",
 	"log": "turnctl-log", "show": "turnctl-show", "diff": "turnctl-diff",
 	"rewind": "turnctl-rewind", "undo": "turnctl-rewind", "restore": "turnctl-rewind",
-	"run": "turnctl-run", "verify": "turnctl-verify", "forget": "turnctl-forget",
+	"revert": "turnctl-rewind",
+	"run":    "turnctl-run", "verify": "turnctl-verify", "forget": "turnctl-forget",
 	"pin": "turnctl-pin", "unpin": "turnctl-unpin", "gc": "turnctl-gc",
 	"policy": "turnctl-policy", "du": "turnctl-du",
 	"cat": "", "hooks": "", "hook-event": "",
@@ -95,6 +96,14 @@ func TestJSONOffline(t *testing.T) {
 		t.Errorf("rewind --json: turn %v", rw.Turn)
 	}
 	tcJSON(t, dir, nil, "undo")
+	var rv struct {
+		Reverted *float64
+		Changes  []any
+	}
+	tcJSON(t, dir, &rv, "revert", "--dry-run", "5") // the undo's turn
+	if rv.Reverted == nil || *rv.Reverted != 5 || len(rv.Changes) == 0 {
+		t.Errorf("revert --json: %+v", rv)
+	}
 	tcJSON(t, dir, nil, "restore", "2", "--", "a.txt")
 	tcJSON(t, dir, nil, "restore", "--dry-run", "1", "--", "sub")
 	tcJSON(t, dir, nil, "verify")
