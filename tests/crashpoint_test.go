@@ -322,7 +322,7 @@ func (r *crashRounds) crashed(point string, recovery bool) {
 // Points of a rewind rarer than their share of "*" would test.
 var rareRewindPoints = []string{
 	"rewind.exchange.recorded", "rewind.exchange.done", "rewind.rename.recorded",
-	"rewind.rename.done", "rewind.planned", "rewind.ended", "rewind.finished",
+	"rewind.rename.done", "rewind.planned", "rewind.noted", "rewind.ended", "rewind.finished",
 	"tree.write.tmp", "tree.remove.part", "rename.recorded", "rename.confirmed",
 }
 

@@ -123,6 +123,24 @@ func newCrashCase(t *testing.T, seed int64) *crashCase {
 	turns, snaps := m.buildHistory(rng, 10, 15)
 	c := &crashCase{t: t, seed: seed, rng: rng, m: m, mem: mem, turns: turns, snaps: snaps}
 	c.j = rng.Intn(len(turns) - 1)
+	if seed%3 == 0 {
+		// An earlier rewind, and more turns after it: the crashed
+		// rewind, to its target or before, jumps over it
+		// (rewindJumps).
+		k := 1 + rng.Intn(len(turns)-2)
+		res, err := m.store.Rewind(turns[k], m.tree, RewindOptions{})
+		if err != nil {
+			t.Fatalf("seed %d: the earlier rewind to %d: %v", seed, turns[k], err)
+		}
+		if res.Turn.Num != 0 {
+			c.turns = append(c.turns, res.Turn.Num)
+			c.snaps = append(c.snaps, takeSnapshot(t, m.root))
+		}
+		more, moreSnaps := m.buildHistory(rng, 2, 8)
+		c.turns = append(c.turns, more[1:]...)
+		c.snaps = append(c.snaps, moreSnaps[1:]...)
+		c.j = rng.Intn(k + 1)
+	}
 	c.before = takeSnapshot(t, m.root)
 	return c
 }

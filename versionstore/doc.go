@@ -62,6 +62,28 @@
 // do). Restore(N, paths) plans the actions up front by forward resolution,
 // following renames back to the names the paths had at N.
 //
+// The reverse pass skips earlier rewinds: a whole-tree rewind turn R to
+// turn T that finished with every path's bytes restored is noted (key
+// 'm' "rewound"), and left the tree as at T's end. So once a later
+// rewind to T or before has undone the events after R, the tree is as
+// at T's end, and the pass goes on from there, skipping R's events and
+// those between T and R (rewindJumps; the newest such R first, then
+// again at or below T). Without this, every rewind undid every earlier
+// rewind since its target, each of which had undone those before it:
+// rewinding back and forth k times over a turn of r renames recorded
+// O(2^k·r) renames, now r each time. The jumps are planned before the
+// first step and kept in the journal, so Recover follows the same path.
+// They only spare work: the fix-up and link passes still resolve by the
+// whole log, so a rewind R that left a path otherwise than at T (an
+// owner it could not set) costs a fix-up, never a wrong tree. Restores
+// are not noted (they leave the rest of the tree as it was). Not
+// skipped: a rewind to a turn before ours (to reach a turn between that
+// rewind's target and itself, its own renames must be undone), so
+// rewinding to turns 1, 2, 3, ... of a long history in that order still
+// costs more each time, until the fix-up pass alone is cheaper
+// (replayLimit). Forward resolution (Changes, dry runs, planning) does
+// not skip: it scans every event since the target.
+//
 // # Revert
 //
 // Revert(N) (revert.go) undoes one past turn and keeps the later ones. It

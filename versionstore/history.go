@@ -183,6 +183,7 @@ func (s *Store) forgetTo(to uint64, reason string) (ckpt.HistoryStart, error) {
 	}
 	b.DeleteRange(turnKey(0), turnKey(to), nil)
 	b.DeleteRange(textKey(0), textKey(to), nil)
+	b.DeleteRange(rewoundKey(0), rewoundKey(to), nil)
 	// The events up to the new start's end; those a saved manifest still
 	// names the paths of (recorded after it: a rewind with no daemon) are
 	// kept until the next mount drops the manifest (offline.go).

@@ -18,6 +18,12 @@ import (
 //	                                       RecordExchange); value: empty, or for an
 //	                                       exchange ino(Path)[8] ino(To)[8], the inode
 //	                                       numbers of both names just before it
+//	         'm' "rewound" num[8]          target[8]: turn num is a whole-tree rewind to
+//	                                       target that finished with every path as it
+//	                                       was then (its bytes known): a later rewind's
+//	                                       reverse pass may skip from num's end to
+//	                                       target's (rewindJumps); none below the
+//	                                       history start
 //	         'm' "manifest"                JSON manifestInfo: a manifest of the tree
 //	                                       was saved at the last clean unmount
 //	         'm' "history"                 JSON historyInfo: where history starts
@@ -102,6 +108,15 @@ var pendingRenamePrefix = []byte("mrename")
 func pendingRenameKey(seq uint64) []byte {
 	k := append([]byte(nil), pendingRenamePrefix...)
 	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// rewoundPrefix starts the keys of the rewind turns a reverse pass may
+// skip (rewoundKey).
+var rewoundPrefix = []byte("mrewound")
+
+func rewoundKey(turn uint64) []byte {
+	k := append([]byte(nil), rewoundPrefix...)
+	return binary.BigEndian.AppendUint64(k, turn)
 }
 
 func refKey(ref string) []byte { return append([]byte{prefixRef}, ref...) }

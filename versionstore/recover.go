@@ -57,6 +57,9 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	if err := s.runJournal(j, live, ckpt.Program{Comm: "ckptfs-recover"}); err != nil {
 		return true, err
 	}
+	if err := s.noteRewound(j); err != nil {
+		return true, err
+	}
 	if _, err = s.finishJournal(j); err != nil {
 		return true, err
 	}

@@ -115,16 +115,28 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	if j.Restore {
 		j.Next = 0
 		j.Paths, j.Links = prefixes, !shared
-	} else if j.Next-j.Stop > replayLimit(len(changes)) {
-		// The journey is much longer than the way: the events since the
-		// target go round in circles (renames back and forth, earlier
-		// rewinds undone and redone). Undoing them one by one would cost
-		// time in proportion to all of them, and record as many again
-		// in this turn, so that the next rewind over it costs twice as
-		// much. Go straight to the fix-up pass: it sets every path that
-		// differs to its target state, at the cost of copying what a
-		// replay would have renamed back.
-		j.Next = j.Stop
+	} else {
+		j.Whole = true
+		// The reverse pass skips the earlier rewinds it can (each one
+		// left the tree as at its target), so that it undoes what
+		// differs and not every rewind since again.
+		jumps, span, err := s.rewindJumps(j.Stop, j.Next)
+		if err != nil {
+			return res, err
+		}
+		if span > replayLimit(len(changes)) {
+			// The journey is still much longer than the way: the
+			// events since the target go round in circles (renames
+			// back and forth). Undoing them one by one would cost
+			// time in proportion to all of them, and record as many
+			// again in this turn. Go straight to the fix-up pass: it
+			// sets every path that differs to its target state, at
+			// the cost of copying what a replay would have renamed
+			// back.
+			j.Next = j.Stop
+		} else {
+			j.Jumps = jumps
+		}
 	}
 	if err := s.putJournal(j, t.Num, target); err != nil {
 		return res, err
@@ -136,6 +148,9 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	}
 	crashpoint.Hit("rewind.journaled")
 	if err := s.runJournal(j, live, opts.Who); err != nil {
+		return res, err
+	}
+	if err := s.noteRewound(j); err != nil {
 		return res, err
 	}
 	if res.Turn, err = s.finishJournal(j); err != nil {

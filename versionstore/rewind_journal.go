@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -49,10 +50,28 @@ type rewindJournal struct {
 	LinkPass bool     `json:"linkpass,omitempty"`
 	Paths    []string `json:"paths,omitempty"`
 	Links    bool     `json:"links,omitempty"`
+	// Whole: a rewind of the whole tree (not a restore); once it has
+	// finished, later rewinds may skip its turn (noteRewound). False in
+	// journals written before it was kept: no such note.
+	Whole bool `json:"whole,omitempty"`
+	// Jumps are the reverse pass's shortcuts over earlier rewinds
+	// (rewindJumps), newest first: when Next reaches a jump's At, the
+	// pass goes on from its To. They are planned once, before the first
+	// step, and kept here, so that Recover follows the same path. None
+	// in older journals: the pass undoes every event.
+	Jumps []jump `json:"jumps,omitempty"`
 
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
 	written map[string]*contentRef
+}
+
+// jump is one shortcut of the reverse pass: once the events after At are
+// undone, the tree is as it was right after event To (To < At), and the
+// pass goes on from there.
+type jump struct {
+	At uint64 `json:"at"`
+	To uint64 `json:"to"`
 }
 
 // action makes Path have State, with bytes from Content or the live path
@@ -199,11 +218,28 @@ func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 	return nil
 }
 
-// replay undoes the events from j.Next down to j.Stop+1, newest first.
+// replay undoes the events from j.Next down to j.Stop+1, newest first,
+// but for those j.Jumps skip.
 func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
 	for j.Next > j.Stop {
+		// The events to undo next lie in (lo, j.Next]; at a jump's At,
+		// the pass goes on from its To (no need to save that: a redo
+		// jumps again).
+		lo, jumped := j.Stop, false
+		for _, jp := range j.Jumps {
+			if jp.At == j.Next {
+				j.Next, jumped = jp.To, true
+				break
+			}
+			if jp.At < j.Next && jp.At > lo {
+				lo = jp.At
+			}
+		}
+		if jumped {
+			continue
+		}
 		var rec *record
-		err := s.scanEventsReverse(j.Stop+1, j.Next+1, func(r *record) (bool, error) {
+		err := s.scanEventsReverse(lo+1, j.Next+1, func(r *record) (bool, error) {
 			rec = r
 			return false, nil
 		})
@@ -211,8 +247,8 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 			return err
 		}
 		if rec == nil {
-			j.Next = j.Stop
-			break
+			j.Next = lo
+			continue
 		}
 		if rec.Lost {
 			// Nothing to put back: an older record of the path, or
@@ -350,6 +386,93 @@ var replayLimit = func(changes int) uint64 { return 16*uint64(changes) + 4096 }
 
 // fixups counts the actions the fix-up pass of rewinds had to take.
 var fixups atomic.Int64
+
+// rewindJumps plans the shortcuts of the reverse pass of a whole-tree
+// rewind that undoes the events from next down to stop+1 (stop: the
+// target's end), and returns them with the number of events the pass
+// then spans at most.
+//
+// A whole-tree rewind turn R to turn T that finished with every path as
+// at T's end (noteRewound) left the tree as it was right after event
+// T.LastSeq. So once the pass has undone the events after R, the tree is
+// as at T's end, and the pass goes on from there: R's own events and
+// those between T and R are skipped, and with them every earlier rewind
+// that R undid. Among the rewinds whose target ends at or after stop, the
+// newest is taken, and the next one is looked for at or below T. The
+// cost of the planning grows with the rewind turns it looks at outside
+// the skipped spans, the cost of the pass with the events inside none.
+//
+// The shortcut only spares work: the fix-up and link passes that follow
+// resolve every path by the whole log (planRestore, planLinks), so a
+// rewind R that left a path otherwise than at T (an owner it could not
+// set) costs a fix-up, never a wrong tree.
+func (s *Store) rewindJumps(stop, next uint64) ([]jump, uint64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: rewoundPrefix, UpperBound: upperBytes(rewoundPrefix)})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	start := s.startTurn()
+	var jumps []jump
+	var span uint64
+	cur := next
+	for ok := it.Last(); ok; {
+		k, v := it.Key(), it.Value()
+		if len(k) != len(rewoundPrefix)+8 || len(v) != 8 {
+			ok = it.Prev()
+			continue
+		}
+		rn, tn := binary.BigEndian.Uint64(k[len(rewoundPrefix):]), binary.BigEndian.Uint64(v)
+		if rn < start {
+			break // forgotten with the turns before the start
+		}
+		r, err := s.storedTurn(rn)
+		if err != nil {
+			return nil, 0, err
+		}
+		if r.LastSeq <= stop {
+			break // at or before the target
+		}
+		if r.Open || r.LastSeq > cur || tn < start || tn >= rn {
+			ok = it.Prev()
+			continue
+		}
+		t, err := s.storedTurn(tn)
+		if err != nil {
+			return nil, 0, err
+		}
+		if t.Open || t.LastSeq < stop || t.LastSeq >= r.LastSeq {
+			ok = it.Prev() // its target lies before ours
+			continue
+		}
+		jumps = append(jumps, jump{At: r.LastSeq, To: t.LastSeq})
+		span += cur - r.LastSeq
+		cur = t.LastSeq
+		ok = it.SeekLT(rewoundKey(tn + 1)) // the rewinds at or below T
+	}
+	if err := it.Error(); err != nil {
+		return nil, 0, err
+	}
+	return jumps, span + cur - stop, nil
+}
+
+// noteRewound notes, once j has run to its end, that its turn left every
+// path as at the end of its target, for the reverse pass of later rewinds
+// to skip it (rewindJumps): only a whole-tree rewind that restored every
+// path's bytes (none Lost).
+func (s *Store) noteRewound(j *rewindJournal) error {
+	if !j.Whole || len(j.Lost) > 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Set(rewoundKey(j.Turn), binary.BigEndian.AppendUint64(nil, j.Target), nil)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return fmt.Errorf("versionstore: %w", err)
+	}
+	crashpoint.Hit("rewind.noted")
+	return nil
+}
 
 // finishJournal closes the rewind turn and drops the journal.
 func (s *Store) finishJournal(j *rewindJournal) (ckpt.Turn, error) {
