@@ -63,6 +63,9 @@ type GCOptions struct {
 	// Pause, if set, runs between batches (the daemon's background GC
 	// sleeps there, to stay out of the way).
 	Pause func()
+	// Progress, if set, is told what GC is doing ("scanning", "marking",
+	// "sweeping", "compacting") and how far it has got.
+	Progress Progress
 }
 
 // GC applies the policy and reclaims the space of content no kept turn
@@ -90,6 +93,7 @@ func (s *Store) GC(opts GCOptions) (ckpt.GCReport, error) {
 	// only when the budget is passed), before the store is held.
 	var scan *contentScan
 	if opts.DryRun || (!opts.NoPolicy && rep.Before > pol.KeepSize) {
+		opts.Progress.report("scanning", 0, 0)
 		if scan, err = s.scanContent(); err != nil {
 			return rep, err
 		}
@@ -108,6 +112,7 @@ func (s *Store) GC(opts GCOptions) (ckpt.GCReport, error) {
 	// rewritten without it (range deletions alone only hide it). Pebble
 	// compacts alongside everything else: the store is not held.
 	if lo != nil || rep.Start != nil {
+		opts.Progress.report("compacting", 0, 0)
 		if err := s.db.Flush(); err != nil {
 			return rep, pebbleErr(err)
 		}
@@ -170,11 +175,12 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 			opts.Pause()
 		}
 	}
-	m, err := s.mark(stop)
+	m, err := s.mark(stop, opts.Progress)
 	if err != nil || m == nil {
 		return nil, nil, err
 	}
 	crashpoint.Hit("gc.marked")
+	opts.Progress.report("sweeping", 0, 0)
 	if lo, hi, err = s.sweepChunks(m, rep, stop, pause); err != nil || rep.Stopped != "" {
 		return lo, hi, err
 	}
@@ -231,7 +237,7 @@ func (m *gcMark) addRef(c *contentRef) {
 
 // mark reads every event, and a rewind journal's plan if one is left; nil
 // when stop said to stop.
-func (s *Store) mark(stop func() bool) (*gcMark, error) {
+func (s *Store) mark(stop func() bool, progress Progress) (*gcMark, error) {
 	m := &gcMark{chunks: map[[32]byte]bool{}, attic: map[string]bool{}, late: map[[32]byte]bool{}}
 	s.mu.Lock()
 	m.seq, m.atticSeq = s.nextSeq, s.atticSeq
@@ -239,9 +245,12 @@ func (s *Store) mark(stop func() bool) (*gcMark, error) {
 	n, stopped := 0, false
 	err := s.scanEvents(0, m.seq, func(r *record) (bool, error) {
 		m.add(r)
-		if n++; n%4096 == 0 && stop() {
-			stopped = true
-			return false, nil
+		if n++; n%4096 == 0 {
+			progress.report("marking", int64(n), 0)
+			if stop() {
+				stopped = true
+				return false, nil
+			}
 		}
 		return true, nil
 	})

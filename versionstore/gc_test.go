@@ -25,7 +25,7 @@ import (
 // recorded since), and that Verify finds every named one.
 func checkNoGarbage(t *testing.T, s *Store) {
 	t.Helper()
-	m, err := s.mark(func() bool { return false })
+	m, err := s.mark(func() bool { return false }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,9 @@ type RevertOptions struct {
 	// Label of the revert turn ("revert of turn N" when empty).
 	Label string
 	Who   ckpt.Program
+	// Progress, if set, is told what the revert is doing ("comparing",
+	// "storing", then the restore's "restoring"), as RewindOptions.Progress.
+	Progress Progress
 }
 
 // Conflict is a path whose revert conflicts with later changes.
@@ -100,6 +103,7 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if n == 0 || n <= s.startTurn() {
 		return res, detailf(ErrTurnNotFound, "turn %d has no changes of its own to revert (history starts with it)", n)
 	}
+	opts.Progress.report("comparing", 0, 0)
 	items, err := s.planRevert(n, live, opts.Markers, &res)
 	if err != nil {
 		return res, err
@@ -128,7 +132,8 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	// depends on a path an earlier one changed (and a redo after a crash
 	// stands on its own).
 	actions := make([]action, 0, len(items))
-	for _, it := range items {
+	for i, it := range items {
+		opts.Progress.report("storing", int64(i), int64(len(items)))
 		a := action{Path: it.path, State: it.target.State, Content: it.target.Content}
 		if it.target.State.Type == ckpt.Regular && !it.hasMrg && a.Content == nil && it.target.Live == it.path {
 			a.Live = it.path // the same file: its mode or owner changes
@@ -177,7 +182,7 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 		return res, err
 	}
 	crashpoint.Hit("rewind.begun")
-	j := &rewindJournal{Target: n, Turn: t.Num, Stop: stop, Actions: actions, Restore: true, Lost: res.NotRestored}
+	j := &rewindJournal{Target: n, Turn: t.Num, Stop: stop, Actions: actions, Restore: true, Lost: res.NotRestored, progress: opts.Progress}
 	if err := s.putJournal(j, t.Num, n); err != nil {
 		return res, err
 	}

@@ -21,6 +21,22 @@ type RewindOptions struct {
 	Paths  []string // restore: only these paths (and everything below them)
 	Undo   bool     // the rewind undoes turn target+1: its label says so
 	Who    ckpt.Program
+	// Progress, if set, is told what the rewind is doing: a phase
+	// ("comparing", "rewinding", "restoring", "linking") and done of total
+	// steps in it (total 0: not known). It is called on the rewind's
+	// goroutine and must be quick.
+	Progress Progress
+}
+
+// Progress is told how far a long operation has got: done of total steps
+// of its phase (total 0: not known).
+type Progress func(phase string, done, total int64)
+
+// report calls p if it is set.
+func (p Progress) report(phase string, done, total int64) {
+	if p != nil {
+		p(phase, done, total)
+	}
 }
 
 // RewindResult says what a rewind did (or would do, with DryRun).
@@ -59,6 +75,7 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		}
 		prefixes = append(prefixes, c)
 	}
+	opts.Progress.report("comparing", 0, 0)
 	all, err := s.Changes(Now, target, live)
 	if err != nil {
 		return res, err
@@ -111,7 +128,7 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		return res, err
 	}
 	crashpoint.Hit("rewind.begun")
-	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost, LinkPass: true}
+	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost, LinkPass: true, progress: opts.Progress}
 	if j.Restore {
 		j.Next = 0
 		j.Paths, j.Links = prefixes, !shared

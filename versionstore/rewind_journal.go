@@ -64,6 +64,9 @@ type rewindJournal struct {
 	// written: what the reverse pass wrote where (not persisted: after a
 	// crash the fix-up pass compares bytes instead).
 	written map[string]*contentRef
+	// progress: who is told how far the rewind has got (not persisted;
+	// nil after a crash).
+	progress Progress
 }
 
 // jump is one shortcut of the reverse pass: once the events after At are
@@ -185,7 +188,13 @@ func (s *Store) runJournal(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 // runActions carries out j.Actions from j.Next on, saving the progress
 // after each.
 func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
+	phase := "restoring"
+	if j.Links {
+		phase = "linking"
+	}
+	total := int64(len(j.Actions))
 	for j.Next < uint64(len(j.Actions)) {
+		j.progress.report(phase, int64(j.Next), total)
 		a := j.Actions[j.Next]
 		var err error
 		switch a.Op {
@@ -221,7 +230,15 @@ func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 // replay undoes the events from j.Next down to j.Stop+1, newest first,
 // but for those j.Jumps skip.
 func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
+	// The progress counts the events to undo, not those the jumps skip.
+	from, skip, skipped := j.Next, uint64(0), uint64(0)
+	for _, jp := range j.Jumps {
+		if jp.At <= from && jp.To >= j.Stop {
+			skip += jp.At - jp.To
+		}
+	}
 	for j.Next > j.Stop {
+		j.progress.report("rewinding", int64(from-j.Next-skipped), int64(from-j.Stop-skip))
 		// The events to undo next lie in (lo, j.Next]; at a jump's At,
 		// the pass goes on from its To (no need to save that: a redo
 		// jumps again).
@@ -229,6 +246,7 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 		for _, jp := range j.Jumps {
 			if jp.At == j.Next {
 				j.Next, jumped = jp.To, true
+				skipped += jp.At - jp.To
 				break
 			}
 			if jp.At < j.Next && jp.At > lo {
