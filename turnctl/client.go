@@ -102,7 +102,11 @@ func (c *Client) roundTrip(ctx context.Context, name string, body []byte) (*resp
 		return nil, err
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "POST /v1/%s HTTP/1.1\r\nHost: ckptfs\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", name, len(body))
+	fmt.Fprintf(&b, "POST /v1/%s HTTP/1.1\r\nHost: ckptfs\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n", name, len(body))
+	if id := Op(ctx); id != "" && validOp(id) {
+		fmt.Fprintf(&b, "%s: %s\r\n", OpHeader, id)
+	}
+	b.WriteString("\r\n")
 	b.Write(body)
 	if _, err := conn.Write(b.Bytes()); err != nil {
 		return fail(err)
@@ -349,6 +353,23 @@ func (c *Client) Policy(ctx context.Context, req PolicyRequest) (*PolicyReply, e
 
 func (c *Client) Du(ctx context.Context, req DuRequest) (*DuReply, error) {
 	return call[DuReply](ctx, c, "du", req)
+}
+
+func (c *Client) Progress(ctx context.Context, req ProgressRequest) (*ProgressReply, error) {
+	return call[ProgressReply](ctx, c, "progress", req)
+}
+
+// validOp: a command ID fits in a header line (letters, digits, '-').
+func validOp(id string) bool {
+	if len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Cat streams the file's bytes; the caller closes rep.Body.

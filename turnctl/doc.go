@@ -58,6 +58,7 @@
 //	/v1/gc          {"dry_run"?}                              GCReply
 //	/v1/policy      {"keep_size"?, "keep_turns"?, "keep_age"?} PolicyReply
 //	/v1/du          {}                                        DuReply
+//	/v1/progress    {"id"}                                    ProgressReply
 //
 // A turn ("turn", "from", "to") is a string: a number ("3"), "0" (the tree
 // when history began) or "ref:ID" (a ref given at begin or end). For diff,
@@ -121,6 +122,13 @@
 //   - policy shows the retention policy and sets the fields given.
 //   - du: the store's size against its budget, the bytes only one turn
 //     references, the largest stored versions, and what gc would free.
+//   - progress: how far a long command has got. A client that wants to
+//     show it sends the command with the header "Ckptfs-Op: ID" (an ID of
+//     its choosing: letters, digits and '-', at most 64) and, while it
+//     waits, asks /v1/progress {"id": ID}: {"running", "phase", "done",
+//     "total"} ("total" 0: not known). rewind, undo, restore, revert, gc
+//     and log report progress; "running" is false before the command
+//     starts and after it ends, and for any other ID.
 //
 // # Replies
 //

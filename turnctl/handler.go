@@ -30,4 +30,7 @@ type Handler interface {
 	GC(ctx context.Context, req GCRequest) (*GCReply, error)
 	Policy(ctx context.Context, req PolicyRequest) (*PolicyReply, error)
 	Du(ctx context.Context, req DuRequest) (*DuReply, error)
+	// Progress says how far the command whose context carried
+	// req.ID (WithOp) has got.
+	Progress(ctx context.Context, req ProgressRequest) (*ProgressReply, error)
 }

@@ -162,6 +162,7 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 	route(mux, "gc", false, h.GC)
 	route(mux, "policy", true, h.Policy)
 	route(mux, "du", true, h.Du)
+	route(mux, "progress", false, h.Progress)
 	mux.HandleFunc("/v1/cat", func(w http.ResponseWriter, r *http.Request) {
 		var req turnctl.CatRequest
 		if !decode(w, r, false, &req) {
@@ -197,6 +198,9 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 				writeError(w, err)
 				return
 			}
+		}
+		if id := r.Header.Get(turnctl.OpHeader); id != "" {
+			r = r.WithContext(turnctl.WithOp(r.Context(), id))
 		}
 		mux.ServeHTTP(w, r)
 	})

@@ -40,6 +40,7 @@ type Service struct {
 	store *versionstore.Store
 	tree  ckpt.Tree
 	gate  Gate // nil: the project is not mounted (offline)
+	ops   ops  // the progress of the commands running with an ID
 }
 
 var _ turnctl.Handler = (*Service)(nil)
@@ -334,11 +335,22 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 		return nil, s.wrap(err)
 	}
 	m := s.mark()
+	p, done := s.ops.track(ctx)
+	defer done()
+	var count int64 // the turns to count, for the progress
+	for _, t := range turns {
+		if t.Stats == nil {
+			count++
+		}
+	}
+	counted := int64(0)
 	for i := range turns {
 		t := &turns[i]
 		if t.Stats != nil {
 			continue
 		}
+		p.report(fmt.Sprintf("counting the changes of turn %d", t.Num), counted, count)
+		counted++
 		st, err := s.turnStats(*t)
 		if err != nil {
 			return nil, s.wrap(err)

@@ -78,7 +78,9 @@ func (s *Service) Unpin(ctx context.Context, req turnctl.UnpinRequest) (*turnctl
 
 // GC applies the policy and reclaims space.
 func (s *Service) GC(ctx context.Context, req turnctl.GCRequest) (*turnctl.GCReply, error) {
-	rep, err := s.store.GC(versionstore.GCOptions{DryRun: req.DryRun})
+	p, done := s.ops.track(ctx)
+	defer done()
+	rep, err := s.store.GC(versionstore.GCOptions{DryRun: req.DryRun, Progress: p.reporter()})
 	if err != nil {
 		return nil, s.wrap(err)
 	}

@@ -18,7 +18,7 @@ func (s *Service) Rewind(ctx context.Context, req turnctl.RewindRequest) (*turnc
 	if err != nil {
 		return nil, err
 	}
-	return s.rewind(func() (uint64, error) { return n, nil }, nil, req.DryRun, false)
+	return s.rewind(ctx, func() (uint64, error) { return n, nil }, nil, req.DryRun, false)
 }
 
 // Undo undoes the last action: the newest turn that changed something and
@@ -29,6 +29,8 @@ func (s *Service) Rewind(ctx context.Context, req turnctl.RewindRequest) (*turnc
 // git status refreshing .git/index) changed, and names them. An undo is
 // itself such an action, so a second undo redoes.
 func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.RewindReply, error) {
+	p, done := s.ops.track(ctx)
+	defer done()
 	var undone uint64
 	var later []uint64
 	var rw versionstore.RewindResult
@@ -40,10 +42,10 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 			return err
 		}
 		if len(later) == 0 {
-			rw, m, err = s.rewindStore(undone-1, nil, req.DryRun, true)
+			rw, m, err = s.rewindStore(undone-1, nil, req.DryRun, true, p)
 			return err
 		}
-		rv, m, err = s.revertStore(undone, req.DryRun, false, fmt.Sprintf("undo turn %d", undone), "undo")
+		rv, m, err = s.revertStore(undone, req.DryRun, false, fmt.Sprintf("undo turn %d", undone), "undo", p)
 		return err
 	}
 	var err error
@@ -57,9 +59,9 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 	}
 	var rep *turnctl.RewindReply
 	if len(later) == 0 {
-		rep, err = s.rewindReply(undone-1, req.DryRun, rw, m)
+		rep, err = s.rewindReply(undone-1, req.DryRun, rw, m, p)
 	} else {
-		rep, err = s.revertReply(undone, req.DryRun, rv, m)
+		rep, err = s.revertReply(undone, req.DryRun, rv, m, p)
 	}
 	if err != nil {
 		return nil, err
@@ -150,11 +152,13 @@ func (s *Service) Revert(ctx context.Context, req turnctl.RevertRequest) (*turnc
 	default:
 		return nil, errorf(turnctl.CodeBadRequest, "conflicts must be %s or %s, not %q", turnctl.ConflictsRefuse, turnctl.ConflictsMarkers, req.Conflicts)
 	}
+	p, done := s.ops.track(ctx)
+	defer done()
 	var res versionstore.RevertResult
 	var m mark
 	run := func() error {
 		var err error
-		res, m, err = s.revertStore(n, req.DryRun, markers, "", "revert")
+		res, m, err = s.revertStore(n, req.DryRun, markers, "", "revert", p)
 		return err
 	}
 	if req.DryRun {
@@ -165,14 +169,16 @@ func (s *Service) Revert(ctx context.Context, req turnctl.RevertRequest) (*turnc
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	return s.revertReply(n, req.DryRun, res, m)
+	return s.revertReply(n, req.DryRun, res, m, p)
 }
 
-// revertStore runs store.Revert (the caller holds the gate unless dry);
-// what names the command in a refusal, which lists the conflicts.
-func (s *Service) revertStore(n uint64, dry, markers bool, label, what string) (versionstore.RevertResult, mark, error) {
+// revertStore runs store.Revert (the caller holds the gate unless dry),
+// telling p how far it has got; what names the command in a refusal,
+// which lists the conflicts.
+func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p *progress) (versionstore.RevertResult, mark, error) {
 	res, err := s.store.Revert(n, s.liveTree(), versionstore.RevertOptions{
 		DryRun: dry, Markers: markers, Label: label, Who: ckpt.Program{Comm: "turnctl"},
+		Progress: p.reporter(),
 	})
 	m := s.mark()
 	if errors.Is(err, versionstore.ErrConflict) {
@@ -192,8 +198,9 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string) (
 	return res, m, err
 }
 
-// revertReply says what a revert of turn n did, counting lines.
-func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult, m mark) (*turnctl.RewindReply, error) {
+// revertReply says what a revert of turn n did, counting lines (a phase
+// of p).
+func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult, m mark, p *progress) (*turnctl.RewindReply, error) {
 	rep := &turnctl.RewindReply{Target: n - 1, Reverted: &n, DryRun: dry, Changes: []turnctl.FileChange{},
 		NotRestored: res.NotRestored, Merged: res.Merged}
 	for _, c := range res.Conflicts {
@@ -207,6 +214,7 @@ func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult,
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
+	p.report("listing changes", 0, 0)
 	var err error
 	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes, to); err != nil {
 		return nil, s.wrap(err)
@@ -249,7 +257,7 @@ func (s *Service) Restore(ctx context.Context, req turnctl.RestoreRequest) (*tur
 		}
 		paths = append(paths, c)
 	}
-	return s.rewind(func() (uint64, error) { return n, nil }, paths, req.DryRun, false)
+	return s.rewind(ctx, func() (uint64, error) { return n, nil }, paths, req.DryRun, false)
 }
 
 func displayPath(p string) string {
@@ -260,9 +268,13 @@ func displayPath(p string) string {
 }
 
 // rewind runs store.Rewind inside the gate (target is evaluated there too),
-// then counts lines outside it. The turn's label is the store's ("rewind
-// to N", "restore P from N"), or with undo "undo turn N+1".
-func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool, undo bool) (*turnctl.RewindReply, error) {
+// then counts lines outside it, reporting its progress for /v1/progress
+// when ctx names the command (turnctl.Op). The turn's label is the
+// store's ("rewind to N", "restore P from N"), or with undo "undo turn
+// N+1".
+func (s *Service) rewind(ctx context.Context, target func() (uint64, error), paths []string, dry bool, undo bool) (*turnctl.RewindReply, error) {
+	p, done := s.ops.track(ctx)
+	defer done()
 	var n uint64
 	var res versionstore.RewindResult
 	var m mark
@@ -271,7 +283,7 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 		if n, err = target(); err != nil {
 			return err
 		}
-		res, m, err = s.rewindStore(n, paths, dry, undo)
+		res, m, err = s.rewindStore(n, paths, dry, undo, p)
 		return err
 	}
 	var err error
@@ -283,19 +295,21 @@ func (s *Service) rewind(target func() (uint64, error), paths []string, dry bool
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	return s.rewindReply(n, dry, res, m)
+	return s.rewindReply(n, dry, res, m, p)
 }
 
-// rewindStore runs store.Rewind (the caller holds the gate unless dry).
-func (s *Service) rewindStore(n uint64, paths []string, dry, undo bool) (versionstore.RewindResult, mark, error) {
+// rewindStore runs store.Rewind (the caller holds the gate unless dry),
+// telling p how far it has got.
+func (s *Service) rewindStore(n uint64, paths []string, dry, undo bool, p *progress) (versionstore.RewindResult, mark, error) {
 	res, err := s.store.Rewind(n, s.liveTree(), versionstore.RewindOptions{
 		DryRun: dry, Paths: paths, Undo: undo, Who: ckpt.Program{Comm: "turnctl"},
+		Progress: p.reporter(),
 	})
 	return res, s.mark(), err
 }
 
-// rewindReply says what a rewind to n did, counting lines.
-func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult, m mark) (*turnctl.RewindReply, error) {
+// rewindReply says what a rewind to n did, counting lines (a phase of p).
+func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult, m mark, p *progress) (*turnctl.RewindReply, error) {
 	rep := &turnctl.RewindReply{Target: n, DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
 	// Before is the state before the rewind, After the target state.
 	if !dry && res.Turn.Num != 0 {
@@ -304,6 +318,7 @@ func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult,
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
+	p.report("listing changes", 0, 0)
 	var err error
 	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes, n); err != nil {
 		return nil, s.wrap(err)
