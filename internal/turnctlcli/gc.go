@@ -1,6 +1,7 @@
 package turnctlcli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -18,8 +19,10 @@ content no kept turn needs any more (chunks and attic files) and compacts the
 store so that its files shrink. Captures and turn boundaries go on meanwhile;
 a rewind is not made to wait (gc stops and a later gc goes on). Refused while
 a rewind runs. The daemon runs it by itself when the store passes its budget.
---dry-run reports what it would do.`,
-	opts: func() options { return &gcOptions{} },
+--dry-run reports what it would do. On a terminal, a progress bar on stderr
+shows what it is doing; --quiet prints nothing but errors.`,
+	quiet: true,
+	opts:  func() options { return &gcOptions{} },
 }
 
 type gcOptions struct {
@@ -34,12 +37,19 @@ func (o *gcOptions) run(e *env, args []string) error {
 	if err := wantArgs(args, 0, 0); err != nil {
 		return err
 	}
-	rep, err := e.h.GC(e.ctx, turnctl.GCRequest{DryRun: o.dryRun})
+	var rep *turnctl.GCReply
+	err := e.watch("gc", func(ctx context.Context) (err error) {
+		rep, err = e.h.GC(ctx, turnctl.GCRequest{DryRun: o.dryRun})
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	if e.json {
 		return e.printJSON(jGC(rep.GCReport))
+	}
+	if e.quiet {
+		return nil
 	}
 	verb := "forgot"
 	if rep.DryRun {

@@ -1,6 +1,7 @@
 package turnctlcli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -53,7 +54,11 @@ func (o *logOptions) run(e *env, args []string) error {
 		}
 		e.all = e.all || anyInGitDir(req.Paths)
 	}
-	rep, err := e.h.Log(e.ctx, req)
+	var rep *turnctl.LogReply
+	err := e.watch("log", func(ctx context.Context) (err error) {
+		rep, err = e.h.Log(ctx, req)
+		return err
+	})
 	if err != nil {
 		return err
 	}

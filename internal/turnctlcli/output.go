@@ -120,7 +120,32 @@ func anyInGitDir(paths []string) bool {
 // printChanges prints the table of changes, those under .git as one
 // summary line after it unless e.all.
 func (e *env) printChanges(cs []turnctl.FileChange, st ckpt.Stats) {
-	e.printTable(e.changeRows(cs), "  ")
+	e.printChangesCut(cs, st, "")
+}
+
+// listCut is how many changes a rewind, undo or restore lists without
+// --all: a rewind of 20,000 files prints them and a line that says how
+// many more there are. A list at most listSlack longer is printed whole
+// ("and 3 more" would save nothing).
+const (
+	listCut   = 50
+	listSlack = 10
+)
+
+// printChangesCut is printChanges with the list cut after listCut rows
+// unless e.all, when more is not "": the line that says how many more
+// there are ends with more (where to see them).
+func (e *env) printChangesCut(cs []turnctl.FileChange, st ckpt.Stats, more string) {
+	rows := e.changeRows(cs)
+	cut := 0
+	if more != "" && !e.all && len(rows) > listCut+listSlack {
+		cut = len(rows) - listCut
+		rows = rows[:listCut]
+	}
+	e.printTable(rows, "  ")
+	if cut > 0 {
+		fmt.Fprintf(e.stdout, "  %s\n", e.paint(cDim, fmt.Sprintf("... and %d more (%s)", cut, more)))
+	}
 	if g := e.gitSummary(cs, st); g != nil {
 		fmt.Fprintln(e.stdout, "  "+e.paint(cCyan, "git:")+" "+g.Summary())
 	}

@@ -1,6 +1,7 @@
 package turnctlcli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -20,8 +21,10 @@ that is not a directory now becomes the directory it was then. A file renamed
 across the PATHs' edge is restored on their side only (added or deleted
 there). Recorded as a rewind turn. --dry-run lists what would change: the
 list the restore then reports. The changes under .git are listed as one line
-unless --all, as rewind does.`,
+unless --all, and a long list is cut after its first 50 paths, as rewind
+does; so are the progress bar and --quiet.`,
 	changes: true,
+	quiet:   true,
 	opts:    func() options { return &restoreOptions{} },
 }
 
@@ -49,7 +52,11 @@ func (o *restoreOptions) run(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := e.h.Restore(e.ctx, turnctl.RestoreRequest{Turn: turns[0], Paths: rel, DryRun: o.dryRun})
+	var rep *turnctl.RewindReply
+	err = e.watch("restore", func(ctx context.Context) (err error) {
+		rep, err = e.h.Restore(ctx, turnctl.RestoreRequest{Turn: turns[0], Paths: rel, DryRun: o.dryRun})
+		return err
+	})
 	if err != nil {
 		return err
 	}

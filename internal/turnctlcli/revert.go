@@ -1,6 +1,7 @@
 package turnctlcli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -26,8 +27,11 @@ the revert refuses, names each such path, and changes nothing; with
 conflicts still refuse). Recorded as a new turn of kind revert ("revert of
 turn TURN"), so it can be undone or reverted in turn. --dry-run lists what it
 would change, the list the revert then reports, or the conflicts it would
-refuse.`,
+refuse. As with rewind, a long list is cut after its first 50 paths (--all
+lists every one), a progress bar on stderr shows how far a long revert has
+got, and --quiet prints nothing but errors.`,
 	changes: true,
+	quiet:   true,
 	opts:    func() options { return &revertOptions{} },
 }
 
@@ -48,7 +52,11 @@ func (o *revertOptions) run(e *env, args []string) error {
 	if o.conflicts != turnctl.ConflictsRefuse && o.conflicts != turnctl.ConflictsMarkers {
 		return usagef("--conflicts must be refuse or markers, not %q", o.conflicts)
 	}
-	rep, err := e.h.Revert(e.ctx, turnctl.RevertRequest{Turn: args[0], DryRun: o.dryRun, Conflicts: o.conflicts})
+	var rep *turnctl.RewindReply
+	err := e.watch("revert", func(ctx context.Context) (err error) {
+		rep, err = e.h.Revert(ctx, turnctl.RevertRequest{Turn: args[0], DryRun: o.dryRun, Conflicts: o.conflicts})
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package turnctlcli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -19,8 +20,13 @@ type, symlink target, existence of files and directories. The rewind is
 recorded as a new turn of kind rewind (closing the open turn), so it can
 itself be rewound or undone. --dry-run lists what would change: the list the
 rewind then reports, path by path. The changes under .git are listed as one
-line ("git: main at 1a2b3c4 (was ec90ceb), 24 files in .git") unless --all.`,
+line ("git: main at 1a2b3c4 (was ec90ceb), 24 files in .git") unless --all,
+and so is a long list: its first 50 paths and how many more there are
+(--all lists every one; turnctl show TURN of the rewind turn too). On a
+terminal, a progress bar on stderr shows how far a long rewind has got;
+--quiet prints nothing but errors.`,
 	changes: true,
+	quiet:   true,
 	opts:    func() options { return &rewindOptions{} },
 }
 
@@ -36,7 +42,11 @@ func (o *rewindOptions) run(e *env, args []string) error {
 	if err := wantArgs(args, 1, 1); err != nil {
 		return err
 	}
-	rep, err := e.h.Rewind(e.ctx, turnctl.RewindRequest{Turn: args[0], DryRun: o.dryRun})
+	var rep *turnctl.RewindReply
+	err := e.watch("rewind", func(ctx context.Context) (err error) {
+		rep, err = e.h.Rewind(ctx, turnctl.RewindRequest{Turn: args[0], DryRun: o.dryRun})
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -48,6 +58,9 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	if e.json {
 		return e.printJSON(jRewind(rep))
 	}
+	if e.quiet {
+		return nil
+	}
 	switch {
 	case len(rep.Changes) == 0:
 		fmt.Fprintf(e.stdout, "%s: nothing to change\n", what)
@@ -56,7 +69,11 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	case rep.Turn != nil:
 		fmt.Fprintf(e.stdout, "%s done as turn %d: %s\n", what, rep.Turn.Num, e.statsLine(rep.Stats))
 	}
-	e.printChanges(rep.Changes, rep.Stats)
+	more := "--all lists them all"
+	if rep.Turn != nil {
+		more = fmt.Sprintf("--all lists them all, as does turnctl show %d", rep.Turn.Num)
+	}
+	e.printChangesCut(rep.Changes, rep.Stats, more)
 	if len(rep.Merged) > 0 {
 		fmt.Fprintf(e.stdout, "merged with later changes, kept:\n")
 		for _, p := range rep.Merged {

@@ -46,7 +46,9 @@ type command struct {
 	// changes: the command lists changed paths, those under .git as one
 	// summary line unless --all.
 	changes bool
-	opts    func() options
+	// quiet: the command takes --quiet (no progress bar, no report).
+	quiet bool
+	opts  func() options
 }
 
 type options interface {
@@ -76,6 +78,7 @@ type globals struct {
 	store string // --store
 	json  bool
 	all   bool // --all of the commands that list changes
+	quiet bool // --quiet of the long commands
 }
 
 // env is what a command runs with.
@@ -88,11 +91,16 @@ type env struct {
 	color  bool
 	// all: list every changed path under .git rather than one summary
 	// line (--all, or paths under .git asked for by name).
-	all  bool
-	dash int             // index in args of the first argument after "--", or -1
-	g    globals         // the options before the command
-	proj *project        // where the project is and how we reach it
-	h    turnctl.Handler // the daemon (Client) or an in-process Service
+	all bool
+	// quiet: print nothing but errors (--quiet; --json still prints).
+	quiet bool
+	// progress is where a long command draws its progress bar: stderr
+	// when it is a terminal and not --quiet, else nil (no bar).
+	progress io.Writer
+	dash     int             // index in args of the first argument after "--", or -1
+	g        globals         // the options before the command
+	proj     *project        // where the project is and how we reach it
+	h        turnctl.Handler // the daemon (Client) or an in-process Service
 	// offline opens the store when the project is not mounted.
 	offline Offline
 }
@@ -196,6 +204,10 @@ func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reade
 	}
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g, all: g.all, offline: offline}
 	e.color = useColor(stdout)
+	e.quiet = g.quiet
+	if !g.quiet && progressTerminal(stderr) {
+		e.progress = stderr
+	}
 	if c.self {
 		return report(stderr, name, o.run(e, cfs.Args()))
 	}
@@ -258,13 +270,24 @@ func report(stderr io.Writer, name string, err error) int {
 	return exitFailure
 }
 
+// cutsLists: the commands whose list of changes is cut after listCut
+// lines unless --all (those that print a rewind's report, printRewind: a
+// rewind of 20,000 files).
+var cutsLists = map[string]bool{"rewind": true, "undo": true, "restore": true, "revert": true}
+
 func commandFlags(c *command, o options, g *globals) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("turnctl "+c.name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.SetInterspersed(!c.noInterspersed)
 	o.addFlags(fs)
-	if c.changes {
+	switch {
+	case c.changes && cutsLists[c.name]:
+		fs.BoolVarP(&g.all, "all", "a", false, fmt.Sprintf("list everything: every change of a long list, and those under .git one by one (default: the first %d, and .git as one summary line)", listCut))
+	case c.changes:
 		fs.BoolVarP(&g.all, "all", "a", false, "list every path changed under .git (default: one summary line)")
+	}
+	if c.quiet {
+		fs.BoolVarP(&g.quiet, "quiet", "q", false, "print nothing but errors: no progress bar, no report (--json still prints its object)")
 	}
 	fs.BoolVar(&g.json, "json", g.json, "print results as JSON (see doc/schema)")
 	fs.BoolP("help", "h", false, "show this help")

@@ -1,6 +1,7 @@
 package turnctlcli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -23,8 +24,12 @@ the undo it refuses and changes nothing. With no changes after the action it
 rewinds to the turn before it. With no agent turn, rewind or revert at all,
 the newest turn that changed anything is undone. The undo is recorded as a
 turn (kind rewind, or revert when it kept later changes) and is itself an
-action: undo twice is a redo.`,
+action: undo twice is a redo. As with rewind, a long list is cut after its
+first 50 paths (--all lists every one, and every path kept), a progress bar
+on stderr shows how far a long undo has got, and --quiet prints nothing but
+errors.`,
 	changes: true,
+	quiet:   true,
 	opts:    func() options { return &undoOptions{} },
 }
 
@@ -40,7 +45,11 @@ func (o *undoOptions) run(e *env, args []string) error {
 	if err := wantArgs(args, 0, 0); err != nil {
 		return err
 	}
-	rep, err := e.h.Undo(e.ctx, turnctl.UndoRequest{DryRun: o.dryRun})
+	var rep *turnctl.RewindReply
+	err := e.watch("undo", func(ctx context.Context) (err error) {
+		rep, err = e.h.Undo(ctx, turnctl.UndoRequest{DryRun: o.dryRun})
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,129 @@
+package turnctlcli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cheggaaa/pb/v3"
+	"golang.org/x/sys/unix"
+
+	"ckptfs/turnctl"
+)
+
+// The progress bar of a long command (rewind, undo, restore, revert, gc,
+// log) on stderr: drawn only when stderr is a terminal and --quiet was
+// not given, once the command has run for progressDelay, from what the
+// daemon (or the in-process Service) says on /v1/progress every
+// progressTick.
+var (
+	progressDelay = 400 * time.Millisecond
+	progressTick  = 100 * time.Millisecond
+	// progressTerminal says whether w is a terminal the bar may be drawn
+	// on (a test may pretend).
+	progressTerminal = func(w io.Writer) bool {
+		f, ok := w.(*os.File)
+		if !ok || os.Getenv("TERM") == "dumb" {
+			return false
+		}
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		return err == nil
+	}
+)
+
+// watch runs call, the one request of a long command, and while it runs
+// shows its progress under the title what on e.progress (nil: it just
+// runs call). The bar's line is wiped before watch returns, so that what
+// the command prints next starts on a clean line.
+func (e *env) watch(what string, call func(ctx context.Context) error) error {
+	if e.progress == nil {
+		return call(e.ctx)
+	}
+	id := fmt.Sprintf("turnctl-%d-%d", os.Getpid(), time.Now().UnixNano())
+	done := make(chan error, 1)
+	go func() { done <- call(turnctl.WithOp(e.ctx, id)) }()
+	start := time.Now()
+	tick := time.NewTicker(progressTick)
+	defer tick.Stop()
+	var bar *progressBar
+	for {
+		select {
+		case err := <-done:
+			bar.finish()
+			return err
+		case <-tick.C:
+			if time.Since(start) < progressDelay {
+				continue
+			}
+			rep, err := e.h.Progress(e.ctx, turnctl.ProgressRequest{ID: id})
+			if err != nil {
+				// A daemon too old to tell: wait without a bar.
+				tick.Stop()
+				continue
+			}
+			if rep.Running {
+				if bar == nil {
+					bar = newProgressBar(e.progress, what)
+				}
+				bar.update(rep)
+			}
+		}
+	}
+}
+
+// progressBar draws a turnctl.ProgressReply with cheggaaa/pb: a bar with
+// counts and percent when the phase's total is known, a spinner and the
+// count so far when it is not.
+type progressBar struct {
+	bar   *pb.ProgressBar
+	what  string
+	known bool // the template in use is the one with a bar
+}
+
+const (
+	tmplKnown   = `{{string . "what"}}: {{string . "phase"}} {{bar . "[" "=" ">" " " "]"}} {{counters . }} {{percent . "%.0f%%"}}`
+	tmplUnknown = `{{string . "what"}}: {{string . "phase"}} {{cycle . "-" "\\" "|" "/"}} {{string . "count"}}`
+)
+
+func newProgressBar(w io.Writer, what string) *progressBar {
+	b := pb.New64(0)
+	b.SetWriter(w)
+	b.Set(pb.Terminal, true)
+	b.Set(pb.ReturnSymbol, "\r")
+	b.Set(pb.CleanOnFinish, true)
+	b.Set("what", what)
+	b.SetMaxWidth(100)
+	b.SetRefreshRate(progressTick)
+	b.SetTemplateString(tmplUnknown)
+	b.Start()
+	return &progressBar{bar: b, what: what}
+}
+
+func (p *progressBar) update(rep *turnctl.ProgressReply) {
+	known := rep.Total > 0
+	if known != p.known {
+		p.known = known
+		if known {
+			p.bar.SetTemplateString(tmplKnown)
+		} else {
+			p.bar.SetTemplateString(tmplUnknown)
+		}
+	}
+	p.bar.Set("phase", rep.Phase)
+	count := ""
+	if rep.Done > 0 {
+		count = fmt.Sprint(rep.Done)
+	}
+	p.bar.Set("count", count)
+	p.bar.SetTotal(rep.Total)
+	p.bar.SetCurrent(rep.Done)
+}
+
+// finish wipes the bar's line (nothing for a nil p: no bar was drawn).
+func (p *progressBar) finish() {
+	if p != nil {
+		p.bar.Finish()
+	}
+}
