@@ -66,6 +66,22 @@ func Dir() (string, error) {
 	return d, nil
 }
 
+// StateDir is where ckptfs keeps the user's files that outlive a mount
+// but belong in neither the project nor its store (the stores given with
+// --store, the backups of agents' settings files): $XDG_STATE_HOME/ckptfs,
+// else ~/.local/state/ckptfs. It is not created.
+func StateDir() (string, error) {
+	d := os.Getenv("XDG_STATE_HOME")
+	if d == "" || !filepath.IsAbs(d) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no state directory: %w", err)
+		}
+		d = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(d, "ckptfs"), nil
+}
+
 func base(mountDir string) (string, error) {
 	abs, err := filepath.Abs(mountDir)
 	if err != nil {

@@ -1,0 +1,68 @@
+package storeref
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRememberLookupResolve(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	base := t.TempDir()
+	dir, store := filepath.Join(base, "proj"), filepath.Join(base, "store")
+	for _, d := range []string{dir, store} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, err := Resolve(dir); err != nil || s != filepath.Join(dir, ".ckptfs") {
+		t.Fatalf("nothing remembered: %q %v", s, err)
+	}
+	if err := Remember(dir, store); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Resolve(dir); err != nil || s != store {
+		t.Fatalf("remembered: %q %v", s, err)
+	}
+	// The project moves: the record follows it (same inode).
+	moved := filepath.Join(base, "moved")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Resolve(moved); err != nil || s != store {
+		t.Fatalf("after a move of the project: %q %v", s, err)
+	}
+	// (A mount there updates the record.) The store moves: one clear
+	// error naming it and the way out.
+	if err := Remember(moved, store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(store, store+"2"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Resolve(moved)
+	var me *MissingError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), store+" (given with --store on ") || !strings.Contains(err.Error(), "--store "+filepath.Join(moved, ".ckptfs")) {
+		t.Errorf("a missing store: %v", err)
+	}
+	// ... unless the record names another directory: then it is one of a
+	// deleted directory whose inode was reused, and is ignored.
+	if err := os.Rename(moved, dir); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Resolve(dir); err != nil || s != filepath.Join(dir, ".ckptfs") {
+		t.Errorf("a stale record: %q %v", s, err)
+	}
+	// The default store forgets the record.
+	if err := Remember(dir, store+"2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remember(dir, filepath.Join(dir, ".ckptfs")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := Lookup(dir); ok {
+		t.Error("a record is left after --store DIR/.ckptfs")
+	}
+}
