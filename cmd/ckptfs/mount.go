@@ -18,6 +18,7 @@ import (
 
 	"ckptfs/internal/exclude"
 	"ckptfs/internal/rundir"
+	"ckptfs/internal/storeref"
 	"ckptfs/internal/units"
 )
 
@@ -86,7 +87,7 @@ while it is mounted, and reads go through the daemon (passthrough needs
 root). --allow-other shares it instead (as a user, only with
 user_allow_other in /etc/fuse.conf; files other users create then belong
 to you).`, stdout)
-	fs.StringVar(&o.store, "store", "", "history store `PATH` (default DIR/.ckptfs, hidden from the mount)")
+	fs.StringVar(&o.store, "store", "", "history store `PATH` (default DIR/.ckptfs, hidden from the mount; remembered for the next mounts and turnctl, in $XDG_STATE_HOME/ckptfs/stores)")
 	fs.BoolVarP(&o.foreground, "foreground", "f", false, "stay in the foreground (default: return once the mount is live)")
 	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable; kept in the store for the next mounts; --exclude= for none)")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "share the mount with other users (root always does; a user needs user_allow_other in /etc/fuse.conf)")
@@ -127,8 +128,13 @@ to you).`, stdout)
 	if err := checkUserMount(dir, o); err != nil {
 		return err
 	}
+	// A store given is remembered for the next mounts and turnctl's
+	// offline commands (storeref); none given, the remembered one is
+	// used, else DIR/.ckptfs.
 	if o.store == "" {
-		o.store = filepath.Join(dir, ".ckptfs")
+		if o.store, err = storeref.Resolve(dir); err != nil {
+			return fmt.Errorf("mount: %v", err)
+		}
 	} else if o.store, err = filepath.Abs(o.store); err != nil {
 		return err
 	}
@@ -138,12 +144,30 @@ to you).`, stdout)
 	if err := prepareStore(o.store); err != nil {
 		return err
 	}
+	// The daemon spawned below (ready-fd) is given the store: its parent
+	// remembers it, once the mount is live (the record is named while
+	// DIR is not mounted). A moved project's record follows it.
+	record, recErr := storeref.RecordPath(dir)
+	remember := func() {
+		if o.readyFd >= 0 {
+			return
+		}
+		err := recErr
+		if err == nil {
+			err = storeref.RememberAt(record, dir, o.store)
+		}
+		if err != nil && o.store != storeref.Default(dir) {
+			fmt.Fprintf(stderr, "ckptfs: warning: cannot remember the store of %s (%v): give --store %s again at the next mount\n", dir, err, o.store)
+		}
+	}
 	if o.foreground {
+		remember()
 		return daemon(dir, o, stderr)
 	}
 	if err := spawnDaemon(dir, o); err != nil {
 		return err
 	}
+	remember()
 	fmt.Fprintf(stdout, "mounted %s (history in %s)\n", dir, o.store)
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/rundir"
+	"ckptfs/internal/storeref"
 	"ckptfs/internal/turnctlcli"
 	"ckptfs/internal/units"
 	"ckptfs/turnctl"
@@ -99,7 +100,10 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		rep.Alive = alive(info.PID)
 	}
 	if rep.Store == "" && foreign == nil {
-		rep.Store = filepath.Join(dir, ".ckptfs")
+		rep.Store = storeref.Default(dir)
+		if r, ok := storeref.Lookup(dir); ok && !rep.Mounted {
+			rep.Store = r.Store // given at an earlier mount
+		}
 	}
 	storePath := rep.Store
 	if rep.Mounted && rep.Alive {

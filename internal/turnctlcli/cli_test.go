@@ -13,6 +13,7 @@ import (
 	"ckptfs/fusefs/fusefstest"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/control"
+	"ckptfs/internal/storeref"
 	"ckptfs/versionstore"
 )
 
@@ -277,4 +278,37 @@ func historyOf(t *testing.T, build func(turn func(label, ref string, fn func()),
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestRememberedStore: a store given at mount (ckptfs mount --store) is
+// found by the offline commands without --store; a store that moved is
+// one clear line.
+func TestRememberedStore(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	dir := testProject(t)
+	store := filepath.Join(t.TempDir(), "history")
+	if err := os.Rename(filepath.Join(dir, ".ckptfs"), store); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := tc(t, "-C", dir, "log"); code != 1 {
+		t.Fatalf("log with the store elsewhere and nothing remembered: exit %d", code)
+	}
+	if err := storeref.Remember(dir, store); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := tc(t, "-C", filepath.Join(dir, "sub"), "log")
+	if code != 0 || !strings.Contains(out, "second ref:m2") {
+		t.Errorf("log with a remembered store: %d %q %q", code, out, errs)
+	}
+	if err := os.Rename(store, store+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code = tc(t, "-C", dir, "log")
+	if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, store+" (given with --store on") {
+		t.Errorf("log with a remembered store that moved: %d %q", code, errs)
+	}
+	out, errs, code = tc(t, "-C", dir, "--store", store+".moved", "log")
+	if code != 0 || !strings.Contains(out, "second ref:m2") {
+		t.Errorf("log --store where it is now: %d %q %q", code, out, errs)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"ckptfs/internal/rundir"
+	"ckptfs/internal/storeref"
 	"ckptfs/turnctl"
 )
 
@@ -86,6 +87,15 @@ func findProject(g globals, needMount bool) (*project, error) {
 		return p, nil
 	}
 	for d := start; ; d = filepath.Dir(d) {
+		// A store given at an earlier mount (ckptfs mount --store) is
+		// remembered outside the project.
+		if r, ok := storeref.Lookup(d); ok {
+			if _, err := storeref.Resolve(d); err != nil {
+				return nil, err
+			}
+			p.root, p.store = d, r.Store
+			return p, nil
+		}
 		if fi, err := os.Stat(filepath.Join(d, ".ckptfs")); err == nil && fi.IsDir() {
 			p.root, p.store = d, filepath.Join(d, ".ckptfs")
 			return p, nil
