@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// The stores given with --store are remembered in the user's state
+	// directory: the tests' in one of their own.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	if err := buildBinaries(dir); err != nil {
 		fmt.Println(err)
 		os.RemoveAll(dir)
