@@ -20,7 +20,9 @@ var hooksCmd = &command{
 	long: `install merges into the agent's settings file the hooks that run
 "turnctl hook-event AGENT" when the user submits a prompt and when the agent
 has answered, so each prompt becomes one turn. Everything else in the file
-keeps its bytes; the file as it was is kept beside it as FILE.turnctl.bak.
+keeps its bytes; the file as it was is kept in $XDG_STATE_HOME/ckptfs/backups
+(default ~/.local/state), not beside it where git would pick it up; the
+output names the copy.
 uninstall removes exactly what install added (and the file, if nothing else
 is left in it). show prints the configuration instead of writing it.
 

@@ -17,9 +17,21 @@ func TestHooksInstallUninstallCLI(t *testing.T) {
 	os.MkdirAll(filepath.Dir(path), 0o755)
 	os.WriteFile(path, orig, 0o644)
 
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
 	out, errs, code := tc(t, "-C", dir, "hooks", "install", "claude-code", "--turnctl", "turnctl")
-	if code != 0 || !strings.Contains(out, "added to "+path) || !strings.Contains(out, "backup: "+path+".turnctl.bak") {
+	backups := filepath.Join(state, "ckptfs", "backups")
+	if code != 0 || !strings.Contains(out, "added to "+path) || !strings.Contains(out, "(backup: "+backups+"/") {
 		t.Fatalf("install: %d %q %q", code, out, errs)
+	}
+	// Nothing is left in the project for git to pick up.
+	if names, _ := os.ReadDir(filepath.Dir(path)); len(names) != 1 {
+		t.Errorf("beside the settings file: %v", names)
+	}
+	if bak, _ := filepath.Glob(filepath.Join(backups, "*%.claude%settings.json.*.bak")); len(bak) != 1 {
+		t.Errorf("backups: %q", bak)
+	} else if data, _ := os.ReadFile(bak[0]); string(data) != string(orig) {
+		t.Errorf("the backup differs from the original:\n%s", data)
 	}
 	got, _ := os.ReadFile(path)
 	if !strings.Contains(string(got), `"command": "turnctl hook-event claude-code"`) {

@@ -156,9 +156,10 @@ func TestInstallUninstall(t *testing.T) {
 				t.Fatalf("install: %+v %v", res, err)
 			}
 			got, _ := os.ReadFile(path)
-			if bak, _ := os.ReadFile(path + BackupSuffix); !bytes.Equal(bak, orig) {
-				t.Errorf("backup differs from the original:\n%s", bak)
+			if bak, _ := os.ReadFile(res.Backup); !bytes.Equal(bak, orig) {
+				t.Errorf("backup %s differs from the original:\n%s", res.Backup, bak)
 			}
+			checkBackupPlace(t, path, res.Backup)
 			if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 				t.Errorf("mode %v, want 0600", fi.Mode())
 			}
@@ -258,8 +259,8 @@ func TestInstallRefusesOddFiles(t *testing.T) {
 		if got, _ := os.ReadFile(path); string(got) != doc {
 			t.Errorf("%q changed to %q", doc, got)
 		}
-		if _, err := os.Stat(path + BackupSuffix); err == nil {
-			t.Errorf("%q: backup written though nothing changed", doc)
+		if bak, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "ckptfs", "backups", "*%s.json.*")); len(bak) > 0 {
+			t.Errorf("%q: backup written though nothing changed: %q", doc, bak)
 		}
 	}
 }
@@ -276,9 +277,10 @@ func TestAiderBlock(t *testing.T) {
 	if !bytes.HasPrefix(got, orig) || !bytes.Contains(got, []byte("notifications-command: 'turnctl hook-event aider'\n")) {
 		t.Errorf("after install:\n%s", got)
 	}
-	if bak, _ := os.ReadFile(path + BackupSuffix); !bytes.Equal(bak, orig) {
+	if bak, _ := os.ReadFile(res.Backup); !bytes.Equal(bak, orig) {
 		t.Error("no backup")
 	}
+	checkBackupPlace(t, path, res.Backup)
 	if res, _ := InstallAider(path, "turnctl"); res.Changed {
 		t.Error("second install changed the file")
 	}
@@ -297,4 +299,28 @@ func TestAiderBlock(t *testing.T) {
 	if res, _ := UninstallAider(path); !res.Removed {
 		t.Error("a file install created is not removed")
 	}
+}
+
+// checkBackupPlace: the backup is in the user's state directory, and
+// nothing but the settings file is left beside it for git to pick up.
+func checkBackupPlace(t *testing.T, path, bak string) {
+	t.Helper()
+	if want := filepath.Join(os.Getenv("XDG_STATE_HOME"), "ckptfs", "backups") + "/"; !strings.HasPrefix(bak, want) {
+		t.Errorf("backup at %s, want it under %s", bak, want)
+	}
+	if names, _ := os.ReadDir(filepath.Dir(path)); len(names) != 1 {
+		t.Errorf("left beside %s: %v", path, names)
+	}
+}
+
+func TestMain(m *testing.M) {
+	// Backups go to the user's state directory: the tests' own.
+	d, err := os.MkdirTemp("", "agenthooks-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", d)
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
 }

@@ -55,8 +55,7 @@ func InstallAider(path, turnctl string) (Result, error) {
 	}
 	doc = append(doc, AiderBlock(turnctl)...)
 	if !res.Created {
-		res.Backup = path + BackupSuffix
-		if err := writeFile(res.Backup, orig, path); err != nil {
+		if res.Backup, err = backup(path, orig); err != nil {
 			return res, err
 		}
 	}
@@ -87,8 +86,7 @@ func UninstallAider(path string) (Result, error) {
 	}
 	doc := append(append([]byte{}, orig[:i]...), orig[i+j+len(aiderEnd):]...)
 	res.Changed = true
-	res.Backup = path + BackupSuffix
-	if err := writeFile(res.Backup, orig, path); err != nil {
+	if res.Backup, err = backup(path, orig); err != nil {
 		return res, err
 	}
 	if len(doc) == 0 {

@@ -9,11 +9,43 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"ckptfs/internal/rundir"
 )
 
-// BackupSuffix is appended to a settings file's name for the copy of it
-// that Install and Uninstall keep from before their edit.
-const BackupSuffix = ".turnctl.bak"
+// BackupDir is where Install and Uninstall keep a copy of a settings file
+// from before their edit: the user's state directory, not beside the file,
+// where git would pick the copy up (a project's .claude/settings.json is
+// often committed, and FILE.bak is in no .gitignore).
+func BackupDir() (string, error) {
+	d, err := rundir.StateDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "backups"), nil
+}
+
+// backup keeps data, the settings file at path before an edit, in
+// BackupDir under a name that says which file and when
+// (home%me%proj%.claude%settings.json.20261126-110642.123456789.bak),
+// and returns its path.
+func backup(path string, data []byte) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	dir, err := BackupDir()
+	if err != nil {
+		return "", fmt.Errorf("no place for the backup of %s: %w", path, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	name := strings.ReplaceAll(strings.TrimPrefix(abs, "/"), "/", "%") + "." + time.Now().Format("20060102-150405.000000000") + ".bak"
+	b := filepath.Join(dir, name)
+	return b, writeFile(b, data, path)
+}
 
 // hookGroup and hookCmd are the entries turnctl adds, one group per event:
 //
@@ -88,8 +120,7 @@ func (a *Agent) Install(path, turnctl string) (Result, error) {
 		return res, nil
 	}
 	if !res.Created {
-		res.Backup = path + BackupSuffix
-		if err := writeFile(res.Backup, orig, path); err != nil {
+		if res.Backup, err = backup(path, orig); err != nil {
 			return res, err
 		}
 	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -203,8 +234,7 @@ func (a *Agent) Uninstall(path string) (Result, error) {
 		return res, nil
 	}
 	res.Changed = true
-	res.Backup = path + BackupSuffix
-	if err := writeFile(res.Backup, orig, path); err != nil {
+	if res.Backup, err = backup(path, orig); err != nil {
 		return res, err
 	}
 	if string(bytes.TrimSpace(doc)) == "{}" {
