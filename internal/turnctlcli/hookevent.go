@@ -35,6 +35,10 @@ standard input, or, for Codex's notify program, from its last argument, and:
   notify, aider)       of transcript_path; Codex: turn_id)
   anything else        nothing
 
+A prompt with the word #pin in it (e.g. "#pin migrate the schema") also pins
+its turn (turnctl pin): retention and forget then keep it whatever the
+policy, until turnctl unpin.
+
 The same prompt event delivered twice leaves the turn it opened alone; a
 second prompt without an end closes the first turn (begin does); an end
 with no turn open does nothing. The project is the mount that contains the
@@ -173,7 +177,13 @@ func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (st
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("turn %d opened (%s, ref %s)", rep.Turn.Num, ev.Name, req.Ref), nil
+		if !asksPin(ev.Prompt) {
+			return fmt.Sprintf("turn %d opened (%s, ref %s)", rep.Turn.Num, ev.Name, req.Ref), nil
+		}
+		if _, err := h.Pin(ctx, turnctl.PinRequest{Turn: strconv.FormatUint(rep.Turn.Num, 10), Note: pinNote}); err != nil {
+			return "", fmt.Errorf("turn %d opened, but not pinned: %w", rep.Turn.Num, err)
+		}
+		return fmt.Sprintf("turn %d opened and pinned (%s, ref %s)", rep.Turn.Num, ev.Name, req.Ref), nil
 	case agenthooks.End:
 		rep, err := h.End(ctx, turnctl.EndRequest{Ref: ev.Ref})
 		if isConflict(err) {
@@ -191,6 +201,20 @@ func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (st
 		return rep.Summary, nil
 	}
 	return "nothing to do", nil
+}
+
+// pinNote is the note of a pin a prompt asked for.
+const pinNote = "pinned by its prompt (#pin)"
+
+// asksPin reports whether a prompt asks for its turn to be pinned: it has
+// the word #pin (any case) on its own, e.g. "#pin refactor the parser".
+func asksPin(prompt string) bool {
+	for _, w := range strings.Fields(prompt) {
+		if strings.EqualFold(w, "#pin") {
+			return true
+		}
+	}
+	return false
 }
 
 func isConflict(err error) bool {

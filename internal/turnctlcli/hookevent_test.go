@@ -3,6 +3,7 @@ package turnctlcli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,6 +207,47 @@ func TestHookEventNeverFails(t *testing.T) {
 		}
 		if out.String() != "" && !(strings.Contains(strings.Join(c.args, " "), "gemini") && out.String() == "{}\n") {
 			t.Errorf("%s: stdout %q", c.name, out.String())
+		}
+	}
+}
+
+// TestHookEventPinsOnRequest: a prompt with the word #pin pins the turn it
+// opens; one that only mentions it in a word (#pinned) does not.
+func TestHookEventPinsOnRequest(t *testing.T) {
+	e, _, _, ov := onlineEnv(t)
+	dir := e.proj.root
+	ups := payload(t, "claude-code/user-prompt-submit.json", dir)
+	stop := payload(t, "claude-code/stop.json", dir)
+	for i, c := range []struct {
+		prompt string
+		pinned bool
+	}{
+		{"Fix the parser #pin", true},
+		{"#PIN\nmigrate the schema", true},
+		{"keep the #pinned tests green", false},
+		{"Fix the failing test in parser.go", false},
+	} {
+		in := strings.Replace(ups, "Fix the failing test in parser.go", strings.ReplaceAll(c.prompt, "\n", `\n`), 1)
+		if in == ups && c.prompt != "Fix the failing test in parser.go" {
+			t.Fatal("the payload's prompt was not replaced")
+		}
+		hook(t, e, in, "claude-code")
+		ov.Write("parser.go", fmt.Sprintf("package parser // %d\n", i))
+		hook(t, e, stop, "claude-code")
+		ts := turns(t, e)
+		n := ts[len(ts)-1].Num
+		rep, err := e.h.Log(e.ctx, turnctl.LogRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pinned := false
+		for _, p := range rep.Pins {
+			if p.Turn == n {
+				pinned = p.Note == pinNote
+			}
+		}
+		if pinned != c.pinned {
+			t.Errorf("prompt %q: turn %d pinned %v, want %v (pins %+v)", c.prompt, n, pinned, c.pinned, rep.Pins)
 		}
 	}
 }
