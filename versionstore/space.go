@@ -144,15 +144,21 @@ func (s *Store) makeBallast(size int64) error {
 }
 
 // onDiskFull runs when a write of Pebble's meets ENOSPC (vfs.OnDiskFull):
-// it gives Pebble the ballast's room and stops accepting captures.
+// it gives Pebble the ballast's room at once and stops accepting
+// captures. It runs inside that write, which may be a commit made while
+// s.mu is held (append, End): so the note that the store is full is
+// taken on another goroutine, once s.mu is free, never here.
 func (s *Store) onDiskFull() {
 	if s.dirf != nil {
 		os.Remove(s.ballastPath())
 	}
-	s.mu.Lock()
-	s.full = true
-	s.lastErr, s.lastErrAt = fmt.Errorf("%w: the disk under the store ran out of space", ckpt.ErrStoreFull), time.Now().UTC()
-	s.mu.Unlock()
+	at := time.Now().UTC()
+	go func() {
+		s.mu.Lock()
+		s.full = true
+		s.lastErr, s.lastErrAt = fmt.Errorf("%w: the disk under the store ran out of space", ckpt.ErrStoreFull), at
+		s.mu.Unlock()
+	}()
 }
 
 // checkSpace returns ckpt.ErrStoreFull when storing size more bytes would leave
