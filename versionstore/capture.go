@@ -3,6 +3,7 @@ package versionstore
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"strconv"
@@ -108,8 +109,18 @@ func join(dir, rest string) string {
 // Record records the prior state of c.Path in the open turn (opening a
 // turn of kind manual if none is open), unless it was recorded there
 // already. When Record returns nil the record survives a kill -9 of the
-// process; only then may the caller change the path.
+// process; only then may the caller change the path. A capture refused
+// for want of space (ckpt.ErrStoreFull) first has the store reclaim what
+// its retention policy allows (reclaim), and is tried once more.
 func (s *Store) Record(c ckpt.Capture, who ckpt.Program) error {
+	err := s.record(c, who)
+	if errors.Is(err, ckpt.ErrStoreFull) && s.reclaim() {
+		err = s.record(c, who)
+	}
+	return err
+}
+
+func (s *Store) record(c ckpt.Capture, who ckpt.Program) error {
 	p, ok := ckpt.Clean(c.Path)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrBadPath, c.Path)

@@ -3,6 +3,7 @@ package versionstore
 import (
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"syscall"
 	"time"
@@ -79,8 +80,16 @@ func (s *Store) noteErr(err error) error {
 	return err
 }
 
+// diskOf, when set (tests), stands in for the store's filesystem: the
+// bytes available and its size, as statfs returns them.
+var diskOf func(s *Store) (avail, total int64)
+
 // statfs returns the bytes available to us and the filesystem's size.
 func (s *Store) statfs() (avail, total int64, err error) {
+	if diskOf != nil {
+		avail, total = diskOf(s)
+		return avail, total, nil
+	}
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(s.dirf.Fd()), &st); err != nil {
 		return 0, 0, err
@@ -214,3 +223,30 @@ func (s *Store) checkSpace(size int64) error {
 
 // isENOSPC reports whether err is a full disk.
 func isENOSPC(err error) bool { return errors.Is(err, syscall.ENOSPC) }
+
+// reclaimEvery is how often a refused capture may run a gc (reclaim): one
+// that freed nothing is not run again for every write that follows.
+var reclaimEvery = 30 * time.Second
+
+// reclaim runs the retention policy's gc at once, in the caller's
+// request, because a capture was refused for want of space: it forgets
+// the turns the policy lets go and deletes the content no kept turn
+// needs, before the write is refused. It reports whether it freed
+// anything. It does nothing (false) while a rewind, a forget or another
+// gc runs (the background gc is reclaiming already), or if one ran less
+// than reclaimEvery ago. The caller holds none of the store's locks.
+func (s *Store) reclaim() bool {
+	s.mu.Lock()
+	if !s.reclaimAt.IsZero() && time.Since(s.reclaimAt) < reclaimEvery {
+		s.mu.Unlock()
+		return false
+	}
+	s.reclaimAt = time.Now()
+	s.mu.Unlock()
+	rep, err := s.GC(GCOptions{})
+	if err != nil {
+		log.Printf("versionstore: the store is full, and a gc to make room failed: %v", err)
+		return false
+	}
+	return rep.Freed() > 0
+}

@@ -65,6 +65,7 @@ type Store struct {
 	mu        sync.Mutex
 	full      bool      // captures refused for want of space (space.go)
 	spaceAt   time.Time // when the free space was last found sufficient
+	reclaimAt time.Time // when a refused capture last ran a gc (space.go)
 	lastErr   error     // the last error of Record, Begin or End
 	lastErrAt time.Time
 	cur       *ckpt.Turn       // the open turn, nil if none

@@ -1,0 +1,84 @@
+package versionstore
+
+import (
+	"errors"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"ckptfs/internal/ckpt"
+)
+
+// TestRecordReclaimsBeforeRefusing: the store's disk is nearly full (a
+// disk of the store's size plus 10 MiB, diskOf); a capture that does not
+// fit first has the store forget what its retention policy lets go and
+// reclaim that content, and then lands instead of refusing the write. The
+// kept turn still reads back exactly.
+func TestRecordReclaimsBeforeRefusing(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "store"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Keep only the last turn (the windows), whatever the size.
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1 << 40, KeepTurns: 1, KeepAge: time.Nanosecond}); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	tree := openTree(t, root)
+	rng := rand.New(rand.NewSource(1))
+	content := func() []byte {
+		b := make([]byte, 16<<20)
+		rng.Read(b)
+		return b
+	}
+	f := filepath.Join(root, "f")
+	writeFile(t, f, content())
+	var last []byte
+	for i := 0; i < 7; i++ {
+		s.Begin(ckpt.KindAgent, "", "")
+		captureFile(t, s, tree, "f")
+		last = content()
+		writeFile(t, f, last)
+		if _, err := s.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A disk 10 MiB larger than the store: the next capture of f needs 16
+	// (and, once refused, a ballast's margin more before the store takes
+	// captures again: the 6 turns forgotten free 96 MiB).
+	disk := s.StoreBytes() + 10<<20
+	diskOf = func(s *Store) (int64, int64) { return disk - s.StoreBytes(), disk }
+	t.Cleanup(func() { diskOf = nil })
+	s.Begin(ckpt.KindAgent, "", "")
+	fst, ino, err := tree.LstatInode("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ckpt.Capture{Path: "f", Prior: fst, Inode: ino, Open: func() (*os.File, error) { return tree.Open("f") }}
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+		if errors.Is(err, ckpt.ErrStoreFull) {
+			t.Fatalf("the capture was refused without reclaiming first: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if start := s.startTurn(); start != 7 {
+		t.Errorf("history starts at turn %d; the policy keeps only turn 7", start)
+	}
+	// Turn 7's end, the prior state just recorded, reads back exactly.
+	rc, _, err := s.OpenAt(7, "f", tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(last) {
+		t.Errorf("f at turn 7: %d bytes, not the %d bytes it had", len(got), len(last))
+	}
+}
