@@ -73,7 +73,11 @@ type Store struct {
 	touched   map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
 	programs  map[string]bool  // programs of the open turn
 	atticSeq  uint64
-	start     historyInfo // where history starts (history.go)
+	// cloneState: whether the attic's filesystem clones (clone.go), and
+	// cloneXDev the devices of files it cannot clone (not the store's).
+	cloneState int
+	cloneXDev  map[uint64]bool
+	start      historyInfo // where history starts (history.go)
 
 	ingestDir string        // where tables to ingest are written ("": none)
 	ingestSeq atomic.Uint64 // names them
