@@ -33,10 +33,11 @@ import (
 // error falls back to the copy for that capture only. A failed clone never
 // fails the capture: keepBytes then copies as it always did.
 
-// cloneMin is the smallest file cloned rather than copied. Below it the
-// copy into chunks costs less than a clone's create and two fsyncs
-// (about 1 ms on XFS: doc/BENCH.md, reflink), and chunks are shared by
-// identical content across versions while clones are not.
+// cloneMin is the smallest file cloned rather than copied. At 1 MiB the
+// copy into chunks and the clone with its create and two fsyncs cost
+// about the same (1-10 ms on XFS here: doc/BENCH.md, big-file capture);
+// below it the copy wins, its chunks are shared with identical content
+// of other versions, and the attic does not fill with small files.
 const cloneMin = 1 << 20
 
 // Whether the attic's filesystem clones: learnt by the first attempt.
