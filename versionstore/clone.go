@@ -27,11 +27,12 @@ import (
 // what it would cost once the file diverges.
 //
 // Whether the store can clone is learnt once, by the first attempt: an
-// error that says the filesystem cannot (EOPNOTSUPP, EINVAL, ENOTTY) as
-// the first answer turns cloning off for the store's life, EXDEV (the file is on another
-// filesystem than the store) for the files of that device; any other
-// error falls back to the copy for that capture only. A failed clone never
-// fails the capture: keepBytes then copies as it always did.
+// error that says the filesystem cannot (EOPNOTSUPP: ext4, tmpfs, XFS
+// without reflink; ENOTTY) as the first answer turns cloning off for the
+// store's life, EXDEV (the file is on another filesystem than the store)
+// for the files of that device; any other error (EINVAL: a btrfs NOCOW
+// file, say) falls back to the copy for that capture only. A failed clone
+// never fails the capture: keepBytes then copies as it always did.
 
 // cloneMin is the smallest file cloned rather than copied. At 1 MiB the
 // copy into chunks and the clone with its create and two fsyncs cost
@@ -89,6 +90,9 @@ func (s *Store) cloneInto(src *os.File, size int64) *contentRef {
 // the store clones (see above).
 func (s *Store) cloneFile(fd int, src *os.File, name string) (*contentRef, error) {
 	err := unix.IoctlFileClone(fd, int(src.Fd()))
+	if testHookClone != nil {
+		err = testHookClone(err)
+	}
 	s.learnClone(src, err)
 	if err != nil {
 		return nil, err
@@ -111,6 +115,9 @@ func (s *Store) cloneFile(fd int, src *os.File, name string) (*contentRef, error
 	return &contentRef{Size: st.Size, Attic: name, Ino: st.Ino, MTime: st.Mtim.Nano()}, nil
 }
 
+// testHookClone, in tests, replaces the clone's outcome.
+var testHookClone func(error) error
+
 // learnClone remembers what a clone's outcome (err) says about the store's
 // filesystem, and logs the first answer.
 func (s *Store) learnClone(src *os.File, err error) {
@@ -131,7 +138,7 @@ func (s *Store) learnClone(src *os.File, err error) {
 			s.cloneXDev[st.Dev] = true
 			log.Printf("versionstore: the store is not on the filesystem of device %d:%d: its files' prior bytes are copied", unix.Major(st.Dev), unix.Minor(st.Dev))
 		}
-	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.ENOSYS):
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.ENOSYS):
 		// Only as the first answer: after a clone succeeded, such an
 		// error is the file's (the capture copies), not the store's.
 		if s.cloneState == cloneUnknown {

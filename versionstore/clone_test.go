@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -301,4 +302,63 @@ func TestCloneFallsBackToCopy(t *testing.T) {
 			t.Errorf("the tree's device %d is not remembered as one the store cannot clone from", st.Dev)
 		}
 	})
+}
+
+// TestCloneFailureNeverFailsTheCapture: a clone that fails for a reason
+// of its own (EIO, EINVAL) is copied instead and leaves no attic file,
+// and it does not turn cloning off; once a clone has worked, not even an
+// EOPNOTSUPP does.
+func TestCloneFailureNeverFailsTheCapture(t *testing.T) {
+	mnt := xfstest.Mount(t, xfstest.MinSize)
+	if !xfstest.Clones(mnt) {
+		t.Skip("the XFS image does not clone (kernel without reflink?)")
+	}
+	s, err := Open(filepath.Join(mnt, "store"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	root := filepath.Join(mnt, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tree := openTree(t, root)
+	defer func() { testHookClone = nil }()
+	for i, c := range []struct {
+		fail  error
+		state int
+		clone bool
+	}{
+		{unix.EIO, cloneUnknown, false},
+		{unix.EINVAL, cloneUnknown, false},
+		{nil, cloneYes, true},
+		{unix.EOPNOTSUPP, cloneYes, false},
+		{nil, cloneYes, true},
+	} {
+		testHookClone = func(err error) error {
+			if c.fail != nil {
+				return c.fail
+			}
+			return err
+		}
+		name := fmt.Sprint(i)
+		want := writeRandom(t, filepath.Join(root, name), 2*cloneMin, uint64(10+i))
+		captureFile(t, s, tree, name)
+		ref := contentOf(t, s, 1, name)
+		if (ref.Attic != "") != c.clone || s.cloneState != c.state {
+			t.Errorf("clone failing with %v: ref %+v, state %d; want clone %v, state %d", c.fail, ref, s.cloneState, c.clone, c.state)
+		}
+		writeFile(t, filepath.Join(root, name), []byte("new"))
+		rc, _, err := s.OpenAt(0, name, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sumOf(t, rc) != want {
+			t.Errorf("clone failing with %v: cat gives other bytes", c.fail)
+		}
+		rc.Close()
+	}
+	if n := atticNames(t, s); len(n) != 2 {
+		t.Errorf("attic %v, want the 2 clones that worked and nothing of the others", n)
+	}
 }
