@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"strconv"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -168,13 +167,12 @@ func (s *Store) record(c ckpt.Capture, who ckpt.Program) error {
 }
 
 // keepBytes keeps the prior bytes of a regular file: linked into the attic
-// when the caller offers it, else copied into chunks.
+// when the caller offers it, else cloned into the attic where the
+// filesystem can (clone.go), else copied into chunks. Whichever way, the
+// bytes are durable as doc.go's rules 2 and 3 ask before it returns.
 func (s *Store) keepBytes(c ckpt.Capture) (*contentRef, error) {
 	if c.Link != nil && s.attic != nil {
-		s.mu.Lock()
-		name := strconv.FormatUint(s.atticSeq, 16)
-		s.atticSeq++
-		s.mu.Unlock()
+		name := s.atticName()
 		if err := c.Link(s.attic, name); err == nil {
 			ref := &contentRef{Size: c.Prior.Size, Attic: name}
 			var st unix.Stat_t
@@ -188,14 +186,19 @@ func (s *Store) keepBytes(c ckpt.Capture) (*contentRef, error) {
 	if c.Open == nil {
 		return nil, fmt.Errorf("versionstore: capture of %q has no way to read its bytes", c.Path)
 	}
-	if err := s.checkSpace(c.Prior.Size); err != nil {
-		return nil, err
-	}
 	f, err := c.Open()
 	if err != nil {
 		return nil, fmt.Errorf("versionstore: read prior bytes of %q: %w", c.Path, err)
 	}
 	defer f.Close()
+	// A clone needs only the headroom Record checked: its blocks are the
+	// live file's until that diverges.
+	if ref := s.cloneInto(f, c.Prior.Size); ref != nil {
+		return ref, nil
+	}
+	if err := s.checkSpace(c.Prior.Size); err != nil {
+		return nil, err
+	}
 	return s.putContent(f, c.Prior.Size)
 }
 

@@ -48,6 +48,15 @@
 //     mtime seen when it was linked are recorded, and every read (and
 //     Verify) refuses a file that differs: a write into it or a
 //     replacement is ErrCorrupt, silent bit rot is not detected.
+//   - a clone in the attic (clone.go): where the attic's filesystem shares
+//     extents (FICLONE: XFS with reflink=1, btrfs) and the file is on it,
+//     the prior bytes of a file of cloneMin (1 MiB) and more that stays in
+//     the tree (a write or truncate) are cloned into a new attic file
+//     rather than copied: O(1), no space until the file diverges. It is an
+//     attic file like a linked one (never written again, size, inode and
+//     mtime recorded), so every reader, Verify, GC and du treat it alike.
+//     Whether the store clones is learnt by the first attempt and
+//     remembered; a failed clone falls back to the copy.
 //
 // # Rewind
 //
@@ -188,6 +197,11 @@
 //  3. An attic link is made before the event that names it is committed, and
 //     the overlay unlinks its own name only after that: a crash in between
 //     leaves an unreferenced attic file, never an event without its bytes.
+//     A clone is made, and it and the attic directory fsynced, before the
+//     event that names it is committed (crash point record.cloned): the
+//     event survives a power loss once its turn ends (rule 4), so its
+//     bytes must too, as an ingested table's do (rule 2). A crash before
+//     the commit leaves an unreferenced attic file for the next GC.
 //  4. Begin and End (and so every turn boundary) commit the turn record
 //     and then fsync every WAL file (SyncWAL): a closed turn survives a
 //     power loss. A WAL file being closed by Pebble (rotation) is fsynced
@@ -229,7 +243,7 @@
 //     garbage again. Moving the start of history is one synced batch.
 //
 // The moments between these steps are named crash points
-// (internal/crashpoint: record.committed, rename.recorded, rewind.step,
+// (internal/crashpoint: record.cloned, record.committed, rename.recorded, rewind.step,
 // rewind.exchange.recorded, rewind.links, recover.marks, gc.batch, ...). The crash
 // tests kill the store at them: in-process at every point a rewind, its
 // recovery and the recording pass (crashpoint_test.go, links_test.go),

@@ -431,9 +431,9 @@ func (s *Store) sweepAttic(m *gcMark, rep *ckpt.GCReport, stop func() bool, paus
 	if s.attic == nil {
 		return nil
 	}
-	names, err := s.attic.Readdirnames(-1)
+	names, err := s.atticNames()
 	if err != nil {
-		return fmt.Errorf("versionstore: attic: %w", err)
+		return err
 	}
 	var cands []string
 	for _, name := range names {

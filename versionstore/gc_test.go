@@ -45,7 +45,7 @@ func checkNoGarbage(t *testing.T, s *Store) {
 		t.Fatalf("%d chunks referenced, %d stored", len(m.chunks), n)
 	}
 	if s.attic != nil {
-		names, _ := s.attic.Readdirnames(-1)
+		names := atticNames(t, s)
 		for _, name := range names {
 			if !m.attic[name] {
 				t.Fatalf("attic file %s is referenced by no event and was not reclaimed", name)

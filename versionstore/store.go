@@ -74,7 +74,11 @@ type Store struct {
 	touched   map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
 	programs  map[string]bool  // programs of the open turn
 	atticSeq  uint64
-	start     historyInfo // where history starts (history.go)
+	// cloneState: whether the attic's filesystem clones (clone.go), and
+	// cloneXDev the devices of files it cannot clone (not the store's).
+	cloneState int
+	cloneXDev  map[uint64]bool
+	start      historyInfo // where history starts (history.go)
 
 	ingestDir string        // where tables to ingest are written ("": none)
 	ingestSeq atomic.Uint64 // names them
@@ -293,7 +297,7 @@ func (s *Store) load() error {
 		return err
 	}
 	if s.attic != nil {
-		names, _ := s.attic.Readdirnames(-1)
+		names, _ := s.atticNames()
 		for _, n := range names {
 			if v, err := strconv.ParseUint(n, 16, 64); err == nil && v >= s.atticSeq {
 				s.atticSeq = v + 1
@@ -403,4 +407,24 @@ func NewTestStore(t testing.TB) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// atticNames lists the attic (nil without one). Each call reads it from
+// its start through a handle of its own: s.attic, once read to its end,
+// would list nothing more, and gc and du may list it at once.
+func (s *Store) atticNames() ([]string, error) {
+	if s.attic == nil {
+		return nil, nil
+	}
+	fd, err := unix.Openat(int(s.attic.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("versionstore: attic: %w", err)
+	}
+	d := os.NewFile(uintptr(fd), "attic")
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("versionstore: attic: %w", err)
+	}
+	return names, nil
 }

@@ -88,7 +88,7 @@ func (s *Store) scanContent() (*contentScan, error) {
 		return nil, pebbleErr(err)
 	}
 	if s.attic != nil {
-		names, _ := s.attic.Readdirnames(-1)
+		names, _ := s.atticNames()
 		for _, name := range names {
 			var st unix.Stat_t
 			if unix.Fstatat(int(s.attic.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {

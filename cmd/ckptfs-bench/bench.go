@@ -85,7 +85,7 @@ func (b *bench) run(ctx context.Context) error {
 	for _, wl := range workloads {
 		anyWorkload = anyWorkload || b.selected(wl.name, wl.num)
 	}
-	if !anyWorkload && (!b.selected("history", -1) || b.o.noHistory) {
+	if !anyWorkload && (!b.selected("history", -1) && !b.selected("capture", -1) || b.o.noHistory) {
 		return b.report(nil)
 	}
 	var ts []target
@@ -148,8 +148,12 @@ func (b *bench) runAll(ctx context.Context, ts []target) error {
 			b.note("%s: %v", wl.name, err)
 		}
 	}
-	if b.selected("history", -1) && !b.o.noHistory {
-		if err := b.runHistory(ctx, ts); err != nil {
+	var figures []string // all of them
+	if !b.selected("history", -1) {
+		figures = []string{"capture"} // --only capture
+	}
+	if (b.selected("history", -1) || b.selected("capture", -1)) && !b.o.noHistory {
+		if err := b.runHistory(ctx, ts, figures...); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

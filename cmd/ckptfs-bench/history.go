@@ -21,7 +21,9 @@ import (
 	"time"
 )
 
-func (b *bench) runHistory(ctx context.Context, ts []target) error {
+// runHistory runs the history figures; figures names the parts to run
+// (nil: all).
+func (b *bench) runHistory(ctx context.Context, ts []target, figures ...string) error {
 	var c *ckptfsTarget
 	for _, t := range ts {
 		if ct, ok := t.(*ckptfsTarget); ok {
@@ -37,8 +39,15 @@ func (b *bench) runHistory(ctx context.Context, ts []target) error {
 		return fmt.Errorf("emptying %s: %w", c.Dir(), err)
 	}
 	h := &history{b: b, c: c, reps: b.o.reps}
-	for _, f := range []func(context.Context) error{h.boundaries, h.logShow, h.rewinds, h.bigFile, h.stored, h.offline} {
-		if err := f(ctx); err != nil {
+	parts := []struct {
+		name string
+		run  func(context.Context) error
+	}{{"boundaries", h.boundaries}, {"logshow", h.logShow}, {"rewinds", h.rewinds}, {"bigfile", h.bigFile}, {"capture", h.capture}, {"stored", h.stored}, {"offline", h.offline}}
+	for _, f := range parts {
+		if figures != nil && !contains(figures, f.name) {
+			continue
+		}
+		if err := f.run(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

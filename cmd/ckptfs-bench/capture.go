@@ -1,0 +1,257 @@
+package main
+
+// The big-file capture figure (doc/BENCH.md, "Big-file capture"): the
+// first 4 KiB write of a turn into a big file and into a 1 MiB file, on
+// C (the work directory's filesystem: on ext4 the capture copies the
+// file into the store) and on Cx, ckptfs over a project on a loop-mounted
+// XFS image made with reflink=1 (the capture clones it into the attic).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// xfsMount is a loop-mounted XFS image, registered as a target so that
+// the bench's cleanup unmounts it after the ckptfs mount above it.
+type xfsMount struct {
+	dir  string
+	once sync.Once
+	err  error
+}
+
+func (x *xfsMount) Name() string                    { return "xfs" }
+func (x *xfsMount) Dir() string                     { return x.dir }
+func (x *xfsMount) DaemonPID() int                  { return 0 }
+func (x *xfsMount) Begin(ctx context.Context) error { return nil }
+func (x *xfsMount) End(ctx context.Context) error   { return nil }
+
+// Close unmounts the image (lazily if it stays busy); the loop device
+// goes with it (mount -o loop sets autoclear).
+func (x *xfsMount) Close() error {
+	x.once.Do(func() {
+		for i := 0; i < 50; i++ {
+			if x.err = syscall.Unmount(x.dir, 0); x.err != syscall.EBUSY {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if x.err == syscall.EINVAL {
+			x.err = nil // not mounted
+		}
+		if x.err != nil {
+			x.err = errors.Join(fmt.Errorf("xfs: umount %s: %v", x.dir, x.err), syscall.Unmount(x.dir, syscall.MNT_DETACH))
+		}
+	})
+	return x.err
+}
+
+// startXFSCkptfs makes a sparse XFS image of size bytes under WORK/Cx,
+// mounts it, and mounts ckptfs over a project directory on it (the store
+// in DIR/.ckptfs, so on XFS too): Cx.
+func startXFSCkptfs(ctx context.Context, b *bench, size int64) (*ckptfsTarget, *xfsMount, error) {
+	mkfs, err := exec.LookPath("mkfs.xfs")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/mkfs.xfs"); serr != nil {
+			return nil, nil, errors.New("mkfs.xfs not found (apt-get install xfsprogs)")
+		}
+		mkfs = "/usr/sbin/mkfs.xfs"
+	}
+	base := filepath.Join(b.o.work, "Cx")
+	img, mnt := filepath.Join(base, "xfs.img"), filepath.Join(base, "mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Create(img)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = f.Truncate(size)
+	f.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := command(ctx, "", nil, mkfs, "-q", "-f", "-m", "reflink=1", img); err != nil {
+		return nil, nil, err
+	}
+	if _, err := command(ctx, "", nil, "mount", "-o", "loop", img, mnt); err != nil {
+		return nil, nil, err
+	}
+	x := &xfsMount{dir: mnt}
+	b.register(x)
+	dir := filepath.Join(mnt, "dir")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		x.Close()
+		return nil, nil, err
+	}
+	c := &ckptfsTarget{b: b, store: filepath.Join(dir, ".ckptfs")}
+	c.daemon = daemon{name: "Cx", mnt: dir, cmd: exec.Command(b.o.ckptfs, "mount", "-f", dir), log: filepath.Join(base, "daemon.log")}
+	c.unmount = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, b.o.ckptfs, "umount", dir).CombinedOutput(); err != nil {
+			return fmt.Errorf("Cx: ckptfs umount: %v: %s", err, out)
+		}
+		return nil
+	}
+	if err := c.launch(ctx, b, c); err != nil {
+		x.Close()
+		return nil, nil, err
+	}
+	return c, x, nil
+}
+
+// capture times the first 4 KiB write of a turn (open, pwrite, close)
+// into a file of the sequential size (1 GiB; --quick 256 MiB) and into a
+// 1 MiB file, on C and on Cx side by side, each repetition a turn of its
+// own so that each write captures the file anew. The files were written
+// just before, so a copy reads them from the page cache. It also records
+// the space the first capture of each took: du -sb of C's store (its
+// chunks), the free space of Cx's filesystem (a clone shares the file's
+// blocks, which du would count in full).
+func (h *history) capture(ctx context.Context) error {
+	big := h.b.sz.seqBytes
+	cx, x, err := startXFSCkptfs(ctx, h.b, 3*big+(512<<20))
+	if err != nil {
+		h.b.note("capture: Cx (XFS with reflinks) unavailable: %v", err)
+	} else {
+		defer x.Close()
+		defer cx.Close()
+	}
+	type side struct {
+		config string
+		t      *ckptfsTarget
+		dir    string
+		used   func() (int64, error) // space used so far, by the store or the filesystem
+	}
+	sides := []side{{"C", h.c, h.p("capture"), func() (int64, error) { return duBytes(ctx, h.c.store) }}}
+	if cx != nil {
+		fs := filepath.Dir(cx.Dir())
+		sides = append(sides, side{"Cx", cx, filepath.Join(cx.Dir(), "capture"), func() (int64, error) { return fsUsed(fs) }})
+	}
+	files := []struct {
+		name string
+		size int64
+	}{{sizeLabel(big), big}, {"1 MiB", 1 << 20}}
+	for _, s := range sides {
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return err
+		}
+		if err := s.t.Begin(ctx); err != nil {
+			return err
+		}
+		for i, f := range files {
+			if err := writeRandom(filepath.Join(s.dir, fmt.Sprint(i)), f.size, uint64(20+i), false); err != nil {
+				return err
+			}
+		}
+		if err := s.t.End(ctx); err != nil {
+			return err
+		}
+	}
+	block := make([]byte, 4096)
+	for rep := 0; rep < h.reps; rep++ {
+		for i, f := range files {
+			for _, s := range sides {
+				syscall.Sync()
+				h.idleOn(s.t)
+				var before int64
+				if rep == 0 {
+					if before, err = s.used(); err != nil {
+						return err
+					}
+				}
+				if err := s.t.Begin(ctx); err != nil {
+					return err
+				}
+				p := filepath.Join(s.dir, fmt.Sprint(i))
+				off := int64(rep) * 8192 % f.size
+				sm, err := timedOn(s.t, func() error { return pwrite(p, block, off) })
+				if err != nil {
+					return err
+				}
+				if err := s.t.End(ctx); err != nil {
+					return err
+				}
+				h.record("first 4 KiB write of a turn into a "+f.name+" file", s.config, sm)
+				if rep == 0 {
+					syscall.Sync()
+					h.idleOn(s.t)
+					after, err := s.used()
+					if err != nil {
+						return err
+					}
+					how := "du -sb of the store"
+					if s.config == "Cx" {
+						how = "XFS, reflink=1: statfs"
+					}
+					st := storedRow{Op: fmt.Sprintf("first 4 KiB write of a turn into a %s file [%s; %s]", f.name, s.config, how), Changed: 4096, Stored: after - before}
+					st.PerByte = float64(st.Stored) / float64(st.Changed)
+					h.b.res.Stored = append(h.b.res.Stored, st)
+					h.b.logf("history  stored: %s: %d bytes", st.Op, st.Stored)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// timedOn runs fn and charges t's daemon CPU to it.
+func timedOn(t *ckptfsTarget, fn func() error) (sample, error) {
+	pid := t.DaemonPID()
+	cpu0 := cpuSeconds(pid)
+	start := time.Now()
+	if err := fn(); err != nil {
+		return sample{}, err
+	}
+	s := sample{Wall: since(start), CPU: -1}
+	if cpu1 := cpuSeconds(pid); cpu0 >= 0 && cpu1 >= 0 {
+		s.CPU = cpu1 - cpu0
+	}
+	return s, nil
+}
+
+// idleOn waits until t's daemon has finished what it deferred.
+func (h *history) idleOn(t *ckptfsTarget) {
+	pid := t.DaemonPID()
+	if c := cpuSeconds(pid); c >= 0 {
+		settle(pid, c, 30*time.Second)
+	}
+}
+
+// pwrite opens p for writing, writes b at off in place and closes it.
+func pwrite(p string, b []byte, off int64) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b, off); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// fsUsed is the space used on dir's filesystem.
+func fsUsed(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize, nil
+}
+
+func sizeLabel(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%d GiB", n>>30)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
+}

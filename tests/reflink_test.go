@@ -1,0 +1,160 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ckptfs/internal/xfstest"
+)
+
+// writeSeeded writes n incompressible bytes (a seeded stream) to p and
+// returns their SHA-256.
+func writeSeeded(t *testing.T, p string, n int64, seed byte) [32]byte {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	src := rand.NewChaCha8([32]byte{seed})
+	buf := make([]byte, 1<<20)
+	for left := n; left > 0; left -= int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), left)]
+		src.Read(b)
+		h.Write(b)
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+func sha256File(t *testing.T, p string) [32]byte {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// writeInPlace writes b at off into the file p (through the mount), the
+// inode kept: the first such write of a turn captures the file.
+func writeInPlace(t *testing.T, p string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A project on a filesystem that clones (a loop-mounted XFS image with
+// reflink=1), mounted for real: the first 4 KiB write of a turn into a
+// 256 MiB file takes almost none of the filesystem's space (its prior
+// bytes are a clone in the store's attic); cat, show --patch and a rewind
+// give the exact prior bytes after the file was overwritten in place;
+// verify passes; and a gc after forgetting the turns removes the clones.
+func TestReflinkCaptureOnAMount(t *testing.T) {
+	needTurnctl(t)
+	mnt := xfstest.Mount(t, 1280<<20) // its cleanup runs after the mount's
+	if !xfstest.Clones(mnt) {
+		t.Skip("the XFS image does not clone (kernel without reflink?)")
+	}
+	dir := filepath.Join(mnt, "proj")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const size = 256 << 20
+	want := writeSeeded(t, filepath.Join(dir, "big.bin"), size, 1)
+	// A 2 MiB text file (over the 1 MiB below which captures copy, under
+	// the 8 MiB of show --patch).
+	var text strings.Builder
+	for i := 0; text.Len() < 2<<20; i++ {
+		fmt.Fprintf(&text, "line %06d of a log that is long enough to be cloned\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "log.txt"), []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := mountProject(t, dir)
+
+	m.turnctl(t, "begin", "--label", "edit in place")
+	xfstest.Sync(t, mnt)
+	free0 := xfstest.FreeBytes(t, mnt)
+	writeInPlace(t, filepath.Join(dir, "big.bin"), 1<<20, make([]byte, 4096))
+	xfstest.Sync(t, mnt)
+	grew := free0 - xfstest.FreeBytes(t, mnt)
+	t.Logf("the first 4 KiB write of a turn into a %d MiB file took %d KiB of the filesystem", size>>20, grew>>10)
+	if grew > 8<<20 {
+		t.Errorf("the filesystem lost %d KiB to a 4 KiB write into a %d MiB file: its capture is not a clone", grew>>10, size>>20)
+	}
+	writeInPlace(t, filepath.Join(dir, "big.bin"), size-4096, make([]byte, 4096))
+	writeInPlace(t, filepath.Join(dir, "log.txt"), 0, []byte("LINE"))
+	m.turnctl(t, "end")
+
+	store := fmt.Sprintf("/proc/%d/cwd", m.PID(t)) // the store, hidden by the mount
+	attic, err := os.ReadDir(filepath.Join(store, "attic"))
+	if err != nil || len(attic) != 2 {
+		t.Fatalf("attic %v (%v), want the clones of big.bin and log.txt", attic, err)
+	}
+	for _, e := range attic {
+		p := filepath.Join(store, "attic", e.Name())
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := xfstest.SharedBytes(t, p); n < fi.Size()-(1<<20) {
+			t.Errorf("attic file %s shares %d of its %d bytes: not a clone", e.Name(), n, fi.Size())
+		}
+	}
+
+	cat := m.turnctlCmd("cat", "0", "big.bin")
+	h := sha256.New()
+	cat.Stdout = h
+	if err := cat.Run(); err != nil {
+		t.Fatalf("turnctl cat 0 big.bin: %v", err)
+	}
+	if [32]byte(h.Sum(nil)) != want {
+		t.Error("turnctl cat 0 big.bin: not the prior bytes")
+	}
+	patch := m.turnctl(t, "show", "1", "--patch", "--", "log.txt")
+	if !strings.Contains(patch, "\n-line 000000 ") || !strings.Contains(patch, "\n+LINE 000000 ") {
+		t.Errorf("show 1 --patch -- log.txt does not show the changed line:\n%.2000s", patch)
+	}
+	if out := m.turnctl(t, "verify"); strings.Contains(strings.ToLower(out), "corrupt") {
+		t.Errorf("verify:\n%s", out)
+	}
+
+	m.turnctl(t, "rewind", "0")
+	if sha256File(t, filepath.Join(dir, "big.bin")) != want {
+		t.Error("rewind 0: big.bin is not its prior bytes")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "log.txt")); err != nil || string(b) != text.String() {
+		t.Errorf("rewind 0: log.txt is not its prior bytes (%v)", err)
+	}
+
+	// Once the turns naming them are forgotten, gc removes the clones
+	// (the edit's and the rewind's own captures).
+	m.turnctl(t, "begin", "--label", "nothing")
+	m.turnctl(t, "end")
+	m.turnctl(t, "forget", "--before", "3")
+	m.turnctl(t, "gc")
+	if attic, err := os.ReadDir(filepath.Join(store, "attic")); err != nil || len(attic) != 0 {
+		t.Errorf("attic after gc: %v (%v), want empty", attic, err)
+	}
+}
