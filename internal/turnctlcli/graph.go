@@ -25,10 +25,10 @@ type graphLine struct {
 // once) with the lines between them. The node of the turn numbered
 // current is "@" (the state the tree is in), every other node "*";
 // columns are "|", "/" where one moves left, "_" where one crosses others
-// to the left. A parent before start (forgotten) ends its column; so does
-// one not listed when the list ends (-n) — the drawing stops at the last
-// row. It costs O(rows × columns).
-func drawGraph(turns []ckpt.Turn, current, start uint64) []graphLine {
+// to the left. A column whose parent is not listed (forgotten, or cut by
+// -n) goes on down to the last row, where the drawing stops: the branch
+// joins the line further back. It costs O(rows × columns).
+func drawGraph(turns []ckpt.Turn, current uint64) []graphLine {
 	var cols []uint64 // the turn each column waits for
 	var out []graphLine
 	for i := range turns {
@@ -46,14 +46,9 @@ func drawGraph(turns []ckpt.Turn, current, start uint64) []graphLine {
 		if i == len(turns)-1 {
 			break
 		}
-		if p, ok := t.Parent(); ok && p >= start {
-			cols[c] = p
-		} else {
-			if c < len(cols)-1 {
-				out = append(out, graphLine{text: shiftText(len(cols), c)})
-			}
-			cols = slices.Delete(cols, c, c+1)
-		}
+		// Only turn 0 has no parent, and it is the oldest: the last row.
+		p, _ := t.Parent()
+		cols[c] = p
 		// Columns that now wait for the same turn join, the rightmost
 		// first, each into the leftmost column waiting for that turn.
 		for {
@@ -96,21 +91,6 @@ func rowText(n, c int, node byte) string {
 		l[2*k] = '|'
 	}
 	l[2*c] = node
-	return l.String()
-}
-
-// shiftText is the line after a column c of n ended: the columns right
-// of it move one to the left.
-func shiftText(n, c int) string {
-	l := newCanvas(n)
-	for k := range n {
-		switch {
-		case k < c:
-			l[2*k] = '|'
-		case k > c:
-			l[2*k-1] = '/'
-		}
-	}
 	return l.String()
 }
 

@@ -257,3 +257,45 @@ func TestLogSearchScale(t *testing.T) {
 		}
 	}
 }
+
+// TestDrawGraph: forks from one turn, a join across other columns, and a
+// parent that is not listed (forgotten) whose column runs on to the end.
+func TestDrawGraph(t *testing.T) {
+	u := func(n uint64) *uint64 { return &n }
+	agent := func(n uint64) ckpt.Turn { return ckpt.Turn{Num: n, Kind: ckpt.KindAgent} }
+	rewind := func(n, to uint64) ckpt.Turn {
+		return ckpt.Turn{Num: n, Kind: ckpt.KindRewind, Label: fmt.Sprintf("rewind to %d", to), Target: u(to)}
+	}
+	draw := func(turns ...ckpt.Turn) string {
+		var b strings.Builder
+		for _, l := range drawGraph(turns, turns[0].Num) {
+			fmt.Fprintf(&b, "%s", l.text)
+			if l.turn != nil {
+				fmt.Fprintf(&b, " %d", l.turn.Num)
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	for _, c := range []struct {
+		turns []ckpt.Turn
+		want  string
+	}{
+		// Rewound to 1 twice: two branches leave 1.
+		{[]ckpt.Turn{agent(6), rewind(5, 1), rewind(4, 1), agent(3), agent(2), agent(1), {Num: 0}},
+			"@ 6\n* 5\n| * 4\n|/\n| * 3\n| * 2\n|/\n* 1\n* 0\n"},
+		// 7 went back to 2 while the branches of 10 and 9 wait for 4
+		// and 5: its column crosses theirs to join column 0.
+		{[]ckpt.Turn{agent(12), rewind(11, 2), rewind(10, 4), rewind(9, 5), agent(8), rewind(7, 2),
+			agent(6), agent(5), agent(4), agent(3), agent(2), agent(1)},
+			"@ 12\n* 11\n| * 10\n| | * 9\n| | | * 8\n| | | * 7\n| |_|/\n|/| |\n| | | * 6\n| | |/\n" +
+				"| | * 5\n| |/\n| * 4\n| * 3\n|/\n* 2\n* 1\n"},
+		// History starts at 5: 7 went back to the forgotten 2.
+		{[]ckpt.Turn{agent(8), rewind(7, 2), agent(6), agent(5)},
+			"@ 8\n* 7\n| * 6\n| * 5\n"},
+	} {
+		if got := draw(c.turns...); got != c.want {
+			t.Errorf("drawGraph:\n%s\nwant:\n%s", got, c.want)
+		}
+	}
+}

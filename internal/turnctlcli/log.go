@@ -233,12 +233,8 @@ func truncate(s string, n int) string {
 // rep (unfiltered, newest first), with the lines between rows that join
 // or shift its columns.
 func withGraph(rows [][]cell, rep *turnctl.LogReply) [][]cell {
-	var start uint64
-	if rep.Start != nil {
-		start = rep.Start.Turn
-	}
 	// The newest turn is the state the tree is in: log lists it first.
-	lines := drawGraph(rep.Turns, rep.Turns[0].Num, start)
+	lines := drawGraph(rep.Turns, rep.Turns[0].Num)
 	out := make([][]cell, 0, len(lines))
 	next := 0
 	for _, l := range lines {
