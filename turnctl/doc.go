@@ -43,7 +43,8 @@
 //	/v1/begin       {"label"?, "ref"?}                        BeginReply
 //	/v1/end         {"ref"?}                                  EndReply
 //	/v1/status      {}                                        StatusReply
-//	/v1/log         {"n"?}                                    LogReply
+//	/v1/log         {"n"?, "paths"?, "pickaxe"?, "grep"?,     LogReply
+//	                 "programs"?}
 //	/v1/show        {"turn", "patch"?}                        ShowReply
 //	/v1/diff        {"from", "to"?, "paths"?}                 DiffReply
 //	/v1/cat         {"turn", "path"}                          raw bytes

@@ -71,11 +71,27 @@ type LogRequest struct {
 	// that changed one of them or anything below them; N then counts
 	// those turns.
 	Paths []string `json:"paths,omitempty"`
+	// Pickaxe, if not "", keeps the turns that changed how many times it
+	// occurs in some regular file's bytes (git log -S): counted before
+	// and after each change the turn made (at or below Paths).
+	Pickaxe string `json:"pickaxe,omitempty"`
+	// Grep, if not "", is a Go regexp (package regexp) a turn's label or
+	// whole prompt must match.
+	Grep string `json:"grep,omitempty"`
+	// Programs, if not empty, keeps the turns in which one of these
+	// command names wrote (Turn.Programs).
+	Programs []string `json:"programs,omitempty"`
+}
+
+// Filtered reports whether r keeps only some turns.
+func (r LogRequest) Filtered() bool {
+	return len(r.Paths) > 0 || r.Pickaxe != "" || r.Grep != "" || len(r.Programs) > 0
 }
 
 // LogReply lists turns newest first, each with its Stats. With
 // LogRequest.Paths, each turn's Stats count only its changes at or below
-// those paths (turn 0, which changes nothing, is never listed then).
+// those paths (turn 0, which changes nothing, is never listed then). With
+// a filter, N counts the turns kept.
 type LogReply struct {
 	Turns []ckpt.Turn `json:"turns"`
 	// Start says where history starts when its oldest turns were

@@ -121,7 +121,7 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	case opts.Undo:
 		label = fmt.Sprintf("undo turn %d", target+1)
 	case opts.Paths != nil:
-		label = fmt.Sprintf("restore %s from %d", strings.Join(prefixes, " "), target)
+		label = fmt.Sprintf("%s%s from %d", ckpt.RestoreLabelPrefix, strings.Join(prefixes, " "), target)
 	}
 	t, err := s.Begin(ckpt.KindRewind, label, "")
 	if err != nil {

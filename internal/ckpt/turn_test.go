@@ -59,3 +59,23 @@ func TestGitSummary(t *testing.T) {
 		}
 	}
 }
+
+func TestParent(t *testing.T) {
+	u := func(n uint64) *uint64 { return &n }
+	for _, c := range []struct {
+		turn Turn
+		want uint64
+		ok   bool
+	}{
+		{Turn{Num: 0, Kind: KindInitial}, 0, false},
+		{Turn{Num: 4, Kind: KindAgent}, 3, true},
+		{Turn{Num: 8, Kind: KindRewind, Label: "rewind to 3", Target: u(3)}, 3, true},
+		{Turn{Num: 9, Kind: KindRewind, Label: "undo turn 8", Target: u(7)}, 7, true},
+		{Turn{Num: 9, Kind: KindRewind, Label: "restore a.txt from 2", Target: u(2)}, 8, true},
+		{Turn{Num: 9, Kind: KindRevert, Label: "revert of turn 2", Target: u(2)}, 8, true},
+	} {
+		if got, ok := c.turn.Parent(); got != c.want || ok != c.ok {
+			t.Errorf("Parent of %d %s %q = %d, %v; want %d, %v", c.turn.Num, c.turn.Kind, c.turn.Label, got, ok, c.want, c.ok)
+		}
+	}
+}

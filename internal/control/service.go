@@ -323,8 +323,8 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 	if req.N < 0 {
 		return nil, errorf(turnctl.CodeBadRequest, "n must not be negative")
 	}
-	if len(req.Paths) > 0 {
-		turns, err := s.logPaths(req)
+	if req.Filtered() {
+		turns, err := s.logFiltered(ctx, req)
 		if err != nil {
 			return nil, err
 		}

@@ -59,49 +59,6 @@ func cleanPaths(paths []string) ([]string, error) {
 	return out, nil
 }
 
-// logPaths is Log limited to the turns that changed something at or
-// below req.Paths, each with the Stats of those changes only. A turn's
-// own events are looked at first (store.Touches), so only the turns that
-// touched one of the paths pay for listing their changes.
-func (s *Service) logPaths(req turnctl.LogRequest) ([]ckpt.Turn, error) {
-	prefixes, err := cleanPaths(req.Paths)
-	if err != nil {
-		return nil, err
-	}
-	all, err := s.store.Turns(0)
-	if err != nil {
-		return nil, s.wrap(err)
-	}
-	turns := []ckpt.Turn{}
-	for _, t := range all {
-		if req.N > 0 && len(turns) == req.N {
-			break
-		}
-		ok, err := s.store.Touches(t.Num, prefixes)
-		if err != nil {
-			return nil, s.wrap(err)
-		}
-		if !ok {
-			continue
-		}
-		cs, err := s.turnStoreChanges(t.Num)
-		if err != nil {
-			return nil, s.wrap(err)
-		}
-		cs = pathHistory(cs, prefixes)
-		if len(cs) == 0 {
-			continue
-		}
-		_, st, err := s.listChanges(cs, t.Num)
-		if err != nil {
-			return nil, s.wrap(err)
-		}
-		t.Stats = &st
-		turns = append(turns, t)
-	}
-	return turns, nil
-}
-
 // Diff compares the state at the end of one turn with another (or with the
 // live tree), optionally only below some paths.
 func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.DiffReply, error) {

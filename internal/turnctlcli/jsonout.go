@@ -59,13 +59,16 @@ type jTurnOut struct {
 	// Prompt is the whole text the turn was opened with (its Label when
 	// that says it all); null where the command does not read it (the
 	// lists of turns: log, status).
-	Prompt   *string    `json:"prompt"`
-	Refs     []string   `json:"refs"`
-	Start    JSONTime   `json:"start"`
-	End      JSONTime   `json:"end"` // null while open
-	Open     bool       `json:"open"`
-	Programs []string   `json:"programs"`
-	Target   *uint64    `json:"target"` // rewind and revert turns only
+	Prompt   *string  `json:"prompt"`
+	Refs     []string `json:"refs"`
+	Start    JSONTime `json:"start"`
+	End      JSONTime `json:"end"` // null while open
+	Open     bool     `json:"open"`
+	Programs []string `json:"programs"`
+	Target   *uint64  `json:"target"` // rewind and revert turns only
+	// Parent is the turn this one continued from (ckpt.Turn.Parent): the
+	// previous one, or a whole-tree rewind's target; null for turn 0.
+	Parent   *uint64    `json:"parent"`
 	FirstSeq uint64     `json:"first_seq"`
 	LastSeq  uint64     `json:"last_seq"`
 	Stats    *jStatsOut `json:"stats"` // null until counted (an open turn)
@@ -79,6 +82,9 @@ func jTurn(t ckpt.Turn, withPrompt bool) jTurnOut {
 		Target: t.Target, FirstSeq: t.FirstSeq, LastSeq: t.LastSeq}
 	if !t.Open {
 		o.End = JSONTime(t.End)
+	}
+	if p, ok := t.Parent(); ok {
+		o.Parent = &p
 	}
 	if withPrompt {
 		p := t.Prompt

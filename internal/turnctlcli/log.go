@@ -3,6 +3,7 @@ package turnctlcli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -13,7 +14,7 @@ import (
 
 var logCmd = &command{
 	name:  "log",
-	args:  "[-n N] [-- PATH...]",
+	args:  "[-n N] [--graph] [-S TEXT] [--grep PATTERN] [--program NAME]... [-- PATH...]",
 	short: "turns, newest first, with what they changed and which programs wrote",
 	long: `The time is when the turn ended (an open turn: when it began). Kinds: agent
 (begin/end), manual (changes made while no turn was open), rewind (rewind,
@@ -28,31 +29,84 @@ With PATHs (relative to the current directory; "--" before them is
 optional), only the turns that changed one of them, or for a directory
 anything below it, are listed (a rename counts for both its names), and
 their files and lines count those changes only; -n N then shows the N
-newest such turns.`,
+newest such turns.
+
+--graph draws the timeline to the left of the turns, as git log --graph
+draws commits: a * per turn (@ for the newest, the state the tree is in),
+each on a line that goes down to its parent. A turn's parent is the turn
+before it, except for a rewind to T (or an undo done as one), whose
+parent is T: the turns after it continue from T's state, and the turns it
+went back over stay on a branch of their own, joined to the line at T
+("|/"). A restore or revert is a turn on the line like any other. --json
+gives every turn its "parent" (null for turn 0), with or without --graph.
+
+Search (combine freely with each other, PATHs and -n, which then counts
+the turns found; a turn is listed when it passes every one):
+  -S TEXT          turns that changed how many times TEXT occurs in the
+                   bytes of some regular file they changed (git's pickaxe:
+                   TEXT added or removed, not merely moved within a file);
+                   only the files each turn changed are read
+  --grep PATTERN   turns whose label or whole prompt matches PATTERN, a Go
+                   regular expression (https://pkg.go.dev/regexp/syntax)
+  --program NAME   turns in which the program NAME wrote, as the last
+                   column shows it (repeat: any of them)
+--graph draws the whole timeline and takes none of them, nor PATHs.`,
 	changes: true,
 	opts:    func() options { return &logOptions{} },
 }
 
 type logOptions struct {
-	n int
+	n        int
+	graph    bool
+	pickaxe  flagString
+	grep     string
+	programs []string
 }
+
+// flagString is a string flag that knows whether it was given (-S "").
+type flagString struct {
+	v   string
+	set bool
+}
+
+func (f *flagString) String() string     { return f.v }
+func (f *flagString) Set(v string) error { f.v, f.set = v, true; return nil }
+func (f *flagString) Type() string       { return "string" }
 
 func (o *logOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVarP(&o.n, "max-count", "n", 0, "show at most `N` turns (0: all)")
+	fs.BoolVar(&o.graph, "graph", false, "draw the timeline: forks where a rewind went back")
+	fs.VarP(&o.pickaxe, "pickaxe", "S", "only turns that added or removed `TEXT` in a file")
+	fs.StringVar(&o.grep, "grep", "", "only turns whose label or prompt matches `PATTERN` (Go regexp)")
+	fs.StringArrayVar(&o.programs, "program", nil, "only turns in which program `NAME` wrote (repeatable)")
 }
 
 func (o *logOptions) run(e *env, args []string) error {
 	if o.n < 0 {
 		return usagef("-n must not be negative")
 	}
+	if o.pickaxe.set && o.pickaxe.v == "" {
+		return usagef("-S needs a non-empty TEXT to search for")
+	}
+	if _, err := regexp.Compile(o.grep); err != nil {
+		return usagef("bad --grep pattern: %v", err)
+	}
+	for _, p := range o.programs {
+		if p == "" {
+			return usagef("--program needs a program name")
+		}
+	}
 	// Every argument is a PATH, with or without "--".
-	req := turnctl.LogRequest{N: o.n}
+	req := turnctl.LogRequest{N: o.n, Pickaxe: o.pickaxe.v, Grep: o.grep, Programs: o.programs}
 	if len(args) > 0 {
 		var err error
 		if req.Paths, err = e.relPaths(args); err != nil {
 			return err
 		}
 		e.all = e.all || anyInGitDir(req.Paths)
+	}
+	if o.graph && req.Filtered() {
+		return usagef("--graph draws the whole timeline: it takes no -S, --grep, --program or PATHs")
 	}
 	var rep *turnctl.LogReply
 	err := e.watch("log", func(ctx context.Context) (err error) {
@@ -81,7 +135,11 @@ func (o *logOptions) run(e *env, args []string) error {
 		}
 		rows = append(rows, row)
 	}
-	e.printTable(dropEmptyColumn(rows, logGitColumn), "")
+	rows = dropEmptyColumn(rows, logGitColumn)
+	if o.graph && len(rep.Turns) > 0 {
+		rows = withGraph(rows, rep)
+	}
+	e.printTable(rows, "")
 	if h := rep.Start; h != nil {
 		why := "by forget"
 		if h.Reason == ckpt.ReasonPolicy {
@@ -169,4 +227,23 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n-3]) + "..."
+}
+
+// withGraph puts the timeline (drawGraph) before rows, one per turn of
+// rep (unfiltered, newest first), with the lines between rows that join
+// or shift its columns.
+func withGraph(rows [][]cell, rep *turnctl.LogReply) [][]cell {
+	// The newest turn is the state the tree is in: log lists it first.
+	lines := drawGraph(rep.Turns, rep.Turns[0].Num)
+	out := make([][]cell, 0, len(lines))
+	next := 0
+	for _, l := range lines {
+		if l.turn == nil {
+			out = append(out, []cell{{text: l.text}})
+			continue
+		}
+		out = append(out, append([]cell{{text: l.text}}, rows[next]...))
+		next++
+	}
+	return out
 }

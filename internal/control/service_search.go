@@ -1,0 +1,214 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"regexp"
+	"slices"
+
+	"ckptfs/internal/ckpt"
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
+)
+
+// service_search.go: log with filters: -- PATH..., -S TEXT, --grep,
+// --program.
+
+// logFiltered is Log limited to the turns that pass every filter req
+// sets, newest first, at most req.N of them. The cheap tests run first:
+// the turn's record (Programs), its text (Grep), its own events
+// (store.Touches, for Paths); only a turn that passed them has its
+// changes listed, and Pickaxe reads the bytes of the files the turn
+// changed, before and after, never a whole tree. Each turn's Stats count
+// its changes at or below Paths (with no Paths, the whole turn's).
+func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ckpt.Turn, error) {
+	var prefixes []string
+	if len(req.Paths) > 0 {
+		var err error
+		if prefixes, err = cleanPaths(req.Paths); err != nil {
+			return nil, err
+		}
+	}
+	var re *regexp.Regexp
+	if req.Grep != "" {
+		var err error
+		if re, err = regexp.Compile(req.Grep); err != nil {
+			return nil, errorf(turnctl.CodeBadRequest, "bad --grep pattern: %v", err)
+		}
+	}
+	all, err := s.store.Turns(0)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	m := s.mark()
+	p, done := s.ops.track(ctx)
+	defer done()
+	turns := []ckpt.Turn{}
+	for i, t := range all {
+		if req.N > 0 && len(turns) == req.N {
+			break
+		}
+		p.report("searching", int64(i), int64(len(all)))
+		ok, cs, err := s.keep(t, req, prefixes, re)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		if !ok {
+			continue
+		}
+		switch {
+		case prefixes != nil, t.Stats == nil && cs != nil:
+			_, st, err := s.listChanges(cs, t.Num)
+			if err != nil {
+				return nil, s.wrap(err)
+			}
+			if prefixes == nil && !t.Open {
+				s.cacheStats(t.Num, st, m)
+			}
+			t.Stats = &st
+		case t.Stats == nil:
+			st, err := s.turnStats(t)
+			if err != nil {
+				return nil, s.wrap(err)
+			}
+			if !t.Open {
+				s.cacheStats(t.Num, st, m)
+			}
+			t.Stats = &st
+		}
+		turns = append(turns, t)
+	}
+	return turns, nil
+}
+
+// keep reports whether turn t passes req's filters, and the changes it
+// listed to decide (nil if it listed none): with prefixes, those at or
+// below them only.
+func (s *Service) keep(t ckpt.Turn, req turnctl.LogRequest, prefixes []string, re *regexp.Regexp) (bool, []versionstore.Change, error) {
+	if len(req.Programs) > 0 && !slices.ContainsFunc(t.Programs, func(p string) bool { return slices.Contains(req.Programs, p) }) {
+		return false, nil, nil
+	}
+	if re != nil && !re.MatchString(t.Label) {
+		full, err := s.store.Turn(t.Num)
+		if err != nil {
+			return false, nil, err
+		}
+		if full.Prompt == "" || !re.MatchString(full.Prompt) {
+			return false, nil, nil
+		}
+	}
+	if prefixes == nil && req.Pickaxe == "" {
+		return true, nil, nil
+	}
+	if prefixes != nil {
+		ok, err := s.store.Touches(t.Num, prefixes)
+		if err != nil || !ok {
+			return false, nil, err
+		}
+	}
+	cs, err := s.turnStoreChanges(t.Num)
+	if err != nil {
+		return false, nil, err
+	}
+	if prefixes != nil {
+		if cs = pathHistory(cs, prefixes); len(cs) == 0 {
+			return false, nil, nil
+		}
+	}
+	if req.Pickaxe != "" {
+		ok, err := s.pickaxe(cs, []byte(req.Pickaxe))
+		if err != nil || !ok {
+			return false, nil, err
+		}
+	}
+	return true, cs, nil
+}
+
+// pickaxe reports whether one of cs changed how many times text occurs
+// in a regular file's bytes, as git log -S decides: the occurrences
+// (without overlaps, as bytes.Count counts them) before and after the
+// change differ. A side that is no regular file counts none; a change
+// whose bytes are not known on a side (never captured, or a live file
+// that vanished while read) is passed over.
+func (s *Service) pickaxe(cs []versionstore.Change, text []byte) (bool, error) {
+	for _, c := range cs {
+		if c.Kind == ckpt.ModeOnly || c.Kind == ckpt.Relinked {
+			continue // the same bytes
+		}
+		before, ok, err := s.occurrences(c, false, text)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		after, ok, err := s.occurrences(c, true, text)
+		if err != nil {
+			return false, err
+		}
+		if ok && before != after {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// occurrences counts text in one side of c; ok is false when its bytes
+// are not known.
+func (s *Service) occurrences(c versionstore.Change, after bool, text []byte) (n int, ok bool, err error) {
+	st := c.Before
+	if after {
+		st = c.After
+	}
+	if st.Type != ckpt.Regular {
+		return 0, true, nil
+	}
+	rc, err := s.store.OpenChange(c, after, s.tree)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, versionstore.ErrNotCaptured) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer rc.Close()
+	if n, err = countIn(rc, text); err != nil {
+		return 0, false, fmt.Errorf("reading %s: %w", c.Path, err)
+	}
+	return n, true, nil
+}
+
+// countIn counts the occurrences of text (not empty) in r as
+// bytes.Count would in all of r, reading it a block at a time: an
+// occurrence across two blocks counts once.
+func countIn(r io.Reader, text []byte) (int, error) {
+	const block = 256 << 10
+	buf := make([]byte, 0, block+len(text))
+	n := 0
+	for {
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil && err != io.EOF {
+			return n, err
+		}
+		i := 0 // where the next occurrence may start
+		for {
+			k := bytes.Index(buf[i:], text)
+			if k < 0 {
+				break
+			}
+			n++
+			i += k + len(text)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		// Keep what could start an occurrence that ends in the next
+		// block: fewer bytes than text, past the last occurrence.
+		keep := max(i, len(buf)-(len(text)-1))
+		buf = buf[:copy(buf, buf[keep:])]
+	}
+}
