@@ -10,13 +10,14 @@ import (
 
 // exportHistory plays a history with edits, renames, a chmod +x, a
 // symlink, hard links, a FIFO and a rewind (a branch) on a mount, and
-// returns the mount and the number of its newest turn.
+// returns the mount and the number of its newest turn. With git, the
+// project starts as a git repository with one commit.
 //
 //	1 edit a.txt, b.txt -> d/b.txt, chmod +x run.sh, a symlink
 //	2 rm dir/c.txt, new.txt, dir -> dir2, a second hard link
 //	3 rewind to 1
 //	4 edit a.txt after the rewind, a FIFO
-func exportHistory(t *testing.T) (*Mount, int) {
+func exportHistory(t *testing.T, git bool) (*Mount, int) {
 	t.Helper()
 	proj := t.TempDir()
 	runIn(t, proj, `
@@ -26,6 +27,9 @@ func exportHistory(t *testing.T) (*Mount, int) {
 		printf '#!/bin/sh\necho hi\n' > run.sh && chmod 644 run.sh
 		printf 'linked\n' > h1 && ln h1 h2
 		chmod 600 b.txt`)
+	if git {
+		runIn(t, proj, `git init -q -b main && git add -A && git commit -qm init`)
+	}
 	m := mountProject(t, proj)
 	m.turnctl(t, "begin", "--label", "first edits\n\nThe whole prompt,\nover several lines.")
 	runIn(t, proj, `printf 'one\nTWO\n' > a.txt; mkdir d; mv b.txt d/b.txt; chmod +x run.sh; ln -s a.txt link`)
@@ -45,7 +49,7 @@ func exportHistory(t *testing.T) (*Mount, int) {
 // rewind to that turn leaves, mounted and offline, and changes nothing in
 // the project; bad input is refused with one line and exit 2.
 func TestCheckout(t *testing.T) {
-	m, last := exportHistory(t)
+	m, last := exportHistory(t, false)
 	out := t.TempDir()
 	before := tree(t, m.Dir)
 	for n := 0; n <= last; n++ {
