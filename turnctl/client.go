@@ -383,3 +383,14 @@ func (c *Client) Cat(ctx context.Context, req CatRequest) (*CatReply, error) {
 	rep.State.Size, _ = strconv.ParseInt(resp.header.Get("Ckptfs-Size"), 10, 64)
 	return rep, nil
 }
+
+// Tree streams the tree at the end of a turn; the caller closes rep.Body.
+func (c *Client) Tree(ctx context.Context, req TreeRequest) (*TreeReply, error) {
+	resp, err := c.post(ctx, "tree", req)
+	if err != nil {
+		return nil, err
+	}
+	rep := &TreeReply{Body: resp.body}
+	rep.Turn, _ = strconv.ParseUint(resp.header.Get("Ckptfs-Turn"), 10, 64)
+	return rep, nil
+}

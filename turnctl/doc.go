@@ -48,6 +48,7 @@
 //	/v1/show        {"turn", "patch"?}                        ShowReply
 //	/v1/diff        {"from", "to"?, "paths"?}                 DiffReply
 //	/v1/cat         {"turn", "path"}                          raw bytes
+//	/v1/tree        {"turn", "base"?}                         tar stream
 //	/v1/rewind      {"turn", "dry_run"?}                      RewindReply
 //	/v1/undo        {"dry_run"?}                              RewindReply
 //	/v1/restore     {"turn", "paths", "dry_run"?}             RewindReply
@@ -88,6 +89,10 @@
 //     application/octet-stream, with headers Ckptfs-Turn, Ckptfs-Mode
 //     (octal) and Ckptfs-Size. Absent at that turn: 404; not a regular
 //     file: 400.
+//   - tree: the whole tree at the end of a turn (checkout), or with
+//     "base" only what differs from the end of that turn (export), as a
+//     PAX tar stream (application/x-tar, header Ckptfs-Turn): see
+//     TreeReply and ReadTree for its entries and markers.
 //   - rewind makes the whole tree equal its state at the end of the turn,
 //     recorded as a new turn of kind rewind (closing the open turn).
 //     "dry_run" only reports what would change.

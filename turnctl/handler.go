@@ -19,6 +19,9 @@ type Handler interface {
 	Diff(ctx context.Context, req DiffRequest) (*DiffReply, error)
 	// Cat returns the file's bytes in reply.Body, which the caller closes.
 	Cat(ctx context.Context, req CatRequest) (*CatReply, error)
+	// Tree returns the tree at the end of a turn as a tar stream in
+	// reply.Body (see TreeReply), which the caller closes.
+	Tree(ctx context.Context, req TreeRequest) (*TreeReply, error)
 	Rewind(ctx context.Context, req RewindRequest) (*RewindReply, error)
 	Undo(ctx context.Context, req UndoRequest) (*RewindReply, error)
 	Restore(ctx context.Context, req RestoreRequest) (*RewindReply, error)

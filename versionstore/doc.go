@@ -69,7 +69,11 @@
 // mentions with its target state by forward resolution and sets whatever
 // still differs (the model tests check that it normally has nothing to
 // do). Restore(N, paths) plans the actions up front by forward resolution,
-// following renames back to the names the paths had at N.
+// following renames back to the names the paths had at N. TreeAt(N)
+// (snapshot.go: checkout) resolves the same candidates the same way and
+// takes every other path from a walk of the live tree, so it lists what a
+// rewind to N would leave without changing anything; TreeDelta(B, N)
+// (export) is Changes(B, N) with N's bytes.
 //
 // The reverse pass skips earlier rewinds: a whole-tree rewind turn R to
 // turn T that finished with every path's bytes restored is noted (key

@@ -180,6 +180,21 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 		w.Header().Set("Ckptfs-Size", strconv.FormatInt(rep.State.Size, 10))
 		io.Copy(w, rep.Body) // an error here can only cut the reply short
 	})
+	mux.HandleFunc("/v1/tree", func(w http.ResponseWriter, r *http.Request) {
+		var req turnctl.TreeRequest
+		if !decode(w, r, false, &req) {
+			return
+		}
+		rep, err := h.Tree(r.Context(), req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		defer rep.Body.Close()
+		w.Header().Set("Content-Type", "application/x-tar")
+		w.Header().Set("Ckptfs-Turn", strconv.FormatUint(rep.Turn, 10))
+		io.Copy(w, rep.Body) // an error here cuts the stream short: ReadTree says so
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(turnctl.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
 	})

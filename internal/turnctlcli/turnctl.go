@@ -57,7 +57,7 @@ type options interface {
 }
 
 var commands = []*command{
-	beginCmd, endCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd,
+	beginCmd, endCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd, checkoutCmd, exportCmd,
 	rewindCmd, undoCmd, restoreCmd, revertCmd, runCmd, verifyCmd,
 	forgetCmd, pinCmd, unpinCmd, gcCmd, policyCmd, duCmd,
 	hookEventCmd, hooksCmd,
