@@ -48,15 +48,10 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 		rv, m, err = s.revertStore(undone, req.DryRun, false, fmt.Sprintf("undo turn %d", undone), "undo", p)
 		return err
 	}
-	var err error
-	if req.DryRun {
-		err = run()
-	} else {
-		err = s.exclusive(run)
-	}
-	if err != nil {
+	if err := s.gated(req.DryRun, run); err != nil {
 		return nil, s.wrap(err)
 	}
+	var err error
 	var rep *turnctl.RewindReply
 	if len(later) == 0 {
 		rep, err = s.rewindReply(undone-1, req.DryRun, rw, m, p)
@@ -161,12 +156,7 @@ func (s *Service) Revert(ctx context.Context, req turnctl.RevertRequest) (*turnc
 		res, m, err = s.revertStore(n, req.DryRun, markers, "", "revert", p)
 		return err
 	}
-	if req.DryRun {
-		err = run()
-	} else {
-		err = s.exclusive(run)
-	}
-	if err != nil {
+	if err := s.gated(req.DryRun, run); err != nil {
 		return nil, s.wrap(err)
 	}
 	return s.revertReply(n, req.DryRun, res, m, p)
@@ -214,17 +204,7 @@ func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult,
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
-	p.report("listing changes", 0, 0)
-	var err error
-	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes, to); err != nil {
-		return nil, s.wrap(err)
-	}
-	if rep.Turn != nil {
-		st := rep.Stats
-		rep.Turn.Stats = &st
-		s.cacheStats(rep.Turn.Num, st, m)
-	}
-	return rep, nil
+	return s.listReplyChanges(rep, res.Changes, to, m, p)
 }
 
 // Restore rewinds only the given paths (and everything below them).
@@ -286,16 +266,19 @@ func (s *Service) rewind(ctx context.Context, target func() (uint64, error), pat
 		res, m, err = s.rewindStore(n, paths, dry, undo, p)
 		return err
 	}
-	var err error
-	if dry {
-		err = run()
-	} else {
-		err = s.exclusive(run)
-	}
-	if err != nil {
+	if err := s.gated(dry, run); err != nil {
 		return nil, s.wrap(err)
 	}
 	return s.rewindReply(n, dry, res, m, p)
+}
+
+// gated runs run inside the gate (s.exclusive), or without it for a dry
+// run, which changes nothing.
+func (s *Service) gated(dry bool, run func() error) error {
+	if dry {
+		return run()
+	}
+	return s.exclusive(run)
 }
 
 // rewindStore runs store.Rewind (the caller holds the gate unless dry),
@@ -318,9 +301,16 @@ func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult,
 	} else if !dry {
 		return rep, nil // nothing differed
 	}
+	return s.listReplyChanges(rep, res.Changes, n, m, p)
+}
+
+// listReplyChanges fills rep's Changes and Stats from cs, counting lines
+// as of turn to (a phase of p), and gives rep's new turn, if any, those
+// Stats, cached under m.
+func (s *Service) listReplyChanges(rep *turnctl.RewindReply, cs []versionstore.Change, to uint64, m mark, p *progress) (*turnctl.RewindReply, error) {
 	p.report("listing changes", 0, 0)
 	var err error
-	if rep.Changes, rep.Stats, err = s.listChanges(res.Changes, n); err != nil {
+	if rep.Changes, rep.Stats, err = s.listChanges(cs, to); err != nil {
 		return nil, s.wrap(err)
 	}
 	if rep.Turn != nil {
