@@ -70,17 +70,7 @@ func (h *history) p(elem ...string) string {
 
 // timed runs fn and charges the C daemon's CPU to it.
 func (h *history) timed(fn func() error) (sample, error) {
-	pid := h.c.DaemonPID()
-	cpu0 := cpuSeconds(pid)
-	start := time.Now()
-	if err := fn(); err != nil {
-		return sample{}, err
-	}
-	s := sample{Wall: since(start), CPU: -1}
-	if cpu1 := cpuSeconds(pid); cpu0 >= 0 && cpu1 >= 0 {
-		s.CPU = cpu1 - cpu0
-	}
-	return s, nil
+	return timedOn(h.c, fn)
 }
 
 func (h *history) record(name, config string, s sample) {
@@ -416,10 +406,7 @@ func (h *history) stored(ctx context.Context) error {
 
 // idle waits until the daemon has finished what it deferred.
 func (h *history) idle() {
-	pid := h.c.DaemonPID()
-	if c := cpuSeconds(pid); c >= 0 {
-		settle(pid, c, 30*time.Second)
-	}
+	h.idleOn(h.c)
 }
 
 func duBytes(ctx context.Context, dir string) (int64, error) {
