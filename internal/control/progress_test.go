@@ -27,7 +27,10 @@ func (g *watchingGate) Invalidate(p string) {
 	}
 }
 
-func TestRewindReportsProgress(t *testing.T) {
+// watchedFixture is a fixture whose gate watches the progress of "op",
+// with turn 1 writing 20 files f00 to f19.
+func watchedFixture(t *testing.T) (*fixture, *watchingGate) {
+	t.Helper()
 	f := newFixture(t)
 	g := &watchingGate{svc: f.svc}
 	f.svc.gate = g
@@ -36,6 +39,11 @@ func TestRewindReportsProgress(t *testing.T) {
 		f.ov.Write(fmt.Sprintf("f%02d", i), "x\n")
 	}
 	f.end()
+	return f, g
+}
+
+func TestRewindReportsProgress(t *testing.T) {
+	f, g := watchedFixture(t)
 	ctx := turnctl.WithOp(context.Background(), "op")
 	if _, err := f.svc.Rewind(ctx, turnctl.RewindRequest{Turn: "0"}); err != nil {
 		t.Fatal(err)
@@ -72,14 +80,7 @@ func TestRewindReportsProgress(t *testing.T) {
 // rewind: nothing changed after the revert) report how far they have got
 // as a rewind does.
 func TestRevertAndUndoReportProgress(t *testing.T) {
-	f := newFixture(t)
-	g := &watchingGate{svc: f.svc}
-	f.svc.gate = g
-	f.begin("many")
-	for i := range 20 {
-		f.ov.Write(fmt.Sprintf("f%02d", i), "x\n")
-	}
-	f.end()
+	f, g := watchedFixture(t)
 	f.begin("other")
 	f.ov.Write("other", "y\n")
 	f.end()
