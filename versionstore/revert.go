@@ -183,14 +183,7 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	}
 	crashpoint.Hit("rewind.begun")
 	j := &rewindJournal{Target: n, Turn: t.Num, Stop: stop, Actions: actions, Restore: true, Lost: res.NotRestored, progress: opts.Progress}
-	if err := s.putJournal(j, t.Num, n); err != nil {
-		return res, err
-	}
-	if err := s.wal.SyncWAL(); err != nil {
-		return res, fmt.Errorf("versionstore: %w", err)
-	}
-	crashpoint.Hit("rewind.journaled")
-	if err := s.runJournal(j, live, opts.Who); err != nil {
+	if err := s.journalAndRun(j, t.Num, n, live, opts.Who); err != nil {
 		return res, err
 	}
 	if res.Turn, err = s.finishJournal(j); err != nil {

@@ -155,16 +155,7 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 			j.Jumps = jumps
 		}
 	}
-	if err := s.putJournal(j, t.Num, target); err != nil {
-		return res, err
-	}
-	// The journal survives a power loss too: a half-done rewind is always
-	// found again.
-	if err := s.wal.SyncWAL(); err != nil {
-		return res, fmt.Errorf("versionstore: %w", err)
-	}
-	crashpoint.Hit("rewind.journaled")
-	if err := s.runJournal(j, live, opts.Who); err != nil {
+	if err := s.journalAndRun(j, t.Num, target, live, opts.Who); err != nil {
 		return res, err
 	}
 	if err := s.noteRewound(j); err != nil {

@@ -108,6 +108,20 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	return s.commit(b, pebble.Sync)
 }
 
+// journalAndRun saves j, the journal of turn, which takes the tree to
+// target, and runs it. The journal survives a power loss too: a
+// half-done rewind or revert is always found again.
+func (s *Store) journalAndRun(j *rewindJournal, turn, target uint64, live ckpt.Tree, who ckpt.Program) error {
+	if err := s.putJournal(j, turn, target); err != nil {
+		return err
+	}
+	if err := s.wal.SyncWAL(); err != nil {
+		return fmt.Errorf("versionstore: %w", err)
+	}
+	crashpoint.Hit("rewind.journaled")
+	return s.runJournal(j, live, who)
+}
+
 // saveProgress saves the journal but for its plan, which is unchanged.
 func (s *Store) saveProgress(j *rewindJournal) error {
 	b := s.db.NewBatch()
