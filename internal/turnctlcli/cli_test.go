@@ -257,14 +257,7 @@ func TestShowBinarySizesAndOwners(t *testing.T) {
 // store so that turnctl opens it offline, and returns the project.
 func historyOf(t *testing.T, build func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay)) string {
 	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("CKPTFS_DIR", "")
-	t.Setenv("NO_COLOR", "1")
-	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov := fusefstest.New(t, dir, store)
+	dir, store, ov := offlineProject(t)
 	build(func(label, ref string, fn func()) {
 		if _, err := store.Begin(ckpt.KindAgent, label, ref); err != nil {
 			t.Fatal(err)
@@ -278,6 +271,21 @@ func historyOf(t *testing.T, build func(turn func(label, ref string, fn func()),
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// offlineProject makes a project with an open store and the overlay
+// stand-in over it, for a test to build a history in; once the test
+// closes the store, turnctl opens it offline.
+func offlineProject(t *testing.T) (string, *versionstore.Store, *fusefstest.Overlay) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("CKPTFS_DIR", "")
+	t.Setenv("NO_COLOR", "1")
+	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, store, fusefstest.New(t, dir, store)
 }
 
 // TestRememberedStore: a store given at mount (ckptfs mount --store) is

@@ -25,14 +25,7 @@ import (
 //	9 restore a.txt from 1
 func timelineProject(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("CKPTFS_DIR", "")
-	t.Setenv("NO_COLOR", "1")
-	store, err := versionstore.Open(filepath.Join(dir, ".ckptfs"), versionstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov := fusefstest.New(t, dir, store)
+	dir, store, ov := offlineProject(t)
 	turn := func(text, comm string, fn func()) {
 		if _, err := store.Begin(ckpt.KindAgent, text, ""); err != nil {
 			t.Fatal(err)
