@@ -3,8 +3,6 @@ package tests
 import (
 	"crypto/sha256"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,57 +10,6 @@ import (
 
 	"ckptfs/internal/xfstest"
 )
-
-// writeSeeded writes n incompressible bytes (a seeded stream) to p and
-// returns their SHA-256.
-func writeSeeded(t *testing.T, p string, n int64, seed byte) [32]byte {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	src := rand.NewChaCha8([32]byte{seed})
-	buf := make([]byte, 1<<20)
-	for left := n; left > 0; left -= int64(len(buf)) {
-		b := buf[:min(int64(len(buf)), left)]
-		src.Read(b)
-		h.Write(b)
-		if _, err := f.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return [32]byte(h.Sum(nil))
-}
-
-func sha256File(t *testing.T, p string) [32]byte {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return [32]byte(h.Sum(nil))
-}
-
-// writeInPlace writes b at off into the file p (through the mount), the
-// inode kept: the first such write of a turn captures the file.
-func writeInPlace(t *testing.T, p string, off int64, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A project on a filesystem that clones (a loop-mounted XFS image with
 // reflink=1), mounted for real: the first 4 KiB write of a turn into a
@@ -81,7 +28,7 @@ func TestReflinkCaptureOnAMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	const size = 256 << 20
-	want := writeSeeded(t, filepath.Join(dir, "big.bin"), size, 1)
+	want := xfstest.WriteSeeded(t, filepath.Join(dir, "big.bin"), size, 1)
 	// A 2 MiB text file (over the 1 MiB below which captures copy, under
 	// the 8 MiB of show --patch).
 	var text strings.Builder
@@ -96,15 +43,15 @@ func TestReflinkCaptureOnAMount(t *testing.T) {
 	m.turnctl(t, "begin", "--label", "edit in place")
 	xfstest.Sync(t, mnt)
 	free0 := xfstest.FreeBytes(t, mnt)
-	writeInPlace(t, filepath.Join(dir, "big.bin"), 1<<20, make([]byte, 4096))
+	xfstest.WriteAt(t, filepath.Join(dir, "big.bin"), 1<<20, make([]byte, 4096))
 	xfstest.Sync(t, mnt)
 	grew := free0 - xfstest.FreeBytes(t, mnt)
 	t.Logf("the first 4 KiB write of a turn into a %d MiB file took %d KiB of the filesystem", size>>20, grew>>10)
 	if grew > 8<<20 {
 		t.Errorf("the filesystem lost %d KiB to a 4 KiB write into a %d MiB file: its capture is not a clone", grew>>10, size>>20)
 	}
-	writeInPlace(t, filepath.Join(dir, "big.bin"), size-4096, make([]byte, 4096))
-	writeInPlace(t, filepath.Join(dir, "log.txt"), 0, []byte("LINE"))
+	xfstest.WriteAt(t, filepath.Join(dir, "big.bin"), size-4096, make([]byte, 4096))
+	xfstest.WriteAt(t, filepath.Join(dir, "log.txt"), 0, []byte("LINE"))
 	m.turnctl(t, "end")
 
 	store := fmt.Sprintf("/proc/%d/cwd", m.PID(t)) // the store, hidden by the mount
@@ -141,7 +88,7 @@ func TestReflinkCaptureOnAMount(t *testing.T) {
 	}
 
 	m.turnctl(t, "rewind", "0")
-	if sha256File(t, filepath.Join(dir, "big.bin")) != want {
+	if xfstest.FileSum(t, filepath.Join(dir, "big.bin")) != want {
 		t.Error("rewind 0: big.bin is not its prior bytes")
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "log.txt")); err != nil || string(b) != text.String() {

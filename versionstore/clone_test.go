@@ -1,10 +1,7 @@
 package versionstore
 
 import (
-	"crypto/sha256"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,65 +13,21 @@ import (
 )
 
 // writeRandom writes n incompressible bytes (a seeded stream) to p, so
-// that a copy into chunks would cost the store about n bytes, and returns
-// their SHA-256.
+// that a copy into chunks would cost the store about n bytes, syncs it and
+// returns their SHA-256.
 func writeRandom(t *testing.T, p string, n int64, seed uint64) [32]byte {
 	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	src := rand.NewChaCha8([32]byte{byte(seed)})
-	buf := make([]byte, 1<<20)
-	for left := n; left > 0; left -= int64(len(buf)) {
-		b := buf[:min(int64(len(buf)), left)]
-		src.Read(b)
-		h.Write(b)
-		if _, err := f.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return [32]byte(h.Sum(nil))
+	sum := xfstest.WriteSeeded(t, p, n, byte(seed))
+	xfstest.SyncFile(t, p)
+	return sum
 }
 
-func sumOf(t *testing.T, r io.Reader) [32]byte {
-	t.Helper()
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		t.Fatal(err)
-	}
-	return [32]byte(h.Sum(nil))
-}
-
-func fileSum(t *testing.T, p string) [32]byte {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	return sumOf(t, f)
-}
-
-// overwriteAt writes b into p at off, in place (the inode stays).
+// overwriteAt writes b into p at off, in place (the inode stays), and
+// syncs it.
 func overwriteAt(t *testing.T, p string, off int64, b []byte) {
 	t.Helper()
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	xfstest.WriteAt(t, p, off, b)
+	xfstest.SyncFile(t, p)
 }
 
 // TestCloneCaptureOnXFS: on a filesystem that clones, the first write of a
@@ -146,7 +99,7 @@ func TestCloneCaptureOnXFS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := sumOf(t, rc); got != w {
+		if got := xfstest.SumOf(t, rc); got != w {
 			t.Errorf("cat of %s at turn 0: not its prior bytes", p)
 		}
 		rc.Close()
@@ -157,7 +110,7 @@ func TestCloneCaptureOnXFS(t *testing.T) {
 	if _, err := s.Rewind(0, tree, RewindOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if fileSum(t, big) != want || fileSum(t, small) != wantSmall {
+	if xfstest.FileSum(t, big) != want || xfstest.FileSum(t, small) != wantSmall {
 		t.Fatal("rewind to turn 0 did not give back the prior bytes")
 	}
 	// Not a contract: the restore copies with copy_file_range, which the
@@ -242,7 +195,7 @@ func TestCloneCrashBeforeRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sumOf(t, rc) != want {
+	if xfstest.SumOf(t, rc) != want {
 		t.Error("cat after a kill and a second capture: not the prior bytes")
 	}
 	rc.Close()
@@ -279,7 +232,7 @@ func TestCloneFallsBackToCopy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sumOf(t, rc) != want {
+		if xfstest.SumOf(t, rc) != want {
 			t.Error("cat of a copied capture: not the prior bytes")
 		}
 		rc.Close()
@@ -356,7 +309,7 @@ func TestCloneFailureNeverFailsTheCapture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sumOf(t, rc) != want {
+		if xfstest.SumOf(t, rc) != want {
 			t.Errorf("clone failing with %v: cat gives other bytes", c.fail)
 		}
 		rc.Close()
