@@ -351,15 +351,7 @@ func (m *sim) step() {
 			}
 			m.capture(q, true)
 		}
-		commit, err := m.store.RecordRename(p, q, false, ckpt.Program{Comm: "mv"})
-		if err != nil {
-			m.t.Fatal(err)
-		}
-		err = os.Rename(m.abs(p), m.abs(q))
-		commit(err == nil)
-		if err != nil {
-			m.t.Fatal(err)
-		}
+		mvRecorded(m, p, q)
 	case op == 6: // chmod
 		if !st.Exists() || st.Type == ckpt.Symlink {
 			return
