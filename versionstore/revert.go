@@ -90,12 +90,7 @@ type revertItem struct {
 // journaled as a restore is: Recover finishes it after a crash. The caller
 // must keep other writers out of the tree meanwhile.
 func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResult, error) {
-	s.rewindWaiting.Add(1)
-	s.rewindMu.Lock()
-	s.rewindWaiting.Add(-1)
-	defer s.rewindMu.Unlock()
-	s.dropLinkIndex()
-	defer s.dropLinkIndex()
+	defer s.lockRewind()()
 	var res RevertResult
 	if _, err := s.Turn(n); err != nil {
 		return res, err

@@ -57,12 +57,7 @@ type RewindResult struct {
 // plan is journaled before anything changes: Recover finishes it after a
 // crash. The caller must keep other writers out of the tree meanwhile.
 func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (RewindResult, error) {
-	s.rewindWaiting.Add(1) // a running gc stops at its next batch
-	s.rewindMu.Lock()
-	s.rewindWaiting.Add(-1)
-	defer s.rewindMu.Unlock()
-	s.dropLinkIndex()
-	defer s.dropLinkIndex()
+	defer s.lockRewind()()
 	var res RewindResult
 	if _, err := s.Turn(target); err != nil {
 		return res, err
@@ -178,6 +173,20 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	done, err := s.Changes(res.Turn.Num-1, res.Turn.Num, live)
 	res.Changes = PairLike(done, changes)
 	return res, err
+}
+
+// lockRewind takes rewindMu for a rewind or a revert (a running gc stops
+// at its next batch to let it in) and drops the link index; the unlock it
+// returns drops the index again and releases rewindMu.
+func (s *Store) lockRewind() (unlock func()) {
+	s.rewindWaiting.Add(1) // a running gc stops at its next batch
+	s.rewindMu.Lock()
+	s.rewindWaiting.Add(-1)
+	s.dropLinkIndex()
+	return func() {
+		s.dropLinkIndex()
+		s.rewindMu.Unlock()
+	}
 }
 
 // checkRewindSpace refuses, before anything changes, a rewind whose bytes
