@@ -30,6 +30,18 @@ func overwriteAt(t *testing.T, p string, off int64, b []byte) {
 	xfstest.SyncFile(t, p)
 }
 
+// sumAt returns the SHA-256 of p's bytes at the end of turn n, as cat
+// gives them.
+func sumAt(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) [32]byte {
+	t.Helper()
+	rc, _, err := s.OpenAt(n, p, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	return xfstest.SumOf(t, rc)
+}
+
 // TestCloneCaptureOnXFS: on a filesystem that clones, the first write of a
 // turn into a 256 MiB file keeps its prior bytes as a clone in the attic:
 // the filesystem's free space hardly moves, cat and rewind give the exact
@@ -95,14 +107,9 @@ func TestCloneCaptureOnXFS(t *testing.T) {
 
 	// cat: the bytes at the end of turn 0.
 	for p, w := range map[string][32]byte{"big": want, "small": wantSmall} {
-		rc, _, err := s.OpenAt(0, p, tree)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := xfstest.SumOf(t, rc); got != w {
+		if sumAt(t, s, 0, p, tree) != w {
 			t.Errorf("cat of %s at turn 0: not its prior bytes", p)
 		}
-		rc.Close()
 	}
 	checkVerify(t, s)
 
@@ -191,14 +198,9 @@ func TestCloneCrashBeforeRecord(t *testing.T) {
 	if _, err := s.End(""); err != nil {
 		t.Fatal(err)
 	}
-	rc, _, err := s.OpenAt(0, "f", tree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if xfstest.SumOf(t, rc) != want {
+	if sumAt(t, s, 0, "f", tree) != want {
 		t.Error("cat after a kill and a second capture: not the prior bytes")
 	}
-	rc.Close()
 	if _, err := s.GC(GCOptions{NoPolicy: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -228,14 +230,9 @@ func TestCloneFallsBackToCopy(t *testing.T) {
 			t.Errorf("cloneState %d, want cloneNo once a clone failed", s.cloneState)
 		}
 		writeFile(t, filepath.Join(root, "f"), []byte("new"))
-		rc, _, err := s.OpenAt(0, "f", tree)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if xfstest.SumOf(t, rc) != want {
+		if sumAt(t, s, 0, "f", tree) != want {
 			t.Error("cat of a copied capture: not the prior bytes")
 		}
-		rc.Close()
 	})
 	t.Run("store on another filesystem", func(t *testing.T) {
 		mnt := xfstest.Mount(t, xfstest.MinSize)
@@ -305,14 +302,9 @@ func TestCloneFailureNeverFailsTheCapture(t *testing.T) {
 			t.Errorf("clone failing with %v: ref %+v, state %d; want clone %v, state %d", c.fail, ref, s.cloneState, c.clone, c.state)
 		}
 		writeFile(t, filepath.Join(root, name), []byte("new"))
-		rc, _, err := s.OpenAt(0, name, tree)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if xfstest.SumOf(t, rc) != want {
+		if sumAt(t, s, 0, name, tree) != want {
 			t.Errorf("clone failing with %v: cat gives other bytes", c.fail)
 		}
-		rc.Close()
 	}
 	if n := atticNames(t, s); len(n) != 2 {
 		t.Errorf("attic %v, want the 2 clones that worked and nothing of the others", n)
