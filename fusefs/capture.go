@@ -188,11 +188,12 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 		return 0 // no name holds it (a rewind removed it while open)
 	}
 	paths := n.paths(&st)
-	for _, p := range paths {
+	for i, p := range paths {
 		if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
 			continue
 		}
-		if !r.holds(p, &st) {
+		// The other names come from namesOf, which checked them already.
+		if i == 0 && !r.holds(p, &st) {
 			// go-fuse's path of the node is not where its inode is
 			// (the backing tree changed underneath): recording this
 			// inode's state as that path's would put another file's
