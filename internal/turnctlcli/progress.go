@@ -98,6 +98,9 @@ func newProgressBar(w io.Writer, what string) *progressBar {
 	b.SetRefreshRate(progressTick)
 	b.SetTemplateString(tmplUnknown)
 	b.Start()
+	// Drawn now, not at the refresher's first tick: a command that ends
+	// within a tick of the bar's start still shows what it was doing.
+	b.Write()
 	return &progressBar{bar: b, what: what}
 }
 
