@@ -43,12 +43,22 @@ type Policy struct {
 	// within its budget. Older turns are forgotten.
 	KeepTurns int           `json:"keep_turns,omitempty"`
 	KeepAge   time.Duration `json:"keep_age,omitempty"`
+	// KeepHourly and KeepDaily thin the turns older than both windows:
+	// of those that ended less than KeepHourly ago, the last turn of each
+	// hour is kept, then of those that ended less than KeepDaily ago, the
+	// last of each day (UTC); the others are merged into the kept turn
+	// after them, and the turns older than that are forgotten. A negative
+	// value thins none that way.
+	KeepHourly time.Duration `json:"keep_hourly,omitempty"`
+	KeepDaily  time.Duration `json:"keep_daily,omitempty"`
 }
 
 // Policy defaults.
 const (
 	DefaultKeepTurns            = 100
 	DefaultKeepAge              = 24 * time.Hour
+	DefaultKeepHourly           = 7 * 24 * time.Hour
+	DefaultKeepDaily            = 30 * 24 * time.Hour
 	DefaultMaxBudget      int64 = 10 << 30
 	DefaultBudgetFraction       = 10 // percent of the store's disk
 )
@@ -61,6 +71,12 @@ func (p Policy) Effective(diskBytes int64) Policy {
 	}
 	if p.KeepAge == 0 {
 		p.KeepAge = DefaultKeepAge
+	}
+	if p.KeepHourly == 0 {
+		p.KeepHourly = DefaultKeepHourly
+	}
+	if p.KeepDaily == 0 {
+		p.KeepDaily = DefaultKeepDaily
 	}
 	if p.KeepSize == 0 {
 		p.KeepSize = DefaultMaxBudget
@@ -76,7 +92,10 @@ type GCReport struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Forgot lists the turns the policy forgot (would forget), oldest
 	// first; Start is where history starts after it.
-	Forgot     []uint64      `json:"forgot,omitempty"`
+	Forgot []uint64 `json:"forgot,omitempty"`
+	// Merged: how many of them were in the middle of history, merged
+	// into the kept turn after them (the policy's thinning).
+	Merged     int           `json:"merged,omitempty"`
 	Start      *HistoryStart `json:"start,omitempty"`
 	Chunks     int           `json:"chunks"`      // content chunks deleted
 	ChunkBytes int64         `json:"chunk_bytes"` // their stored (compressed) bytes

@@ -20,8 +20,9 @@ const RestoreLabelPrefix = "restore "
 //     so it and every turn after it form a branch that forks at T, and the
 //     turns between T and the rewind stay reachable on the branch left.
 //   - Every other turn (agent, manual, offline, a restore of some paths, a
-//     revert, an undo done as a revert) has parent Num-1: it changed the
-//     tree as the previous turn left it.
+//     revert, an undo done as a revert) has parent Prev(): it changed the
+//     tree as the previous turn left it (the previous kept one, when the
+//     turns before it were merged into it).
 //
 // The parent may be a turn history no longer holds (forgotten, before
 // HistoryStart.Turn); it depends only on t's own record.
@@ -32,7 +33,7 @@ func (t Turn) Parent() (uint64, bool) {
 	if t.Rewound() {
 		return *t.Target, true
 	}
-	return t.Num - 1, true
+	return t.Prev(), true
 }
 
 // Rewound reports whether t is a whole-tree rewind (kind rewind, not a

@@ -43,9 +43,27 @@ type Turn struct {
 	// LastSeq when it recorded nothing).
 	FirstSeq uint64 `json:"first_seq"`
 	LastSeq  uint64 `json:"last_seq"`
+	// MergedFrom, when not 0, says that the turns MergedFrom..Num-1 were
+	// forgotten and their changes merged into this one: its range starts
+	// where MergedFrom's did, and its changes are those from the end of
+	// MergedFrom-1 (Prev) to its own end.
+	MergedFrom uint64 `json:"merged_from,omitempty"`
 	// Stats is filled in by SetStats (computed by the caller, which has the
 	// diff machinery); nil until then.
 	Stats *Stats `json:"stats,omitempty"`
+}
+
+// Prev is the turn whose end state t's changes start from: Num-1, or
+// the turn before those merged into t (MergedFrom-1). Turn 0 has none
+// (Prev returns 0).
+func (t Turn) Prev() uint64 {
+	switch {
+	case t.Num == 0:
+		return 0
+	case t.MergedFrom > 0:
+		return t.MergedFrom - 1
+	}
+	return t.Num - 1
 }
 
 // Empty reports whether the turn recorded no change.

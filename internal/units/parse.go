@@ -79,3 +79,12 @@ func Duration(d time.Duration) string {
 	}
 	return d.String()
 }
+
+// ParseWindow parses a retention window: a duration (ParseDuration), or
+// "off" for none, returned as -1.
+func ParseWindow(s string) (time.Duration, error) {
+	if t := strings.TrimSpace(s); t == "off" || t == "none" {
+		return -1, nil
+	}
+	return ParseDuration(s)
+}
