@@ -62,38 +62,35 @@ func (s *Store) needs(path string, metaOnly bool) bool {
 }
 
 // touch updates the open turn's touched set for an event (s.mu held).
-func (s *Store) touch(r *record) {
+func (s *Store) touch(r *record) { touchSet(s.touched, r) }
+
+// touchSet updates a touched set (path -> touchFull|touchMeta: its prior
+// state, or its mode and owner, are recorded since the set began) for
+// event r: a rename or exchange carries the marks of the names it moves,
+// and a name renamed over loses its marks (it is another object now).
+// A record of a path whose mark says so is one no resolution from the
+// set's beginning reaches (merge.go relies on it).
+func touchSet(touched map[string]uint8, r *record) {
 	switch r.Op {
 	case opPrior:
-		s.touched[r.Path] |= touchFull
+		touched[r.Path] |= touchFull
 	case opMeta:
-		s.touched[r.Path] |= touchMeta
-	case opRename:
+		touched[r.Path] |= touchMeta
+	case opRename, opExchange:
 		moved := map[string]uint8{}
-		for p, v := range s.touched {
+		for p, v := range touched {
 			if rest, ok := ckpt.Under(p, r.Path); ok {
 				moved[join(r.To, rest)] = v
-				delete(s.touched, p)
-			} else if _, ok := ckpt.Under(p, r.To); ok {
-				delete(s.touched, p)
-			}
-		}
-		for p, v := range moved {
-			s.touched[p] = v
-		}
-	case opExchange:
-		moved := map[string]uint8{}
-		for p, v := range s.touched {
-			if rest, ok := ckpt.Under(p, r.Path); ok {
-				moved[join(r.To, rest)] = v
-				delete(s.touched, p)
+				delete(touched, p)
 			} else if rest, ok := ckpt.Under(p, r.To); ok {
-				moved[join(r.Path, rest)] = v
-				delete(s.touched, p)
+				if r.Op == opExchange {
+					moved[join(r.Path, rest)] = v
+				}
+				delete(touched, p)
 			}
 		}
 		for p, v := range moved {
-			s.touched[p] = v
+			touched[p] = v
 		}
 	}
 }

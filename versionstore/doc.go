@@ -295,15 +295,20 @@
 // Forgetting the oldest turns moves the start of history forward
 // (history.go): the events up to the new first turn's end, the turn
 // records below it and their refs go in one synced batch of range
-// deletions. The retention policy (policy.go) says how far, pins
-// (pins.go) stop it. GC (gc.go) is a stateless mark and sweep of chunks
-// and attic files against every event, in batches that hold captures off
-// only while they commit (contentMu), then a compaction: a kill at any
-// moment leaves garbage the next GC finds (crash points forget.committed,
-// gc.*). usage.go reports what each turn alone holds (turnctl du).
+// deletions. Forgetting a turn in the middle merges it into the next
+// kept turn (merge.go): the boundary between them goes, with the records
+// of the merged turn that no resolution from a kept end reaches any more
+// (a path's second record in one turn), in one synced batch. The
+// retention policy (policy.go) says what to forget: it keeps every turn
+// of its windows, thins older ones to the last of each hour and day, and
+// forgets those older still; pins (pins.go) stop it. GC (gc.go) is a
+// stateless mark and sweep of chunks and attic files against every
+// event, in batches that hold captures off only while they commit
+// (contentMu), then a compaction: a kill at any moment leaves garbage the
+// next GC finds (crash points forget.committed, forget.merged, gc.*).
+// usage.go reports what each turn alone holds (turnctl du).
 //
 // # Known limits
 //
-// Turns are forgotten only from the start of history: thinning the
-// middle is not done. Extended attributes are not versioned.
+// Extended attributes are not versioned.
 package versionstore

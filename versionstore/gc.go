@@ -111,13 +111,13 @@ func (s *Store) GC(opts GCOptions) (ckpt.GCReport, error) {
 	// Compact what was deleted, so that the files holding it are
 	// rewritten without it (range deletions alone only hide it). Pebble
 	// compacts alongside everything else: the store is not held.
-	if lo != nil || rep.Start != nil {
+	if lo != nil || rep.Start != nil || rep.Merged > 0 {
 		opts.Progress.report("compacting", 0, 0)
 		if err := s.db.Flush(); err != nil {
 			return rep, pebbleErr(err)
 		}
 		ctx := context.Background()
-		if rep.Start != nil {
+		if rep.Start != nil || rep.Merged > 0 {
 			if err := s.db.Compact(ctx, []byte{prefixEvent}, upper(prefixEvent), false); err != nil {
 				return rep, pebbleErr(err)
 			}
@@ -146,19 +146,25 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 		if scan != nil {
 			freed = scan.freedBy()
 		}
-		to, err := s.policyPlan(pol, time.Now(), rep.Before, freed)
+		r, err := s.policyPlan(pol, time.Now(), rep.Before, freed)
 		if err != nil {
 			return nil, nil, err
 		}
-		if start := s.startTurn(); to > start {
-			h, err := s.forgetTo(to, ckpt.ReasonPolicy)
+		kept, err := s.keptTurns()
+		if err != nil {
+			return nil, nil, err
+		}
+		start := s.startTurn()
+		if ts := r.forgets(kept, start); len(ts) > 0 {
+			h, err := s.forget(ts, ckpt.ReasonPolicy)
 			if err != nil {
 				return nil, nil, err
 			}
-			for n := start; n < to; n++ {
-				rep.Forgot = append(rep.Forgot, n)
+			rep.Forgot = ts
+			if h.Turn > start {
+				rep.Start = &h
 			}
-			rep.Start = &h
+			rep.Merged = len(r.merge)
 		}
 	}
 	crashpoint.Hit("gc.forgotten")

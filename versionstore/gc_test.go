@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -109,6 +110,27 @@ func (h *keptHistory) add(n uint64, sn snapshot) {
 	h.snaps = append(h.snaps, sn)
 }
 
+// sync drops the turns the store no longer holds (forgotten, merged).
+func (h *keptHistory) sync(t *testing.T, s *Store) {
+	t.Helper()
+	kept, err := s.keptTurns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := map[uint64]bool{}
+	for _, k := range kept {
+		has[k.Num] = true
+	}
+	var turns []uint64
+	var snaps []snapshot
+	for i, n := range h.turns {
+		if has[n] {
+			turns, snaps = append(turns, n), append(snaps, h.snaps[i])
+		}
+	}
+	h.turns, h.snaps = turns, snaps
+}
+
 // trim drops the turns below start.
 func (h *keptHistory) trim(start uint64) {
 	i := 0
@@ -147,7 +169,7 @@ func runGCModel(t *testing.T, seed int64, s *Store, root string, link bool, roun
 	for round := 0; round < rounds; round++ {
 		work()
 		start := s.HistoryStart().Turn
-		switch op := rng.Intn(7); op {
+		switch op := rng.Intn(9); op {
 		case 0: // pin a kept turn
 			n := h.turns[rng.Intn(len(h.turns))]
 			if _, err := s.Pin(n, "model"); err != nil {
@@ -163,15 +185,23 @@ func runGCModel(t *testing.T, seed int64, s *Store, root string, link bool, roun
 				break
 			}
 		case 2, 3: // forget a prefix
-			latest := s.Latest()
-			to := start + 1 + uint64(rng.Intn(int(latest-start)+1))
-			var list []uint64
-			for n := start; n < to; n++ {
-				list = append(list, n)
+			kept, err := s.keptTurns()
+			if err != nil {
+				t.Fatal(err)
 			}
-			_, err := s.Forget(list, ckpt.ReasonForget)
-			blocked := to > latest
-			for n := start; n < to; n++ {
+			latest := s.Latest()
+			k := 1 + rng.Intn(len(kept)+1)
+			to := latest + 1
+			if k < len(kept) {
+				to = kept[k].Num
+			}
+			var list []uint64
+			for _, kt := range kept[:min(k, len(kept))] {
+				list = append(list, kt.Num)
+			}
+			_, err = s.Forget(list, ckpt.ReasonForget)
+			blocked := k >= len(kept)
+			for _, n := range list {
 				blocked = blocked || pins[n]
 			}
 			switch {
@@ -185,14 +215,58 @@ func runGCModel(t *testing.T, seed int64, s *Store, root string, link bool, roun
 					t.Fatalf("seed %d: history starts at %d, want %d", seed, got, to)
 				}
 			}
-			// A turn in the middle is refused.
-			if latest-start >= 2 {
-				if _, err := s.Forget([]uint64{s.HistoryStart().Turn + 1}, ckpt.ReasonForget); !errors.Is(err, ErrNotPrefix) {
-					t.Fatalf("seed %d: forget of a middle turn: %v", seed, err)
+		case 7, 8: // forget turns in the middle: merged into the next kept
+			kept, err := s.keptTurns()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(kept) < 3 {
+				break
+			}
+			var list []uint64
+			for _, k := range kept[1:] {
+				if rng.Intn(3) == 0 {
+					list = append(list, k.Num)
 				}
 			}
+			if len(list) == 0 {
+				list = append(list, kept[1+rng.Intn(len(kept)-1)].Num)
+			}
+			blocked := slices.Contains(list, kept[len(kept)-1].Num)
+			for _, n := range list {
+				blocked = blocked || pins[n]
+			}
+			before := s.HistoryStart()
+			_, err = s.Forget(list, ckpt.ReasonForget)
+			switch {
+			case blocked && err == nil:
+				t.Fatalf("seed %d: forget %v should be refused (pins %v, kept %d-%d)", seed, list, pins, start, kept[len(kept)-1].Num)
+			case !blocked && err != nil:
+				t.Fatalf("seed %d: forget %v: %v", seed, list, err)
+			case err == nil:
+				forgets++
+				for _, n := range list {
+					if _, err := s.Resolve(fmt.Sprint(n)); !errors.Is(err, ErrForgotten) {
+						t.Fatalf("seed %d: turn %d merged away resolves: %v", seed, n, err)
+					}
+				}
+			}
+			if err != nil {
+				now, kerr := s.keptTurns()
+				if kerr != nil {
+					t.Fatal(kerr)
+				}
+				if len(now) != len(kept) || s.HistoryStart() != before {
+					t.Fatalf("seed %d: a refused forget changed history: %d kept turns, %d before", seed, len(now), len(kept))
+				}
+			}
+			h.sync(t, s)
 		case 4, 5: // a policy, and gc
-			pol := ckpt.Policy{KeepTurns: 1 + rng.Intn(6), KeepAge: time.Nanosecond}
+			pol := ckpt.Policy{KeepTurns: 1 + rng.Intn(6), KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}
+			thin := rng.Intn(2) == 0
+			if thin {
+				pol.KeepHourly = 0 // the default: every turn here ended this hour
+			}
 			if rng.Intn(3) == 0 {
 				pol.KeepSize = 1 + int64(rng.Intn(200<<10))
 			}
@@ -208,7 +282,24 @@ func runGCModel(t *testing.T, seed int64, s *Store, root string, link bool, roun
 				t.Fatalf("seed %d: gc stopped: %s", seed, rep.Stopped)
 			}
 			checkNoGarbage(t, s)
-			if op == 4 {
+			h.sync(t, s)
+			if op == 4 && thin && pol.KeepSize == 0 {
+				// Of the turns older than the window, the start and
+				// the last one before the window, and pins, are kept.
+				kept, err := s.keptTurns()
+				if err != nil {
+					t.Fatal(err)
+				}
+				latest := s.Latest()
+				for i, k := range kept {
+					inWindow := latest-k.Num < uint64(pol.KeepTurns) || i == len(kept)-1
+					lastOld := i+1 < len(kept) && (latest-kept[i+1].Num < uint64(pol.KeepTurns) || pins[kept[i+1].Num] || i+1 == len(kept)-1)
+					if i > 0 && !inWindow && !lastOld && !pins[k.Num] {
+						t.Fatalf("seed %d: thinning kept turn %d (keep %d of %d turns)", seed, k.Num, pol.KeepTurns, latest)
+					}
+				}
+			}
+			if op == 4 && !thin {
 				latest := s.Latest()
 				if st := s.HistoryStart().Turn; st < latest+1-uint64(pol.KeepTurns) && pol.KeepSize == 0 {
 					ok := false
@@ -414,13 +505,25 @@ func TestCrashPointsOfGC(t *testing.T) {
 		}
 		old := s.HistoryStart().Turn
 		to := old + 2 + uint64(rng.Intn(6))
-		if err := s.SetPolicy(ckpt.Policy{KeepTurns: int(s.Latest() - to + 1), KeepAge: time.Nanosecond}); err != nil {
+		// Odd seeds thin (every turn here ended this hour): the start
+		// stays, the turns between it and the window merge into the last.
+		pol := ckpt.Policy{KeepTurns: int(s.Latest() - to + 1), KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}
+		if seed%2 == 1 {
+			pol.KeepHourly = 0
+		}
+		if err := s.SetPolicy(pol); err != nil {
 			t.Fatal(err)
 		}
-		// Count the hits of a whole gc on a copy of the store.
+		// Count the hits of a whole gc on a copy of the store; what it
+		// keeps is what every gc after a kill must end with.
 		probe, _ := killClone(t, mem)
 		stop := crashpoint.Trace()
 		_, err := probe.GC(GCOptions{})
+		want, kerr := probe.keptTurns()
+		if kerr != nil {
+			t.Fatal(kerr)
+		}
+		to = probe.HistoryStart().Turn
 		var trace []string
 		for _, p := range stop() {
 			if strings.HasPrefix(p, "gc.") || strings.HasPrefix(p, "forget.") {
@@ -447,19 +550,17 @@ func TestCrashPointsOfGC(t *testing.T) {
 			if start != old && start != to {
 				t.Fatalf("seed %d: killed at %s: history starts at %d, want %d or %d", seed, point, start, old, to)
 			}
-			var kt []uint64
-			var ks []snapshot
-			for i, n := range turns {
-				if n >= start {
-					kt, ks = append(kt, n), append(ks, snaps[i])
-				}
-			}
-			checkHistory(t, r, m.tree, ks, kt)
+			h := &keptHistory{turns: turns, snaps: snaps}
+			h.sync(t, r)
+			checkHistory(t, r, m.tree, h.snaps, h.turns)
 			if _, err := r.GC(GCOptions{}); err != nil {
 				t.Fatalf("seed %d: gc after a kill at %s: %v", seed, point, err)
 			}
 			if got := r.HistoryStart().Turn; got != to {
 				t.Fatalf("seed %d: after a kill at %s and a gc, history starts at %d, want %d", seed, point, got, to)
+			}
+			if got, err := r.keptTurns(); err != nil || len(got) != len(want) {
+				t.Fatalf("seed %d: after a kill at %s and a gc, %d turns are kept, want %d (%v)", seed, point, len(got), len(want), err)
 			}
 			checkNoGarbage(t, r)
 			r.Close()

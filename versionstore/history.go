@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -26,8 +27,8 @@ import (
 // own: they were K's events. The content only those events named becomes
 // garbage, which gc reclaims (gc.go).
 //
-// Forgetting a turn in the middle (merging its changes into its kept
-// neighbours) is not done yet: Forget refuses it (ErrNotPrefix).
+// Forgetting a turn in the middle merges its changes into the kept turn
+// after it (merge.go).
 
 // historyInfo is the value under keyHistory.
 type historyInfo struct {
@@ -73,6 +74,11 @@ func (s *Store) startTurn() uint64 {
 // forgottenErr is the error for turn n, forgotten.
 func (s *Store) forgottenErr(n uint64) error {
 	h := s.HistoryStart()
+	if n >= h.Turn {
+		if into, ok, err := s.mergedInto(n); err == nil && ok {
+			return detailf(ErrForgotten, "turn %d was forgotten: its changes were merged into turn %d", n, into)
+		}
+	}
 	why := "by forget"
 	if h.Reason == ckpt.ReasonPolicy {
 		why = "by the retention policy"
@@ -80,14 +86,17 @@ func (s *Store) forgottenErr(n uint64) error {
 	return detailf(ErrForgotten, "turn %d was forgotten %s: history starts at turn %d", n, why, h.Turn)
 }
 
-// Forget forgets turns, which must be the oldest kept ones (the start of
-// history, the turn after it, ...): history then starts at the turn after
-// the last of them. A pinned turn, the open turn, and the newest closed
-// turn (history must start at a closed turn) cannot be forgotten. It is
-// refused while a rewind or a gc runs.
+// Forget forgets turns: history can no longer be rewound to their ends.
+// Those that are the oldest kept ones (the start of history, the turn
+// after it, ...) move the start of history to the turn after the last of
+// them; every other run of consecutive turns is merged into the kept turn
+// after it (merge.go). A pinned turn, the open turn, and the newest
+// closed turn cannot be forgotten, nor one a turn that is open continues
+// from; then nothing is forgotten. It is refused while a rewind or a gc
+// runs.
 func (s *Store) Forget(turns []uint64, reason string) (ckpt.HistoryStart, error) {
 	if len(turns) == 0 {
-		return ckpt.HistoryStart{}, detailf(ErrNotPrefix, "no turn to forget")
+		return ckpt.HistoryStart{}, detailf(ErrBadTurn, "no turn to forget")
 	}
 	if !s.rewindMu.TryLock() {
 		return ckpt.HistoryStart{}, detailf(ErrBusy, "a rewind or gc is running; forget when it is done")
@@ -96,40 +105,87 @@ func (s *Store) Forget(turns []uint64, reason string) (ckpt.HistoryStart, error)
 	ts := slices.Clone(turns)
 	slices.Sort(ts)
 	ts = slices.Compact(ts)
+	return s.forget(ts, reason)
+}
+
+// forget is Forget with ts sorted and unique (rewindMu held). It holds
+// histMu throughout, so that no pin comes to name a turn it forgets.
+func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
 	start := s.startTurn()
+	open, hasOpen := s.Current()
+	pins, err := s.pinned()
+	if err != nil {
+		return ckpt.HistoryStart{}, err
+	}
 	for _, n := range ts {
 		if n < start {
 			return ckpt.HistoryStart{}, s.forgottenErr(n)
 		}
+		if hasOpen && open.Num == n {
+			return ckpt.HistoryStart{}, detailf(ErrOpenTurn, "cannot forget turn %d: it is open (turnctl end closes it)", n)
+		}
+		if n > s.Latest() {
+			return ckpt.HistoryStart{}, detailf(ErrTurnNotFound, "no turn %d", n)
+		}
+		if _, err := s.storedTurn(n); errors.Is(err, ErrTurnNotFound) {
+			return ckpt.HistoryStart{}, s.forgottenErr(n)
+		} else if err != nil {
+			return ckpt.HistoryStart{}, err
+		}
+		if pins[n] {
+			return ckpt.HistoryStart{}, detailf(ErrPinned, "cannot forget turn %d: it is pinned (turnctl unpin %d first)", n, n)
+		}
 	}
-	if ts[0] != start || ts[len(ts)-1] != start+uint64(len(ts))-1 {
-		gap := start
-		for _, n := range ts {
-			if n != gap {
-				break
+	kept, err := s.keptTurns()
+	if err != nil {
+		return ckpt.HistoryStart{}, err
+	}
+	// The oldest kept turns move the start; the others are merged.
+	i := 0
+	for i < len(ts) && i < len(kept) && ts[i] == kept[i].Num {
+		i++
+	}
+	to := start
+	if i > 0 {
+		if i == len(kept) {
+			return ckpt.HistoryStart{}, detailf(ErrOpenTurn, "cannot forget turn %d: it is the newest turn, and history must start at a turn", ts[i-1])
+		}
+		to = kept[i].Num
+	}
+	runs, err := s.mergeRuns(ts[i:], kept)
+	if err != nil {
+		return ckpt.HistoryStart{}, err
+	}
+	h := s.HistoryStart()
+	if to > start {
+		if h, err = s.forgetToLocked(to, reason); err != nil {
+			return h, err
+		}
+	}
+	if len(runs) > 0 {
+		for _, r := range runs {
+			if _, err := s.merge(r); err != nil {
+				return h, err
 			}
-			gap++
 		}
-		return ckpt.HistoryStart{}, detailf(ErrNotPrefix,
-			"cannot forget turn %d alone: only the oldest kept turns can be forgotten (history starts at turn %d; turn %d is kept), merging a turn into its neighbours is not done yet; try: turnctl forget --before TURN",
-			firstNotIn(ts, start), start, gap)
-	}
-	return s.forgetTo(ts[len(ts)-1]+1, reason)
-}
-
-func firstNotIn(ts []uint64, start uint64) uint64 {
-	for i, n := range ts {
-		if n != start+uint64(i) {
-			return n
+		if err := s.wal.SyncWAL(); err != nil {
+			return h, fmt.Errorf("versionstore: turns merged, but the log could not be synced to disk: %w", err)
 		}
 	}
-	return ts[len(ts)-1]
+	return h, nil
 }
 
 // forgetTo moves the start of history to turn to (rewindMu held).
 func (s *Store) forgetTo(to uint64, reason string) (ckpt.HistoryStart, error) {
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
+	return s.forgetToLocked(to, reason)
+}
+
+// forgetToLocked is forgetTo with histMu held.
+func (s *Store) forgetToLocked(to uint64, reason string) (ckpt.HistoryStart, error) {
 	s.mu.Lock()
 	old := s.start
 	latest := s.latest
@@ -168,7 +224,9 @@ func (s *Store) forgetTo(to uint64, reason string) (ckpt.HistoryStart, error) {
 	if err != nil {
 		return old.HistoryStart, err
 	}
+	forgotten := uint64(0)
 	for ok := it.First(); ok; ok = it.Next() {
+		forgotten++
 		var ft ckpt.Turn
 		if err := json.Unmarshal(it.Value(), &ft); err != nil {
 			it.Close()
@@ -194,7 +252,7 @@ func (s *Store) forgetTo(to uint64, reason string) (ckpt.HistoryStart, error) {
 		last = info.Events - 1
 	}
 	b.DeleteRange(eventKey(0), eventKey(last+1), nil)
-	h := historyInfo{HistoryStart: ckpt.HistoryStart{Turn: to, Reason: reason, At: time.Now().UTC(), Forgotten: old.Forgotten + (to - old.Turn)}, Seq: t.LastSeq}
+	h := historyInfo{HistoryStart: ckpt.HistoryStart{Turn: to, Reason: reason, At: time.Now().UTC(), Forgotten: old.Forgotten + forgotten}, Seq: t.LastSeq}
 	putJSON(b, keyHistory, h)
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return old.HistoryStart, err

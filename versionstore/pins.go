@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +28,11 @@ func (s *Store) Pin(n uint64, note string) (ckpt.Pin, error) {
 	}
 	if n > s.Latest() {
 		return ckpt.Pin{}, detailf(ErrTurnNotFound, "no turn %d (turns are %d-%d)", n, s.startTurn(), s.Latest())
+	}
+	if _, err := s.turnRecord(n); errors.Is(err, ErrTurnNotFound) {
+		return ckpt.Pin{}, s.forgottenErr(n)
+	} else if err != nil {
+		return ckpt.Pin{}, err
 	}
 	p := ckpt.Pin{Turn: n, Note: note, At: time.Now().UTC()}
 	b := s.db.NewBatch()

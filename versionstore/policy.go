@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,18 +18,14 @@ import (
 // policy.go: the retention policy, kept in the store (keyPolicy), and the
 // plan it makes: how far the start of history moves.
 //
-// With only the oldest turns forgettable (history.go), the policy forgets
-// the oldest unpinned turns:
-//
-//   - every turn older than both windows: not among the last KeepTurns
-//     turns, and ended more than KeepAge ago;
-//   - and, while the store is over its budget (KeepSize), more of the
-//     oldest turns, also inside the windows, until what they alone hold
-//     brings it back within the budget.
-//
-// It stops at the first pinned turn (which may become the start of
-// history: its end state is kept) and at the newest closed turn. Thinning
-// the middle of history (keeping one turn an hour, a day) is not done.
+// The policy keeps every turn of two windows (the last KeepTurns turns,
+// those that ended less than KeepAge ago), thins the older ones to the
+// last turn of each hour and then of each day (merge.go merges the
+// others into it), forgets those older still from the start of history,
+// and, while the store is over its budget (KeepSize), more of the oldest
+// turns. Pinned turns are always kept; the start of history stops at the
+// first one (which may become the start: its end state is kept) and at
+// the newest closed turn. See policyPlan.
 
 // Policy returns the policy as stored (zero fields: the defaults).
 func (s *Store) Policy() (ckpt.Policy, error) {
@@ -49,7 +46,7 @@ func (s *Store) Policy() (ckpt.Policy, error) {
 
 // SetPolicy stores p (zero fields: the defaults).
 func (s *Store) SetPolicy(p ckpt.Policy) error {
-	if p.KeepSize < 0 || p.KeepTurns < 0 || p.KeepAge < 0 {
+	if p.KeepSize < 0 || p.KeepTurns < 0 || p.KeepAge < 0 || p.KeepHourly < -1 || p.KeepDaily < -1 {
 		return fmt.Errorf("versionstore: BUG: negative policy %+v", p)
 	}
 	b := s.db.NewBatch()
@@ -96,28 +93,85 @@ func (s *Store) StoreBytes() int64 {
 	return total
 }
 
-// policyPlan returns the turn history should start at under the policy
-// (the current start: nothing to forget). size is the store's bytes now,
-// freedBy(to) what forgetting the turns before to would free.
-func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy func(to uint64) int64) (uint64, error) {
-	turns, err := s.Turns(0)
+// retention is what the policy does now: move the start of history to
+// turn to (the current start: not at all), and merge the turns of merge
+// (after to, oldest first) into the kept turns after them.
+type retention struct {
+	to    uint64
+	merge []uint64
+}
+
+// forgets lists the turns r forgets, oldest first: the kept turns from
+// start up to to, then those it merges.
+func (r retention) forgets(kept []ckpt.Turn, start uint64) []uint64 {
+	var out []uint64
+	for _, t := range kept {
+		if t.Num >= start && t.Num < r.to {
+			out = append(out, t.Num)
+		}
+	}
+	return append(out, r.merge...)
+}
+
+// policyPlan returns what the policy does now. size is the store's bytes
+// now, freedBy(to) what moving the start of history to the kept turn to
+// would free (nil, or size within the budget: nothing for the budget).
+//
+// Each kept turn falls in one class: kept whole (among the last
+// KeepTurns, ended less than KeepAge ago, pinned, open, or the newest
+// closed turn), an hour (ended less than KeepHourly ago), a day (less
+// than KeepDaily), or old. The start of history moves to the first turn
+// that is not old (never past a pinned turn or the newest closed one).
+// After it, a turn is merged into the next kept turn when that one is
+// closed and in the same class (the same hour, the same day, both old),
+// so that what stays of each hour or day is its last turn. Over the
+// budget, the start then moves on over the oldest turns until what they
+// alone hold brings the store back within it.
+func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy func(to uint64) int64) (retention, error) {
+	all, err := s.Turns(0)
 	if err != nil {
-		return 0, err
+		return retention{}, err
+	}
+	start := s.startTurn()
+	var turns []ckpt.Turn
+	for _, t := range all {
+		if t.Num >= start {
+			turns = append(turns, t)
+		}
 	}
 	sort.Slice(turns, func(i, j int) bool { return turns[i].Num < turns[j].Num })
 	pins, err := s.pinned()
 	if err != nil {
-		return 0, err
+		return retention{}, err
 	}
-	start := s.startTurn()
 	latest := s.Latest()
+	newestClosed := start
+	for _, t := range turns {
+		if !t.Open {
+			newestClosed = t.Num
+		}
+	}
+	class := func(t ckpt.Turn) string {
+		age := now.Sub(t.End)
+		switch {
+		case t.Open || t.End.IsZero() || pins[t.Num] || t.Num >= newestClosed,
+			latest-t.Num < uint64(pol.KeepTurns), age < pol.KeepAge:
+			return fmt.Sprint("keep ", t.Num)
+		case age < pol.KeepHourly:
+			return "hour " + t.End.UTC().Truncate(time.Hour).Format(time.RFC3339)
+		case age < pol.KeepDaily:
+			return "day " + t.End.UTC().Truncate(24*time.Hour).Format(time.RFC3339)
+		}
+		return "old"
+	}
+	classes := make([]string, len(turns))
+	for i, t := range turns {
+		classes[i] = class(t)
+	}
 	// The furthest history may start: the newest closed turn, the first
 	// pinned one.
 	limit := start
 	for _, t := range turns {
-		if t.Num < start {
-			continue
-		}
 		if t.Open {
 			break
 		}
@@ -126,25 +180,27 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 			break
 		}
 	}
-	to := limit
-	for _, t := range turns {
-		if t.Num < start {
-			continue
-		}
-		inCount := latest-t.Num < uint64(pol.KeepTurns)
-		inAge := t.Open || t.End.IsZero() || now.Sub(t.End) < pol.KeepAge
-		if inCount || inAge || pins[t.Num] {
-			to = min(t.Num, limit)
+	r := retention{to: limit}
+	first := len(turns) // the index of the turn history starts at
+	for i, t := range turns {
+		if classes[i] != "old" || t.Num >= limit {
+			r.to, first = min(t.Num, limit), i
 			break
 		}
 	}
 	if pol.KeepSize > 0 && size > pol.KeepSize && freedBy != nil {
 		need := size - pol.KeepSize
-		for to < limit && freedBy(to) < need {
-			to++
+		for first+1 < len(turns) && turns[first].Num < limit && freedBy(turns[first].Num) < need {
+			first++
+			r.to = turns[first].Num
 		}
 	}
-	return max(to, start), nil
+	for i := first + 1; i+1 < len(turns); i++ {
+		if !turns[i+1].Open && classes[i] == classes[i+1] && !strings.HasPrefix(classes[i], "keep ") {
+			r.merge = append(r.merge, turns[i].Num)
+		}
+	}
+	return r, nil
 }
 
 // GCDue reports whether the policy has work now: the store is over its
@@ -158,12 +214,15 @@ func (s *Store) GCDue() (bool, string, error) {
 	if size := s.StoreBytes(); size > pol.KeepSize {
 		return true, fmt.Sprintf("the store holds %d bytes, over its budget of %d", size, pol.KeepSize), nil
 	}
-	to, err := s.policyPlan(pol, time.Now(), 0, nil)
+	r, err := s.policyPlan(pol, time.Now(), 0, nil)
 	if err != nil {
 		return false, "", err
 	}
-	if start := s.startTurn(); to > start {
-		return true, fmt.Sprintf("turns %d-%d are older than the policy keeps", start, to-1), nil
+	if start := s.startTurn(); r.to > start {
+		return true, fmt.Sprintf("turns %d-%d are older than the policy keeps", start, r.to-1), nil
+	}
+	if len(r.merge) > 0 {
+		return true, fmt.Sprintf("%d turns are to be thinned out (merged into the last turn of their hour or day)", len(r.merge)), nil
 	}
 	return false, "", nil
 }

@@ -450,10 +450,25 @@ func equalReaders(a, b io.Reader) (bool, error) {
 	}
 }
 
+// TurnChanges is what turn n changed: Changes from the end of the turn
+// before it (Turn.Prev: before those merged into it) to its end. Turn 0
+// and the start of history have none of their own (the start's were
+// forgotten with the turns before it).
+func (s *Store) TurnChanges(n uint64, live ckpt.Tree) ([]Change, error) {
+	if n == 0 || n <= s.startTurn() {
+		return nil, nil
+	}
+	t, err := s.turnRecord(n)
+	if err != nil {
+		return nil, err
+	}
+	return s.Changes(t.Prev(), n, live)
+}
+
 // Touches reports whether an event recorded in turn n names a path at,
 // below or above one of prefixes (root-relative; "" is the whole tree),
 // either end of a rename included. It is a cheap, conservative filter for
-// a path's history: when it is false, Changes(n-1, n) lists nothing at or
+// a path's history: when it is false, TurnChanges(n) lists nothing at or
 // below prefixes (every change Changes finds comes from an event on the
 // path itself or on a directory above it, or from a rename to or from
 // one of them); when it is true, the turn may still have changed nothing
@@ -462,7 +477,11 @@ func (s *Store) Touches(n uint64, prefixes []string) (bool, error) {
 	if n == 0 || n <= s.startTurn() {
 		return false, nil // no changes of its own (forgotten with the turns before)
 	}
-	a, err := s.endSeq(n - 1)
+	t, err := s.turnRecord(n)
+	if err != nil {
+		return false, err
+	}
+	a, err := s.endSeq(t.Prev())
 	if err != nil {
 		return false, err
 	}

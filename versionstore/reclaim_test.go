@@ -23,8 +23,8 @@ func TestRecordReclaimsBeforeRefusing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// Keep only the last turn (the windows), whatever the size.
-	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1 << 40, KeepTurns: 1, KeepAge: time.Nanosecond}); err != nil {
+	// Keep only the last turn (the windows, no thinning), whatever the size.
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1 << 40, KeepTurns: 1, KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}); err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()

@@ -192,7 +192,7 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 // planRevert computes what Revert makes of each path, filling res's
 // Merged, Conflicts and NotRestored.
 func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertResult) ([]*revertItem, error) {
-	cs, err := s.Changes(n-1, n, live)
+	cs, err := s.TurnChanges(n, live)
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,8 @@ type Store struct {
 	// rewindWaiting counts rewinds waiting for rewindMu: a gc holding it
 	// stops at its next batch (gc.go).
 	rewindWaiting atomic.Int32
+	// merges counts the merges (merge.go) since the store was opened.
+	merges atomic.Uint64
 	// contentMu: a capture that keeps bytes holds it shared from before it
 	// looks for its chunks until its event is committed; a gc's deleting
 	// batch holds it exclusively (gc.go).

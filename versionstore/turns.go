@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -253,12 +254,19 @@ func (s *Store) Turn(n uint64) (ckpt.Turn, error) {
 	return s.withPrompt(t)
 }
 
-// turnRecord is Turn without the Prompt.
+// turnRecord is Turn without the Prompt. A turn forgotten by a merge
+// (merge.go) is ErrForgotten.
 func (s *Store) turnRecord(n uint64) (ckpt.Turn, error) {
 	if cur, ok := s.Current(); ok && cur.Num == n {
 		return cur, nil
 	}
-	return s.storedTurn(n)
+	t, err := s.storedTurn(n)
+	if errors.Is(err, ErrTurnNotFound) && n <= s.Latest() {
+		if _, ok, merr := s.mergedInto(n); merr == nil && ok {
+			return t, s.forgottenErr(n)
+		}
+	}
+	return t, err
 }
 
 // storedTurn reads turn n's record. That of the open turn lags behind
@@ -357,6 +365,11 @@ func (s *Store) Resolve(spec string) (uint64, error) {
 		return 0, detailf(ErrBadTurn, "no turn %d (%s)", n, turns).also(ErrTurnNotFound)
 	}
 	if n < start {
+		return 0, s.forgottenErr(n)
+	}
+	if _, ok, err := s.mergedInto(n); err != nil {
+		return 0, err
+	} else if ok {
 		return 0, s.forgottenErr(n)
 	}
 	return n, nil

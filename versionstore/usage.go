@@ -214,16 +214,21 @@ func (s *Store) Usage() (ckpt.Usage, error) {
 func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCReport, error) {
 	rep := ckpt.GCReport{DryRun: true, Before: size}
 	freed := c.freedBy()
-	to, err := s.policyPlan(pol, time.Now(), size, freed)
+	r, err := s.policyPlan(pol, time.Now(), size, freed)
+	if err != nil {
+		return rep, err
+	}
+	kept, err := s.keptTurns()
 	if err != nil {
 		return rep, err
 	}
 	start := s.HistoryStart()
-	for n := start.Turn; n < to; n++ {
-		rep.Forgot = append(rep.Forgot, n)
-	}
+	to := r.to
+	rep.Forgot = r.forgets(kept, start.Turn)
+	rep.Merged = len(r.merge)
 	if to > start.Turn {
-		rep.Start = &ckpt.HistoryStart{Turn: to, Reason: ckpt.ReasonPolicy, At: time.Now().UTC(), Forgotten: start.Forgotten + to - start.Turn}
+		n := uint64(len(rep.Forgot) - rep.Merged)
+		rep.Start = &ckpt.HistoryStart{Turn: to, Reason: ckpt.ReasonPolicy, At: time.Now().UTC(), Forgotten: start.Forgotten + n}
 	}
 	f := c.garbage
 	if to > start.Turn {
