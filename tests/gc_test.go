@@ -64,7 +64,7 @@ func turnctlFails(t *testing.T, dir string, code int, want string, args ...strin
 
 // Forgetting the oldest turns and a gc shrink the store on disk, and every
 // kept turn still rewinds exactly (bytes and modes); forgotten and pinned
-// turns and turns in the middle are refused with one clear line, changing
+// turns and the newest one are refused with one clear line, changing
 // nothing.
 func TestForgetAndGCShrinkTheStore(t *testing.T) {
 	dir := t.TempDir()
@@ -91,7 +91,7 @@ func TestForgetAndGCShrinkTheStore(t *testing.T) {
 	before := storeBytes(t, m)
 
 	// Refusals change nothing.
-	turnctlFails(t, dir, 1, "only the oldest kept turns", "forget", "2")
+	turnctlFails(t, dir, 1, "newest turn", "forget", "2", "6")
 	turnctlFails(t, dir, 1, "pinned", "forget", "--before", "5")
 	turnctlFails(t, dir, 2, "--keep-size", "policy", "--keep-size", "10x")
 	turnctlFails(t, dir, 2, "--keep-age", "policy", "--keep-age", "soon")
@@ -168,6 +168,9 @@ func TestPolicyFromMountFlagsRunsInTheBackground(t *testing.T) {
 		t.Fatal("a refused mount created the store")
 	}
 	t.Setenv("CKPTFS_GC_EVERY", "100ms")
+	if out, err := runCkptfs("mount", "--keep-daily", "forever", dir); err == nil || !strings.Contains(out, "--keep-daily") {
+		t.Fatalf("mount with a bad --keep-daily: %v\n%s", err, out)
+	}
 	m := mountProject(t, dir, "--keep-turns", "2", "--keep-age", "1ms", "--keep-size", "1GiB")
 	skip := []string{".ckptfs"}
 	snaps := map[int]map[string]entry{}
@@ -179,8 +182,26 @@ func TestPolicyFromMountFlagsRunsInTheBackground(t *testing.T) {
 		turnctlOK(t, dir, "end")
 		snaps[n] = snapshot(t, dir, skip, nil)
 	}
-	// The last two turns are kept: history starts at turn 4.
+	// The last two turns are kept whole; the older ones all ended this
+	// hour: the start of history (0) and the hour's last turn (3) are
+	// kept, 1 and 2 are merged into 3.
 	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out := turnctlOK(t, dir, "log")
+		if strings.Contains(out, "[with turns 1-2]") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the background gc did not thin history:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	turnctlFails(t, dir, 1, "merged into turn 3", "rewind", "2")
+	if out := turnctlOK(t, dir, "show", "3"); !strings.Contains(out, "changes since turn 0") {
+		t.Fatalf("show of a turn turns were merged into:\n%s", out)
+	}
+	// No thinning: history starts at turn 4.
+	turnctlOK(t, dir, "policy", "--keep-hourly", "off", "--keep-daily", "off")
 	for {
 		out := turnctlOK(t, dir, "log")
 		if strings.Contains(out, "history starts at turn 4 (older turns forgotten by the retention policy") {
@@ -204,11 +225,12 @@ func TestPolicyFromMountFlagsRunsInTheBackground(t *testing.T) {
 	mountProject(t, dir)
 	var pol struct {
 		Policy struct {
-			KeepTurns int   `json:"keep_turns"`
-			KeepSize  int64 `json:"keep_size"`
+			KeepTurns int     `json:"keep_turns"`
+			KeepSize  int64   `json:"keep_size"`
+			KeepDaily float64 `json:"keep_daily_seconds"`
 		} `json:"policy"`
 	}
-	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "policy")), &pol); err != nil || pol.Policy.KeepTurns != 2 || pol.Policy.KeepSize != 1<<30 {
+	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "policy")), &pol); err != nil || pol.Policy.KeepTurns != 2 || pol.Policy.KeepSize != 1<<30 || pol.Policy.KeepDaily >= 0 {
 		t.Fatalf("policy after a remount without flags: %+v (%v)", pol, err)
 	}
 	turnctlOK(t, dir, "policy", "--keep-turns", "0")
@@ -216,4 +238,85 @@ func TestPolicyFromMountFlagsRunsInTheBackground(t *testing.T) {
 	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "policy")), &pol); err != nil || pol.Policy.KeepTurns != 0 || pol.Policy.KeepSize != 1<<30 {
 		t.Fatalf("policy --keep-turns 0 did not go back to the default: %+v (%v)", pol, err)
 	}
+}
+
+// Forgetting turns in the middle of history merges them into the kept
+// turn after them: that turn shows the changes since the turn before
+// them, the turns before and after rewind exactly (bytes and modes),
+// the forgotten ones are refused naming where they went, and a gc frees
+// the versions only they held.
+func TestForgetInTheMiddleThroughTheMount(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "zero\n", "keep.txt": "same\n"})
+	m := mountProject(t, dir)
+	skip := []string{".ckptfs"}
+	snaps := map[int]map[string]entry{0: snapshot(t, dir, skip, nil)}
+	const big = 4 << 20
+	for n := 1; n <= 5; n++ {
+		turnctlOK(t, dir, "begin", "--label", fmt.Sprintf("turn %d", n), "--ref", fmt.Sprintf("r%d", n))
+		if err := os.WriteFile(filepath.Join(dir, "big.bin"), randomBytes(t, big), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte(fmt.Sprintf("line %d\n", n)), os.FileMode(0o600+n%2*0o044)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, "a.txt"), os.FileMode(0o600+n%2*0o044)); err != nil {
+			t.Fatal(err)
+		}
+		if n == 2 {
+			if err := os.Rename(filepath.Join(dir, "keep.txt"), filepath.Join(dir, "moved.txt")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		turnctlOK(t, dir, "end")
+		snaps[n] = snapshot(t, dir, skip, nil)
+	}
+	before := storeBytes(t, m)
+	out := turnctlOK(t, dir, "forget", "2", "3")
+	if !strings.Contains(out, "forgot turns 2-3") || !strings.Contains(out, "merged turns 2-3 into turn 4") {
+		t.Fatalf("forget: %s", out)
+	}
+	turnctlFails(t, dir, 1, "merged into turn 4", "rewind", "3")
+	turnctlFails(t, dir, 2, "no turn has ref", "show", "ref:r2")
+	out = turnctlOK(t, dir, "show", "4")
+	for _, want := range []string{"with turns 2-3", "changes since turn 1", "moved.txt", "a.txt", "big.bin"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("show 4 after the merge lacks %q:\n%s", want, out)
+		}
+	}
+	var lg struct {
+		Turns []struct {
+			Num        uint64  `json:"num"`
+			Parent     *uint64 `json:"parent"`
+			MergedFrom *uint64 `json:"merged_from"`
+		} `json:"turns"`
+	}
+	if err := json.Unmarshal([]byte(turnctlOK(t, dir, "--json", "log")), &lg); err != nil {
+		t.Fatal(err)
+	}
+	var nums []uint64
+	for _, tn := range lg.Turns {
+		nums = append(nums, tn.Num)
+		if tn.Num == 4 && (tn.MergedFrom == nil || *tn.MergedFrom != 2 || tn.Parent == nil || *tn.Parent != 1) {
+			t.Fatalf("log --json: turn 4 merged_from %v parent %v, want 2 and 1", tn.MergedFrom, tn.Parent)
+		}
+	}
+	if fmt.Sprint(nums) != "[5 4 1 0]" {
+		t.Fatalf("log --json lists turns %v, want [5 4 1 0]", nums)
+	}
+	turnctlOK(t, dir, "gc")
+	after := storeBytes(t, m)
+	t.Logf("store %d -> %d bytes on disk", before, after)
+	if after > before-2*big {
+		t.Fatalf("the store did not shrink by the 2 big versions only turns 2-3 held: %d -> %d", before, after)
+	}
+	turnctlOK(t, dir, "verify")
+	for _, n := range []int{1, 4, 0, 5, 1} {
+		turnctlOK(t, dir, "rewind", fmt.Sprint(n))
+		diffTrees(t, snaps[n], snapshot(t, dir, skip, nil))
+	}
+	// Offline too.
+	m.Unmount(t)
+	turnctlOK(t, dir, "rewind", "4")
+	diffTrees(t, snaps[4], snapshot(t, dir, skip, nil))
 }

@@ -236,6 +236,15 @@ type ForgetRequest struct {
 type ForgetReply struct {
 	Forgot []uint64          `json:"forgot"`
 	Start  ckpt.HistoryStart `json:"start"`
+	// Merged: for each forgotten turn in the middle of history, the kept
+	// turn whose changes now include its own.
+	Merged []MergedTurn `json:"merged"`
+}
+
+// MergedTurn says that turn Turn was forgotten and merged into Into.
+type MergedTurn struct {
+	Turn uint64 `json:"turn"`
+	Into uint64 `json:"into"`
 }
 
 // PinRequest pins a turn (POST /v1/pin).
@@ -275,6 +284,9 @@ type PolicyRequest struct {
 	KeepSize  *int64         `json:"keep_size,omitempty"`
 	KeepTurns *int           `json:"keep_turns,omitempty"`
 	KeepAge   *time.Duration `json:"keep_age,omitempty"` // nanoseconds
+	// The thinning windows (ckpt.Policy), nanoseconds; negative: none.
+	KeepHourly *time.Duration `json:"keep_hourly,omitempty"`
+	KeepDaily  *time.Duration `json:"keep_daily,omitempty"`
 }
 
 // PolicyReply is the policy as stored and with its defaults filled in.

@@ -24,8 +24,7 @@ var (
 	ErrBadPath     = errors.New("versionstore: path outside the tree")
 	ErrClosed      = errors.New("versionstore: store is closed")
 	// Bounded history (history.go, pins.go, gc.go).
-	ErrForgotten = errors.New("versionstore: turn forgotten")            // below the start of history
-	ErrNotPrefix = errors.New("versionstore: not the oldest kept turns") // forget of a turn in the middle
+	ErrForgotten = errors.New("versionstore: turn forgotten") // below the start of history
 	ErrPinned    = errors.New("versionstore: turn is pinned")
 	ErrNotPinned = errors.New("versionstore: turn is not pinned")
 	ErrOpenTurn  = errors.New("versionstore: turn is open")

@@ -120,6 +120,12 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 			if o.policy.age != nil {
 				pol.KeepAge = *o.policy.age
 			}
+			if o.policy.hourly != nil {
+				pol.KeepHourly = *o.policy.hourly
+			}
+			if o.policy.daily != nil {
+				pol.KeepDaily = *o.policy.daily
+			}
 			err = store.SetPolicy(pol)
 		}
 		if err != nil {

@@ -33,8 +33,8 @@ type mountOpts struct {
 	readyFd       int // hidden: the pipe the parent waits on (daemon mode)
 	// The retention policy's flags, as given ("": keep what the store
 	// holds); policy is what they set.
-	keepSize, keepTurns, keepAge string
-	policy                       policyFlags
+	keepSize, keepTurns, keepAge, keepHourly, keepDaily string
+	policy                                              policyFlags
 }
 
 // policyFlags are the --keep-* flags given, parsed (nil: not given).
@@ -42,13 +42,17 @@ type policyFlags struct {
 	size  *int64
 	turns *int
 	age   *time.Duration
+	// The thinning windows; -1: off.
+	hourly, daily *time.Duration
 }
 
-func (p policyFlags) any() bool { return p.size != nil || p.turns != nil || p.age != nil }
+func (p policyFlags) any() bool {
+	return p.size != nil || p.turns != nil || p.age != nil || p.hourly != nil || p.daily != nil
+}
 
 // parsePolicyFlags parses the --keep-* flags (usage errors for malformed
 // values).
-func parsePolicyFlags(size, turns, age string) (policyFlags, error) {
+func parsePolicyFlags(size, turns, age, hourly, daily string) (policyFlags, error) {
 	var p policyFlags
 	if size != "" {
 		n, err := units.ParseBytes(size)
@@ -70,6 +74,19 @@ func parsePolicyFlags(size, turns, age string) (policyFlags, error) {
 			return p, usageError{"mount: --keep-age: " + err.Error()}
 		}
 		p.age = &d
+	}
+	for _, w := range []struct {
+		flag, v string
+		dst     **time.Duration
+	}{{"--keep-hourly", hourly, &p.hourly}, {"--keep-daily", daily, &p.daily}} {
+		if w.v == "" {
+			continue
+		}
+		d, err := units.ParseWindow(w.v)
+		if err != nil {
+			return p, usageError{"mount: " + w.flag + ": " + err.Error()}
+		}
+		*w.dst = &d
 	}
 	return p, nil
 }
@@ -95,6 +112,8 @@ to you).`, stdout)
 	fs.StringVar(&o.keepSize, "keep-size", "", "retention: budget of the store on disk (`SIZE`: 500M, 10GiB; default min(10 GiB, 10% of its disk))")
 	fs.StringVar(&o.keepTurns, "keep-turns", "", "retention: keep at least the last `N` turns (default 100)")
 	fs.StringVar(&o.keepAge, "keep-age", "", "retention: keep the turns of the last `DURATION` (24h, 7d; default 24h)")
+	fs.StringVar(&o.keepHourly, "keep-hourly", "", "retention: then keep the last turn of each hour for `DURATION` (default 7d; off: none)")
+	fs.StringVar(&o.keepDaily, "keep-daily", "", "retention: then keep the last turn of each day for `DURATION` (default 30d; off: none)")
 	fs.IntVar(&o.readyFd, "ready-fd", -1, "")
 	fs.MarkHidden("ready-fd")
 	if err := parse(fs, args); err != nil {
@@ -110,7 +129,7 @@ to you).`, stdout)
 	if _, err := exclude.New(o.excludes); err != nil {
 		return usageError{err.Error()}
 	}
-	pol, err := parsePolicyFlags(o.keepSize, o.keepTurns, o.keepAge)
+	pol, err := parsePolicyFlags(o.keepSize, o.keepTurns, o.keepAge, o.keepHourly, o.keepDaily)
 	if err != nil {
 		return err
 	}
@@ -304,7 +323,8 @@ func spawnDaemon(dir string, o mountOpts) error {
 	if o.debug {
 		args = append(args, "--debug")
 	}
-	for flag, v := range map[string]string{"--keep-size": o.keepSize, "--keep-turns": o.keepTurns, "--keep-age": o.keepAge} {
+	for flag, v := range map[string]string{"--keep-size": o.keepSize, "--keep-turns": o.keepTurns, "--keep-age": o.keepAge,
+		"--keep-hourly": o.keepHourly, "--keep-daily": o.keepDaily} {
 		if v != "" {
 			args = append(args, flag, v)
 		}

@@ -47,8 +47,11 @@ func AutoGC(st *versionstore.Store, every time.Duration, stop <-chan struct{}, l
 			continue
 		}
 		msg := ""
-		if len(rep.Forgot) > 0 {
+		if rep.Start != nil {
 			msg = ", history starts at turn " + strconv.FormatUint(rep.Start.Turn, 10)
+		}
+		if rep.Merged > 0 {
+			msg += ", " + strconv.Itoa(rep.Merged) + " turns thinned out"
 		}
 		logf("background gc (%s): freed %s%s; the store holds %s", why, units.Bytes(rep.Freed()), msg, units.Bytes(rep.After))
 	}

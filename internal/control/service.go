@@ -96,7 +96,7 @@ func (s *Service) wrap(err error) error {
 		code = turnctl.CodeBadRequest // before ErrTurnNotFound: the argument is what is wrong
 	case errors.Is(err, versionstore.ErrTurnNotFound), errors.Is(err, versionstore.ErrNotCaptured), errors.Is(err, versionstore.ErrForgotten):
 		code = turnctl.CodeNotFound
-	case errors.Is(err, versionstore.ErrPinned), errors.Is(err, versionstore.ErrNotPrefix), errors.Is(err, versionstore.ErrNotPinned),
+	case errors.Is(err, versionstore.ErrPinned), errors.Is(err, versionstore.ErrNotPinned),
 		errors.Is(err, versionstore.ErrOpenTurn), errors.Is(err, versionstore.ErrBusy):
 		code = turnctl.CodeConflict
 	case errors.Is(err, versionstore.ErrNoOpenTurn):
@@ -186,10 +186,10 @@ func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.End
 
 // mark says how far history has gone: it moves whenever anything is
 // recorded.
-type mark struct{ latest, lastSeq uint64 }
+type mark struct{ latest, lastSeq, merges uint64 }
 
 func (s *Service) mark() mark {
-	m := mark{latest: s.store.Latest()}
+	m := mark{latest: s.store.Latest(), merges: s.store.Merges()}
 	if cur, ok := s.store.Current(); ok {
 		m.lastSeq = cur.LastSeq
 	}
@@ -197,7 +197,7 @@ func (s *Service) mark() mark {
 }
 
 // cacheStats stores st as turn n's Stats, unless anything was recorded
-// since m: then a live file the computation read may already hold later
+// (or turns were merged: n may have more changes now) since m: then a live file the computation read may already hold later
 // bytes than the turn's, and the next log counts again. (The store reads
 // a path from the live tree only when no event since the turn names it,
 // and records an event before any change lands.) Best effort: a lost
@@ -249,7 +249,7 @@ func (s *Service) turnStats(t ckpt.Turn) (ckpt.Stats, error) {
 	if t.Num <= s.store.HistoryStart().Turn || t.Empty() {
 		return ckpt.Stats{}, nil
 	}
-	cs, err := s.store.Changes(t.Num-1, t.Num, s.tree)
+	cs, err := s.store.TurnChanges(t.Num, s.tree)
 	if err != nil {
 		return ckpt.Stats{}, err
 	}
@@ -286,10 +286,7 @@ func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, ckpt.
 // turn 0 and for the first kept turn, whose changes are forgotten with
 // the turns before it.
 func (s *Service) turnStoreChanges(n uint64) ([]versionstore.Change, error) {
-	if n == 0 || n <= s.store.HistoryStart().Turn {
-		return nil, nil
-	}
-	return s.store.Changes(n-1, n, s.tree)
+	return s.store.TurnChanges(n, s.tree)
 }
 
 // Status reports the open turn and what it changed so far.

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"slices"
 
 	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
@@ -11,7 +12,8 @@ import (
 // service_history.go: bounded history: forget, pins, gc, the policy, du.
 // None of them changes the tree, so none blocks the mount.
 
-// Forget forgets the oldest kept turns.
+// Forget forgets turns: the oldest move the start of history, the others
+// are merged into the kept turn after them.
 func (s *Service) Forget(ctx context.Context, req turnctl.ForgetRequest) (*turnctl.ForgetReply, error) {
 	var turns []uint64
 	for _, spec := range req.Turns {
@@ -26,8 +28,14 @@ func (s *Service) Forget(ctx context.Context, req turnctl.ForgetRequest) (*turnc
 		if err != nil {
 			return nil, err
 		}
-		for t := s.store.HistoryStart().Turn; t < n; t++ {
-			turns = append(turns, t)
+		all, err := s.store.Turns(0)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		for _, t := range all {
+			if t.Num >= s.store.HistoryStart().Turn && t.Num < n {
+				turns = append(turns, t.Num)
+			}
 		}
 		if len(turns) == 0 {
 			return nil, errorf(turnctl.CodeBadRequest, "nothing to forget: history starts at turn %d", n)
@@ -36,14 +44,26 @@ func (s *Service) Forget(ctx context.Context, req turnctl.ForgetRequest) (*turnc
 	if len(turns) == 0 {
 		return nil, errorf(turnctl.CodeBadRequest, "forget needs turns (or before)")
 	}
-	start := s.store.HistoryStart().Turn
 	h, err := s.store.Forget(turns, ckpt.ReasonForget)
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	rep := &turnctl.ForgetReply{Forgot: []uint64{}, Start: h}
-	for n := start; n < h.Turn; n++ {
-		rep.Forgot = append(rep.Forgot, n)
+	slices.Sort(turns)
+	rep := &turnctl.ForgetReply{Forgot: slices.Compact(turns), Start: h, Merged: []turnctl.MergedTurn{}}
+	kept, err := s.store.Turns(0)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	for _, n := range rep.Forgot {
+		if n < h.Turn {
+			continue
+		}
+		for _, t := range kept { // newest first: the last one at or after n holds it
+			if t.Num > n && t.MergedFrom > 0 && t.MergedFrom <= n {
+				rep.Merged = append(rep.Merged, turnctl.MergedTurn{Turn: n, Into: t.Num})
+				break
+			}
+		}
 	}
 	return rep, nil
 }
@@ -93,7 +113,7 @@ func (s *Service) Policy(ctx context.Context, req turnctl.PolicyRequest) (*turnc
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	if req.KeepSize != nil || req.KeepTurns != nil || req.KeepAge != nil {
+	if req.KeepSize != nil || req.KeepTurns != nil || req.KeepAge != nil || req.KeepHourly != nil || req.KeepDaily != nil {
 		switch {
 		case req.KeepSize != nil && *req.KeepSize < 0:
 			return nil, errorf(turnctl.CodeBadRequest, "keep_size must not be negative")
@@ -110,6 +130,12 @@ func (s *Service) Policy(ctx context.Context, req turnctl.PolicyRequest) (*turnc
 		}
 		if req.KeepAge != nil {
 			p.KeepAge = *req.KeepAge
+		}
+		if req.KeepHourly != nil {
+			p.KeepHourly = max(*req.KeepHourly, -1)
+		}
+		if req.KeepDaily != nil {
+			p.KeepDaily = max(*req.KeepDaily, -1)
 		}
 		if err := s.store.SetPolicy(p); err != nil {
 			return nil, s.wrap(err)

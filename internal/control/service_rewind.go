@@ -31,7 +31,7 @@ func (s *Service) Rewind(ctx context.Context, req turnctl.RewindRequest) (*turnc
 func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.RewindReply, error) {
 	p, done := s.ops.track(ctx)
 	defer done()
-	var undone uint64
+	var undone, before uint64 // the turn undone, the turn its changes start from
 	var later []uint64
 	var rw versionstore.RewindResult
 	var rv versionstore.RevertResult
@@ -41,8 +41,13 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 		if undone, later, err = s.lastAction(); err != nil {
 			return err
 		}
+		t, err := s.store.Turn(undone)
+		if err != nil {
+			return err
+		}
+		before = t.Prev()
 		if len(later) == 0 {
-			rw, m, err = s.rewindStore(undone-1, nil, req.DryRun, true, p)
+			rw, m, err = s.rewindStore(before, nil, req.DryRun, true, p)
 			return err
 		}
 		rv, m, err = s.revertStore(undone, req.DryRun, false, fmt.Sprintf("undo turn %d", undone), "undo", p)
@@ -54,7 +59,7 @@ func (s *Service) Undo(ctx context.Context, req turnctl.UndoRequest) (*turnctl.R
 	var err error
 	var rep *turnctl.RewindReply
 	if len(later) == 0 {
-		rep, err = s.rewindReply(undone-1, req.DryRun, rw, m, p)
+		rep, err = s.rewindReply(before, req.DryRun, rw, m, p)
 	} else {
 		rep, err = s.revertReply(undone, req.DryRun, rv, m, p)
 	}
@@ -104,15 +109,19 @@ func (s *Service) keptPaths(rep *turnctl.RewindReply, n uint64) error {
 // that changed something.
 func (s *Service) lastAction() (uint64, []uint64, error) {
 	var later []uint64
-	for n := s.store.Latest(); n > s.store.HistoryStart().Turn; n-- {
-		t, err := s.store.Turn(n)
-		if err != nil {
-			return 0, nil, err
+	turns, err := s.store.Turns(0)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, t := range turns {
+		n := t.Num
+		if n <= s.store.HistoryStart().Turn {
+			break
 		}
 		if t.Empty() {
 			continue
 		}
-		cs, err := s.store.Changes(n-1, n, s.tree)
+		cs, err := s.store.TurnChanges(n, s.tree)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -191,7 +200,11 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p
 // revertReply says what a revert of turn n did, counting lines (a phase
 // of p).
 func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult, m mark, p *progress) (*turnctl.RewindReply, error) {
-	rep := &turnctl.RewindReply{Target: n - 1, Reverted: &n, DryRun: dry, Changes: []turnctl.FileChange{},
+	t, err := s.store.Turn(n)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	rep := &turnctl.RewindReply{Target: t.Prev(), Reverted: &n, DryRun: dry, Changes: []turnctl.FileChange{},
 		NotRestored: res.NotRestored, Merged: res.Merged}
 	for _, c := range res.Conflicts {
 		rep.Conflicts = append(rep.Conflicts, turnctl.RevertConflict{Path: c.Path, Reason: c.Reason, Text: c.Text})

@@ -56,6 +56,9 @@ func (o *duOptions) run(e *env, args []string) error {
 	gcLine := fmt.Sprintf("would free about %s", units.Bytes(u.GC.Freed()))
 	if len(u.GC.Forgot) > 0 {
 		gcLine += fmt.Sprintf(", forgetting %s", turnRange(u.GC.Forgot))
+		if u.GC.Merged > 0 {
+			gcLine += fmt.Sprintf(" (%d thinned out)", u.GC.Merged)
+		}
 	}
 	fmt.Fprintf(e.stdout, "gc:      %s (garbage now: %s)\n", gcLine, units.Bytes(u.Garbage))
 	turns := append([]ckpt.TurnUsage(nil), u.Turns...)

@@ -595,7 +595,7 @@ func exportPatch(e *env, spec string) error {
 	if t.Open {
 		return usagef("turn %d is still open: end it first", t.Num)
 	}
-	d, err := e.h.Diff(e.ctx, turnctl.DiffRequest{From: strconv.FormatUint(t.Num-1, 10), To: strconv.FormatUint(t.Num, 10)})
+	d, err := e.h.Diff(e.ctx, turnctl.DiffRequest{From: strconv.FormatUint(t.Prev(), 10), To: strconv.FormatUint(t.Num, 10)})
 	if err != nil {
 		return err
 	}

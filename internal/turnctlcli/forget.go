@@ -2,6 +2,7 @@ package turnctlcli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -11,15 +12,17 @@ import (
 var forgetCmd = &command{
 	name:  "forget",
 	args:  "TURN... | --before TURN",
-	short: "forget the oldest turns: history then starts later",
+	short: "forget turns: they can no longer be rewound to",
 	long: `Forgets turns for good, freeing what only they kept (turnctl gc reclaims the
-space). The turns must be the oldest kept ones: the turn where history starts
-and those right after it (turnctl log shows where it starts); --before TURN
-forgets every kept turn before TURN. History then starts at the turn after
-the last one forgotten: its state is the oldest one kept, and every kept turn
-still rewinds exactly. Forgetting a turn in the middle of history (merging
-its changes into its neighbours) is not done yet. A pinned turn, the open
-turn and the newest closed turn cannot be forgotten.`,
+space); every kept turn still rewinds exactly. Forgetting the oldest kept
+turns (the turn where history starts and those right after it; --before
+TURN forgets every kept turn before TURN) moves the start of history: the
+turn after the last one forgotten is the oldest state kept (turnctl log shows
+where history starts and why). A turn in the middle of history is merged
+into the kept turn after it: that turn's changes (show, diff, log) then
+include the forgotten turn's, and the state between them is gone. A pinned
+turn, the open turn, the newest closed turn, and the turn the open turn
+continues from cannot be forgotten; then nothing is.`,
 	opts: func() options { return &forgetOptions{} },
 }
 
@@ -45,11 +48,26 @@ func (o *forgetOptions) run(e *env, args []string) error {
 	if e.json {
 		return e.printJSON(jForget(rep))
 	}
-	fmt.Fprintf(e.stdout, "forgot %s; history starts at turn %d (turnctl gc reclaims the space)\n", turnRange(rep.Forgot), rep.Start.Turn)
+	fmt.Fprintf(e.stdout, "forgot %s; history starts at turn %d", turnRange(rep.Forgot), rep.Start.Turn)
+	var merged []string
+	for i := 0; i < len(rep.Merged); {
+		var ts []uint64
+		j := i
+		for ; j < len(rep.Merged) && rep.Merged[j].Into == rep.Merged[i].Into; j++ {
+			ts = append(ts, rep.Merged[j].Turn)
+		}
+		merged = append(merged, fmt.Sprintf("%s into turn %d", turnRange(ts), rep.Merged[i].Into))
+		i = j
+	}
+	if len(merged) > 0 {
+		fmt.Fprintf(e.stdout, "; merged %s", strings.Join(merged, ", "))
+	}
+	fmt.Fprintln(e.stdout, " (turnctl gc reclaims the space)")
 	return nil
 }
 
-// turnRange names a contiguous list of turns: "turn 3", "turns 0-5".
+// turnRange names a sorted list of turns: "turn 3", "turns 0-5",
+// "turns 0-2, 5, 7-9".
 func turnRange(ts []uint64) string {
 	switch len(ts) {
 	case 0:
@@ -57,5 +75,18 @@ func turnRange(ts []uint64) string {
 	case 1:
 		return fmt.Sprintf("turn %d", ts[0])
 	}
-	return fmt.Sprintf("turns %d-%d", ts[0], ts[len(ts)-1])
+	var parts []string
+	for i := 0; i < len(ts); {
+		j := i
+		for j+1 < len(ts) && ts[j+1] == ts[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprint(ts[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", ts[i], ts[j]))
+		}
+		i = j + 1
+	}
+	return "turns " + strings.Join(parts, ", ")
 }

@@ -56,7 +56,14 @@ func (o *gcOptions) run(e *env, args []string) error {
 		verb = "would forget"
 	}
 	if len(rep.Forgot) > 0 {
-		fmt.Fprintf(e.stdout, "%s %s (policy); history starts at turn %d\n", verb, turnRange(rep.Forgot), rep.Start.Turn)
+		line := fmt.Sprintf("%s %s (policy)", verb, turnRange(rep.Forgot))
+		if rep.Start != nil {
+			line += fmt.Sprintf("; history starts at turn %d", rep.Start.Turn)
+		}
+		if rep.Merged > 0 {
+			line += fmt.Sprintf("; %d thinned out, merged into the last turn of their hour or day", rep.Merged)
+		}
+		fmt.Fprintln(e.stdout, line)
 	}
 	if rep.DryRun {
 		fmt.Fprintf(e.stdout, "would free about %s: store %s -> %s\n", units.Bytes(rep.Freed()), units.Bytes(rep.Before), units.Bytes(rep.After))

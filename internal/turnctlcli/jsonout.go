@@ -68,10 +68,13 @@ type jTurnOut struct {
 	Target   *uint64  `json:"target"` // rewind and revert turns only
 	// Parent is the turn this one continued from (ckpt.Turn.Parent): the
 	// previous one, or a whole-tree rewind's target; null for turn 0.
-	Parent   *uint64    `json:"parent"`
-	FirstSeq uint64     `json:"first_seq"`
-	LastSeq  uint64     `json:"last_seq"`
-	Stats    *jStatsOut `json:"stats"` // null until counted (an open turn)
+	Parent   *uint64 `json:"parent"`
+	FirstSeq uint64  `json:"first_seq"`
+	LastSeq  uint64  `json:"last_seq"`
+	// MergedFrom: the turns MergedFrom..Num-1 were forgotten and their
+	// changes merged into this one; null when none were.
+	MergedFrom *uint64    `json:"merged_from"`
+	Stats      *jStatsOut `json:"stats"` // null until counted (an open turn)
 }
 
 // jTurn is t as --json prints it; withPrompt: t was read alone, with its
@@ -85,6 +88,10 @@ func jTurn(t ckpt.Turn, withPrompt bool) jTurnOut {
 	}
 	if p, ok := t.Parent(); ok {
 		o.Parent = &p
+	}
+	if t.MergedFrom > 0 {
+		m := t.MergedFrom
+		o.MergedFrom = &m
 	}
 	if withPrompt {
 		p := t.Prompt
@@ -220,16 +227,21 @@ type jPolicyOut struct {
 	KeepSize       int64   `json:"keep_size"` // bytes
 	KeepTurns      int     `json:"keep_turns"`
 	KeepAgeSeconds float64 `json:"keep_age_seconds"`
+	// The thinning windows; negative: none.
+	KeepHourlySeconds float64 `json:"keep_hourly_seconds"`
+	KeepDailySeconds  float64 `json:"keep_daily_seconds"`
 }
 
 func jPolicy(p ckpt.Policy) jPolicyOut {
-	return jPolicyOut{KeepSize: p.KeepSize, KeepTurns: p.KeepTurns, KeepAgeSeconds: p.KeepAge.Seconds()}
+	return jPolicyOut{KeepSize: p.KeepSize, KeepTurns: p.KeepTurns, KeepAgeSeconds: p.KeepAge.Seconds(),
+		KeepHourlySeconds: p.KeepHourly.Seconds(), KeepDailySeconds: p.KeepDaily.Seconds()}
 }
 
 type jGCOut struct {
 	DryRun      bool       `json:"dry_run"`
 	Forgot      []uint64   `json:"forgot"`
-	Start       *jStartOut `json:"start"` // null: history starts at turn 0
+	Merged      int        `json:"merged"` // how many of Forgot were merged (thinning)
+	Start       *jStartOut `json:"start"`  // null: history starts at turn 0
 	Chunks      int        `json:"chunks"`
 	ChunkBytes  int64      `json:"chunk_bytes"`
 	AtticFiles  int        `json:"attic_files"`
@@ -240,7 +252,7 @@ type jGCOut struct {
 }
 
 func jGC(r ckpt.GCReport) jGCOut {
-	return jGCOut{DryRun: r.DryRun, Forgot: list(r.Forgot), Start: jStart(r.Start), Chunks: r.Chunks,
+	return jGCOut{DryRun: r.DryRun, Forgot: list(r.Forgot), Merged: r.Merged, Start: jStart(r.Start), Chunks: r.Chunks,
 		ChunkBytes: r.ChunkBytes, AtticFiles: r.Attic, AtticBytes: r.AtticBytes,
 		BeforeBytes: r.Before, AfterBytes: r.After, Stopped: r.Stopped}
 }
@@ -384,12 +396,22 @@ func jVerify(r *turnctl.VerifyReply) jVerifyOut {
 }
 
 type jForgetOut struct {
-	Forgot []uint64  `json:"forgot"`
-	Start  jStartOut `json:"start"`
+	Forgot []uint64     `json:"forgot"`
+	Start  jStartOut    `json:"start"`
+	Merged []jMergedOut `json:"merged"`
+}
+
+type jMergedOut struct {
+	Turn uint64 `json:"turn"`
+	Into uint64 `json:"into"`
 }
 
 func jForget(r *turnctl.ForgetReply) jForgetOut {
-	return jForgetOut{Forgot: list(r.Forgot), Start: *jStart(&r.Start)}
+	o := jForgetOut{Forgot: list(r.Forgot), Start: *jStart(&r.Start), Merged: []jMergedOut{}}
+	for _, m := range r.Merged {
+		o.Merged = append(o.Merged, jMergedOut{Turn: m.Turn, Into: m.Into})
+	}
+	return o
 }
 
 type jPinReplyOut struct {

@@ -165,6 +165,10 @@ func (e *env) logRow(t ckpt.Turn) []cell {
 	for _, r := range t.Refs {
 		label = append(label, "ref:"+r)
 	}
+	if t.MergedFrom > 0 {
+		// Said before the label: a long one is truncated.
+		label = append([]string{"[" + mergedText(t) + "]"}, label...)
+	}
 	files, lines, git := "", "", ""
 	if st := t.Stats; st != nil && (st.Files > 0 || !t.Empty()) {
 		n, added, deleted := st.Files, st.LinesAdded, st.LinesDeleted
@@ -199,6 +203,14 @@ func (e *env) logRow(t ckpt.Turn) []cell {
 		{text: git, color: cCyan},
 		{text: strings.Join(t.Programs, ", "), color: cDim},
 	}
+}
+
+// mergedText says which forgotten turns t holds the changes of.
+func mergedText(t ckpt.Turn) string {
+	if t.MergedFrom == t.Num-1 {
+		return fmt.Sprintf("with turn %d", t.MergedFrom)
+	}
+	return fmt.Sprintf("with turns %d-%d", t.MergedFrom, t.Num-1)
 }
 
 // logGitColumn is the index of logRow's git cell.

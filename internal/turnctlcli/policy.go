@@ -2,6 +2,7 @@ package turnctlcli
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -11,33 +12,41 @@ import (
 
 var policyCmd = &command{
 	name:  "policy",
-	args:  "[--keep-size SIZE] [--keep-turns N] [--keep-age DURATION]",
+	args:  "[--keep-size SIZE] [--keep-turns N] [--keep-age DURATION] [--keep-hourly DURATION] [--keep-daily DURATION]",
 	short: "show or change the retention policy",
 	long: `The policy is kept in the store. Turns among the last --keep-turns (default
-100), or that ended less than --keep-age ago (default 24h), are kept while
-the store is within its budget; older turns are forgotten (the oldest
-first, never a pinned one nor what follows it). While the store is over
---keep-size (default: the smaller of 10 GiB and a tenth of its disk), more
-of the oldest turns are forgotten until it fits. 0 sets a value back to its
-default. SIZE: 500M, 10GiB, ...; DURATION: 90m, 24h, 7d, 2w.`,
+100), or that ended less than --keep-age ago (default 24h), are all kept
+while the store is within its budget. Older turns are thinned: of those
+that ended less than --keep-hourly ago (default 7d) the last turn of each
+hour is kept, then of those that ended less than --keep-daily ago (default
+30d) the last turn of each day (UTC); the others are merged into the kept
+turn after them (their changes stay, the states between are forgotten).
+Turns older than that are forgotten (the oldest first, never a pinned one
+nor what follows it). While the store is over --keep-size (default: the
+smaller of 10 GiB and a tenth of its disk), more of the oldest turns are
+forgotten until it fits. A pinned turn is always kept. 0 sets a value back
+to its default; --keep-hourly off and --keep-daily off thin none that way.
+SIZE: 500M, 10GiB, ...; DURATION: 90m, 24h, 7d, 2w.`,
 	opts: func() options { return &policyOptions{} },
 }
 
 type policyOptions struct {
-	size, turns, age string
+	size, turns, age, hourly, daily string
 }
 
 func (o *policyOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.size, "keep-size", "", "budget of the store on disk (`SIZE`)")
 	fs.StringVar(&o.turns, "keep-turns", "", "keep at least the last `N` turns")
 	fs.StringVar(&o.age, "keep-age", "", "keep the turns of the last `DURATION`")
+	fs.StringVar(&o.hourly, "keep-hourly", "", "then the last turn of each hour for `DURATION` (off: none)")
+	fs.StringVar(&o.daily, "keep-daily", "", "then the last turn of each day for `DURATION` (off: none)")
 }
 
 func (o *policyOptions) run(e *env, args []string) error {
 	if err := wantArgs(args, 0, 0); err != nil {
 		return err
 	}
-	req, err := parsePolicy(o.size, o.turns, o.age)
+	req, err := parsePolicy(o.size, o.turns, o.age, o.hourly, o.daily)
 	if err != nil {
 		return err
 	}
@@ -58,12 +67,20 @@ func (o *policyOptions) run(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "keep-size:  %s%s; the store holds %s\n", units.Bytes(eff.KeepSize), dflt(p.KeepSize != 0), units.Bytes(rep.StoreBytes))
 	fmt.Fprintf(e.stdout, "keep-turns: %d%s\n", eff.KeepTurns, dflt(p.KeepTurns != 0))
 	fmt.Fprintf(e.stdout, "keep-age:   %s%s\n", units.Duration(eff.KeepAge), dflt(p.KeepAge != 0))
+	window := func(d time.Duration) string {
+		if d < 0 {
+			return "off"
+		}
+		return units.Duration(d)
+	}
+	fmt.Fprintf(e.stdout, "keep-hourly: %s%s\n", window(eff.KeepHourly), dflt(p.KeepHourly != 0))
+	fmt.Fprintf(e.stdout, "keep-daily:  %s%s\n", window(eff.KeepDaily), dflt(p.KeepDaily != 0))
 	return nil
 }
 
 // parsePolicy turns the --keep-* flags into a request (usage errors for
 // malformed values).
-func parsePolicy(size, turns, age string) (turnctl.PolicyRequest, error) {
+func parsePolicy(size, turns, age, hourly, daily string) (turnctl.PolicyRequest, error) {
 	var req turnctl.PolicyRequest
 	if size != "" {
 		n, err := units.ParseBytes(size)
@@ -85,6 +102,19 @@ func parsePolicy(size, turns, age string) (turnctl.PolicyRequest, error) {
 			return req, usagef("--keep-age: %v", err)
 		}
 		req.KeepAge = &d
+	}
+	for _, w := range []struct {
+		flag, v string
+		dst     **time.Duration
+	}{{"--keep-hourly", hourly, &req.KeepHourly}, {"--keep-daily", daily, &req.KeepDaily}} {
+		if w.v == "" {
+			continue
+		}
+		d, err := units.ParseWindow(w.v)
+		if err != nil {
+			return req, usagef("%s: %v", w.flag, err)
+		}
+		*w.dst = &d
 	}
 	return req, nil
 }

@@ -76,6 +76,9 @@ func (o *showOptions) run(e *env, args []string) error {
 		line += "  by " + strings.Join(t.Programs, ", ")
 	}
 	fmt.Fprintln(e.stdout, line)
+	if t.MergedFrom > 0 {
+		fmt.Fprintf(e.stdout, "(%s, forgotten: the changes since turn %d)\n", mergedText(t), t.Prev())
+	}
 	e.printPrompt(t.Prompt)
 	e.printChanges(rep.Changes, rep.Stats)
 	fmt.Fprintln(e.stdout, e.statsLine(rep.Stats))
