@@ -107,37 +107,18 @@ func (s *Store) merge(p mergePlan) (int, error) {
 	} else {
 		into.MergedFrom = p.first
 	}
-	// Records at or after a saved manifest's end are kept as they are:
-	// the next mount compares the tree by the paths they name
-	// (offline.go).
-	keepFrom := uint64(1<<64 - 1)
-	if info, ok, err := s.manifestInfo(); err != nil {
-		return 0, err
-	} else if ok {
-		keepFrom = info.Events
-	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	touched := map[string]uint8{}
 	dropped := 0
-	err = s.scanEvents(from, into.LastSeq+1, func(r *record) (bool, error) {
-		redundant := false
-		switch r.Op {
-		case opPrior:
-			redundant = touched[r.Path]&touchFull != 0
-		case opMeta:
-			redundant = touched[r.Path]&(touchFull|touchMeta) != 0
-		}
-		touchSet(touched, r)
+	err = s.scanMerge(p, func(r *record, redundant bool) {
 		switch {
-		case redundant && r.Seq < keepFrom:
+		case redundant:
 			b.Delete(eventKey(r.Seq), nil)
 			dropped++
 		case r.Turn != into.Num:
 			r.Turn = into.Num
 			putJSON(b, eventKey(r.Seq), r)
 		}
-		return true, nil
 	})
 	if err != nil {
 		return 0, err
@@ -198,6 +179,37 @@ func mergeNames(a, b []string) []string {
 // the store was opened: a caller that computed something of a turn can
 // tell whether the turn may have absorbed others meanwhile.
 func (s *Store) Merges() uint64 { return s.merges.Load() }
+
+// scanMerge calls fn with every event of the turns p merges (p.first's
+// range to p.into's end), saying whether the merge drops it.
+func (s *Store) scanMerge(p mergePlan, fn func(r *record, redundant bool)) error {
+	first, err := s.storedTurn(p.first)
+	if err != nil {
+		return err
+	}
+	// Records at or after a saved manifest's end are kept as they are:
+	// the next mount compares the tree by the paths they name
+	// (offline.go).
+	keepFrom := uint64(1<<64 - 1)
+	if info, ok, err := s.manifestInfo(); err != nil {
+		return err
+	} else if ok {
+		keepFrom = info.Events
+	}
+	touched := map[string]uint8{}
+	return s.scanEvents(first.FirstSeq, p.into.LastSeq+1, func(r *record) (bool, error) {
+		redundant := false
+		switch r.Op {
+		case opPrior:
+			redundant = touched[r.Path]&touchFull != 0
+		case opMeta:
+			redundant = touched[r.Path]&(touchFull|touchMeta) != 0
+		}
+		touchSet(touched, r)
+		fn(r, redundant && r.Seq < keepFrom)
+		return true, nil
+	})
+}
 
 // dropNotesTo deletes in b the rewind notes whose target is one of
 // first..last.

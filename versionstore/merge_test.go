@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -177,4 +178,55 @@ func TestForgetRefusalsChangeNothing(t *testing.T) {
 			t.Fatalf("forget %v was refused but changed history: %d kept", c.turns, len(kept))
 		}
 	}
+}
+
+// TestThinningDryRunCountsWhatMergesFree: a policy that thins turns 1-4
+// into 5 (all ended this hour; 6 is the window) frees the four versions of
+// f only the dropped records named; the dry run says so before, to the
+// byte, and the gc then does it.
+func TestThinningDryRunCountsWhatMergesFree(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	tree := openTree(t, root)
+	f := filepath.Join(root, "f")
+	writeFile(t, f, []byte("v0"))
+	for n := 1; n <= 6; n++ {
+		s.Begin(ckpt.KindAgent, "", "")
+		captureFile(t, s, tree, "f")
+		writeFile(t, f, []byte(fmt.Sprintf("version %d of f", n)))
+		if _, err := s.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetPolicy(ckpt.Policy{KeepTurns: 1, KeepAge: time.Nanosecond}); err != nil {
+		t.Fatal(err)
+	}
+	chunks := countKeys(t, s, prefixChunk)
+	dry, err := s.GC(GCOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(dry.Forgot) != "[1 2 3 4]" || dry.Merged != 4 || dry.Start != nil || dry.ChunkBytes <= 0 {
+		t.Fatalf("dry run: %+v", dry)
+	}
+	if got := countKeys(t, s, prefixChunk); got != chunks {
+		t.Fatalf("a dry run changed the store: %d chunks, %d before", got, chunks)
+	}
+	rep, err := s.GC(GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rep.Forgot) != "[1 2 3 4]" || rep.Merged != 4 || rep.Chunks != 4 || rep.ChunkBytes != dry.ChunkBytes {
+		t.Fatalf("gc: %+v; the dry run said %+v", rep, dry)
+	}
+	t5, err := s.Turn(5)
+	if err != nil || t5.MergedFrom != 1 {
+		t.Fatalf("turn 5 after thinning: %+v, %v", t5, err)
+	}
+	for n, want := range map[uint64]string{0: "v0", 5: "version 5 of f", 6: "version 6 of f"} {
+		if got := catAt(t, s, n, "f", tree); got != want {
+			t.Fatalf("f at %d: %q, want %q", n, got, want)
+		}
+	}
+	checkNoGarbage(t, s)
 }

@@ -18,6 +18,7 @@ import (
 // contentUse is what history knows of one chunk or attic file.
 type contentUse struct {
 	size        int64  // on disk: the stored chunk, or the attic file's blocks
+	refs        int    // the events naming it
 	lastSeq     uint64 // the newest event naming it
 	first, last uint64 // the oldest and newest turn whose events name it
 }
@@ -40,8 +41,9 @@ func (s *Store) scanContent() (*contentScan, error) {
 	c := &contentScan{chunks: map[[32]byte]*contentUse{}, attic: map[string]*contentUse{}, ends: map[uint64]uint64{}}
 	use := func(u *contentUse, ok bool, r *record) *contentUse {
 		if !ok {
-			return &contentUse{lastSeq: r.Seq, first: r.Turn, last: r.Turn}
+			return &contentUse{refs: 1, lastSeq: r.Seq, first: r.Turn, last: r.Turn}
 		}
+		u.refs++
 		u.lastSeq = max(u.lastSeq, r.Seq)
 		u.first, u.last = min(u.first, r.Turn), max(u.last, r.Turn)
 		return u
@@ -210,6 +212,46 @@ func (s *Store) Usage() (ckpt.Usage, error) {
 	return u, err
 }
 
+// mergeFrees is what merging r.merge would free: the content every event
+// naming which the merges drop (content the move of the start frees too
+// is counted there, not here).
+func (s *Store) mergeFrees(c *contentScan, r retention, kept []ckpt.Turn) (int64, error) {
+	runs, err := s.mergeRuns(r.merge, kept)
+	if err != nil {
+		return 0, err
+	}
+	end, ok := c.ends[r.to]
+	if !ok {
+		end = 0
+	}
+	drops := map[*contentUse]int{}
+	for _, p := range runs {
+		err := s.scanMerge(p, func(rec *record, redundant bool) {
+			if !redundant || rec.Content == nil {
+				return
+			}
+			if u := c.attic[rec.Content.Attic]; rec.Content.Attic != "" && u != nil {
+				drops[u]++
+			}
+			for ch := rec.Content.Chunks; len(ch) >= 32; ch = ch[32:] {
+				if u := c.chunks[[32]byte(ch[:32])]; u != nil {
+					drops[u]++
+				}
+			}
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	var n int64
+	for u, d := range drops {
+		if d >= u.refs && u.lastSeq > end {
+			n += u.size
+		}
+	}
+	return n, nil
+}
+
 // gcPlan is what a gc would do now (a dry run), from a scan.
 func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCReport, error) {
 	rep := ckpt.GCReport{DryRun: true, Before: size}
@@ -233,6 +275,13 @@ func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCRepo
 	f := c.garbage
 	if to > start.Turn {
 		f = freed(to)
+	}
+	if len(r.merge) > 0 {
+		m, err := s.mergeFrees(c, r, kept)
+		if err != nil {
+			return rep, err
+		}
+		f += m
 	}
 	rep.ChunkBytes = f // chunks and attic files together: a dry run does not tell them apart
 	rep.After = max(size-f, 0)
