@@ -48,7 +48,10 @@ func (o *forgetOptions) run(e *env, args []string) error {
 	if e.json {
 		return e.printJSON(jForget(rep))
 	}
-	fmt.Fprintf(e.stdout, "forgot %s; history starts at turn %d", turnRange(rep.Forgot), rep.Start.Turn)
+	fmt.Fprintf(e.stdout, "forgot %s", turnRange(rep.Forgot))
+	if len(rep.Forgot) > 0 && rep.Forgot[0] < rep.Start.Turn {
+		fmt.Fprintf(e.stdout, "; history starts at turn %d", rep.Start.Turn)
+	}
 	var merged []string
 	for i := 0; i < len(rep.Merged); {
 		var ts []uint64

@@ -64,9 +64,9 @@ func (o *policyOptions) run(e *env, args []string) error {
 		return " (default)"
 	}
 	p, eff := rep.Policy, rep.Effective
-	fmt.Fprintf(e.stdout, "keep-size:  %s%s; the store holds %s\n", units.Bytes(eff.KeepSize), dflt(p.KeepSize != 0), units.Bytes(rep.StoreBytes))
-	fmt.Fprintf(e.stdout, "keep-turns: %d%s\n", eff.KeepTurns, dflt(p.KeepTurns != 0))
-	fmt.Fprintf(e.stdout, "keep-age:   %s%s\n", units.Duration(eff.KeepAge), dflt(p.KeepAge != 0))
+	fmt.Fprintf(e.stdout, "keep-size:   %s%s; the store holds %s\n", units.Bytes(eff.KeepSize), dflt(p.KeepSize != 0), units.Bytes(rep.StoreBytes))
+	fmt.Fprintf(e.stdout, "keep-turns:  %d%s\n", eff.KeepTurns, dflt(p.KeepTurns != 0))
+	fmt.Fprintf(e.stdout, "keep-age:    %s%s\n", units.Duration(eff.KeepAge), dflt(p.KeepAge != 0))
 	window := func(d time.Duration) string {
 		if d < 0 {
 			return "off"
