@@ -242,6 +242,7 @@ func (s *Store) forgetToLocked(to uint64, reason string) (ckpt.HistoryStart, err
 	b.DeleteRange(turnKey(0), turnKey(to), nil)
 	b.DeleteRange(textKey(0), textKey(to), nil)
 	b.DeleteRange(rewoundKey(0), rewoundKey(to), nil)
+	b.DeleteRange(stepKey(0, 0), stepKey(to+1, 0), nil) // the new start's too: its events go
 	// The events up to the new start's end; those a saved manifest still
 	// names the paths of (recorded after it: a rewind with no daemon) are
 	// kept until the next mount drops the manifest (offline.go).

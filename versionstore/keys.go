@@ -40,6 +40,9 @@ import (
 //	                                       (ckpt.Turn.Prompt); present only when it
 //	                                       says more than the turn's label
 //	pin      'p' num[8]                    JSON ckpt.Pin: turn num is pinned (pins.go)
+//	step     's' num[8] k[2]               JSON ckpt.Step: step k (from 1) of turn num ended
+//	                                       (steps.go); the last step of a turn has none
+//	                                       (it ends with the turn)
 //	ref      'r' ref-bytes                 num[8]: the turn the ref names
 //	event    'e' seq[8]                    JSON record: one change-log entry
 //	chunk    'c' sha256[32]                codec[1] payload: one content chunk
@@ -70,6 +73,7 @@ const (
 	prefixWalk  = 'w'
 	prefixPin   = 'p'
 	prefixText  = 'P'
+	prefixStep  = 's'
 )
 
 var (

@@ -145,6 +145,9 @@ func (s *Store) merge(p mergePlan) (int, error) {
 	b.DeleteRange(turnKey(p.first), turnKey(p.last+1), nil)
 	b.DeleteRange(textKey(p.first), textKey(p.last+1), nil)
 	b.DeleteRange(rewoundKey(p.first), rewoundKey(p.last+1), nil)
+	// The steps of the merged turns, and of the turn they merge into: a
+	// record a step boundary caused may be one the merge drops.
+	b.DeleteRange(stepKey(p.first, 0), stepKey(p.into.Num+1, 0), nil)
 	if err := s.dropNotesTo(b, p.first, p.last); err != nil {
 		return 0, err
 	}

@@ -50,6 +50,9 @@ func (s *Store) endSeq(n uint64) (uint64, error) {
 	if n == Now {
 		return next - 1, nil
 	}
+	if _, k := SplitPoint(n); k > 0 {
+		return s.stepEnd(n)
+	}
 	if n < s.startTurn() {
 		return 0, s.forgottenErr(n)
 	}
@@ -451,18 +454,19 @@ func equalReaders(a, b io.Reader) (bool, error) {
 }
 
 // TurnChanges is what turn n changed: Changes from the end of the turn
-// before it (Turn.Prev: before those merged into it) to its end. Turn 0
-// and the start of history have none of their own (the start's were
-// forgotten with the turns before it).
+// before it (Turn.Prev: before those merged into it) to its end; for a
+// step point, what the step changed. Turn 0 and the start of history have
+// none of their own (the start's were forgotten with the turns before
+// it, and its steps with them).
 func (s *Store) TurnChanges(n uint64, live ckpt.Tree) ([]Change, error) {
-	if n == 0 || n <= s.startTurn() {
+	if turn, _ := SplitPoint(n); turn == 0 || turn <= s.startTurn() {
 		return nil, nil
 	}
-	t, err := s.turnRecord(n)
+	prev, err := s.prevPoint(n)
 	if err != nil {
 		return nil, err
 	}
-	return s.Changes(t.Prev(), n, live)
+	return s.Changes(prev, n, live)
 }
 
 // Touches reports whether an event recorded in turn n names a path at,

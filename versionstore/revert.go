@@ -92,11 +92,11 @@ type revertItem struct {
 func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResult, error) {
 	defer s.lockRewind()()
 	var res RevertResult
-	if _, err := s.Turn(n); err != nil {
+	if _, err := s.endSeq(n); err != nil {
 		return res, err
 	}
-	if n == 0 || n <= s.startTurn() {
-		return res, detailf(ErrTurnNotFound, "turn %d has no changes of its own to revert (history starts with it)", n)
+	if turn, _ := SplitPoint(n); turn == 0 || turn <= s.startTurn() {
+		return res, detailf(ErrTurnNotFound, "turn %d has no changes of its own to revert (history starts with it)", turn)
 	}
 	opts.Progress.report("comparing", 0, 0)
 	items, err := s.planRevert(n, live, opts.Markers, &res)
@@ -110,7 +110,7 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 		}
 	}
 	if len(hard) > 0 {
-		return res, detailf(ErrConflict, "revert of turn %d conflicts with later changes of %s", n, strings.Join(hard, ", "))
+		return res, detailf(ErrConflict, "revert of %s conflicts with later changes of %s", PointWord(n), strings.Join(hard, ", "))
 	}
 	planned, err := s.revertChanges(items, live)
 	if err != nil {
@@ -170,7 +170,7 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	}
 	label := opts.Label
 	if label == "" {
-		label = fmt.Sprintf("revert of turn %d", n)
+		label = "revert of " + PointWord(n)
 	}
 	t, err := s.Begin(ckpt.KindRevert, label, "")
 	if err != nil {

@@ -59,7 +59,7 @@ type RewindResult struct {
 func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (RewindResult, error) {
 	defer s.lockRewind()()
 	var res RewindResult
-	if _, err := s.Turn(target); err != nil {
+	if _, err := s.endSeq(target); err != nil {
 		return res, err
 	}
 	var prefixes []string
@@ -111,12 +111,12 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 			return res, err
 		}
 	}
-	label := fmt.Sprintf("rewind to %d", target)
+	label := fmt.Sprintf("rewind to %s", PointName(target))
 	switch {
 	case opts.Undo:
 		label = fmt.Sprintf("undo turn %d", target+1)
 	case opts.Paths != nil:
-		label = fmt.Sprintf("%s%s from %d", ckpt.RestoreLabelPrefix, strings.Join(prefixes, " "), target)
+		label = fmt.Sprintf("%s%s from %s", ckpt.RestoreLabelPrefix, strings.Join(prefixes, " "), PointName(target))
 	}
 	t, err := s.Begin(ckpt.KindRewind, label, "")
 	if err != nil {

@@ -99,8 +99,8 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 	putJournal(b, j, true)
 	if s.cur != nil && s.cur.Num == turn {
 		t := *s.cur
-		tg := target
-		t.Target = &tg
+		tg, k := SplitPoint(target)
+		t.Target, t.TargetStep = &tg, k
 		putJSON(b, turnKey(turn), t)
 		s.cur = &t
 	}
@@ -493,8 +493,8 @@ func (s *Store) rewindJumps(stop, next uint64) ([]jump, uint64, error) {
 // to skip it (rewindJumps): only a whole-tree rewind that restored every
 // path's bytes (none Lost).
 func (s *Store) noteRewound(j *rewindJournal) error {
-	if !j.Whole || len(j.Lost) > 0 {
-		return nil
+	if _, k := SplitPoint(j.Target); !j.Whole || len(j.Lost) > 0 || k > 0 {
+		return nil // (a step's end is no turn's: rewindJumps knows turns)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()

@@ -329,7 +329,8 @@ func (s *Store) SetStats(n uint64, st ckpt.Stats) error {
 	return s.commit(b, pebble.NoSync)
 }
 
-// Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number.
+// Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number,
+// and a step of one ("3.2": steps.go) into its point.
 // Its errors are for people and name what is accepted and the turns that
 // exist. Each is ErrBadTurn (the argument is wrong, whoever gave it); one
 // that names no turn there is is ErrTurnNotFound too.
@@ -356,6 +357,13 @@ func (s *Store) Resolve(spec string) (uint64, error) {
 			return 0, s.forgottenErr(n)
 		}
 		return n, err
+	}
+	if t, k, ok := strings.Cut(spec, "."); ok {
+		n, err := s.Resolve(t)
+		if err != nil {
+			return 0, err
+		}
+		return s.resolveStep(n, spec, k)
 	}
 	n, err := strconv.ParseUint(spec, 10, 64)
 	if err != nil || spec[0] == '+' {

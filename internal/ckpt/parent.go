@@ -18,7 +18,9 @@ const RestoreLabelPrefix = "restore "
 //   - A whole-tree rewind to T (turnctl rewind T, or an undo done as a
 //     rewind to T) has parent T: it ends with the tree as at the end of T,
 //     so it and every turn after it form a branch that forks at T, and the
-//     turns between T and the rewind stay reachable on the branch left.
+//     turns between T and the rewind stay reachable on the branch left. A
+//     rewind to a step of T (T.K) forks at T too: the branch starts inside
+//     it.
 //   - Every other turn (agent, manual, offline, a restore of some paths, a
 //     revert, an undo done as a revert) has parent Prev(): it changed the
 //     tree as the previous turn left it (the previous kept one, when the

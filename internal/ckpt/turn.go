@@ -37,8 +37,10 @@ type Turn struct {
 	Open     bool      `json:"open,omitempty"`
 	Programs []string  `json:"programs,omitempty"` // command names that wrote, sorted
 	// Target is the turn a rewind turn rewound to (KindRewind), or the
-	// turn a revert turn reverted (KindRevert).
-	Target *uint64 `json:"target,omitempty"`
+	// turn a revert turn reverted (KindRevert); TargetStep, when not 0,
+	// the step of Target it rewound to or reverted (Step).
+	Target     *uint64 `json:"target,omitempty"`
+	TargetStep int     `json:"target_step,omitempty"`
 	// FirstSeq..LastSeq is the turn's range in the change log (FirstSeq >
 	// LastSeq when it recorded nothing).
 	FirstSeq uint64 `json:"first_seq"`
@@ -231,4 +233,22 @@ func CutText(text string) string {
 		n--
 	}
 	return text[:n] + fmt.Sprintf("\n[... %d more bytes not kept]", len(text)-n)
+}
+
+// Step is one step of a turn: the changes one tool call of an agent made
+// (a step boundary inside the open turn ends it: turnctl step, or an
+// agent's hook after each tool call). Steps are numbered from 1 within
+// their turn; step N.K ends where step N.K+1 begins, the last one where
+// the turn ends. Only steps that recorded something are kept.
+type Step struct {
+	Turn uint64 `json:"turn"`
+	Num  int    `json:"num"`
+	// Tool is the tool that ran (an agent's name for it: Edit, Bash);
+	// Label says more when the caller gave it. Both may be "".
+	Tool  string    `json:"tool,omitempty"`
+	Label string    `json:"label,omitempty"`
+	End   time.Time `json:"end"`
+	// LastSeq is the step's last event: the state "at the end of step
+	// N.K" is the state right after it.
+	LastSeq uint64 `json:"last_seq"`
 }

@@ -71,6 +71,7 @@ var Points = []string{
 	"recover.done",             // Recover finished an interrupted rewind
 	// versionstore: bounded history (forget, gc).
 	"forget.committed", // the new start of history is committed, the WAL not yet fsynced
+	"step.committed",   // a step boundary is committed, the WAL not yet fsynced
 	"forget.merged",    // one run of turns is merged into the next kept turn (one batch), the WAL not yet fsynced
 	"gc.forgotten",     // the policy's forget is done (or there was none), nothing swept
 	"gc.marked",        // the references are read, nothing deleted
