@@ -335,6 +335,10 @@ func (c *Client) Forget(ctx context.Context, req ForgetRequest) (*ForgetReply, e
 	return call[ForgetReply](ctx, c, "forget", req)
 }
 
+func (c *Client) Step(ctx context.Context, req StepRequest) (*StepReply, error) {
+	return call[StepReply](ctx, c, "step", req)
+}
+
 func (c *Client) Pin(ctx context.Context, req PinRequest) (*PinReply, error) {
 	return call[PinReply](ctx, c, "pin", req)
 }

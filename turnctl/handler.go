@@ -28,6 +28,7 @@ type Handler interface {
 	Revert(ctx context.Context, req RevertRequest) (*RewindReply, error)
 	Verify(ctx context.Context, req VerifyRequest) (*VerifyReply, error)
 	Forget(ctx context.Context, req ForgetRequest) (*ForgetReply, error)
+	Step(ctx context.Context, req StepRequest) (*StepReply, error)
 	Pin(ctx context.Context, req PinRequest) (*PinReply, error)
 	Unpin(ctx context.Context, req UnpinRequest) (*UnpinReply, error)
 	GC(ctx context.Context, req GCRequest) (*GCReply, error)

@@ -46,6 +46,19 @@ type EndReply struct {
 	LinesPending bool `json:"lines_pending,omitempty"`
 }
 
+// StepRequest ends the open turn's current step (POST /v1/step): the
+// changes one tool call made. Tool names the tool, Label says more.
+type StepRequest struct {
+	Tool  string `json:"tool,omitempty"`
+	Label string `json:"label,omitempty"`
+}
+
+// StepReply is the step ended; Step is nil when it recorded nothing (no
+// step is kept then, and numbering goes on from the last kept one).
+type StepReply struct {
+	Step *ckpt.Step `json:"step"`
+}
+
 // StatusRequest asks for the open turn (POST /v1/status, also GET).
 type StatusRequest struct{}
 
@@ -111,7 +124,12 @@ type ShowRequest struct {
 // and Stats hold only the changes at or below those paths; Turn.Stats is
 // still the whole turn's, when it is known.
 type ShowReply struct {
-	Turn    ckpt.Turn    `json:"turn"`
+	Turn ckpt.Turn `json:"turn"`
+	// Step is the step shown ("show 3.2"); nil for a whole turn.
+	Step *ckpt.Step `json:"step,omitempty"`
+	// Steps are the turn's steps (one, the turn itself, when no step
+	// boundary was marked in it).
+	Steps   []ckpt.Step  `json:"steps"`
 	Changes []FileChange `json:"changes"`
 	Stats   ckpt.Stats   `json:"stats"`
 }
@@ -125,10 +143,13 @@ type DiffRequest struct {
 
 // DiffReply lists what differs between the two states, with patches.
 type DiffReply struct {
-	From    uint64       `json:"from"`
-	To      *uint64      `json:"to,omitempty"` // nil: the live tree
-	Changes []FileChange `json:"changes"`
-	Stats   ckpt.Stats   `json:"stats"`
+	From uint64  `json:"from"`
+	To   *uint64 `json:"to,omitempty"` // nil: the live tree
+	// FromStep, ToStep: the step of From, To compared (0: the turn's end).
+	FromStep int          `json:"from_step,omitempty"`
+	ToStep   int          `json:"to_step,omitempty"`
+	Changes  []FileChange `json:"changes"`
+	Stats    ckpt.Stats   `json:"stats"`
 }
 
 // CatRequest asks for a file's bytes at the end of a turn (POST /v1/cat).
@@ -194,12 +215,16 @@ type RevertConflict struct {
 // change, with DryRun): per path, Before is the state now and After the
 // target state.
 type RewindReply struct {
-	Target  uint64       `json:"target"`
-	Undone  *uint64      `json:"undone,omitempty"` // undo: the turn it undid
-	DryRun  bool         `json:"dry_run,omitempty"`
-	Turn    *ckpt.Turn   `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
-	Changes []FileChange `json:"changes"`
-	Stats   ckpt.Stats   `json:"stats"`
+	Target uint64 `json:"target"`
+	// TargetStep: the step of Target rewound to (0: the turn's end);
+	// RevertedStep: the step of Reverted reverted (0: the whole turn).
+	TargetStep   int          `json:"target_step,omitempty"`
+	RevertedStep int          `json:"reverted_step,omitempty"`
+	Undone       *uint64      `json:"undone,omitempty"` // undo: the turn it undid
+	DryRun       bool         `json:"dry_run,omitempty"`
+	Turn         *ckpt.Turn   `json:"turn,omitempty"` // the new rewind turn; nil with DryRun or no change
+	Changes      []FileChange `json:"changes"`
+	Stats        ckpt.Stats   `json:"stats"`
 	// NotRestored are paths left as they were: their bytes at the target
 	// were never captured (they changed while the project was not mounted).
 	NotRestored []string `json:"not_restored,omitempty"`

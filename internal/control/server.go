@@ -157,6 +157,7 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 	route(mux, "revert", false, h.Revert)
 	route(mux, "verify", true, h.Verify)
 	route(mux, "forget", false, h.Forget)
+	route(mux, "step", false, h.Step)
 	route(mux, "pin", false, h.Pin)
 	route(mux, "unpin", false, h.Unpin)
 	route(mux, "gc", false, h.GC)

@@ -79,6 +79,19 @@ func (s *Service) resolve(spec string) (uint64, error) {
 	return n, s.wrap(err)
 }
 
+// resolveTurn is resolve for the commands that take whole turns only
+// (forget, pin, unpin): a step is refused.
+func (s *Service) resolveTurn(spec string) (uint64, error) {
+	n, err := s.resolve(spec)
+	if err != nil {
+		return 0, err
+	}
+	if _, k := versionstore.SplitPoint(n); k > 0 {
+		return 0, errorf(turnctl.CodeBadRequest, "%q is a step: this command takes a whole turn", spec)
+	}
+	return n, nil
+}
+
 // wrap turns a store error into an *Error with a code and a message
 // without the "versionstore:" prefix.
 func (s *Service) wrap(err error) error {
@@ -153,6 +166,30 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 		}
 	}
 	return &rep, nil
+}
+
+// Step ends the open turn's current step. Like a turn boundary it holds
+// the mount exclusively, so that files open for writing (passthrough) are
+// captured again for the next step.
+func (s *Service) Step(ctx context.Context, req turnctl.StepRequest) (*turnctl.StepReply, error) {
+	if err := checkText("tool", req.Tool); err != nil {
+		return nil, err
+	}
+	if err := checkText("label", req.Label); err != nil {
+		return nil, err
+	}
+	rep := &turnctl.StepReply{}
+	err := s.exclusive(func() error {
+		st, ok, err := s.store.Step(req.Tool, req.Label)
+		if ok {
+			rep.Step = &st
+		}
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	return rep, nil
 }
 
 // End closes the open turn and records its Stats.

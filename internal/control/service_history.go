@@ -17,14 +17,14 @@ import (
 func (s *Service) Forget(ctx context.Context, req turnctl.ForgetRequest) (*turnctl.ForgetReply, error) {
 	var turns []uint64
 	for _, spec := range req.Turns {
-		n, err := s.resolve(spec)
+		n, err := s.resolveTurn(spec)
 		if err != nil {
 			return nil, err
 		}
 		turns = append(turns, n)
 	}
 	if req.Before != "" {
-		n, err := s.resolve(req.Before)
+		n, err := s.resolveTurn(req.Before)
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +73,7 @@ func (s *Service) Pin(ctx context.Context, req turnctl.PinRequest) (*turnctl.Pin
 	if err := checkText("note", req.Note); err != nil {
 		return nil, err
 	}
-	n, err := s.resolve(req.Turn)
+	n, err := s.resolveTurn(req.Turn)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (s *Service) Pin(ctx context.Context, req turnctl.PinRequest) (*turnctl.Pin
 
 // Unpin removes a turn's pin.
 func (s *Service) Unpin(ctx context.Context, req turnctl.UnpinRequest) (*turnctl.UnpinReply, error) {
-	n, err := s.resolve(req.Turn)
+	n, err := s.resolveTurn(req.Turn)
 	if err != nil {
 		return nil, err
 	}

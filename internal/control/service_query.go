@@ -15,9 +15,18 @@ func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.S
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.store.Turn(n)
+	turn, k := versionstore.SplitPoint(n)
+	t, err := s.store.Turn(turn)
 	if err != nil {
 		return nil, s.wrap(err)
+	}
+	steps, err := s.store.Steps(turn)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	var step *ckpt.Step
+	if k > 0 {
+		step = &steps[k-1]
 	}
 	if len(req.Paths) > 0 {
 		prefixes, err := cleanPaths(req.Paths)
@@ -32,18 +41,20 @@ func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.S
 		if err != nil {
 			return nil, s.wrap(err)
 		}
-		return &turnctl.ShowReply{Turn: t, Changes: fcs, Stats: st}, nil
+		return &turnctl.ShowReply{Turn: t, Step: step, Steps: steps, Changes: fcs, Stats: st}, nil
 	}
 	m := s.mark()
 	fcs, st, err := s.turnChanges(n, req.Patch)
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	if t.Stats == nil && !t.Open {
-		s.cacheStats(n, st, m)
+	if k == 0 {
+		if t.Stats == nil && !t.Open {
+			s.cacheStats(n, st, m)
+		}
+		t.Stats = &st
 	}
-	t.Stats = &st
-	return &turnctl.ShowReply{Turn: t, Changes: fcs, Stats: st}, nil
+	return &turnctl.ShowReply{Turn: t, Step: step, Steps: steps, Changes: fcs, Stats: st}, nil
 }
 
 // cleanPaths checks the root-relative paths of a request.
@@ -67,12 +78,14 @@ func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.D
 		return nil, err
 	}
 	to := versionstore.Now
-	rep := &turnctl.DiffReply{From: from}
+	rep := &turnctl.DiffReply{}
+	rep.From, rep.FromStep = versionstore.SplitPoint(from)
 	if spec := strings.TrimSpace(req.To); spec != "" && spec != "now" {
 		if to, err = s.resolve(spec); err != nil {
 			return nil, err
 		}
-		rep.To = &to
+		tn, k := versionstore.SplitPoint(to)
+		rep.To, rep.ToStep = &tn, k
 	}
 	prefixes, err := cleanPaths(req.Paths)
 	if err != nil {
@@ -139,11 +152,11 @@ func (s *Service) Cat(ctx context.Context, req turnctl.CatRequest) (*turnctl.Cat
 		rc.Close()
 		switch st.Type {
 		case ckpt.Absent:
-			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of turn %d", p, n)
+			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of %s", p, versionstore.PointWord(n))
 		case ckpt.Symlink:
-			return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of turn %d: a symlink to %s", p, n, st.Target)
+			return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of %s: a symlink to %s", p, versionstore.PointWord(n), st.Target)
 		}
-		return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of turn %d: a %s", p, n, typeName(st.Type))
+		return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of %s: a %s", p, versionstore.PointWord(n), typeName(st.Type))
 	}
 	return &turnctl.CatReply{Turn: n, State: *wireState(st), Body: rc}, nil
 }

@@ -191,8 +191,8 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p
 		if what == "revert" && !markers {
 			hint = "; --conflicts=markers writes conflicting lines of text files between markers"
 		}
-		err = errorf(turnctl.CodeConflict, "%s of turn %d refused, nothing changed: later changes conflict in %s%s",
-			what, n, strings.Join(list, "; "), hint)
+		err = errorf(turnctl.CodeConflict, "%s of %s refused, nothing changed: later changes conflict in %s%s",
+			what, versionstore.PointWord(n), strings.Join(list, "; "), hint)
 	}
 	return res, m, err
 }
@@ -200,12 +200,14 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p
 // revertReply says what a revert of turn n did, counting lines (a phase
 // of p).
 func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult, m mark, p *progress) (*turnctl.RewindReply, error) {
-	t, err := s.store.Turn(n)
+	prev, err := s.store.PrevPoint(n)
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	rep := &turnctl.RewindReply{Target: t.Prev(), Reverted: &n, DryRun: dry, Changes: []turnctl.FileChange{},
+	turn, k := versionstore.SplitPoint(n)
+	rep := &turnctl.RewindReply{Reverted: &turn, RevertedStep: k, DryRun: dry, Changes: []turnctl.FileChange{},
 		NotRestored: res.NotRestored, Merged: res.Merged}
+	rep.Target, rep.TargetStep = versionstore.SplitPoint(prev)
 	for _, c := range res.Conflicts {
 		rep.Conflicts = append(rep.Conflicts, turnctl.RevertConflict{Path: c.Path, Reason: c.Reason, Text: c.Text})
 	}
@@ -246,7 +248,7 @@ func (s *Service) Restore(ctx context.Context, req turnctl.RestoreRequest) (*tur
 			return nil, s.wrap(err)
 		}
 		if !then.Exists() && !now.Exists() {
-			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of turn %d and does not exist now", displayPath(c), n)
+			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of %s and does not exist now", displayPath(c), versionstore.PointWord(n))
 		}
 		paths = append(paths, c)
 	}
@@ -306,7 +308,8 @@ func (s *Service) rewindStore(n uint64, paths []string, dry, undo bool, p *progr
 
 // rewindReply says what a rewind to n did, counting lines (a phase of p).
 func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult, m mark, p *progress) (*turnctl.RewindReply, error) {
-	rep := &turnctl.RewindReply{Target: n, DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
+	rep := &turnctl.RewindReply{DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
+	rep.Target, rep.TargetStep = versionstore.SplitPoint(n)
 	// Before is the state before the rewind, After the target state.
 	if !dry && res.Turn.Num != 0 {
 		t := res.Turn

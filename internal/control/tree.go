@@ -134,11 +134,11 @@ func (s *Service) treeEntries(ctx context.Context, tw *tar.Writer, sn *versionst
 			}
 			rc, err := s.store.OpenEntry(e, s.tree)
 			if err != nil {
-				return fmt.Errorf("%s at the end of turn %d: %w", e.Path, sn.Turn, err)
+				return fmt.Errorf("%s at the end of %s: %w", e.Path, versionstore.PointWord(sn.Turn), err)
 			}
 			body, h.Size = rc, st.Size
 		default:
-			return fmt.Errorf("%s at the end of turn %d: a %s, which cannot be written", e.Path, sn.Turn, typeName(st.Type))
+			return fmt.Errorf("%s at the end of %s: a %s, which cannot be written", e.Path, versionstore.PointWord(sn.Turn), typeName(st.Type))
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			if body != nil {
@@ -151,7 +151,7 @@ func (s *Service) treeEntries(ctx context.Context, tw *tar.Writer, sn *versionst
 			body.Close()
 			if err != nil {
 				if _, ok := err.(streamError); !ok {
-					err = fmt.Errorf("%s at the end of turn %d: %w", e.Path, sn.Turn, err)
+					err = fmt.Errorf("%s at the end of %s: %w", e.Path, versionstore.PointWord(sn.Turn), err)
 				}
 				return err
 			}

@@ -78,13 +78,20 @@ func (o *diffOptions) run(e *env, args []string) error {
 	return nil
 }
 
-// looksLikeTurn: a number, "now" or "ref:ID".
+// looksLikeTurn: a number, a step (3.2), "now" or "ref:ID".
 func looksLikeTurn(s string) bool {
 	if s == "now" || strings.HasPrefix(s, "ref:") {
 		return true
 	}
-	_, err := strconv.ParseUint(s, 10, 64)
-	return err == nil
+	n, k, step := strings.Cut(s, ".") // a step: 3.2
+	if _, err := strconv.ParseUint(n, 10, 64); err != nil {
+		return false
+	}
+	if step {
+		_, err := strconv.ParseUint(k, 10, 16)
+		return err == nil
+	}
+	return true
 }
 
 // splitDash splits the positional arguments at "--".

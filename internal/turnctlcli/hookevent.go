@@ -160,7 +160,9 @@ func connectForHook(e *env, ev agenthooks.Event) (turnctl.Handler, func(), error
 //   - a prompt whose ref names an older turn (the same text sent again):
 //     the ref gets a suffix;
 //   - an end with no turn open: no-op;
-//   - an end whose ref names another turn: the turn is closed without it.
+//   - an end whose ref names another turn: the turn is closed without it;
+//   - a step with no turn open, or after a tool that changed nothing:
+//     no-op.
 func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (string, error) {
 	switch ev.Action {
 	case agenthooks.Begin:
@@ -199,6 +201,18 @@ func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (st
 			return "", err
 		}
 		return rep.Summary, nil
+	case agenthooks.Step:
+		rep, err := h.Step(ctx, turnctl.StepRequest{Tool: ev.Tool, Label: ev.ToolLabel})
+		if isConflict(err) {
+			return fmt.Sprintf("no turn is open: no step to end (%s)", ev.Name), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if rep.Step == nil {
+			return fmt.Sprintf("%s changed nothing: no step (%s)", ev.Tool, ev.Name), nil
+		}
+		return fmt.Sprintf("step %d.%d ended (%s, %s)", rep.Step.Turn, rep.Step.Num, ev.Tool, ev.Name), nil
 	}
 	return "nothing to do", nil
 }

@@ -19,18 +19,22 @@ var hooksCmd = &command{
 	short: "wire an agent's hooks to hook-event (claude-code, codex, gemini, aider)",
 	long: `install merges into the agent's settings file the hooks that run
 "turnctl hook-event AGENT" when the user submits a prompt and when the agent
-has answered, so each prompt becomes one turn. Everything else in the file
+has answered, so each prompt becomes one turn, and where the agent has one,
+after each tool call, so each tool call that changed something becomes one
+step of the turn (turnctl step). Everything else in the file
 keeps its bytes; the file as it was is kept in $XDG_STATE_HOME/ckptfs/backups
 (default ~/.local/state), not beside it where git would pick it up; the
 output names the copy.
 uninstall removes exactly what install added (and the file, if nothing else
 is left in it). show prints the configuration instead of writing it.
 
-  claude-code   .claude/settings.json     UserPromptSubmit, Stop
+  claude-code   .claude/settings.json     UserPromptSubmit, Stop; steps:
+                                          PostToolUse
   codex         .codex/hooks.json         UserPromptSubmit, Stop (older
                                           releases: [features] codex_hooks
                                           = true; or notify, see show)
-  gemini        .gemini/settings.json     BeforeAgent, AfterAgent
+  gemini        .gemini/settings.json     BeforeAgent, AfterAgent; steps:
+                                          AfterTool
   aider         .aider.conf.yml           notifications-command (aider has
                                           no prompt hook: each answer ends
                                           a turn; see show)

@@ -2,6 +2,7 @@ package turnctlcli
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"ckptfs/internal/ckpt"
@@ -66,6 +67,8 @@ type jTurnOut struct {
 	Open     bool     `json:"open"`
 	Programs []string `json:"programs"`
 	Target   *uint64  `json:"target"` // rewind and revert turns only
+	// TargetStep: the step of Target (rewind to 3.2); null: its end.
+	TargetStep *int `json:"target_step"`
 	// Parent is the turn this one continued from (ckpt.Turn.Parent): the
 	// previous one, or a whole-tree rewind's target; null for turn 0.
 	Parent   *uint64 `json:"parent"`
@@ -82,7 +85,7 @@ type jTurnOut struct {
 func jTurn(t ckpt.Turn, withPrompt bool) jTurnOut {
 	o := jTurnOut{Num: t.Num, Kind: t.Kind, Label: t.Label, Refs: list(t.Refs),
 		Start: JSONTime(t.Start), Open: t.Open, Programs: list(t.Programs),
-		Target: t.Target, FirstSeq: t.FirstSeq, LastSeq: t.LastSeq}
+		Target: t.Target, TargetStep: stepOrNull(t.TargetStep), FirstSeq: t.FirstSeq, LastSeq: t.LastSeq}
 	if !t.Open {
 		o.End = JSONTime(t.End)
 	}
@@ -324,28 +327,76 @@ func jLog(r *turnctl.LogReply) jLogOut {
 
 type jShowOut struct {
 	Turn    jTurnOut     `json:"turn"`
+	Step    *jStepOut    `json:"step"` // the step shown; null for a whole turn
+	Steps   []jStepOut   `json:"steps"`
 	Changes []jChangeOut `json:"changes"`
 	Stats   jStatsOut    `json:"stats"`
 }
 
 func jShow(r *turnctl.ShowReply) jShowOut {
-	return jShowOut{Turn: jTurn(r.Turn, true), Changes: jChanges(r.Changes), Stats: jStats(r.Stats)}
+	o := jShowOut{Turn: jTurn(r.Turn, true), Steps: []jStepOut{}, Changes: jChanges(r.Changes), Stats: jStats(r.Stats)}
+	if r.Step != nil {
+		st := jStep(*r.Step)
+		o.Step = &st
+	}
+	for _, st := range r.Steps {
+		o.Steps = append(o.Steps, jStep(st))
+	}
+	return o
+}
+
+// jStepOut is a step of a turn (ckpt.Step).
+type jStepOut struct {
+	Turn  uint64   `json:"turn"`
+	Num   int      `json:"num"`
+	Name  string   `json:"name"` // "3.2", as TURN arguments take it
+	Tool  string   `json:"tool"`
+	Label string   `json:"label"`
+	End   JSONTime `json:"end"` // null while it goes on (the open turn's last)
+}
+
+func jStep(st ckpt.Step) jStepOut {
+	return jStepOut{Turn: st.Turn, Num: st.Num, Name: fmt.Sprintf("%d.%d", st.Turn, st.Num), Tool: st.Tool, Label: st.Label, End: JSONTime(st.End)}
+}
+
+type jStepReplyOut struct {
+	Step *jStepOut `json:"step"` // null: the step changed nothing and is not kept
+}
+
+func jStepReply(r *turnctl.StepReply) jStepReplyOut {
+	var o jStepReplyOut
+	if r.Step != nil {
+		st := jStep(*r.Step)
+		o.Step = &st
+	}
+	return o
 }
 
 type jDiffOut struct {
-	From    uint64       `json:"from"`
-	To      *uint64      `json:"to"` // null: the tree now
-	Changes []jChangeOut `json:"changes"`
-	Stats   jStatsOut    `json:"stats"`
+	From     uint64       `json:"from"`
+	To       *uint64      `json:"to"`        // null: the tree now
+	FromStep *int         `json:"from_step"` // the step of from compared; null: its end
+	ToStep   *int         `json:"to_step"`
+	Changes  []jChangeOut `json:"changes"`
+	Stats    jStatsOut    `json:"stats"`
 }
 
 func jDiff(r *turnctl.DiffReply) jDiffOut {
-	return jDiffOut{From: r.From, To: r.To, Changes: jChanges(r.Changes), Stats: jStats(r.Stats)}
+	return jDiffOut{From: r.From, To: r.To, FromStep: stepOrNull(r.FromStep), ToStep: stepOrNull(r.ToStep),
+		Changes: jChanges(r.Changes), Stats: jStats(r.Stats)}
+}
+
+func stepOrNull(k int) *int {
+	if k == 0 {
+		return nil
+	}
+	return &k
 }
 
 type jRewindOut struct {
 	Target      uint64       `json:"target"`
-	Undone      *uint64      `json:"undone"` // undo only: the turn it undid
+	TargetStep  *int         `json:"target_step"` // the step of target; null: its end
+	Undone      *uint64      `json:"undone"`      // undo only: the turn it undid
 	DryRun      bool         `json:"dry_run"`
 	Turn        *jTurnOut    `json:"turn"` // null with --dry-run or no change
 	Changes     []jChangeOut `json:"changes"`
@@ -354,11 +405,12 @@ type jRewindOut struct {
 	// A revert, and an undo made as one: the turn reverted (else null),
 	// the paths merged with later changes, those written with conflict
 	// markers; for an undo the later turns and paths it kept.
-	Reverted  *uint64        `json:"reverted"`
-	Merged    []string       `json:"merged"`
-	Conflicts []jConflictOut `json:"conflicts"`
-	KeptTurns []uint64       `json:"kept_turns"`
-	Kept      []string       `json:"kept"`
+	Reverted     *uint64        `json:"reverted"`
+	RevertedStep *int           `json:"reverted_step"` // the step of reverted; null: the whole turn
+	Merged       []string       `json:"merged"`
+	Conflicts    []jConflictOut `json:"conflicts"`
+	KeptTurns    []uint64       `json:"kept_turns"`
+	Kept         []string       `json:"kept"`
 }
 
 type jConflictOut struct {
@@ -367,7 +419,8 @@ type jConflictOut struct {
 }
 
 func jRewind(r *turnctl.RewindReply) jRewindOut {
-	o := jRewindOut{Target: r.Target, Undone: r.Undone, DryRun: r.DryRun, Turn: jTurnPtr(r.Turn, false),
+	o := jRewindOut{Target: r.Target, TargetStep: stepOrNull(r.TargetStep), RevertedStep: stepOrNull(r.RevertedStep),
+		Undone: r.Undone, DryRun: r.DryRun, Turn: jTurnPtr(r.Turn, false),
 		Changes: jChanges(r.Changes), Stats: jStats(r.Stats), NotRestored: list(r.NotRestored),
 		Reverted: r.Reverted, Merged: list(r.Merged), Conflicts: []jConflictOut{},
 		KeptTurns: list(r.KeptTurns), Kept: list(r.Kept)}

@@ -67,5 +67,5 @@ func (o *restoreOptions) run(e *env, args []string) error {
 			shown[i] = "."
 		}
 	}
-	return e.printRewind(rep, fmt.Sprintf("restore of %s from turn %d", strings.Join(shown, " "), rep.Target))
+	return e.printRewind(rep, fmt.Sprintf("restore of %s from %s", strings.Join(shown, " "), pointWord(rep.Target, rep.TargetStep)))
 }

@@ -60,5 +60,5 @@ func (o *revertOptions) run(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printRewind(rep, fmt.Sprintf("revert of turn %d", derefOr(rep.Reverted)))
+	return e.printRewind(rep, fmt.Sprintf("revert of %s", pointWord(derefOr(rep.Reverted), rep.RevertedStep)))
 }

@@ -50,7 +50,7 @@ func (o *rewindOptions) run(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printRewind(rep, fmt.Sprintf("rewind to turn %d", rep.Target))
+	return e.printRewind(rep, fmt.Sprintf("rewind to %s", pointWord(rep.Target, rep.TargetStep)))
 }
 
 // printRewind reports a rewind, undo, restore or revert.
@@ -81,7 +81,7 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 		}
 	}
 	if len(rep.Conflicts) > 0 {
-		fmt.Fprintf(e.stdout, "conflicts written between markers (<<<<<<< now, >>>>>>> before turn %d):\n", derefOr(rep.Reverted))
+		fmt.Fprintf(e.stdout, "conflicts written between markers (<<<<<<< now, >>>>>>> before %s):\n", pointWord(derefOr(rep.Reverted), rep.RevertedStep))
 		for _, c := range rep.Conflicts {
 			fmt.Fprintf(e.stdout, "  %s: %s\n", printable(c.Path), c.Reason)
 		}

@@ -2,6 +2,7 @@ package turnctlcli
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 // fails TestJSONSchemasCoverEveryCommand.
 var jsonSchemaOf = map[string]string{
 	"begin": "turnctl-begin", "end": "turnctl-end", "status": "turnctl-status",
-	"log": "turnctl-log", "show": "turnctl-show", "diff": "turnctl-diff",
+	"log": "turnctl-log", "show": "turnctl-show", "diff": "turnctl-diff", "step": "turnctl-step",
 	"rewind": "turnctl-rewind", "undo": "turnctl-rewind", "restore": "turnctl-rewind",
 	"revert": "turnctl-rewind",
 	"run":    "turnctl-run", "verify": "turnctl-verify", "forget": "turnctl-forget",
@@ -148,8 +149,16 @@ func TestJSONOnline(t *testing.T) {
 		t.Errorf("begin --json: %v", b)
 	}
 	ov.Write("a.go", "package a\n")
+	sp := run("step", &stepOptions{tool: "Write", label: "a.go"})
+	if s, _ := sp["step"].(map[string]any); s == nil || s["num"] != 1.0 || s["tool"] != "Write" || s["name"] != fmt.Sprintf("%v.1", turn["num"]) {
+		t.Errorf("step --json: %v", sp)
+	}
+	if sp := run("step", &stepOptions{tool: "Read"}); sp["step"] != nil {
+		t.Errorf("step --json after a step that changed nothing: %v", sp)
+	}
+	ov.Write("b.go", "package a\n")
 	st = run("status", &statusOptions{})
-	if tr, _ := st["turn"].(map[string]any); tr == nil || tr["end"] != nil || len(st["changes"].([]any)) != 1 {
+	if tr, _ := st["turn"].(map[string]any); tr == nil || tr["end"] != nil || len(st["changes"].([]any)) != 2 {
 		t.Errorf("status --json with an open turn: %v", st)
 	}
 	en := run("end", &endOptions{ref: "m1-end"})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
 
@@ -70,7 +71,7 @@ func (o *showOptions) run(e *env, args []string) error {
 		line = e.turnTitle(t) + "  since " + when(t.Start)
 	}
 	if t.Target != nil {
-		line += fmt.Sprintf("  (to turn %d)", *t.Target)
+		line += fmt.Sprintf("  (to %s)", pointWord(*t.Target, t.TargetStep))
 	}
 	if len(t.Programs) > 0 {
 		line += "  by " + strings.Join(t.Programs, ", ")
@@ -80,6 +81,21 @@ func (o *showOptions) run(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "(%s, forgotten: the changes since turn %d)\n", mergedText(t), t.Prev())
 	}
 	e.printPrompt(t.Prompt)
+	if st := rep.Step; st != nil {
+		fmt.Fprintf(e.stdout, "step %d.%d%s: its changes only\n", st.Turn, st.Num, stepText(*st))
+	} else if len(rep.Steps) > 1 {
+		fmt.Fprintf(e.stdout, "%d steps:\n", len(rep.Steps))
+		var rows [][]cell
+		for _, st := range rep.Steps {
+			tm := when(st.End)
+			if st.End.IsZero() {
+				tm = "open"
+			}
+			rows = append(rows, []cell{{text: fmt.Sprintf("%d.%d", st.Turn, st.Num), color: cYellow}, {text: tm, color: cDim},
+				{text: st.Tool}, {text: truncate(st.Label, 60)}})
+		}
+		e.printTable(rows, "  ")
+	}
 	e.printChanges(rep.Changes, rep.Stats)
 	fmt.Fprintln(e.stdout, e.statsLine(rep.Stats))
 	if o.patch && len(rep.Changes) > 0 {
@@ -87,6 +103,19 @@ func (o *showOptions) run(e *env, args []string) error {
 		e.printPatches(rep.Changes)
 	}
 	return nil
+}
+
+// stepText is " (TOOL: LABEL)" for a step, or "" when neither is known.
+func stepText(st ckpt.Step) string {
+	switch {
+	case st.Tool != "" && st.Label != "":
+		return fmt.Sprintf(" (%s: %s)", st.Tool, visible(st.Label))
+	case st.Tool != "":
+		return " (" + st.Tool + ")"
+	case st.Label != "":
+		return " (" + visible(st.Label) + ")"
+	}
+	return ""
 }
 
 // printPrompt prints a turn's whole prompt, if it has one, between blank

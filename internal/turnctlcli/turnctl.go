@@ -57,7 +57,7 @@ type options interface {
 }
 
 var commands = []*command{
-	beginCmd, endCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd, checkoutCmd, exportCmd,
+	beginCmd, endCmd, stepCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd, checkoutCmd, exportCmd,
 	rewindCmd, undoCmd, restoreCmd, revertCmd, runCmd, verifyCmd,
 	forgetCmd, pinCmd, unpinCmd, gcCmd, policyCmd, duCmd,
 	hookEventCmd, hooksCmd,
@@ -314,8 +314,8 @@ Commands:
 		fmt.Fprintf(w, "  %-34s %s\n", use, c.short)
 	}
 	fmt.Fprintf(w, `
-TURN is a turn number (3), 0 (the tree when history began), or ref:ID (a ref
-given at begin or end).
+TURN is a turn number (3), 0 (the tree when history began), ref:ID (a ref
+given at begin or end), or a step of a turn (3.2: turnctl step).
 
 --json prints one JSON object whose keys are always all there ("" and []
 when empty, null for what does not exist, e.g. the end of an open turn),

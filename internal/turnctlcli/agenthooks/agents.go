@@ -14,6 +14,9 @@ type Agent struct {
 	// close a turn; empty when the agent has no hook configuration file
 	// (Aider).
 	BeginEvent, EndEvent string
+	// StepEvent, if set, is the event after each tool call: a step
+	// boundary inside the open turn.
+	StepEvent string
 	// ProjectFile is the settings file relative to the project root,
 	// UserFile relative to the home directory.
 	ProjectFile, UserFile string
@@ -29,6 +32,8 @@ type Agent struct {
 //   - Claude Code: https://docs.anthropic.com/en/docs/claude-code/hooks —
 //     settings.json "hooks" → event → [{"matcher"?, "hooks": [{"type":
 //     "command", "command"}]}]; UserPromptSubmit and Stop take no matcher;
+//     PostToolUse (after each tool call) takes one, and none matches every
+//     tool;
 //     project file .claude/settings.json, user file ~/.claude/settings.json.
 //   - Codex CLI: https://developers.openai.com/codex/hooks — the same shape
 //     in hooks.json next to a config layer (<repo>/.codex/hooks.json,
@@ -38,17 +43,18 @@ type Agent struct {
 //     reference.md in google-gemini/gemini-cli) — settings.json "hooks" →
 //     event → [{"matcher"?, "hooks": [{"type", "command", "name"?}]}];
 //     BeforeAgent fires after the user submits a prompt, AfterAgent once
-//     per turn after the final response; .gemini/settings.json or
+//     per turn after the final response, AfterTool after each tool call
+//     (no matcher: every tool); .gemini/settings.json or
 //     ~/.gemini/settings.json.
 //   - Aider has no hooks; it runs --notifications-command when the LLM has
 //     answered and it waits for input (aider/website/docs/usage/
 //     notifications.md in Aider-AI/aider).
 var Agents = []*Agent{
-	{Name: "claude-code", Title: "Claude Code", BeginEvent: "UserPromptSubmit", EndEvent: "Stop",
+	{Name: "claude-code", Title: "Claude Code", BeginEvent: "UserPromptSubmit", EndEvent: "Stop", StepEvent: "PostToolUse",
 		ProjectFile: ".claude/settings.json", UserFile: ".claude/settings.json"},
 	{Name: "codex", Title: "Codex CLI", BeginEvent: "UserPromptSubmit", EndEvent: "Stop",
 		ProjectFile: ".codex/hooks.json", UserFile: ".codex/hooks.json"},
-	{Name: "gemini", Title: "Gemini CLI", BeginEvent: "BeforeAgent", EndEvent: "AfterAgent",
+	{Name: "gemini", Title: "Gemini CLI", BeginEvent: "BeforeAgent", EndEvent: "AfterAgent", StepEvent: "AfterTool",
 		ProjectFile: ".gemini/settings.json", UserFile: ".gemini/settings.json", hookName: "ckptfs-turns"},
 	{Name: "aider", Title: "Aider"},
 }

@@ -18,10 +18,11 @@ const (
 	Ignore Action = iota // an event that marks no boundary
 	Begin                // the user submitted a prompt: open a turn
 	End                  // the agent finished answering: close the turn
+	Step                 // a tool call finished: end the open turn's step
 )
 
 func (a Action) String() string {
-	return [...]string{"ignore", "begin", "end"}[a]
+	return [...]string{"ignore", "begin", "end", "step"}[a]
 }
 
 // Event is an agent's hook event mapped onto turns.
@@ -31,6 +32,9 @@ type Event struct {
 	Prompt string // Begin: the whole prompt (cut to ckpt.MaxText bytes); the turn's label is its first line
 	Ref    string // the agent's id for the prompt or the answer; may be ""
 	Cwd    string // the agent's working directory, if the payload says
+	// Step: the tool that ran, and what it worked on (a file, the
+	// first line of a command), cut to one line.
+	Tool, ToolLabel string
 	// Gemini CLI parses a hook's standard output as JSON: print {} there.
 	WantsJSON bool
 }
@@ -51,7 +55,8 @@ type Event struct {
 // Gemini CLI (docs/hooks/reference.md in google-gemini/gemini-cli):
 // session_id, transcript_path, cwd, hook_event_name, timestamp;
 // BeforeAgent adds prompt; AfterAgent adds prompt, prompt_response,
-// stop_hook_active.
+// stop_hook_active; AfterTool adds tool_name and tool_input (Claude Code's
+// PostToolUse too, with tool_response).
 type payload struct {
 	HookEventName  string `json:"hook_event_name"`
 	SessionID      string `json:"session_id"`
@@ -59,6 +64,9 @@ type payload struct {
 	Cwd            string `json:"cwd"`
 	Prompt         string `json:"prompt"`
 	TurnID         string `json:"turn_id"`
+	// PostToolUse (Claude Code), AfterTool (Gemini CLI).
+	ToolName  string          `json:"tool_name"`
+	ToolInput json.RawMessage `json:"tool_input"`
 
 	// Codex notify.
 	Type          string   `json:"type"`
@@ -98,10 +106,34 @@ func Parse(a *Agent, input []byte, args []string) (Event, error) {
 	case a.EndEvent:
 		ev.Action = End
 		ev.Ref = endRef(a, p)
+	case a.StepEvent:
+		if a.StepEvent == "" {
+			ev.Action = Ignore
+			break
+		}
+		ev.Action = Step
+		ev.Tool = ckpt.LabelOf(p.ToolName)
+		ev.ToolLabel = toolLabel(p.ToolInput)
 	default:
 		ev.Action = Ignore
 	}
 	return ev, nil
+}
+
+// toolLabel says what a tool call worked on, from its input: the file it
+// edited or wrote, the command it ran, the pattern it looked for; "" when
+// the input names none of them.
+func toolLabel(input json.RawMessage) string {
+	var in map[string]any
+	if json.Unmarshal(input, &in) != nil {
+		return ""
+	}
+	for _, k := range []string{"file_path", "path", "notebook_path", "command", "pattern", "url"} {
+		if v, ok := in[k].(string); ok && v != "" {
+			return ckpt.LabelOf(v)
+		}
+	}
+	return ""
 }
 
 // promptRef is the ref of the turn a prompt opens: Codex's turn_id, else

@@ -136,7 +136,7 @@ func (a *Agent) Install(path, turnctl string) (Result, error) {
 // add inserts the hook groups missing from doc.
 func (a *Agent) add(doc []byte, turnctl string) ([]byte, bool, error) {
 	changed := false
-	for _, ev := range []string{a.BeginEvent, a.EndEvent} {
+	for _, ev := range a.events() {
 		root, err := parseDoc(doc)
 		if err != nil {
 			return nil, false, err
@@ -167,6 +167,14 @@ func (a *Agent) add(doc []byte, turnctl string) ([]byte, bool, error) {
 		changed = true
 	}
 	return doc, changed, nil
+}
+
+// events are the hook events Install wires.
+func (a *Agent) events() []string {
+	if a.StepEvent == "" {
+		return []string{a.BeginEvent, a.EndEvent}
+	}
+	return []string{a.BeginEvent, a.EndEvent, a.StepEvent}
 }
 
 // ours is where one of our hooks sits: element hook of the "hooks" array

@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hookEvent runs `turnctl hook-event claude-code` with payload on stdin,
+// as Claude Code's hooks do, and wants it silent.
+func hookEvent(t *testing.T, m *Mount, payload map[string]any) {
+	t.Helper()
+	in, _ := json.Marshal(payload)
+	cmd := m.turnctlCmd("hook-event", "claude-code")
+	cmd.Stdin = strings.NewReader(string(in))
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("hook-event %v: %v %q", payload["hook_event_name"], err, out)
+	}
+}
+
+// Steps through Claude Code's hooks: each PostToolUse ends a step of the
+// open turn (a Read changes nothing and makes none). show lists the steps
+// with their tools, diff and show compare steps, a rewind to a step gives
+// the tree as it was then (bytes and modes), also for a file a process
+// kept open for writing across the boundaries, and a revert of one step
+// keeps the others.
+func TestStepsFromHooksRewindExactly(t *testing.T) {
+	proj := t.TempDir()
+	writeTree(t, proj, map[string]string{"main.go": "package main\n", "log.txt": ""})
+	m := mountProject(t, proj)
+	skip := []string{".ckptfs"}
+	hookEvent(t, m, map[string]any{"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": proj, "prompt": "add a feature"})
+	post := func(tool string, input map[string]any) {
+		hookEvent(t, m, map[string]any{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": proj, "tool_name": tool, "tool_input": input})
+	}
+	// A writer that stays open across the steps (passthrough once open).
+	w, err := os.OpenFile(filepath.Join(proj, "log.txt"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var snaps []map[string]entry
+	w.WriteString("one\n")
+	runIn(t, proj, `printf 'package main\n\nfunc f() {}\n' > main.go`)
+	post("Edit", map[string]any{"file_path": filepath.Join(proj, "main.go")})
+	snaps = append(snaps, snapshot(t, proj, skip, nil)) // 1.1
+	post("Read", map[string]any{"file_path": filepath.Join(proj, "main.go")})
+	w.WriteString("two\n")
+	runIn(t, proj, `echo 'package main' > util.go && chmod 600 main.go`)
+	post("Bash", map[string]any{"command": "echo 'package main' > util.go && chmod 600 main.go"})
+	snaps = append(snaps, snapshot(t, proj, skip, nil)) // 1.2
+	runIn(t, proj, `rm util.go && printf 'package main\n\nfunc f() { g() }\n' > main.go`)
+	hookEvent(t, m, map[string]any{"hook_event_name": "Stop", "session_id": "s1", "cwd": proj})
+	w.Close()
+	end := snapshot(t, proj, skip, nil)
+
+	out := m.turnctl(t, "show", "1")
+	for _, want := range []string{"3 steps:", "1.1", "Edit", "main.go", "1.2", "Bash", "echo 'package main' > util.go", "1.3"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("show 1 lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Read") {
+		t.Fatalf("show 1 lists a step that changed nothing:\n%s", out)
+	}
+	if out := m.turnctl(t, "show", "1.2"); !strings.Contains(out, "step 1.2 (Bash") || !strings.Contains(out, "util.go") || strings.Contains(out, "modified  main.go  +") {
+		t.Fatalf("show 1.2:\n%s", out)
+	}
+	if out := m.turnctl(t, "diff", "1.1", "1.2"); !strings.Contains(out, "+++ b/util.go") || !strings.Contains(out, "+two") {
+		t.Fatalf("diff 1.1 1.2:\n%s", out)
+	}
+	turnctlFails(t, proj, 2, "no step 4", "rewind", "1.4")
+	turnctlFails(t, proj, 2, "whole turn", "pin", "1.2")
+
+	m.turnctl(t, "rewind", "1.1")
+	diffTrees(t, snaps[0], snapshot(t, proj, skip, nil))
+	m.turnctl(t, "rewind", "1.2")
+	diffTrees(t, snaps[1], snapshot(t, proj, skip, nil))
+	if out := m.turnctl(t, "show", "3"); !strings.Contains(out, "rewind to 1.2") || !strings.Contains(out, "(to step 1.2)") {
+		t.Fatalf("show of the rewind to a step:\n%s", out)
+	}
+	m.turnctl(t, "rewind", "1")
+	diffTrees(t, end, snapshot(t, proj, skip, nil))
+
+	// Revert step 1.2 alone: its line of log.txt and main.go's mode go;
+	// step 1.3's bytes of main.go stay (merged), util.go, which 1.3
+	// removed, stays away.
+	m.turnctl(t, "revert", "1.2", "--conflicts=refuse")
+	got := snapshot(t, proj, skip, nil)
+	if got["main.go"].Mode != end["main.go"].Mode&^0o777|0o644 || got["main.go"].Sum != end["main.go"].Sum {
+		t.Fatalf("after revert 1.2 main.go is %+v, want the end's bytes with its mode before the step", got["main.go"])
+	}
+	if _, ok := got["util.go"]; ok {
+		t.Fatal("after revert 1.2 util.go is back")
+	}
+	if b, _ := os.ReadFile(filepath.Join(proj, "log.txt")); string(b) != "one\n" {
+		t.Fatalf("after revert 1.2 log.txt holds %q, want the step's line out", b)
+	}
+}
