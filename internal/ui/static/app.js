@@ -495,6 +495,7 @@ new IntersectionObserver((entries) => {
 }, { root: $("#left") }).observe($("#tl-more"));
 
 loadTimeline(true).then(() => {
+  window.ckptfsReadyAt = performance.now(); // make bench reads it
   document.body.dataset.ready = "1";
   listen();
 });
