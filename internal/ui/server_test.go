@@ -22,7 +22,7 @@ import (
 // testHistory makes a project with a store holding
 //
 //	turn 1 "first":  a.txt "one\ntwo\n"
-//	turn 2 "second": a.txt "one\n2\nthree\n", b.txt "bee\n"
+//	turn 2 "second": a.txt "one\n2\nthree\n", b.txt "bee\n", pic.png
 //	turn 3 rewind to 1 (b.txt gone, a.txt back)
 //	turn 4 "fourth": no change
 //
@@ -49,6 +49,7 @@ func testHistory(t *testing.T) (string, turnctl.Handler) {
 	turn("second\nthe whole prompt of the second turn", func() {
 		ov.Write("a.txt", "one\n2\nthree\n")
 		ov.Write("b.txt", "bee\n")
+		ov.Write("pic.png", pngBytes)
 	})
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
@@ -70,6 +71,9 @@ func testHistory(t *testing.T) (string, turnctl.Handler) {
 	}
 	return dir, h
 }
+
+// pngBytes is the start of a PNG file: binary, served as an image.
+const pngBytes = "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 
 // client is a browser stand-in: it sends requests with the right Host
 // and, once logged in, the cookie.
@@ -325,7 +329,7 @@ func TestUITimeline(t *testing.T) {
 	if l := byNum[2].Lane; len(l.Up) != 0 || !l.Down || len(byNum[3].Lane.Through) != 0 || byNum[0].Lane.Down {
 		t.Errorf("turn 2 lane %+v (a branch's newest turn), turn 3 %+v, turn 0 %+v", byNum[2].Lane, byNum[3].Lane, byNum[0].Lane)
 	}
-	if byNum[2].Stats == nil || byNum[2].Stats.Files != 2 || byNum[2].Label != "second" {
+	if byNum[2].Stats == nil || byNum[2].Stats.Files != 3 || byNum[2].Label != "second" {
 		t.Errorf("turn 2: %+v", byNum[2])
 	}
 	c.json("/api/timeline?offset=2&limit=2", &tl)
@@ -341,11 +345,11 @@ func TestUITurnAndDiff(t *testing.T) {
 	c := login(t, newTestServer(t, h))
 	var tr turnReply
 	c.json("/api/turn?n=2", &tr)
-	if tr.Turn.Prompt != "second\nthe whole prompt of the second turn" || tr.Total != 2 || len(tr.Changes) != 2 {
+	if tr.Turn.Prompt != "second\nthe whole prompt of the second turn" || tr.Total != 3 || len(tr.Changes) != 3 {
 		t.Fatalf("turn 2: %+v", tr)
 	}
 	c.json("/api/turn?n=2&offset=1&limit=1", &tr)
-	if tr.Total != 2 || len(tr.Changes) != 1 || tr.Changes[0].Path != "b.txt" || tr.Changes[0].Patch != "" {
+	if tr.Total != 3 || len(tr.Changes) != 1 || tr.Changes[0].Path != "b.txt" || tr.Changes[0].Patch != "" {
 		t.Errorf("turn 2, second page: %+v", tr.Changes)
 	}
 	var d change
@@ -359,6 +363,15 @@ func TestUITurnAndDiff(t *testing.T) {
 	w := c.do("GET", "/api/cat?n=1&path=a.txt", "", nil)
 	if w.Code != 200 || w.Body.String() != "one\ntwo\n" || w.Header().Get("Content-Disposition") != "attachment" {
 		t.Errorf("cat: %d %q %v", w.Code, w.Body, w.Header())
+	}
+	// An image is served as one, for the page to show before and after.
+	w = c.do("GET", "/api/cat?n=2&path=pic.png", "", nil)
+	if w.Code != 200 || w.Body.String() != pngBytes || w.Header().Get("Content-Type") != "image/png" {
+		t.Errorf("cat of an image: %d %q %v", w.Code, w.Body, w.Header())
+	}
+	c.json("/api/diff?n=2&path=pic.png", &d)
+	if !d.Binary || d.After == nil || d.After.Size != int64(len(pngBytes)) {
+		t.Errorf("diff of an image: %+v", d)
 	}
 	var sr searchReply
 	c.json("/api/search?path=b.txt", &sr)
@@ -384,7 +397,7 @@ func TestUIActions(t *testing.T) {
 	c.json("/api/timeline", &tl) // fills the cache an action must drop
 	w := c.post("/api/rewind", `{"turn":"2","dry_run":true}`)
 	var rep rewindReport
-	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &rep) != nil || !rep.DryRun || len(rep.Changes) != 2 || rep.Turn != nil {
+	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &rep) != nil || !rep.DryRun || len(rep.Changes) != 3 || rep.Turn != nil {
 		t.Fatalf("rewind dry run: %d %s", w.Code, w.Body)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\ntwo\n" {
