@@ -121,7 +121,7 @@ type timelineReply struct {
 // newest first, each row with its lane.
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	offset, limit := paging(r, pageTurns)
-	st, err := s.h.Status(r.Context(), turnctl.StatusRequest{})
+	st, err := s.latest(r.Context())
 	if err != nil {
 		apiError(w, err)
 		return
@@ -326,6 +326,18 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
+// latest asks the daemon for its latest turn and whether one is open: a
+// brief status, which does not list the open turn's changes; a daemon
+// older than that request gets the whole one.
+func (s *Server) latest(ctx context.Context) (*turnctl.StatusReply, error) {
+	st, err := s.h.Status(ctx, turnctl.StatusRequest{Brief: true})
+	var te *turnctl.Error
+	if errors.As(err, &te) && te.Code == turnctl.CodeBadRequest {
+		st, err = s.h.Status(ctx, turnctl.StatusRequest{})
+	}
+	return st, err
+}
+
 // events: GET /api/events, server-sent events: an "update" event whenever
 // the daemon's latest turn or its open state changes (a turn began or
 // ended, a rewind was made elsewhere), found by asking it every
@@ -343,7 +355,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer tick.Stop()
 	last, quiet := "", 0
 	for {
-		st, err := s.h.Status(r.Context(), turnctl.StatusRequest{})
+		st, err := s.latest(r.Context())
 		switch {
 		case err != nil && r.Context().Err() != nil:
 			return
