@@ -146,7 +146,7 @@ $T begin --label "add main" >/dev/null
 printf 'package main\n\nfunc main() {\n\tprintln("hi") // greet\n}\n' > main.go
 mkdir -p lib; printf 'one\ntwo\n' > lib/util.txt
 $T end >/dev/null
-$T begin --label "edit main" >/dev/null
+$T begin --label "$(printf 'edit main\n\nSay hello instead of hi.')" >/dev/null
 sed -i 's/"hi"/"hello"/' main.go
 chmod 0600 lib/util.txt; ln -s main.go link; echo readme > README
 $T end >/dev/null
@@ -195,6 +195,42 @@ $T end >/dev/null
 	if !strings.Contains(split, `println("hi") // greet`) || !strings.Contains(split, `println("hello") // greet`) {
 		t.Errorf("side-by-side diff:\n%s", split)
 	}
+	prompt := get(t, ctx, "turn 2's prompt", chromedp.TextContent(chromedp.CSS(`#prompt pre`)))
+	if prompt != "edit main\n\nSay hello instead of hi." {
+		t.Errorf("turn 2's full prompt %q", prompt)
+	}
+
+	// Search: -S, then main.go's history.
+	results := func() string {
+		t.Helper()
+		return get(t, ctx, "the search results", chromedp.Evaluate[string](`[...document.querySelectorAll("#results-list .row")].map(r => r.dataset.turn).join(" ")`))
+	}
+	do(t, ctx, "search -S hello",
+		chromedp.SetValue(chromedp.CSS(`#q-s`), "hello"),
+		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
+	if got := results(); got != "3 2" {
+		t.Errorf("-S hello found turns %q, want 3 2", got)
+	}
+	do(t, ctx, "main.go's history",
+		chromedp.Click(chromedp.CSS(`#q-clear`)),
+		chromedp.Click(chromedp.CSS(`#file-history`)),
+		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
+	if got := results(); got != "3 2 1" {
+		t.Errorf("main.go's history: turns %q, want 3 2 1", got)
+	}
+
+	// Pin turn 2 with a note, from the page.
+	do(t, ctx, "pin turn 2",
+		chromedp.Click(chromedp.CSS(`#act-pin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#pin-note`)),
+		chromedp.SetValue(chromedp.CSS(`#pin-note`), "known good"),
+		chromedp.Click(chromedp.CSS(`#dialog-confirm`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="2"] .badge.pin`)))
+	if out := turnctlOK(t, m.Dir, "log", "-n", "3"); !strings.Contains(out, "[pinned: known good]") {
+		t.Errorf("turn 2 not pinned with its note:\n%s", out)
+	}
+
 	shot := filepath.Join(t.TempDir(), "ui.png")
 	png := get(t, ctx, "screenshot", chromedp.CaptureScreenshot())
 	if err := os.WriteFile(shot, png, 0o644); err != nil {
@@ -277,4 +313,14 @@ func treeDiff(a, b map[string]entry) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestUIRefusesAddr: turnctl ui listens on a loopback address only, and
+// serves a mount only.
+func TestUIRefusesAddr(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	for _, addr := range []string{"0.0.0.0:0", ":8700", "192.0.2.1:0"} {
+		turnctlFails(t, m.Dir, 1, "is not a loopback address", "ui", "--no-open", "--addr", addr)
+	}
+	turnctlFails(t, t.TempDir(), 1, "is not mounted", "ui", "--no-open")
 }

@@ -451,8 +451,11 @@ async function action(name, req, title) {
 async function pinAction(name, num) {
   let note = "";
   if (name === "pin") {
-    note = prompt(`Pin turn ${num}: it is kept whatever the retention policy. Note (optional):`, "");
-    if (note === null) return;
+    const input = el("input", { id: "pin-note", placeholder: "why it is kept (optional)", size: 50 });
+    const body = [el("div", { class: "summary" }, `A pinned turn is kept whatever the retention policy, and always rewinds exactly.`), input];
+    setTimeout(() => input.focus(), 0);
+    if (!(await confirmDialog(`Pin turn ${num}`, body))) return;
+    note = input.value;
   }
   try {
     await post("/api/" + name, { turn: String(num), note });
