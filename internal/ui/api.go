@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -238,6 +240,11 @@ func (s *Server) show(ctx context.Context, n string) (*turnctl.ShowReply, error)
 	if err != nil {
 		return nil, err
 	}
+	// git's own files (objects, index, refs: dozens per commit) after the
+	// project's, so that the first page shows what people look for.
+	slices.SortStableFunc(rep.Changes, func(a, b turnctl.FileChange) int {
+		return cmp.Compare(b2i(a.InGitDir()), b2i(b.InGitDir()))
+	})
 	if numErr == nil && !rep.Turn.Open {
 		s.mu.Lock()
 		e := &turnEntry{gen: s.turns.gen, num: rep.Turn.Num, rep: rep}
@@ -245,6 +252,13 @@ func (s *Server) show(ctx context.Context, n string) (*turnctl.ShowReply, error)
 		s.mu.Unlock()
 	}
 	return rep, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // diff: GET /api/diff?n=TURN&path=P, the change turn n made to path P

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -495,5 +496,41 @@ func TestUIEvents(t *testing.T) {
 	}
 	if e := next(); e != "event: update\ndata: {\"latest\":5,\"open\":true}" {
 		t.Errorf("event after begin %q", e)
+	}
+}
+
+// showOnly is a Handler whose Show answers rep, and Log no turn (and
+// nothing else).
+type showOnly struct {
+	turnctl.Handler
+	rep *turnctl.ShowReply
+}
+
+func (h showOnly) Show(context.Context, turnctl.ShowRequest) (*turnctl.ShowReply, error) {
+	return h.rep, nil
+}
+
+func (h showOnly) Log(context.Context, turnctl.LogRequest) (*turnctl.LogReply, error) {
+	return &turnctl.LogReply{Turns: []ckpt.Turn{}}, nil
+}
+
+// TestUITurnGitLast: a turn's changes inside .git come after the
+// project's, marked, so that a commit's dozens of objects do not fill the
+// first page.
+func TestUITurnGitLast(t *testing.T) {
+	var changes []turnctl.FileChange
+	for _, p := range []string{".git/objects/ab/cd", "a.go", ".git/HEAD", "z.go"} {
+		changes = append(changes, turnctl.FileChange{Path: p, Kind: ckpt.Added})
+	}
+	s := newTestServer(t, showOnly{rep: &turnctl.ShowReply{Turn: ckpt.Turn{Num: 7, Kind: ckpt.KindAgent}, Changes: changes}})
+	c := login(t, s)
+	var tr turnReply
+	c.json("/api/turn?n=7", &tr)
+	var got []string
+	for _, ch := range tr.Changes {
+		got = append(got, fmt.Sprintf("%s:%v", ch.Path, ch.Git))
+	}
+	if strings.Join(got, " ") != "a.go:false z.go:false .git/objects/ab/cd:true .git/HEAD:true" {
+		t.Errorf("turn's changes in the order %v", got)
 	}
 }
