@@ -231,6 +231,17 @@ $T end >/dev/null
 		t.Errorf("turn 2 not pinned with its note:\n%s", out)
 	}
 
+	// gc: its preview, then cancelled.
+	do(t, ctx, "preview a gc",
+		chromedp.Click(chromedp.CSS(`#act-gc`)),
+		chromedp.WaitVisible(chromedp.CSS(`#gc-preview`)))
+	if gc := get(t, ctx, "the gc preview", chromedp.Text(chromedp.CSS(`#gc-preview`))); !strings.Contains(gc, "Forgets no turn.") || !strings.Contains(gc, "Frees ") {
+		t.Errorf("gc preview: %q", gc)
+	}
+	do(t, ctx, "cancel the gc",
+		chromedp.Click(chromedp.CSS(`#dialog-cancel`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#dialog`)))
+
 	shot := filepath.Join(t.TempDir(), "ui.png")
 	png := get(t, ctx, "screenshot", chromedp.CaptureScreenshot())
 	if err := os.WriteFile(shot, png, 0o644); err != nil {

@@ -72,6 +72,13 @@ function when(iso) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${hm}`;
 }
 
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
 function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 
 // counts is a turn's "N files +A -D", .git's changes apart.
@@ -471,7 +478,11 @@ $("#act-undo").addEventListener("click", () => action("undo", {}, "Undo the last
 $("#act-gc").addEventListener("click", async () => {
   let rep;
   try { rep = await post("/api/gc", { dry_run: true }); } catch (err) { toast("gc: " + err.message, true); return; }
-  const body = [el("pre", {}, JSON.stringify(rep, null, 2))];
+  const forgot = rep.forgot || [];
+  const body = [el("div", { class: "summary", id: "gc-preview" },
+    forgot.length ? `Forgets ${plural(forgot.length, "turn")} (${forgot[0]}–${forgot[forgot.length - 1]}), by the retention policy; history then starts at turn ${rep.start ? rep.start.turn : "?"}.` : "Forgets no turn.",
+    el("br"),
+    `Frees ${bytes(rep.chunk_bytes + rep.attic_bytes)}: the store goes from ${bytes(rep.before_bytes)} to about ${bytes(rep.after_bytes)}.`)];
   if (!(await confirmDialog("Apply the retention policy and reclaim space", body))) return;
   try {
     await post("/api/gc", {});
