@@ -195,6 +195,10 @@ $T end >/dev/null
 	if !strings.Contains(split, `println("hi") // greet`) || !strings.Contains(split, `println("hello") // greet`) {
 		t.Errorf("side-by-side diff:\n%s", split)
 	}
+	patch := get(t, ctx, "turn 2's patch", chromedp.Evaluate[string](`fetch(document.querySelector("#dl-patch").href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if !strings.Contains(patch, "+\tprintln(\"hello\") // greet") || !strings.Contains(patch, "new file mode 120000") {
+		t.Errorf("turn 2's patch:\n%s", patch)
+	}
 	prompt := get(t, ctx, "turn 2's prompt", chromedp.TextContent(chromedp.CSS(`#prompt pre`)))
 	if prompt != "edit main\n\nSay hello instead of hi." {
 		t.Errorf("turn 2's full prompt %q", prompt)

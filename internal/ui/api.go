@@ -285,6 +285,37 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	apiError(w, &turnctl.Error{Code: turnctl.CodeNotFound, Message: fmt.Sprintf("turn %s did not change %s", q.Get("n"), p)})
 }
 
+// patch: GET /api/patch?n=TURN, what turn n changed as one patch `git
+// apply` takes on the tree of turn n-1 (turnctl diff N-1 N), for the page
+// to download. As diff does, it leaves out the changes inside .git, on a
+// "# ckptfs:" line.
+func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseUint(r.URL.Query().Get("n"), 10, 64)
+	if err != nil || n == 0 {
+		apiError(w, &turnctl.Error{Code: turnctl.CodeBadRequest, Message: "patch needs a turn number after 0"})
+		return
+	}
+	to := strconv.FormatUint(n, 10)
+	rep, err := s.h.Diff(r.Context(), turnctl.DiffRequest{From: strconv.FormatUint(n-1, 10), To: to})
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/x-diff; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="turn-`+to+`.patch"`)
+	git := 0
+	for _, c := range rep.Changes {
+		if c.InGitDir() {
+			git++
+			continue
+		}
+		io.WriteString(w, c.Patch)
+	}
+	if git > 0 {
+		fmt.Fprintf(w, "# ckptfs: left out %d changes inside .git: git apply does not write there\n", git)
+	}
+}
+
 // imageTypes are the files cat serves as what they are (the page shows
 // them before and after); anything else is a download. SVG is not among
 // them: it can carry script.

@@ -211,6 +211,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/turn", s.turn)
 	m.HandleFunc("GET /api/diff", s.diff)
 	m.HandleFunc("GET /api/cat", s.cat)
+	m.HandleFunc("GET /api/patch", s.patch)
 	m.HandleFunc("GET /api/search", s.search)
 	m.HandleFunc("GET /api/events", s.events)
 	for name, fn := range map[string]http.HandlerFunc{

@@ -365,6 +365,11 @@ func TestUITurnAndDiff(t *testing.T) {
 	if w.Code != 200 || w.Body.String() != "one\ntwo\n" || w.Header().Get("Content-Disposition") != "attachment" {
 		t.Errorf("cat: %d %q %v", w.Code, w.Body, w.Header())
 	}
+	w = c.do("GET", "/api/patch?n=2", "", nil)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "diff --git a/a.txt b/a.txt") || !strings.Contains(w.Body.String(), "-two\n+2\n+three\n") ||
+		!strings.Contains(w.Body.String(), "+++ b/b.txt") || !strings.Contains(w.Header().Get("Content-Disposition"), "turn-2.patch") {
+		t.Errorf("patch of turn 2: %d %v\n%s", w.Code, w.Header(), w.Body)
+	}
 	// An image is served as one, for the page to show before and after.
 	w = c.do("GET", "/api/cat?n=2&path=pic.png", "", nil)
 	if w.Code != 200 || w.Body.String() != pngBytes || w.Header().Get("Content-Type") != "image/png" {

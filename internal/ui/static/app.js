@@ -217,7 +217,8 @@ function renderTurn() {
       el("button", { id: "act-rewind", onclick: () => action("rewind", { turn: String(turn.num) }, `Rewind the tree to the end of turn ${turn.num}`) }, "Rewind to here…"),
       turn.num > 0 ? el("button", { id: "act-revert", onclick: () => action("revert", { turn: String(turn.num) }, `Revert turn ${turn.num}, keeping later turns`) }, "Revert this turn…") : null,
       t.pin ? el("button", { id: "act-unpin", onclick: () => pinAction("unpin", turn.num) }, "Unpin")
-        : el("button", { id: "act-pin", onclick: () => pinAction("pin", turn.num) }, "Pin…")));
+        : el("button", { id: "act-pin", onclick: () => pinAction("pin", turn.num) }, "Pin…"),
+      turn.num > 0 ? el("a", { id: "dl-patch", class: "button", href: `/api/patch?n=${turn.num}`, download: `turn-${turn.num}.patch`, title: "what this turn changed, as a patch git apply takes (turnctl diff)" }, "Download patch") : null));
   const list = el("div", { class: "files-list", id: "files" });
   renderChanges(list);
   $("#detail").replaceChildren(head,
