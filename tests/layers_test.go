@@ -36,7 +36,9 @@ func TestLayers(t *testing.T) {
 	}{
 		{"ckptfs/internal/ckpt", nil, []string{"ckptfs/", pebble, fuse}},
 		{proto, nil, []string{store, overlay, control, "ckptfs/internal/turnctlcli", pebble, fuse}},
-		{"ckptfs/internal/turnctlcli", nil, []string{store, overlay, control, pebble, fuse}},
+		{"ckptfs/internal/turnctlcli", nil, []string{store, overlay, control, pebble, fuse, "net/http"}},
+		// The page talks to the daemon through the protocol only.
+		{"ckptfs/internal/ui", nil, []string{store, overlay, control, "ckptfs/internal/turnctlcli", pebble, fuse}},
 		// fusefstest stands in for the overlay in the tests of the
 		// layers above it, recording into a real store.
 		{overlay, []string{"ckptfs/fusefs/fusefstest"}, []string{store, control, proto, pebble}},

@@ -43,7 +43,7 @@
 //	/v1/begin       {"label"?, "ref"?}                        BeginReply
 //	/v1/end         {"ref"?}                                  EndReply
 //	/v1/step        {"tool"?, "label"?}                       StepReply
-//	/v1/status      {}                                        StatusReply
+//	/v1/status      {"brief"?}                                StatusReply
 //	/v1/log         {"n"?, "paths"?, "pickaxe"?, "grep"?,     LogReply
 //	                 "programs"?}
 //	/v1/show        {"turn", "patch"?}                        ShowReply
@@ -80,7 +80,8 @@
 //     (+12 -4) by sed, go"). A turn that changed more than 2000 paths is
 //     counted but not diffed, so that end stays fast: "lines_pending" is
 //     true and log counts the lines later. No open turn: 409.
-//   - status: the open turn (if any) and what it changed so far.
+//   - status: the open turn (if any) and what it changed so far (brief:
+//     the latest turn and the open one only).
 //   - log: turns newest first, each with its stats (files, lines +/-) and
 //     the programs that wrote.
 //   - show: what one turn changed, per path; with "patch", unified diffs.

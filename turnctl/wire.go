@@ -60,7 +60,12 @@ type StepReply struct {
 }
 
 // StatusRequest asks for the open turn (POST /v1/status, also GET).
-type StatusRequest struct{}
+type StatusRequest struct {
+	// Brief asks for the latest turn and the open one only, without its
+	// Changes and Stats, which cost O(the open turn's changes): what a
+	// poller asks (turnctl ui, twice a second).
+	Brief bool `json:"brief,omitempty"`
+}
 
 // StatusReply is the open turn, if any, and what it changed so far.
 type StatusReply struct {

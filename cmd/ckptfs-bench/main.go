@@ -65,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
-	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone)")
+	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page)")
 	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu"}, "configurations to run")
 	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu")
 	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
@@ -151,7 +151,7 @@ func (o *options) check() error {
 	}
 	for i, w := range o.only {
 		w = strings.TrimSpace(w)
-		if w != "history" && w != "session" && w != "capture" && findWorkload(w) == nil {
+		if w != "history" && w != "session" && w != "capture" && w != "ui" && findWorkload(w) == nil {
 			return fmt.Errorf("unknown workload %q", w)
 		}
 		o.only[i] = w
@@ -202,13 +202,16 @@ Workloads (--only takes names or numbers):
 	fmt.Fprintf(w, `     session  the agent session: 12 turns over a clone of this repository
               on N, C (a fresh mount per session) and G (shadow git)
      history  C only: turn boundary vs tree size, shadow git (G), log/show,
-              rewind, rename and delete of a 1 GiB file (and on N),
+              rewind, turnctl ui (below), rename and delete of a 1 GiB file (and on N),
               bytes stored per byte changed, umount and mount with a check
               for changes made while unmounted, and capture (below)
      capture  the first 4 KiB write of a turn into a 1 GiB and a 1 MiB
               file, on C and on Cx: ckptfs over a loop-mounted XFS image
               made with reflink=1 under WORK/Cx (captures clone; needs
               mkfs.xfs), with the space each capture took
+     ui       C only: turnctl ui's page in headless chromium: first paint
+              and interactive timeline of 1000+ turns, first page of a
+              20k-file turn with a diff (needs chromium)
 
 Flags:
 %s

@@ -3,13 +3,16 @@
 //
 // It talks to the mount's daemon over its control socket and does not link
 // the history store (Pebble and its dependencies would cost every hook call
-// tens of milliseconds of start-up). When the project is not mounted, it
-// hands the command over to `ckptfs turnctl-offline`, which runs the same
-// command line with the store linked in.
+// tens of milliseconds of start-up), nor net/http. When the project is not
+// mounted, it hands the command over to `ckptfs turnctl-offline`, which
+// runs the same command line with the store linked in; it hands `turnctl
+// ui`, whose web server needs net/http, over to it always.
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +23,20 @@ import (
 )
 
 func main() {
-	os.Exit(turnctlcli.Main(os.Args[1:], handOver))
+	os.Exit(turnctlcli.Main(os.Args[1:], handOver, handOverUI))
+}
+
+// handOverUI runs `turnctl ui` in the ckptfs binary (`ckptfs
+// turnctl-offline ui ...`, the same process): the page needs net/http,
+// which turnctl does not link. It returns only on failure.
+func handOverUI(context.Context, turnctl.Handler, string, string, bool, io.Writer) error {
+	exe, err := findCkptfs()
+	if err != nil {
+		return fmt.Errorf("turnctl ui is served by the ckptfs binary, which is %v", err)
+	}
+	argv := append([]string{exe, "turnctl-offline"}, os.Args[1:]...)
+	err = syscall.Exec(exe, argv, os.Environ())
+	return fmt.Errorf("running %s failed: %v", exe, err)
 }
 
 // handOver replaces this process with `ckptfs turnctl-offline ARGS...`

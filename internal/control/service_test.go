@@ -271,6 +271,11 @@ func TestStatus(t *testing.T) {
 	if err != nil || !rep.Open || len(rep.Changes) != 1 || rep.Stats.LinesAdded != 2 {
 		t.Fatalf("status: %+v %v", rep, err)
 	}
+	// Brief: the open turn and the latest number, not its changes.
+	rep, err = f.svc.Status(f.ctx, turnctl.StatusRequest{Brief: true})
+	if err != nil || !rep.Open || rep.Turn == nil || rep.Latest != rep.Turn.Num || len(rep.Changes) != 0 || rep.Stats.Files != 0 {
+		t.Fatalf("brief status: %+v %v", rep, err)
+	}
 }
 
 func TestVerify(t *testing.T) {

@@ -25,7 +25,7 @@ var jsonSchemaOf = map[string]string{
 	"run":    "turnctl-run", "verify": "turnctl-verify", "forget": "turnctl-forget",
 	"pin": "turnctl-pin", "unpin": "turnctl-unpin", "gc": "turnctl-gc",
 	"policy": "turnctl-policy", "du": "turnctl-du",
-	"cat": "", "hooks": "", "hook-event": "", "checkout": "", "export": "",
+	"cat": "", "hooks": "", "hook-event": "", "checkout": "", "export": "", "ui": "",
 }
 
 // checked records which commands' outputs the tests validated.

@@ -60,7 +60,7 @@ var commands = []*command{
 	beginCmd, endCmd, stepCmd, statusCmd, logCmd, showCmd, diffCmd, catCmd, checkoutCmd, exportCmd,
 	rewindCmd, undoCmd, restoreCmd, revertCmd, runCmd, verifyCmd,
 	forgetCmd, pinCmd, unpinCmd, gcCmd, policyCmd, duCmd,
-	hookEventCmd, hooksCmd,
+	hookEventCmd, hooksCmd, uiCmd,
 }
 
 func lookup(name string) *command {
@@ -103,6 +103,8 @@ type env struct {
 	h        turnctl.Handler // the daemon (Client) or an in-process Service
 	// offline opens the store when the project is not mounted.
 	offline Offline
+	// ui serves turnctl ui's page (nil: this binary cannot).
+	ui UI
 }
 
 // usageError is a wrong invocation: exit status 2.
@@ -132,12 +134,17 @@ func (e *exitError) Error() string { return e.msg }
 type Offline func(root, store string) (turnctl.Handler, func(), error)
 
 // Main runs turnctl with args (without the program name) on the process's
-// stdin, stdout and stderr, and returns the exit status.
-func Main(args []string, offline Offline) int {
-	return runWith(context.Background(), offline, args, os.Stdin, os.Stdout, os.Stderr)
+// stdin, stdout and stderr, and returns the exit status. offline opens a
+// store that is not mounted, ui serves the page of turnctl ui.
+func Main(args []string, offline Offline, ui UI) int {
+	return runLinked(context.Background(), offline, ui, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
 func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runLinked(ctx, offline, nil, args, stdin, stdout, stderr)
+}
+
+func runLinked(ctx context.Context, offline Offline, ui UI, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var g globals
 	fs := pflag.NewFlagSet("turnctl", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -202,7 +209,7 @@ func runWith(ctx context.Context, offline Offline, args []string, stdin io.Reade
 		commandHelp(stdout, c)
 		return exitOK
 	}
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g, all: g.all, offline: offline}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: g.json, dash: cfs.ArgsLenAtDash(), g: g, all: g.all, offline: offline, ui: ui}
 	e.color = useColor(stdout)
 	e.quiet = g.quiet
 	if !g.quiet && progressTerminal(stderr) {
@@ -320,7 +327,7 @@ given at begin or end), or a step of a turn (3.2: turnctl step).
 --json prints one JSON object whose keys are always all there ("" and []
 when empty, null for what does not exist, e.g. the end of an open turn),
 times in RFC 3339 UTC; doc/schema holds a JSON Schema for each command's.
-cat, hooks and hook-event print no JSON (--json has no effect on them).
+cat, hooks, hook-event and ui print no JSON (--json has no effect on them).
 
 Options:
 %s

@@ -1,0 +1,516 @@
+// The page of `turnctl ui`: the timeline, a turn's files and diffs, search,
+// and the actions, all through the server's /api (see internal/ui/api.go).
+// Plain DOM, no build step; text from the history is only ever set as
+// textContent, never parsed as HTML.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf"]').content;
+const $ = (sel) => document.querySelector(sel);
+
+const state = {
+  rows: [],          // timeline rows loaded so far (newest first)
+  total: 0,
+  width: 1,
+  current: null,     // the turn the tree is in the state of
+  loading: false,
+  key: "",           // latest/open as the last timeline load saw them
+  selected: null,    // selected turn number
+  turn: null,        // its /api/turn reply
+  changes: [],       // its changes loaded so far
+  file: null,        // selected path
+  view: localStorage.getItem("ckptfs-view") || "unified",
+};
+
+// el makes an element: el("div", {class: "x"}, child, "text", ...).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+async function api(path) {
+  const r = await fetch(path, { credentials: "same-origin" });
+  const body = await r.json().catch(() => ({ error: r.statusText }));
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+async function post(path, body) {
+  const r = await fetch(path, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-Ckptfs-Csrf": csrf },
+    body: JSON.stringify(body),
+  });
+  const out = await r.json().catch(() => ({ error: r.statusText }));
+  if (!r.ok) throw new Error(out.error || r.statusText);
+  return out;
+}
+
+function toast(msg, error) {
+  const t = $("#toast");
+  t.textContent = msg;
+  t.className = error ? "error" : "";
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, error ? 8000 : 4000);
+}
+
+function when(iso) {
+  if (!iso) return "open";
+  const d = new Date(iso), now = new Date();
+  const pad = (n) => String(n).padStart(2, "0");
+  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  if (d.toDateString() === now.toDateString()) return hm;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${hm}`;
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
+// counts is a turn's "N files +A -D", .git's changes apart.
+function counts(st) {
+  if (!st) return ["", ""];
+  let n = st.files, a = st.lines_added, d = st.lines_deleted;
+  if (st.git) { n -= st.git.files; a -= st.git.lines_added; d -= st.git.lines_deleted; }
+  const files = plural(n, "file") + (st.git ? ` + ${st.git.files} in .git` : "");
+  return [files, st.lines_skipped ? "lines not counted" : `+${a} -${d}`];
+}
+
+// ---- the timeline ----
+
+const LANE = 14, ROW = 26;
+
+// laneSVG draws a row's lanes: lines from above into the node, the lanes
+// passing by, the line down to the parent.
+function laneSVG(r, width) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  const w = Math.max(width, 1) * LANE + 6;
+  svg.setAttribute("width", w); svg.setAttribute("height", ROW);
+  const x = (c) => c * LANE + LANE / 2 + 3, mid = ROW / 2;
+  const line = (x1, y1, x2, y2) => {
+    const l = document.createElementNS(ns, "line");
+    l.setAttribute("x1", x1); l.setAttribute("y1", y1); l.setAttribute("x2", x2); l.setAttribute("y2", y2);
+    l.setAttribute("stroke", "#8c959f"); l.setAttribute("stroke-width", "2");
+    svg.append(l);
+  };
+  const lane = r.lane;
+  for (const c of lane.through) line(x(c), 0, x(c), ROW);
+  for (const c of lane.up) line(x(c), 0, x(lane.col), mid);
+  if (lane.down) line(x(lane.col), mid, x(lane.col), ROW);
+  const dot = document.createElementNS(ns, "circle");
+  dot.setAttribute("cx", x(lane.col)); dot.setAttribute("cy", mid);
+  dot.setAttribute("r", r.num === state.current ? 6 : 4);
+  dot.setAttribute("fill", r.num === state.current ? "#0969da" : r.kind === "rewind" || r.kind === "revert" ? "#cf222e" : "#57606a");
+  if (r.pin) { dot.setAttribute("stroke", "#8250df"); dot.setAttribute("stroke-width", "3"); }
+  svg.append(dot);
+  svg.dataset.col = lane.col;
+  return svg;
+}
+
+function rowElement(r, withLane) {
+  const [files, lines] = counts(r.stats);
+  const label = [r.label, ...r.refs.map((x) => "ref:" + x)].filter(Boolean).join(" ");
+  const e = el("div", {
+    class: "row" + (r.num === state.current ? " current" : "") + (r.num === state.selected ? " selected" : ""),
+    "data-turn": r.num, title: label,
+    onclick: () => selectTurn(r.num),
+  },
+  withLane ? laneSVG(r, state.width) : null,
+  el("span", { class: "num" }, r.num),
+  el("span", { class: "time" }, r.open ? "open" : when(r.end)),
+  el("span", { class: "kind kind-" + r.kind }, r.kind),
+  el("span", { class: "label" }, label || (r.kind === "rewind" && r.target != null ? `rewind to ${r.target}` : "")),
+  r.num === state.current ? el("span", { class: "badge current" }, "current") : null,
+  r.open ? el("span", { class: "badge open" }, "open") : null,
+  r.pin ? el("span", { class: "badge pin", title: r.pin.note || "pinned" }, "pinned") : null,
+  el("span", { class: "files" }, r.num === 0 ? "" : files),
+  el("span", { class: "lines" }, r.num === 0 ? "" : lines),
+  el("span", { class: "programs" }, r.programs.join(", ")));
+  return e;
+}
+
+// loadTimeline loads the first page again (reset) or the next page.
+async function loadTimeline(reset) {
+  if (state.loading) return;
+  if (!reset && state.rows.length >= state.total && state.total > 0) return;
+  state.loading = true;
+  try {
+    const offset = reset ? 0 : state.rows.length;
+    const limit = reset ? Math.max(200, state.rows.length) : 200;
+    const t = await api(`/api/timeline?offset=${offset}&limit=${limit}`);
+    state.total = t.total; state.width = t.width; state.current = t.current;
+    state.key = `${t.latest}/${t.open}`;
+    state.rows = reset ? t.rows : state.rows.concat(t.rows);
+    renderTimeline(t.start);
+  } catch (err) {
+    toast("timeline: " + err.message, true);
+  } finally {
+    state.loading = false;
+  }
+}
+
+function renderTimeline(start) {
+  const tl = $("#timeline");
+  tl.replaceChildren(...state.rows.map((r) => rowElement(r, true)));
+  $("#tl-count").textContent = `(${state.total} turns, showing ${state.rows.length})`;
+  const more = $("#tl-more");
+  more.replaceChildren();
+  if (state.rows.length < state.total) {
+    more.append(el("button", { id: "tl-load-more", onclick: () => loadTimeline(false) }, `Load ${Math.min(200, state.total - state.rows.length)} more`));
+  } else if (start) {
+    more.append(`history starts at turn ${start.turn} (older turns forgotten by ${start.reason})`);
+  }
+  tl.dataset.loaded = state.rows.length;
+}
+
+// ---- one turn ----
+
+async function selectTurn(num) {
+  state.selected = num;
+  state.file = null;
+  for (const e of document.querySelectorAll(".row.selected")) e.classList.remove("selected");
+  for (const e of document.querySelectorAll(`.row[data-turn="${num}"]`)) e.classList.add("selected");
+  const d = $("#detail");
+  d.replaceChildren(el("p", { class: "hint" }, `loading turn ${num}…`));
+  try {
+    const t = await api(`/api/turn?n=${num}&limit=500`);
+    if (state.selected !== num) return;
+    state.turn = t;
+    state.changes = t.changes;
+    renderTurn();
+  } catch (err) {
+    d.replaceChildren(el("p", { class: "hint" }, `turn ${num}: ${err.message}`));
+  }
+}
+
+function renderTurn() {
+  const t = state.turn, turn = t.turn;
+  const [files, lines] = counts(t.stats);
+  const prompt = turn.prompt || "";
+  const head = el("div", { class: "turn-head", id: "turn-head", "data-turn": turn.num },
+    el("h2", {}, `Turn ${turn.num} `, el("span", { class: "kind-" + turn.kind }, turn.kind),
+      turn.num === state.current ? el("span", { class: "badge current" }, "current") : null,
+      t.pin ? el("span", { class: "badge pin" }, "pinned" + (t.pin.note ? ": " + t.pin.note : "")) : null),
+    el("div", { class: "label" }, turn.label || ""),
+    el("div", { class: "meta" },
+      `${when(turn.start)} → ${turn.open ? "open" : when(turn.end)} · ${files} ${lines}`,
+      turn.programs && turn.programs.length ? ` · ${turn.programs.join(", ")}` : "",
+      turn.refs && turn.refs.length ? ` · ${turn.refs.map((r) => "ref:" + r).join(" ")}` : "",
+      t.parent != null && t.parent !== turn.num - 1 ? ` · continues from turn ${t.parent}` : ""),
+    prompt ? el("details", { id: "prompt" }, el("summary", {}, "Full prompt"), el("pre", { class: "prompt" }, prompt)) : null,
+    el("div", { class: "actions" },
+      el("button", { id: "act-rewind", onclick: () => action("rewind", { turn: String(turn.num) }, `Rewind the tree to the end of turn ${turn.num}`) }, "Rewind to here…"),
+      turn.num > 0 ? el("button", { id: "act-revert", onclick: () => action("revert", { turn: String(turn.num) }, `Revert turn ${turn.num}, keeping later turns`) }, "Revert this turn…") : null,
+      t.pin ? el("button", { id: "act-unpin", onclick: () => pinAction("unpin", turn.num) }, "Unpin")
+        : el("button", { id: "act-pin", onclick: () => pinAction("pin", turn.num) }, "Pin…"),
+      turn.num > 0 ? el("a", { id: "dl-patch", class: "button", href: `/api/patch?n=${turn.num}`, download: `turn-${turn.num}.patch`, title: "what this turn changed, as a patch git apply takes (turnctl diff)" }, "Download patch") : null));
+  const list = el("div", { class: "files-list", id: "files" });
+  renderChanges(list);
+  $("#detail").replaceChildren(head,
+    el("div", { class: "pane-title" }, `${plural(t.total, "change")}`),
+    list,
+    el("div", { id: "file-view" }));
+  // The first file's diff at once: what most clicks want to see.
+  const first = state.changes.find((c) => !c.git && c.before?.type !== "dir" && c.after?.type !== "dir") || state.changes[0];
+  if (first) showFile(first);
+}
+
+function renderChanges(list) {
+  list.replaceChildren(...state.changes.map((c) => el("div", {
+    class: "file" + (c.path === state.file ? " selected" : ""), "data-path": c.path,
+    onclick: () => showFile(c),
+  },
+  el("span", { class: "k" }, c.kind),
+  el("span", { class: "p" }, c.from ? `${c.from} → ${c.path}` : c.path),
+  c.binary ? el("span", {}, "binary") : el("span", {}, el("span", { class: "add" }, `+${c.lines_added}`), " ", el("span", { class: "del" }, `-${c.lines_deleted}`)))));
+  if (state.changes.length < state.turn.total) {
+    list.append(el("div", { class: "more" }, el("button", { id: "files-more", onclick: loadMoreChanges }, `Load more (${state.turn.total - state.changes.length} left)`)));
+  }
+}
+
+async function loadMoreChanges() {
+  const num = state.selected;
+  const t = await api(`/api/turn?n=${num}&offset=${state.changes.length}&limit=500`);
+  if (state.selected !== num) return;
+  state.changes = state.changes.concat(t.changes);
+  renderChanges($("#files"));
+}
+
+const imageExt = /\.(png|jpe?g|gif|webp|bmp|ico)$/i;
+
+async function showFile(c) {
+  state.file = c.path;
+  for (const e of document.querySelectorAll(".file")) e.classList.toggle("selected", e.dataset.path === c.path);
+  const view = $("#file-view");
+  const num = state.selected;
+  const head = el("div", { class: "diff-head" },
+    el("span", { class: "path" }, c.from ? `${c.from} → ${c.path}` : c.path),
+    el("span", {}, c.kind),
+    el("button", { id: "view-toggle", onclick: () => { state.view = state.view === "unified" ? "split" : "unified"; localStorage.setItem("ckptfs-view", state.view); showFile(c); } },
+      state.view === "unified" ? "Side by side" : "Unified"),
+    el("button", { id: "file-history", onclick: () => search({ path: c.path }) }, "History of this file"),
+    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(num - 1), paths: [c.from || c.path] }, `Restore ${c.from || c.path} as it was before turn ${num} (end of turn ${num - 1})`) }, "Restore as before this turn…") : null,
+    el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: String(num), paths: [c.path] }, `Restore ${c.path} as it was at the end of turn ${num}`) }, "Restore as after…"));
+  view.replaceChildren(head, el("div", { id: "diff" }, el("p", { class: "hint" }, "loading diff…")));
+  let d;
+  try {
+    d = await api(`/api/diff?n=${num}&path=${encodeURIComponent(c.path)}`);
+  } catch (err) {
+    $("#diff").replaceChildren(el("p", { class: "hint" }, err.message));
+    return;
+  }
+  if (state.selected !== num || state.file !== c.path) return;
+  const box = $("#diff");
+  box.dataset.path = c.path;
+  box.replaceChildren();
+  if (imageExt.test(c.path) && (d.before || d.after)) {
+    box.append(el("div", { class: "images" },
+      d.before && num > 0 ? el("figure", {}, el("figcaption", {}, "before"), el("img", { src: `/api/cat?n=${num - 1}&path=${encodeURIComponent(c.from || c.path)}` })) : null,
+      d.after ? el("figure", {}, el("figcaption", {}, "after"), el("img", { src: `/api/cat?n=${num}&path=${encodeURIComponent(c.path)}` })) : null));
+  }
+  if (d.binary || d.not_captured || !d.patch) {
+    const size = (s) => (s ? `${s.type} ${s.mode}${s.type === "file" ? ", " + s.size + " bytes" : ""}${s.target ? " → " + s.target : ""}` : "absent");
+    box.append(el("pre", {}, el("span", { class: "l m" },
+      d.not_captured ? "bytes never captured (changed while unmounted)" : d.binary ? "binary file" : "no text change",
+      `\nbefore: ${size(d.before)}\nafter:  ${size(d.after)}`)));
+    if (!d.patch) return;
+  }
+  box.append(state.view === "unified" ? unified(d.patch, c.path) : sideBySide(d.patch, c.path));
+}
+
+// ---- diffs ----
+
+function lineClass(l) {
+  if (l.startsWith("@@")) return "h";
+  if (l.startsWith("+++") || l.startsWith("---") || l.startsWith("diff ") || l.startsWith("index ") || l.startsWith("old mode") || l.startsWith("new mode") || l.startsWith("new file") || l.startsWith("deleted file") || l.startsWith("rename ") || l.startsWith("similarity") || l.startsWith("\\")) return "m";
+  if (l.startsWith("+")) return "a";
+  if (l.startsWith("-")) return "d";
+  return "";
+}
+
+function unified(patch, path) {
+  const pre = el("pre", { class: "unified" });
+  const lines = patch.replace(/\n$/, "").split("\n");
+  for (const l of lines) {
+    const k = lineClass(l);
+    const span = el("span", { class: "l " + k });
+    if (k === "a" || k === "d" || k === "") {
+      span.append(l.slice(0, 1), highlight(l.slice(1), path));
+    } else {
+      span.textContent = l;
+    }
+    pre.append(span);
+  }
+  return pre;
+}
+
+// sideBySide pairs each hunk's deleted lines with the added lines that
+// follow them, row by row.
+function sideBySide(patch, path) {
+  const table = el("table", { class: "split" },
+    el("colgroup", {}, el("col", { class: "n" }), el("col", {}), el("col", { class: "n" }), el("col", {})));
+  let oldN = 0, newN = 0, dels = [], adds = [];
+  const flush = () => {
+    for (let i = 0; i < Math.max(dels.length, adds.length); i++) {
+      const a = dels[i], b = adds[i];
+      table.append(el("tr", {},
+        el("td", { class: "n" }, a ? a[0] : ""), el("td", { class: a ? "d" : "" }, a ? highlight(a[1], path) : ""),
+        el("td", { class: "n" }, b ? b[0] : ""), el("td", { class: b ? "a" : "" }, b ? highlight(b[1], path) : "")));
+    }
+    dels = []; adds = [];
+  };
+  for (const l of patch.replace(/\n$/, "").split("\n")) {
+    const k = lineClass(l);
+    if (k === "h") {
+      flush();
+      const m = /^@@ -(\d+)(?:,\d+)? \+(\d+)/.exec(l);
+      if (m) { oldN = +m[1]; newN = +m[2]; }
+      table.append(el("tr", { class: "h" }, el("td", { colspan: 4 }, l)));
+    } else if (k === "m") {
+      continue;
+    } else if (k === "d") {
+      dels.push([oldN++, l.slice(1)]);
+    } else if (k === "a") {
+      adds.push([newN++, l.slice(1)]);
+    } else {
+      flush();
+      const t = l.slice(1);
+      table.append(el("tr", {}, el("td", { class: "n" }, oldN++), el("td", {}, highlight(t, path)), el("td", { class: "n" }, newN++), el("td", {}, highlight(t, path))));
+    }
+  }
+  flush();
+  return table;
+}
+
+// highlight marks comments, strings, numbers and keywords of a line of
+// code: a light, per-line highlighter (no state across lines), enough to
+// read a diff by. It returns a fragment of text nodes and spans.
+const keywords = new Set(("break case catch class const continue def default defer do elif else enum export extends false fn for from func function go if impl import in interface let match mod nil None null package pub return self static struct switch this throw true True False try type use var while yield async await").split(" "));
+const codeExt = /\.(go|js|mjs|ts|tsx|jsx|py|rs|c|h|cc|cpp|hpp|java|kt|rb|sh|bash|php|cs|swift|scala|lua|pl)$/i;
+function highlight(text, path) {
+  const frag = document.createDocumentFragment();
+  if (!codeExt.test(path) || text.length > 2000) { frag.append(text); return frag; }
+  const hash = /\.(py|sh|bash|rb|pl)$/i.test(path);
+  const re = hash
+    ? /(#.*$)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(\b\d[\d_.xXa-fA-F]*\b)|([A-Za-z_]\w*)/g
+    : /(\/\/.*$|\/\*.*?(?:\*\/|$))|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`?)|(\b\d[\d_.xXa-fA-F]*\b)|([A-Za-z_]\w*)/g;
+  let last = 0, m;
+  while ((m = re.exec(text))) {
+    const cls = m[1] ? "tok-c" : m[2] ? "tok-s" : m[3] ? "tok-n" : keywords.has(m[4]) ? "tok-k" : "";
+    if (!cls) continue;
+    frag.append(text.slice(last, m.index), el("span", { class: cls }, m[0]));
+    last = m.index + m[0].length;
+  }
+  frag.append(text.slice(last));
+  return frag;
+}
+
+// ---- search ----
+
+async function search(q) {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v) p.set(k, v);
+  if ([...p.keys()].length === 0) return;
+  if (q.path) $("#q-path").value = q.path;
+  const box = $("#results");
+  box.hidden = false;
+  $("#results-list").replaceChildren(el("div", { class: "more" }, "searching…"));
+  try {
+    const r = await api("/api/search?" + p.toString());
+    $("#results-count").textContent = `(${plural(r.rows.length, "turn")})`;
+    $("#results-list").replaceChildren(...(r.rows.length ? r.rows.map((x) => rowElement(x, false)) : [el("div", { class: "more" }, "no turn matches")]));
+  } catch (err) {
+    $("#results-list").replaceChildren(el("div", { class: "more" }, err.message));
+  }
+}
+
+$("#search").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  search({ s: $("#q-s").value, grep: $("#q-grep").value, program: $("#q-program").value, path: $("#q-path").value });
+});
+$("#q-clear").addEventListener("click", () => {
+  for (const id of ["#q-s", "#q-grep", "#q-program", "#q-path"]) $(id).value = "";
+  $("#results").hidden = true;
+});
+
+// ---- actions: preview (dry run), then confirm ----
+
+function confirmDialog(title, body) {
+  return new Promise((resolve) => {
+    const d = $("#dialog");
+    $("#dialog-title").textContent = title;
+    $("#dialog-body").replaceChildren(...body);
+    const done = (ok) => { d.close(); resolve(ok); };
+    $("#dialog-confirm").onclick = () => done(true);
+    $("#dialog-cancel").onclick = () => done(false);
+    d.oncancel = () => resolve(false);
+    d.showModal();
+  });
+}
+
+function reportBody(rep) {
+  const st = rep.stats || {};
+  const lines = [el("div", { class: "summary" },
+    rep.changes.length === 0 ? "Nothing would change." : `${plural(st.files || rep.changes.length, "file")} (+${st.lines_added || 0} -${st.lines_deleted || 0}) would change:`)];
+  for (const c of rep.changes) lines.push(el("div", { class: "change" }, `${c.kind.padEnd(9)} ${c.from ? c.from + " -> " : ""}${c.path}  +${c.lines_added} -${c.lines_deleted}`));
+  if (rep.more) lines.push(el("div", {}, `… and ${rep.more} more`));
+  if (rep.conflicts && rep.conflicts.length) {
+    lines.push(el("div", { class: "summary del" }, "Conflicts:"));
+    for (const c of rep.conflicts) lines.push(el("div", {}, `${c.path}: ${c.reason}`));
+  }
+  if (rep.not_restored && rep.not_restored.length) lines.push(el("div", { class: "summary" }, "Not restored (bytes never captured): " + rep.not_restored.join(", ")));
+  return lines;
+}
+
+async function action(name, req, title) {
+  let preview;
+  try {
+    preview = await post("/api/" + name, { ...req, dry_run: true });
+  } catch (err) {
+    toast(`${name}: ${err.message}`, true);
+    return;
+  }
+  if (!(await confirmDialog(title, reportBody(preview)))) return;
+  try {
+    const rep = await post("/api/" + name, req);
+    toast(rep.turn ? `${name} done as turn ${rep.turn.num}: ${plural(rep.stats.files, "file")}` : `${name}: nothing changed`);
+    await loadTimeline(true);
+    if (rep.turn) selectTurn(rep.turn.num);
+  } catch (err) {
+    toast(`${name}: ${err.message}`, true);
+  }
+}
+
+async function pinAction(name, num) {
+  let note = "";
+  if (name === "pin") {
+    const input = el("input", { id: "pin-note", placeholder: "why it is kept (optional)", size: 50 });
+    const body = [el("div", { class: "summary" }, `A pinned turn is kept whatever the retention policy, and always rewinds exactly.`), input];
+    setTimeout(() => input.focus(), 0);
+    if (!(await confirmDialog(`Pin turn ${num}`, body))) return;
+    note = input.value;
+  }
+  try {
+    await post("/api/" + name, { turn: String(num), note });
+    toast(`turn ${num} ${name}ned`);
+    await loadTimeline(true);
+    selectTurn(num);
+  } catch (err) {
+    toast(`${name}: ${err.message}`, true);
+  }
+}
+
+$("#act-undo").addEventListener("click", () => action("undo", {}, "Undo the last turn that changed something"));
+$("#act-gc").addEventListener("click", async () => {
+  let rep;
+  try { rep = await post("/api/gc", { dry_run: true }); } catch (err) { toast("gc: " + err.message, true); return; }
+  const forgot = rep.forgot || [];
+  const body = [el("div", { class: "summary", id: "gc-preview" },
+    forgot.length ? `Forgets ${plural(forgot.length, "turn")} (${forgot[0]}–${forgot[forgot.length - 1]}), by the retention policy; history then starts at turn ${rep.start ? rep.start.turn : "?"}.` : "Forgets no turn.",
+    el("br"),
+    `Frees ${bytes(rep.chunk_bytes + rep.attic_bytes)}: the store goes from ${bytes(rep.before_bytes)} to about ${bytes(rep.after_bytes)}.`)];
+  if (!(await confirmDialog("Apply the retention policy and reclaim space", body))) return;
+  try {
+    await post("/api/gc", {});
+    toast("gc done");
+    loadTimeline(true);
+  } catch (err) { toast("gc: " + err.message, true); }
+});
+
+// ---- live updates ----
+
+function listen() {
+  const es = new EventSource("/api/events");
+  es.addEventListener("update", (ev) => {
+    $("#live").classList.add("on");
+    const u = JSON.parse(ev.data);
+    if (`${u.latest}/${u.open}` !== state.key) loadTimeline(true);
+  });
+  es.onerror = () => { $("#live").classList.remove("on"); };
+}
+
+// Load the next page when the end of the timeline comes into view.
+new IntersectionObserver((entries) => {
+  if (entries.some((e) => e.isIntersecting) && state.rows.length < state.total) loadTimeline(false);
+}, { root: $("#left") }).observe($("#tl-more"));
+
+loadTimeline(true).then(() => {
+  window.ckptfsReadyAt = performance.now(); // make bench reads it
+  document.body.dataset.ready = "1";
+  listen();
+});

@@ -1,0 +1,341 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// ui_test.go: `turnctl ui` driven in a real browser (Debian's chromium,
+// headless, through chromedp) against a real mount with a real history.
+
+// startUI runs `turnctl ui --no-open` in dir (the mount) and returns the
+// URL it printed. The process is killed when the test ends, before the
+// unmount (it holds its cwd in the mount).
+func startUI(t *testing.T, dir string) string {
+	t.Helper()
+	if turnctlBin == "" {
+		t.Fatal("cmd/turnctl does not build")
+	}
+	cmd := exec.Command(turnctlBin, "ui", "--no-open")
+	cmd.Dir = dir
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u := strings.TrimSpace(sc.Text()); strings.HasPrefix(u, "http://") {
+				urls <- u
+			}
+		}
+		close(urls)
+	}()
+	select {
+	case u, ok := <-urls:
+		if !ok {
+			t.Fatalf("turnctl ui printed no URL; stderr: %s", stderr.String())
+		}
+		if !regexp.MustCompile(`^http://127\.0\.0\.1:\d+/\?token=[0-9a-f]{48}$`).MatchString(u) {
+			t.Fatalf("turnctl ui printed %q", u)
+		}
+		return u
+	case <-time.After(20 * time.Second):
+		t.Fatalf("turnctl ui printed no URL in 20 s; stderr: %s", stderr.String())
+	}
+	return ""
+}
+
+// browser starts headless chromium and returns a chromedp context on a
+// tab of it; it is closed when the test ends. Without chromium the test
+// fails: CI installs it (.ci/run).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	exe := ""
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			exe = p
+			break
+		}
+	}
+	if exe == "" {
+		t.Fatal("chromium is not installed: the browser tests need it (apt-get install chromium; .ci/run installs it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox, // root in a container
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() {
+		cancelTime()
+		cancelTab()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	return ctx
+}
+
+// do runs chromedp steps and fails the test with what it was doing.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// get runs one chromedp action and returns its value.
+func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+	return v
+}
+
+// timelineRows returns the turn numbers of the timeline's rows, top down.
+func timelineRows(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return get(t, ctx, "read the timeline", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#timeline .row")].map(r => r.dataset.turn)`))
+}
+
+// col is the lane column of turn n's row.
+func col(t *testing.T, ctx context.Context, n int) string {
+	t.Helper()
+	return get(t, ctx, "read a lane", chromedp.AttributeValue(chromedp.CSS(fmt.Sprintf(`#timeline .row[data-turn="%d"] svg`, n)), "data-col")).Value
+}
+
+// TestUIBrowser: the page shows the history's turns and the branch a
+// rewind made, a click shows a turn's diff, a rewind made from the page
+// leaves the tree exactly as `turnctl rewind` does, and a turn that ends
+// appears without a reload.
+func TestUIBrowser(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label "add main" >/dev/null
+printf 'package main\n\nfunc main() {\n\tprintln("hi") // greet\n}\n' > main.go
+mkdir -p lib; printf 'one\ntwo\n' > lib/util.txt
+$T end >/dev/null
+$T begin --label "$(printf 'edit main\n\nSay hello instead of hi.')" >/dev/null
+sed -i 's/"hi"/"hello"/' main.go
+chmod 0600 lib/util.txt; ln -s main.go link; echo readme > README
+$T end >/dev/null
+$T rewind 1 >/dev/null
+$T begin --label "another way" >/dev/null
+echo x > x.txt; chmod 0755 x.txt
+$T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "load the page",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+
+	// The timeline: 4 (current) and 3 (the rewind to 1) on the main lane,
+	// 2 on a branch of its own.
+	if got := strings.Join(timelineRows(t, ctx), " "); got != "4 3 2 1 0" {
+		t.Fatalf("timeline rows %q, want 4 3 2 1 0", got)
+	}
+	current := get(t, ctx, "the current row", chromedp.Evaluate[string](`[...document.querySelectorAll("#timeline .row.current")].map(r => r.dataset.turn).join(",")`))
+	label3 := get(t, ctx, "turn 3's label", chromedp.Text(chromedp.CSS(`#timeline .row[data-turn="3"] .label`)))
+	col4, col3, col2, col1 := col(t, ctx, 4), col(t, ctx, 3), col(t, ctx, 2), col(t, ctx, 1)
+	if current != "4" || label3 != "rewind to 1" {
+		t.Errorf("current row %q, turn 3's label %q", current, label3)
+	}
+	if col4 != col3 || col3 != col1 || col2 == col4 {
+		t.Errorf("lanes: 4:%s 3:%s 2:%s 1:%s; want 2 on a branch of its own", col4, col3, col2, col1)
+	}
+
+	// A click on turn 2, then on main.go: its diff.
+	do(t, ctx, "show turn 2's diff of main.go",
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"]`)),
+		chromedp.Click(chromedp.CSS(`#files .file[data-path="main.go"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="main.go"] pre`)))
+	diff := get(t, ctx, "the diff", chromedp.Text(chromedp.CSS(`#diff`)))
+	for _, want := range []string{"-\tprintln(\"hi\") // greet", "+\tprintln(\"hello\") // greet", "@@ -1,5 +1,5 @@"} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff of main.go in turn 2 lacks %q:\n%s", want, diff)
+		}
+	}
+	do(t, ctx, "side by side",
+		chromedp.Click(chromedp.CSS(`#view-toggle`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="main.go"] table`)))
+	split := get(t, ctx, "the side-by-side diff", chromedp.Text(chromedp.CSS(`#diff table`)))
+	if !strings.Contains(split, `println("hi") // greet`) || !strings.Contains(split, `println("hello") // greet`) {
+		t.Errorf("side-by-side diff:\n%s", split)
+	}
+	patch := get(t, ctx, "turn 2's patch", chromedp.Evaluate[string](`fetch(document.querySelector("#dl-patch").href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if !strings.Contains(patch, "+\tprintln(\"hello\") // greet") || !strings.Contains(patch, "new file mode 120000") {
+		t.Errorf("turn 2's patch:\n%s", patch)
+	}
+	prompt := get(t, ctx, "turn 2's prompt", chromedp.TextContent(chromedp.CSS(`#prompt pre`)))
+	if prompt != "edit main\n\nSay hello instead of hi." {
+		t.Errorf("turn 2's full prompt %q", prompt)
+	}
+
+	// Search: -S, then main.go's history.
+	results := func() string {
+		t.Helper()
+		return get(t, ctx, "the search results", chromedp.Evaluate[string](`[...document.querySelectorAll("#results-list .row")].map(r => r.dataset.turn).join(" ")`))
+	}
+	do(t, ctx, "search -S hello",
+		chromedp.SetValue(chromedp.CSS(`#q-s`), "hello"),
+		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
+	if got := results(); got != "3 2" {
+		t.Errorf("-S hello found turns %q, want 3 2", got)
+	}
+	do(t, ctx, "main.go's history",
+		chromedp.Click(chromedp.CSS(`#q-clear`)),
+		chromedp.Click(chromedp.CSS(`#file-history`)),
+		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
+	if got := results(); got != "3 2 1" {
+		t.Errorf("main.go's history: turns %q, want 3 2 1", got)
+	}
+
+	// Pin turn 2 with a note, from the page.
+	do(t, ctx, "pin turn 2",
+		chromedp.Click(chromedp.CSS(`#act-pin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#pin-note`)),
+		chromedp.SetValue(chromedp.CSS(`#pin-note`), "known good"),
+		chromedp.Click(chromedp.CSS(`#dialog-confirm`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="2"] .badge.pin`)))
+	if out := turnctlOK(t, m.Dir, "log", "-n", "3"); !strings.Contains(out, "[pinned: known good]") {
+		t.Errorf("turn 2 not pinned with its note:\n%s", out)
+	}
+
+	// gc: its preview, then cancelled.
+	do(t, ctx, "preview a gc",
+		chromedp.Click(chromedp.CSS(`#act-gc`)),
+		chromedp.WaitVisible(chromedp.CSS(`#gc-preview`)))
+	if gc := get(t, ctx, "the gc preview", chromedp.Text(chromedp.CSS(`#gc-preview`))); !strings.Contains(gc, "Forgets no turn.") || !strings.Contains(gc, "Frees ") {
+		t.Errorf("gc preview: %q", gc)
+	}
+	do(t, ctx, "cancel the gc",
+		chromedp.Click(chromedp.CSS(`#dialog-cancel`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#dialog`)))
+
+	shot := filepath.Join(t.TempDir(), "ui.png")
+	png := get(t, ctx, "screenshot", chromedp.CaptureScreenshot())
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d := os.Getenv("CKPTFS_UI_SCREENSHOT"); d != "" {
+		os.WriteFile(d, png, 0o644)
+	}
+	if len(png) < 10000 {
+		t.Errorf("screenshot of %d bytes", len(png))
+	}
+
+	// What `turnctl rewind 2` leaves, then back to 4.
+	before := snapshot(t, m.Dir, nil, nil)
+	turnctlOK(t, m.Dir, "rewind", "2")
+	want := snapshot(t, m.Dir, nil, nil)
+	turnctlOK(t, m.Dir, "rewind", "4")
+	if diff := treeDiff(before, snapshot(t, m.Dir, nil, nil)); diff != "" {
+		t.Fatalf("rewind 2 then 4 did not come back:\n%s", diff)
+	}
+	// Two new turns: the page shows them without a reload.
+	do(t, ctx, "see turn 6", chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="6"].current`)))
+
+	// The same rewind from the page: preview, then confirm.
+	do(t, ctx, "rewind to 2 from the page",
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"] #act-rewind`)),
+		chromedp.Click(chromedp.CSS(`#act-rewind`)),
+		chromedp.WaitVisible(chromedp.CSS(`#dialog-confirm`)))
+	preview := get(t, ctx, "the preview", chromedp.Text(chromedp.CSS(`#dialog-body`)))
+	for _, w := range []string{"main.go", "README", "x.txt", "link"} {
+		if !strings.Contains(preview, w) {
+			t.Errorf("the rewind's preview does not name %s:\n%s", w, preview)
+		}
+	}
+	if diff := treeDiff(before, snapshot(t, m.Dir, nil, nil)); diff != "" {
+		t.Fatalf("the preview changed the tree:\n%s", diff)
+	}
+	do(t, ctx, "confirm",
+		chromedp.Click(chromedp.CSS(`#dialog-confirm`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="7"].current`)))
+	if diff := treeDiff(want, snapshot(t, m.Dir, nil, nil)); diff != "" {
+		t.Errorf("the page's rewind to 2 left another tree than turnctl rewind 2:\n%s", diff)
+	}
+	if out := turnctlOK(t, m.Dir, "log", "-n", "1"); !strings.Contains(out, "rewind to 2") {
+		t.Errorf("turn 7 is not a rewind to 2: %s", out)
+	}
+
+	// A turn begun and ended outside the page appears in it, no reload.
+	get(t, ctx, "mark the page", chromedp.Evaluate[bool](`window.notReloaded = true`))
+	turnctlOK(t, m.Dir, "begin", "--label", "live turn")
+	if err := os.WriteFile(filepath.Join(m.Dir, "live.txt"), []byte("live\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	turnctlOK(t, m.Dir, "end")
+	do(t, ctx, "see the live turn", chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="8"].current`)))
+	liveLabel := get(t, ctx, "the live turn's label", chromedp.Text(chromedp.CSS(`#timeline .row[data-turn="8"] .label`)))
+	notReloaded := get(t, ctx, "the page's mark", chromedp.Evaluate[bool](`window.notReloaded === true`))
+	if liveLabel != "live turn" || !notReloaded {
+		t.Errorf("live turn: label %q, page not reloaded: %v", liveLabel, notReloaded)
+	}
+	if got := strings.Join(timelineRows(t, ctx), " "); got != "8 7 6 5 4 3 2 1 0" {
+		t.Errorf("timeline rows after the live turn %q", got)
+	}
+}
+
+// treeDiff lists the paths whose state differs between two snapshots.
+func treeDiff(a, b map[string]entry) string {
+	var out []string
+	for p, ea := range a {
+		if eb, ok := b[p]; !ok {
+			out = append(out, fmt.Sprintf("%s: %v, then gone", p, ea))
+		} else if ea != eb {
+			out = append(out, fmt.Sprintf("%s: %v, then %v", p, ea, eb))
+		}
+	}
+	for p, eb := range b {
+		if _, ok := a[p]; !ok {
+			out = append(out, fmt.Sprintf("%s: new %v", p, eb))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestUIRefusesAddr: turnctl ui listens on a loopback address only, and
+// serves a mount only.
+func TestUIRefusesAddr(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	for _, addr := range []string{"0.0.0.0:0", ":8700", "192.0.2.1:0"} {
+		turnctlFails(t, m.Dir, 1, "is not a loopback address", "ui", "--no-open", "--addr", addr)
+	}
+	turnctlFails(t, t.TempDir(), 1, "is not mounted", "ui", "--no-open")
+}
