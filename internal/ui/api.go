@@ -285,8 +285,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	apiError(w, &turnctl.Error{Code: turnctl.CodeNotFound, Message: fmt.Sprintf("turn %s did not change %s", q.Get("n"), p)})
 }
 
-// patch: GET /api/patch?n=TURN, what turn n changed as one patch `git
-// apply` takes on the tree of turn n-1 (turnctl diff N-1 N), for the page
+// patch: GET /api/patch?n=TURN[&from=TURN], what turn n changed as one
+// patch `git apply` takes on the tree of turn from (default n-1; the page
+// gives the turn before those merged into n: turnctl diff FROM N), for the page
 // to download. As diff does, it leaves out the changes inside .git, on a
 // "# ckptfs:" line.
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
@@ -296,7 +297,11 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	to := strconv.FormatUint(n, 10)
-	rep, err := s.h.Diff(r.Context(), turnctl.DiffRequest{From: strconv.FormatUint(n-1, 10), To: to})
+	from := strconv.FormatUint(n-1, 10)
+	if f, err := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64); err == nil && f < n {
+		from = strconv.FormatUint(f, 10)
+	}
+	rep, err := s.h.Diff(r.Context(), turnctl.DiffRequest{From: from, To: to})
 	if err != nil {
 		apiError(w, err)
 		return

@@ -180,6 +180,10 @@ function renderTimeline(start) {
 
 // ---- one turn ----
 
+// prevOf is the turn whose end a turn's changes start from: the one
+// before it, or before the forgotten turns merged into it (merged_from).
+const prevOf = (turn) => (turn.merged_from ? turn.merged_from - 1 : turn.num - 1);
+
 async function selectTurn(num) {
   state.selected = num;
   state.file = null;
@@ -211,14 +215,15 @@ function renderTurn() {
       `${when(turn.start)} → ${turn.open ? "open" : when(turn.end)} · ${files} ${lines}`,
       turn.programs && turn.programs.length ? ` · ${turn.programs.join(", ")}` : "",
       turn.refs && turn.refs.length ? ` · ${turn.refs.map((r) => "ref:" + r).join(" ")}` : "",
-      t.parent != null && t.parent !== turn.num - 1 ? ` · continues from turn ${t.parent}` : ""),
+      turn.merged_from ? ` · with the forgotten turns ${turn.merged_from}-${turn.num - 1}` : "",
+      t.parent != null && t.parent !== prevOf(turn) ? ` · continues from turn ${t.parent}` : ""),
     prompt ? el("details", { id: "prompt" }, el("summary", {}, "Full prompt"), el("pre", { class: "prompt" }, prompt)) : null,
     el("div", { class: "actions" },
       el("button", { id: "act-rewind", onclick: () => action("rewind", { turn: String(turn.num) }, `Rewind the tree to the end of turn ${turn.num}`) }, "Rewind to here…"),
       turn.num > 0 ? el("button", { id: "act-revert", onclick: () => action("revert", { turn: String(turn.num) }, `Revert turn ${turn.num}, keeping later turns`) }, "Revert this turn…") : null,
       t.pin ? el("button", { id: "act-unpin", onclick: () => pinAction("unpin", turn.num) }, "Unpin")
         : el("button", { id: "act-pin", onclick: () => pinAction("pin", turn.num) }, "Pin…"),
-      turn.num > 0 ? el("a", { id: "dl-patch", class: "button", href: `/api/patch?n=${turn.num}`, download: `turn-${turn.num}.patch`, title: "what this turn changed, as a patch git apply takes (turnctl diff)" }, "Download patch") : null));
+      turn.num > 0 ? el("a", { id: "dl-patch", class: "button", href: `/api/patch?n=${turn.num}&from=${prevOf(turn)}`, download: `turn-${turn.num}.patch`, title: "what this turn changed, as a patch git apply takes (turnctl diff)" }, "Download patch") : null));
   const list = el("div", { class: "files-list", id: "files" });
   renderChanges(list);
   $("#detail").replaceChildren(head,
@@ -258,13 +263,14 @@ async function showFile(c) {
   for (const e of document.querySelectorAll(".file")) e.classList.toggle("selected", e.dataset.path === c.path);
   const view = $("#file-view");
   const num = state.selected;
+  const prev = state.turn && state.turn.turn.num === num ? prevOf(state.turn.turn) : num - 1;
   const head = el("div", { class: "diff-head" },
     el("span", { class: "path" }, c.from ? `${c.from} → ${c.path}` : c.path),
     el("span", {}, c.kind),
     el("button", { id: "view-toggle", onclick: () => { state.view = state.view === "unified" ? "split" : "unified"; localStorage.setItem("ckptfs-view", state.view); showFile(c); } },
       state.view === "unified" ? "Side by side" : "Unified"),
     el("button", { id: "file-history", onclick: () => search({ path: c.path }) }, "History of this file"),
-    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(num - 1), paths: [c.from || c.path] }, `Restore ${c.from || c.path} as it was before turn ${num} (end of turn ${num - 1})`) }, "Restore as before this turn…") : null,
+    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(prev), paths: [c.from || c.path] }, `Restore ${c.from || c.path} as it was before turn ${num} (end of turn ${prev})`) }, "Restore as before this turn…") : null,
     el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: String(num), paths: [c.path] }, `Restore ${c.path} as it was at the end of turn ${num}`) }, "Restore as after…"));
   view.replaceChildren(head, el("div", { id: "diff" }, el("p", { class: "hint" }, "loading diff…")));
   let d;
@@ -280,7 +286,7 @@ async function showFile(c) {
   box.replaceChildren();
   if (imageExt.test(c.path) && (d.before || d.after)) {
     box.append(el("div", { class: "images" },
-      d.before && num > 0 ? el("figure", {}, el("figcaption", {}, "before"), el("img", { src: `/api/cat?n=${num - 1}&path=${encodeURIComponent(c.from || c.path)}` })) : null,
+      d.before && num > 0 ? el("figure", {}, el("figcaption", {}, "before"), el("img", { src: `/api/cat?n=${prev}&path=${encodeURIComponent(c.from || c.path)}` })) : null,
       d.after ? el("figure", {}, el("figcaption", {}, "after"), el("img", { src: `/api/cat?n=${num}&path=${encodeURIComponent(c.path)}` })) : null));
   }
   if (d.binary || d.not_captured || !d.patch) {
