@@ -52,8 +52,9 @@
 // Options.WritePassthrough (the daemon's default too), so do writable
 // opens of a file whose prior state in the
 // current turn is recorded already (created, truncated or written earlier
-// in the turn): their writes go from the kernel to the backing file without
-// a round trip through the daemon. Because the kernel forbids mixing
+// in the turn), or whose capture would be a clone (Recorder.CapturesByClone:
+// it is then captured at the open): their writes go from the kernel to the
+// backing file without a round trip through the daemon. Because the kernel forbids mixing
 // passthrough and daemon-served opens of one inode, a file opened for
 // writing while it has passthrough readers is opened through passthrough as
 // well, captured at open. Every file open for writing through passthrough

@@ -43,6 +43,8 @@ func newFakeRec(t *testing.T) *fakeRec {
 	return &fakeRec{touched: map[string]uint8{}, linkDir: t.TempDir()}
 }
 
+func (f *fakeRec) CapturesByClone(dev uint64, size int64) bool { return false }
+
 func (f *fakeRec) NeedsCapture(p string, metaOnly bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

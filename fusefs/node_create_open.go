@@ -195,7 +195,8 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // writable open uses passthrough too when the file has passthrough readers,
 // or (with Options.WritePassthrough) when the file's prior state in this
 // turn is recorded already (truncated now, created or written earlier in
-// the turn); its writes then
+// the turn) or its capture would be a clone (the store clones: the prior
+// state is then recorded at the open, at no cost); its writes then
 // bypass the daemon, so its content is captured now (if it was not) and
 // again at every turn boundary while it stays open.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -227,7 +228,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if st, err := backing.Fstat(fd); err == nil {
 			n.r.settled(func() {
 				p, ok := n.path()
-				wantPT = ok && n.r.priorRecorded(p, &st)
+				wantPT = ok && (n.r.priorRecorded(p, &st) || n.r.clonesUpFront(p, &st))
 			})
 		}
 	}

@@ -100,6 +100,16 @@ func (r *Root) priorRecorded(p string, st *backing.Stat) bool {
 	return r.excluded(p, false) || !r.rec.NeedsCapture(p, false)
 }
 
+// clonesUpFront reports whether a writable open of p (a regular file with
+// one link, st) should capture it now, by a clone, and write through
+// passthrough: the store clones a file of its size on its device.
+func (r *Root) clonesUpFront(p string, st *backing.Stat) bool {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		return false
+	}
+	return r.rec.CapturesByClone(st.Dev, st.Size)
+}
+
 // creditPassthrough credits the caller with the turn's changes when it
 // opened a file for writing through passthrough: its writes will not pass
 // through the daemon, which would credit them one by one.

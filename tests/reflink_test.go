@@ -105,3 +105,69 @@ func TestReflinkCaptureOnAMount(t *testing.T) {
 		t.Errorf("attic after gc: %v (%v), want empty", attic, err)
 	}
 }
+
+// On a store that clones, a writable open of a file the turn has not
+// captured captures it by a clone at the open and writes through FUSE
+// passthrough: the daemon sees no WRITE for it (its --debug log lists
+// every request), and the turn still holds the exact prior bytes.
+func TestCloneCapturedOpensWriteThroughPassthrough(t *testing.T) {
+	needTurnctl(t)
+	mnt := xfstest.Mount(t, 256<<20)
+	if !xfstest.Clones(mnt) {
+		t.Skip("the XFS image does not clone (kernel without reflink?)")
+	}
+	dir := filepath.Join(mnt, "proj")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteSeeded(t, filepath.Join(dir, "first.bin"), 2<<20, 1)
+	want := xfstest.WriteSeeded(t, filepath.Join(dir, "big.bin"), 16<<20, 2)
+	t.Setenv("CKPTFS_PASSTHROUGH", "1") // the daemon inherits them
+	t.Setenv("CKPTFS_WRITE_PASSTHROUGH", "1")
+	m := mountProject(t, dir, "--debug")
+	logPath := filepath.Join(fmt.Sprintf("/proc/%d/cwd", m.PID(t)), "daemon.log")
+
+	// The store learns that it clones from its first capture.
+	m.turnctl(t, "begin", "--label", "learn")
+	xfstest.WriteAt(t, filepath.Join(dir, "first.bin"), 0, make([]byte, 4096))
+	m.turnctl(t, "end")
+
+	m.turnctl(t, "begin", "--label", "write in place")
+	before, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "big.bin"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(0); off < 16<<20; off += 1 << 20 {
+		if _, err := f.WriteAt(make([]byte, 4096), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	after, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(after[len(before):]), ": WRITE "); n > 0 {
+		t.Errorf("the daemon served %d WRITE requests of a clone-captured file: not passthrough", n)
+	}
+	if !strings.Contains(string(after[len(before):]), ": OPEN ") {
+		t.Fatal("the daemon's --debug log shows no OPEN: it logs no requests, and the check above proves nothing")
+	}
+	cat := m.turnctlCmd("cat", "1", "big.bin")
+	h := sha256.New()
+	cat.Stdout = h
+	if err := cat.Run(); err != nil || [32]byte(h.Sum(nil)) != want {
+		t.Fatalf("turnctl cat 1 big.bin: not the prior bytes (%v)", err)
+	}
+	m.turnctl(t, "rewind", "1")
+	if xfstest.FileSum(t, filepath.Join(dir, "big.bin")) != want {
+		t.Fatal("after rewind 1, big.bin is not what it was")
+	}
+}

@@ -48,6 +48,19 @@ const (
 	cloneNo
 )
 
+// CapturesByClone reports whether a capture of a regular file of size
+// bytes on device dev would be a clone: the store has cloned before (it
+// learns whether its filesystem can by the first attempt), the file is
+// large enough (cloneMin), and no clone from dev has failed.
+func (s *Store) CapturesByClone(dev uint64, size int64) bool {
+	if s.attic == nil || size < cloneMin {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cloneState == cloneYes && !s.cloneXDev[dev]
+}
+
 // cloneInto tries to keep the bytes of src (the prior bytes of a regular
 // file of size about size, opened read-only) as a clone in the attic. It
 // returns nil when it did not clone; the caller then copies. A returned
