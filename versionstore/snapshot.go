@@ -24,6 +24,8 @@ type Snapshot struct {
 	// from the live tree is the turn's only while no event since names it
 	// (Check).
 	mark uint64
+	// watch: the events since mark, for reading a view's files (ViewAt).
+	watch *watch
 }
 
 // Entry is one path of a Snapshot.
