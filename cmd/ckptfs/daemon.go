@@ -171,7 +171,9 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		return fmt.Errorf("mount: %v", err)
 	}
 	sock, _ := rundir.Socket(dir)
-	stopControl, err := startControl(sock, store, tree, root)
+	views := newViews(store, tree, dir, privateMount(o), o.debug, logger.Printf)
+	defer views.closeAll()
+	stopControl, err := startControl(sock, store, tree, root, views)
 	if err != nil {
 		unmount(srv, dir, logger)
 		return fmt.Errorf("mount: control socket: %v", err)
@@ -209,6 +211,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		logger.Printf("unmounted from outside")
 	}
 	stopControl()
+	views.closeAll() // they read the store
 	stopAutoGC()
 	// Close the open turn, and save the manifest the next mount compares
 	// the tree with, at a boundary no mutation straddles. (A change that

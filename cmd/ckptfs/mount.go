@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/exclude"
@@ -76,7 +77,9 @@ func parsePolicyFlags(size, turns, age string) (policyFlags, error) {
 
 func runMount(args []string, stdout, stderr io.Writer) error {
 	var o mountOpts
+	var at string
 	fs := newFlags("mount", `mount [flags] DIR
+       ckptfs mount --at TURN PROJECT MOUNTPOINT
 
 Mounts the versioning overlay over DIR, in place, and returns once the
 mount is live. As root the mount is shared with every user (the kernel
@@ -86,7 +89,20 @@ and is private to that user: nobody else, root included, can enter DIR
 while it is mounted, and reads go through the daemon (passthrough needs
 root). --allow-other shares it instead (as a user, only with
 user_allow_other in /etc/fuse.conf; files other users create then belong
-to you).`, stdout)
+to you).
+
+With --at, mounts instead a read-only view of PROJECT's tree as it was at
+the end of TURN (a number, 0, or ref:ID, as turnctl takes it) on
+MOUNTPOINT, an existing directory outside the project, while the project
+stays mounted and in use: exactly the tree 'turnctl checkout TURN' writes
+and a rewind to TURN would leave, its files read from the live tree where
+they are unchanged and from the history store where not. It shows TURN's
+bytes whatever the project does later; every write fails with EROFS.
+PROJECT's daemon serves it (PROJECT must be mounted); 'ckptfs umount
+MOUNTPOINT' unmounts it, and it goes when PROJECT is unmounted. TURN must
+be closed and kept: an open, forgotten or missing turn is refused and
+nothing is mounted.`, stdout)
+	fs.StringVar(&at, "at", "", "mount a read-only view of the tree at the end of `TURN` (PROJECT MOUNTPOINT; see above)")
 	fs.StringVar(&o.store, "store", "", "history store `PATH` (default DIR/.ckptfs, hidden from the mount; remembered for the next mounts and turnctl, in $XDG_STATE_HOME/ckptfs/stores)")
 	fs.BoolVarP(&o.foreground, "foreground", "f", false, "stay in the foreground (default: return once the mount is live)")
 	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable; kept in the store for the next mounts; --exclude= for none)")
@@ -99,6 +115,21 @@ to you).`, stdout)
 	fs.MarkHidden("ready-fd")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if fs.Changed("at") {
+		if fs.NArg() != 2 {
+			return usageError{"mount --at TURN: expected PROJECT and MOUNTPOINT (try --help)"}
+		}
+		var other []string
+		fs.Visit(func(f *pflag.Flag) {
+			if f.Name != "at" {
+				other = append(other, "--"+f.Name)
+			}
+		})
+		if len(other) > 0 {
+			return usageError{fmt.Sprintf("mount --at: %s cannot be given with --at", strings.Join(other, ", "))}
+		}
+		return runMountAt(at, fs.Arg(0), fs.Arg(1), stdout)
 	}
 	if fs.NArg() != 1 {
 		return usageError{"mount: expected one DIR (try --help)"}
