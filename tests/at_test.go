@@ -289,3 +289,51 @@ func assertRootLike(t *testing.T, view, co string) {
 		t.Errorf("the view's root: mode %o %d:%d ino %d; its checkout's: mode %o %d:%d", a.Mode, a.Uid, a.Gid, a.Ino, b.Mode, b.Uid, b.Gid)
 	}
 }
+
+// TestAtUser: an ordinary user's view, mounted through fusermount3 by the
+// user's daemon: private to the user as the project is, the turn's bytes
+// after the live file changed, EROFS on writes, and unmounted by the
+// user's ckptfs umount.
+func TestAtUser(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `printf 'zero\n' > a.txt; printf 'keep\n' > k.txt`)
+	p.mount(t)
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "one")
+	p.sh(t, `printf 'one\n' > a.txt; chmod 600 k.txt; ln -s a.txt l`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	view := filepath.Join(p.Home, "view")
+	p.run(t, p.Home, "mkdir", view)
+	t.Cleanup(func() {
+		if isView(view) {
+			unix.Unmount(view, unix.MNT_DETACH)
+			t.Errorf("the view %s was left mounted", view)
+		}
+	})
+	if out := p.run(t, p.Home, ckptfsBin, "mount", "--at", "1", p.Dir, view); out != "mounted turn 1 of "+p.Dir+" on "+view+" (read-only)\n" {
+		t.Errorf("mount --at said %q", out)
+	}
+	ms, _ := rundir.ViewTable()
+	found := false
+	for _, m := range ms {
+		if m.Dir == view {
+			found = true
+			if m.UID != int(p.uid) || m.AllowOther {
+				t.Errorf("the view: %+v, want uid %d and private", m, p.uid)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no view on %s", view)
+	}
+	p.sh(t, `printf 'two\n' > a.txt; printf 'changed\n' > k.txt`)
+	got := p.run(t, view, "bash", "-c", `cat a.txt k.txt; stat -c '%A %U %n' a.txt k.txt; readlink l; echo x > a.txt 2>&1 || true; rm k.txt 2>&1 || true`)
+	want := "one\nkeep\n-rw-r--r-- " + testUserName + " a.txt\n-rw------- " + testUserName + " k.txt\na.txt\n" +
+		"bash: line 1: a.txt: Read-only file system\nrm: cannot remove 'k.txt': Read-only file system\n"
+	if got != want {
+		t.Errorf("through the user's view of turn 1:\n%s\nwant:\n%s", got, want)
+	}
+	if out := p.run(t, p.Home, ckptfsBin, "umount", view); out != "unmounted the view "+view+"\n" || isView(view) {
+		t.Errorf("umount of the view as the user: %q, still mounted %v", out, isView(view))
+	}
+}
