@@ -157,6 +157,15 @@ func (s *Store) forgetTo(to uint64, reason string) (ckpt.HistoryStart, error) {
 			return old.HistoryStart, detailf(ErrPinned, "cannot forget turn %d: it is pinned (turnctl unpin %d first)", p.Turn, p.Turn)
 		}
 	}
+	held := to
+	for n := range s.holds {
+		if n >= old.Turn && n < held {
+			held = n
+		}
+	}
+	if held < to {
+		return old.HistoryStart, detailf(ErrPinned, "cannot forget turn %d: a view of it is mounted (ckptfs mount --at; ckptfs umount it first)", held)
+	}
 	t, err := s.storedTurn(to)
 	if err != nil {
 		return old.HistoryStart, err

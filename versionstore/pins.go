@@ -3,6 +3,7 @@ package versionstore
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -67,7 +68,7 @@ func (s *Store) Pins() ([]ckpt.Pin, error) {
 	return out, it.Error()
 }
 
-// pinned returns the pinned turn numbers as a set.
+// pinned returns the pinned turn numbers as a set, with the held ones.
 func (s *Store) pinned() (map[uint64]bool, error) {
 	pins, err := s.Pins()
 	if err != nil {
@@ -77,5 +78,38 @@ func (s *Store) pinned() (map[uint64]bool, error) {
 	for _, p := range pins {
 		m[p.Turn] = true
 	}
+	s.histMu.Lock()
+	for n := range s.holds {
+		m[n] = true
+	}
+	s.histMu.Unlock()
 	return m, nil
+}
+
+// Hold keeps turn n from being forgotten, as a pin does but in memory
+// only, until release is called: a view of it is mounted (ckptfs mount
+// --at), whose files the store may have to read at any time.
+func (s *Store) Hold(n uint64) (release func(), err error) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	if n < s.startTurn() {
+		return nil, s.forgottenErr(n)
+	}
+	if n > s.Latest() {
+		return nil, detailf(ErrTurnNotFound, "no turn %d (turns are %d-%d)", n, s.startTurn(), s.Latest())
+	}
+	if s.holds == nil {
+		s.holds = map[uint64]int{}
+	}
+	s.holds[n]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.histMu.Lock()
+			defer s.histMu.Unlock()
+			if s.holds[n]--; s.holds[n] <= 0 {
+				delete(s.holds, n)
+			}
+		})
+	}, nil
 }

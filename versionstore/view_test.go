@@ -93,3 +93,31 @@ func TestViewFile(t *testing.T) {
 		t.Errorf("ViewAt of the open turn: %v, want ErrOpenTurn", err)
 	}
 }
+
+// TestHold: a held turn is not forgotten, by hand or by the policy's
+// plan, until it is released; a forgotten turn cannot be held.
+func TestHold(t *testing.T) {
+	s := NewTestStore(t)
+	for i := 0; i < 3; i++ {
+		s.Begin(ckpt.KindAgent, "", "")
+		s.End("")
+	}
+	release, err := s.Hold(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Forget([]uint64{0, 1}, ckpt.ReasonForget); !errors.Is(err, ErrPinned) {
+		t.Fatalf("forget of a held turn: %v, want ErrPinned", err)
+	}
+	if p, err := s.pinned(); err != nil || !p[1] {
+		t.Errorf("pinned() = %v, %v: the held turn is not in it", p, err)
+	}
+	release()
+	release() // twice: once
+	if _, err := s.Forget([]uint64{0, 1}, ckpt.ReasonForget); err != nil {
+		t.Fatalf("forget after the release: %v", err)
+	}
+	if _, err := s.Hold(1); !errors.Is(err, ErrForgotten) {
+		t.Errorf("hold of a forgotten turn: %v, want ErrForgotten", err)
+	}
+}
