@@ -30,6 +30,12 @@ type views struct {
 	mu     sync.Mutex
 	live   map[string]*fuse.Server // by mount point; nil while mounting
 	closed bool
+
+	// reads holds off closeAll while a view reads the store; once
+	// stopped, a view detached in use answers EIO instead of reading a
+	// closed store.
+	reads   sync.RWMutex
+	stopped bool
 }
 
 func newViews(store *versionstore.Store, tree *backing.Tree, project string, private, debug bool, logf func(string, ...any)) *views {
@@ -49,22 +55,34 @@ func (v *views) MountView(n uint64, dir string) error {
 	}
 	v.live[dir] = nil
 	v.mu.Unlock()
+	// The turn is kept while the view is mounted: the store may have to
+	// read its files at any time.
+	release, err := v.store.Hold(n)
+	if err != nil {
+		v.mu.Lock()
+		delete(v.live, dir)
+		v.mu.Unlock()
+		return err
+	}
 	srv, err := v.mount(n, dir)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err != nil {
 		delete(v.live, dir)
+		release()
 		return err
 	}
 	if v.closed {
 		// closeAll ran while this one was being mounted.
 		delete(v.live, dir)
 		srv.Unmount()
+		release()
 		return errors.New("the daemon is stopping")
 	}
 	v.live[dir] = srv
 	go func() {
 		srv.Wait()
+		release()
 		v.mu.Lock()
 		if v.live[dir] == srv {
 			delete(v.live, dir)
@@ -89,7 +107,7 @@ func (v *views) mount(n uint64, dir string) (*fuse.Server, error) {
 	if end.IsZero() {
 		end = time.Unix(0, 0)
 	}
-	return atview.Mount(dir, viewEntries(sn), &viewSource{store: v.store, tree: v.tree, sn: sn}, atview.Options{
+	return atview.Mount(dir, viewEntries(sn), &viewSource{v: v, sn: sn}, atview.Options{
 		Time:    end,
 		Private: v.private,
 		Name:    fmt.Sprintf("%s@%d", v.project, n),
@@ -119,14 +137,41 @@ func viewEntries(sn *versionstore.Snapshot) []atview.Entry {
 
 // viewSource opens a view's files through the store.
 type viewSource struct {
-	store *versionstore.Store
-	tree  *backing.Tree
-	sn    *versionstore.Snapshot
+	v  *views
+	sn *versionstore.Snapshot
 }
 
+var errStopped = errors.New("the daemon has stopped")
+
 func (s *viewSource) Open(i int) (atview.File, error) {
-	return s.store.OpenView(s.sn, s.sn.Entries[i], s.tree)
+	s.v.reads.RLock()
+	defer s.v.reads.RUnlock()
+	if s.v.stopped {
+		return nil, errStopped
+	}
+	f, err := s.v.store.OpenView(s.sn, s.sn.Entries[i], s.v.tree)
+	if err != nil {
+		return nil, err
+	}
+	return &viewFile{f: f, v: s.v}, nil
 }
+
+// viewFile reads through the store while the daemon has it open.
+type viewFile struct {
+	f *versionstore.ViewFile
+	v *views
+}
+
+func (f *viewFile) ReadAt(p []byte, off int64) (int, error) {
+	f.v.reads.RLock()
+	defer f.v.reads.RUnlock()
+	if f.v.stopped {
+		return 0, errStopped
+	}
+	return f.f.ReadAt(p, off)
+}
+
+func (f *viewFile) Close() error { return f.f.Close() }
 
 // closeAll unmounts every view (detaching one in use) and refuses new
 // ones: the daemon is stopping, and its store with it.
@@ -148,4 +193,7 @@ func (v *views) closeAll() {
 			}
 		}
 	}
+	v.reads.Lock()
+	v.stopped = true
+	v.reads.Unlock()
 }
