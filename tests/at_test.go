@@ -241,6 +241,13 @@ func TestAt(t *testing.T) {
 		}
 	}
 	m.turnctl(t, "end")
+	// A turn is kept while a view of it is mounted.
+	if stderr, code := m.turnctlFail(t, "forget", "--before", "1"); code != 1 || !strings.Contains(stderr, "cannot forget turn 0: a view of it is mounted") {
+		t.Errorf("forget of a viewed turn: exit %d, %q", code, stderr)
+	}
+	if out, err := runCkptfs("umount", views[0]); err != nil || isView(views[0]) {
+		t.Fatalf("ckptfs umount %s: %v %s", views[0], err, out)
+	}
 	m.turnctl(t, "forget", "--before", "1")
 	stderr, _, code := runCkptfsCode(t, "mount", "--at", "0", m.Dir, spare)
 	if code == 0 || !strings.Contains(stderr, "forgotten") || strings.Count(stderr, "\n") != 1 || isView(spare) {
@@ -268,7 +275,7 @@ func TestAt(t *testing.T) {
 		t.Errorf("%s after umount: %v %v, want the empty directory", v, names, err)
 	}
 	m.Unmount(t)
-	for _, d := range []string{views[0], views[last], fresh, later} {
+	for _, d := range []string{views[last], fresh, later} {
 		if isView(d) {
 			t.Errorf("the view %s is still mounted after its project's umount", d)
 		}
