@@ -434,6 +434,41 @@ func (h *history) at(ctx context.Context) error {
 			}
 		}
 	}
+	// Then the file changes in a later turn (one block: its prior bytes
+	// are captured whole into the store), and the view reads them from
+	// the store.
+	if _, err := cl.Begin(ctx, turnctl.BeginRequest{}); err != nil {
+		return err
+	}
+	w, err := os.OpenFile(files[0].path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = w.WriteAt(make([]byte, 4096), 0)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := cl.End(ctx, turnctl.EndRequest{}); err != nil {
+		return err
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		for _, fig := range []struct {
+			name string
+			n    int64
+		}{{"first byte of a " + label + " file from the store, cold", 1}, {"read of a " + label + " file from the store, cold", size}} {
+			if err := cold(); err != nil {
+				return fmt.Errorf("drop caches (need root): %w", err)
+			}
+			start := time.Now()
+			if err := read(files[1].path, fig.n); err != nil {
+				return err
+			}
+			h.record(fig.name, "A", sample{Wall: since(start), CPU: -1})
+		}
+	}
 	return nil
 }
 
