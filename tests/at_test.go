@@ -2,6 +2,7 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -342,5 +343,103 @@ func TestAtUser(t *testing.T) {
 	}
 	if out := p.run(t, p.Home, ckptfsBin, "umount", view); out != "unmounted the view "+view+"\n" || isView(view) {
 		t.Errorf("umount of the view as the user: %q, still mounted %v", out, isView(view))
+	}
+}
+
+// TestAtConcurrent: a view read without pause (O_DIRECT, past the page
+// cache) while the project changes each of its files in place, renames
+// their directories and rewinds gives the turn's bytes at every read:
+// the race between a read from a live file and the change that lands
+// just after it is the one the view's check after each read closes.
+// Then the project is unmounted under a view in use: the view is
+// detached, and its daemon stops cleanly (no panic in its log).
+func TestAtConcurrent(t *testing.T) {
+	proj := t.TempDir()
+	const nfiles = 24
+	want := map[string]string{}
+	for i := 0; i < nfiles; i++ {
+		p := filepath.Join("d"+strconv.Itoa(i%4), "f"+strconv.Itoa(i))
+		want[p] = strings.Repeat(strconv.Itoa(i)+"-turn-one ", 6000+i*100)
+	}
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "one")
+	writeTree(t, proj, want)
+	m.turnctl(t, "end")
+	view := mountAt(t, m, "1")
+
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		script := func(s string) error {
+			cmd := exec.Command("bash", "-euo", "pipefail", "-c", s)
+			cmd.Dir = proj
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%s: %v\n%s", s, err, out)
+			}
+			return nil
+		}
+		tc := func(args ...string) error {
+			out, err := m.turnctlCmd(args...).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("turnctl %v: %v\n%s", args, err, out)
+			}
+			return nil
+		}
+		for i := 0; i < nfiles; i++ {
+			p := filepath.Join("d"+strconv.Itoa(i%4), "f"+strconv.Itoa(i))
+			steps := []func() error{
+				func() error { return tc("begin", "--label", "change "+p) },
+				func() error {
+					return script(fmt.Sprintf(`printf 'CHANGED%%.0s' $(seq 200) | dd of=%s bs=4096 conv=notrunc status=none`, p))
+				},
+				func() error { return tc("end") },
+			}
+			if i%6 == 5 {
+				d := "d" + strconv.Itoa(i%4)
+				steps = append(steps, func() error { return script("mv " + d + " " + d + ".x && mv " + d + ".x " + d) })
+			}
+			if i == nfiles/2 {
+				steps = append(steps, func() error { return tc("rewind", "0") }, func() error { return tc("rewind", "1") })
+			}
+			for _, s := range steps {
+				if err := s(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}
+	}()
+	reads := 0
+	for running := true; running; {
+		select {
+		case err, ok := <-errc:
+			if ok && err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		default:
+		}
+		for p, w := range want {
+			if b := preadDirect(t, filepath.Join(view, p)); string(b) != w {
+				t.Fatalf("read %d: %s through the view of turn 1: %d bytes, not the turn's (%.40q...)", reads, p, len(b), b)
+			}
+			reads++
+		}
+	}
+	t.Logf("%d reads while the project changed", reads)
+	if reads < 2*nfiles {
+		t.Errorf("only %d reads while the project changed", reads)
+	}
+
+	// The project goes while a file of the view is open: the view is
+	// detached with it.
+	f, err := os.Open(filepath.Join(view, "d0", "f0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m.Unmount(t)
+	if isView(view) {
+		t.Errorf("the view %s is still mounted after its project's umount", view)
 	}
 }
