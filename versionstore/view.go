@@ -29,15 +29,28 @@ import (
 // which now finds the recorded bytes (or the file's new name, after a
 // rename), and the read is done again from there.
 
+// Where no daemon records the tree's changes (the project is not mounted:
+// ViewOptions.Unwatched), a live file is the turn's only while it is the
+// inode, size and mtime it was when the view was taken; a read finds out
+// after the fact, and fails: the bytes it had were never captured.
+
 // viewRetries bounds how often ViewAt retakes a snapshot that changed
 // under its walk, and how often a read resolves a file again.
 const viewRetries = 5
+
+// ViewOptions say how a view's live files may change.
+type ViewOptions struct {
+	// Unwatched: nothing records the tree's changes while the view is
+	// read (the project is not mounted), so a live file is checked
+	// against its inode, size and mtime instead of against the events.
+	Unwatched bool
+}
 
 // ViewAt returns the tree at the end of turn n, as TreeAt, to be browsed
 // for a while: its files are read with OpenView. The turn must be closed
 // (an open turn's end is still moving): ErrOpenTurn. A snapshot that the
 // project changed under is taken again.
-func (s *Store) ViewAt(n uint64, live ckpt.Tree) (*Snapshot, error) {
+func (s *Store) ViewAt(n uint64, live ckpt.Tree, opts ViewOptions) (*Snapshot, error) {
 	t, err := s.Turn(n)
 	if err != nil {
 		return nil, err
@@ -50,14 +63,45 @@ func (s *Store) ViewAt(n uint64, live ckpt.Tree) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err = s.Check(sn); err == nil {
+		if err = s.Check(sn); err == nil && opts.Unwatched {
+			err = stampLive(sn, live)
+		}
+		if err == nil {
 			sn.watch = &watch{upTo: sn.mark, last: map[string]uint64{}}
+			sn.unwatched = opts.Unwatched
 			return sn, nil
 		}
 		if try == viewRetries {
 			return nil, err
 		}
 	}
+}
+
+// stampLive gives every live regular file of sn its stamp (the walk gave
+// most of them theirs), checking that it is still the size the view
+// shows.
+func stampLive(sn *Snapshot, live ckpt.Tree) error {
+	for i := range sn.Entries {
+		e := &sn.Entries[i]
+		if e.State.Type != ckpt.Regular || e.r.Live == "" || e.stamp.Ino != 0 {
+			continue
+		}
+		f, err := live.Open(e.r.Live)
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(int(f.Fd()), &st)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if st.Size != e.State.Size {
+			return fmt.Errorf("versionstore: %s changed while it was being read: run again", e.r.Live)
+		}
+		e.stamp = ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano()}
+	}
+	return nil
 }
 
 // watch remembers, for the events after a view's mark, the newest event
@@ -106,11 +150,12 @@ type ViewFile struct {
 	path string // the entry's path at the turn
 	size int64
 
-	mu   sync.Mutex
-	r    resolved
-	mark uint64   // the newest event when r was resolved
-	f    *os.File // the live file (r.Live) or the attic file, once opened
-	ch   *chunksAt
+	mu    sync.Mutex
+	r     resolved
+	stamp ckpt.Stamp // the live file's then (unwatched)
+	mark  uint64     // the newest event when r was resolved
+	f     *os.File   // the live file (r.Live) or the attic file, once opened
+	ch    *chunksAt
 }
 
 // OpenView opens the regular file entry e of sn (taken by ViewAt) for
@@ -126,7 +171,7 @@ func (s *Store) OpenView(sn *Snapshot, e Entry, live ckpt.Tree) (*ViewFile, erro
 	if e.Lost {
 		return nil, fmt.Errorf("%s: %w: the file changed while the project was not mounted, so its bytes from before were never seen", e.Path, ErrNotCaptured)
 	}
-	return &ViewFile{s: s, sn: sn, live: live, path: e.Path, size: e.State.Size, r: e.r, mark: sn.mark}, nil
+	return &ViewFile{s: s, sn: sn, live: live, path: e.Path, size: e.State.Size, r: e.r, stamp: e.stamp, mark: sn.mark}, nil
 }
 
 // Size is the file's size at the end of the turn.
@@ -155,6 +200,12 @@ func (f *ViewFile) ReadAt(p []byte, off int64) (int, error) {
 			return n, err
 		}
 		n, rerr := f.readLive(p, off)
+		if f.sn.unwatched {
+			if rerr == nil {
+				rerr = eof
+			}
+			return n, rerr
+		}
 		changed, err := f.s.changedSince(f.sn.watch, f.r.Live, f.mark)
 		if err != nil {
 			return 0, err
@@ -194,6 +245,9 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 		}
 		if st.Size != f.size || (f.r.Inode.Ino != 0 && st.Ino != f.r.Inode.Ino) {
 			lf.Close()
+			if f.sn.unwatched {
+				return 0, f.changedOffline()
+			}
 			return 0, fmt.Errorf("the live file is another one now")
 		}
 		f.f = lf
@@ -202,7 +256,21 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 	if err == io.EOF && n < len(p) {
 		err = io.ErrUnexpectedEOF // the file shrank
 	}
+	if f.sn.unwatched {
+		// Still the file seen when the view was taken, after the read.
+		var st unix.Stat_t
+		if serr := unix.Fstat(int(f.f.Fd()), &st); serr != nil {
+			return 0, serr
+		}
+		if st.Ino != f.stamp.Ino || st.Mtim.Nano() != f.stamp.Mtime || st.Size != f.size {
+			return 0, f.changedOffline()
+		}
+	}
 	return n, err
+}
+
+func (f *ViewFile) changedOffline() error {
+	return fmt.Errorf("%s: %w: it changed while the project was not mounted, so its bytes at the end of turn %d were never captured", f.r.Live, ErrNotCaptured, f.sn.Turn)
 }
 
 func (f *ViewFile) readStored(p []byte, off int64) (int, error) {

@@ -34,7 +34,7 @@ func TestViewFile(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "other"), []byte("x"), 0o644)
 	tn, _ := s.End("")
 
-	sn, err := s.ViewAt(tn.Num, tree)
+	sn, err := s.ViewAt(tn.Num, tree, ViewOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestViewFile(t *testing.T) {
 
 	s.Begin(ckpt.KindAgent, "", "")
 	open2 := s.Latest()
-	if _, err := s.ViewAt(open2, tree); !errors.Is(err, ErrOpenTurn) {
+	if _, err := s.ViewAt(open2, tree, ViewOptions{}); !errors.Is(err, ErrOpenTurn) {
 		t.Errorf("ViewAt of the open turn: %v, want ErrOpenTurn", err)
 	}
 }
@@ -119,5 +119,42 @@ func TestHold(t *testing.T) {
 	}
 	if _, err := s.Hold(1); !errors.Is(err, ErrForgotten) {
 		t.Errorf("hold of a forgotten turn: %v, want ErrForgotten", err)
+	}
+}
+
+// TestViewFileUnwatched: with nothing recording the tree's changes, a
+// live file read after it changed on disk fails with ErrNotCaptured
+// rather than give bytes that are not the turn's.
+func TestViewFileUnwatched(t *testing.T) {
+	root := t.TempDir()
+	s := NewTestStore(t)
+	tree, _ := backing.Open(root)
+	defer tree.Close()
+	os.WriteFile(filepath.Join(root, "f"), []byte("the turn's"), 0o644)
+	os.WriteFile(filepath.Join(root, "g"), []byte("kept"), 0o644)
+	s.Begin(ckpt.KindAgent, "", "")
+	tn, _ := s.End("")
+	sn, err := s.ViewAt(tn.Num, tree, ViewOptions{Unwatched: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*ViewFile{}
+	for _, e := range sn.Entries {
+		if e.State.Type == ckpt.Regular {
+			if files[e.Path], err = s.OpenView(sn, e, tree); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	buf := make([]byte, 64)
+	if n, err := files["f"].ReadAt(buf, 0); err != io.EOF || string(buf[:n]) != "the turn's" {
+		t.Fatalf("f before the change: %q, %v", buf[:n], err)
+	}
+	os.WriteFile(filepath.Join(root, "f"), []byte("not theirs"), 0o644) // same size, in place
+	if n, err := files["f"].ReadAt(buf, 0); !errors.Is(err, ErrNotCaptured) {
+		t.Errorf("f after it changed on disk: %q, %v; want ErrNotCaptured", buf[:n], err)
+	}
+	if n, err := files["g"].ReadAt(buf, 0); err != io.EOF || string(buf[:n]) != "kept" {
+		t.Errorf("g, unchanged: %q, %v", buf[:n], err)
 	}
 }

@@ -25,7 +25,10 @@ type views struct {
 	project string
 	private bool
 	debug   bool
-	logf    func(format string, args ...any)
+	// unwatched: the project is not mounted (a view's own daemon), so
+	// nothing records its changes (versionstore.ViewOptions).
+	unwatched bool
+	logf      func(format string, args ...any)
 
 	mu     sync.Mutex
 	live   map[string]*fuse.Server // by mount point; nil while mounting
@@ -95,7 +98,7 @@ func (v *views) MountView(n uint64, dir string) error {
 }
 
 func (v *views) mount(n uint64, dir string) (*fuse.Server, error) {
-	sn, err := v.store.ViewAt(n, v.tree)
+	sn, err := v.store.ViewAt(n, v.tree, versionstore.ViewOptions{Unwatched: v.unwatched})
 	if err != nil {
 		return nil, err
 	}
