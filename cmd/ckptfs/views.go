@@ -47,14 +47,20 @@ func newViews(store *versionstore.Store, tree *backing.Tree, project string, pri
 
 // MountView mounts the tree at the end of turn n on dir.
 func (v *views) MountView(n uint64, dir string) error {
+	_, err := v.add(n, dir)
+	return err
+}
+
+// add mounts the view of turn n on dir and returns its server.
+func (v *views) add(n uint64, dir string) (*fuse.Server, error) {
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
-		return errors.New("the daemon is stopping")
+		return nil, errors.New("the daemon is stopping")
 	}
 	if _, ok := v.live[dir]; ok {
 		v.mu.Unlock()
-		return fmt.Errorf("%s is a view already; run 'ckptfs umount %s' first", dir, dir)
+		return nil, fmt.Errorf("%s is a view already; run 'ckptfs umount %s' first", dir, dir)
 	}
 	v.live[dir] = nil
 	v.mu.Unlock()
@@ -65,7 +71,7 @@ func (v *views) MountView(n uint64, dir string) error {
 		v.mu.Lock()
 		delete(v.live, dir)
 		v.mu.Unlock()
-		return err
+		return nil, err
 	}
 	srv, err := v.mount(n, dir)
 	v.mu.Lock()
@@ -73,14 +79,14 @@ func (v *views) MountView(n uint64, dir string) error {
 	if err != nil {
 		delete(v.live, dir)
 		release()
-		return err
+		return nil, err
 	}
 	if v.closed {
 		// closeAll ran while this one was being mounted.
 		delete(v.live, dir)
 		srv.Unmount()
 		release()
-		return errors.New("the daemon is stopping")
+		return nil, errors.New("the daemon is stopping")
 	}
 	v.live[dir] = srv
 	go func() {
@@ -94,7 +100,7 @@ func (v *views) MountView(n uint64, dir string) error {
 		v.logf("view of turn %d on %s unmounted", n, dir)
 	}()
 	v.logf("view of turn %d mounted on %s", n, dir)
-	return nil
+	return srv, nil
 }
 
 func (v *views) mount(n uint64, dir string) (*fuse.Server, error) {

@@ -3,7 +3,8 @@
 // filesystem of a fixed list of entries, whose regular files' bytes come
 // from a Source. The project's daemon serves it in its own process (the
 // only one that may open the history store), beside the project's mount,
-// which stays in use.
+// which stays in use; a project that is not mounted gets a daemon for the
+// view alone, which holds the store while the view is mounted.
 //
 // # The contract
 //
@@ -17,7 +18,10 @@
 //     TURN from the live backing file by fd, and checks after each read
 //     that no change of it was recorded meanwhile; a file changed since
 //     (before or after the mount) is read from the store (see
-//     versionstore.ViewFile).
+//     versionstore.ViewFile). Where the project is not mounted nothing
+//     records its changes: a live file changed on disk after the view was
+//     mounted fails with EIO (its bytes at TURN were never captured)
+//     instead of showing other bytes.
 //   - Everything that writes (write, create, mkdir, mknod, symlink, link,
 //     unlink, rmdir, rename, setattr, setxattr, removexattr) fails with
 //     EROFS: the mount is read-only (MS_RDONLY) and the nodes refuse too.

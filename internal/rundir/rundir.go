@@ -172,8 +172,9 @@ var ErrNotMounted = errors.New("not inside a ckptfs mount")
 
 // Mount is one live ckptfs mount in the mount table.
 type Mount struct {
-	Dir string // its mount point
-	Dev uint64 // its device number (st_dev of its files)
+	Dir    string // its mount point
+	Source string // its source (the project, for a view: PROJECT@TURN)
+	Dev    uint64 // its device number (st_dev of its files)
 	// UID is the user the mount belongs to: the user_id the kernel
 	// shows, whose daemon serves it (-1: not shown).
 	UID int
@@ -237,6 +238,9 @@ func mountTable(fstype string) ([]Mount, error) {
 			continue
 		}
 		m := Mount{Dir: unescape(pre[4]), UID: -1}
+		if len(post) >= 2 {
+			m.Source = unescape(post[1])
+		}
 		if len(post) >= 3 {
 			m.UID = superUID(post[2])
 			m.AllowOther = strings.Contains(","+post[2]+",", ",allow_other,")
