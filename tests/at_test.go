@@ -231,7 +231,7 @@ func TestAt(t *testing.T) {
 		{[]string{"1", m.Dir, filepath.Join(m.Dir, "dir")}, 2, "is inside the project"},
 		{[]string{"1", m.Dir, filepath.Join(out, "none")}, 1, "no such file or directory"},
 		{[]string{"1", m.Dir, v}, 1, "is a view already"},
-		{[]string{"1", t.TempDir(), spare}, 1, "is not mounted"},
+		{[]string{"1", t.TempDir(), spare}, 1, "is not mounted and has no history store"},
 	} {
 		stderr, stdout, code := runCkptfsCode(t, append([]string{"mount", "--at"}, c.args...)...)
 		if code != c.code || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
@@ -441,5 +441,69 @@ func TestAtConcurrent(t *testing.T) {
 	m.Unmount(t)
 	if isView(view) {
 		t.Errorf("the view %s is still mounted after its project's umount", view)
+	}
+}
+
+// TestAtOffline: a view of a project that is not mounted, served by a
+// daemon of its own that holds the store: the same tree as checkout; the
+// project cannot be mounted meanwhile (the error names the view); a live
+// file changed on disk under it is EIO, never other bytes; bad turns are
+// refused with nothing left running; after its umount the project mounts
+// at once.
+func TestAtOffline(t *testing.T) {
+	m, _ := exportHistory(t, false)
+	co := filepath.Join(t.TempDir(), "t1")
+	m.turnctl(t, "checkout", "1", co)
+	m.Unmount(t)
+
+	view := filepath.Join(t.TempDir(), "view")
+	os.Mkdir(view, 0o755)
+	t.Cleanup(func() { unmountView(t, view) })
+	stderr, stdout, code := runCkptfsCode(t, "mount", "--at", "1", m.Dir, view)
+	if code != 0 || !strings.HasPrefix(stdout, "mounted turn 1 of "+m.Dir+" on "+view+" (read-only; ") || !isView(view) {
+		t.Fatalf("mount --at of an unmounted project: exit %d, %q %q", code, stdout, stderr)
+	}
+	sameTree(t, "the view of turn 1 of an unmounted project against its checkout", tree(t, co), tree(t, view))
+
+	stderr, _, code = runCkptfsCode(t, "mount", m.Dir)
+	if code != 1 || !strings.Contains(stderr, "is in use by the view of "+m.Dir+" on "+view) || rundir.IsMounted(m.Dir) {
+		t.Errorf("mount of the project while its view holds the store: exit %d, %q", code, stderr)
+	}
+
+	// run.sh is read from the live file (unchanged since turn 1); changed
+	// on disk, with nothing to record it, it cannot be read any more.
+	if err := os.WriteFile(filepath.Join(m.Dir, "run.sh"), []byte("#!/bin/sh\necho ho\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(filepath.Join(view, "run.sh"), unix.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Pread(fd, buf, 0)
+	unix.Close(fd)
+	if !errors.Is(err, syscall.EIO) {
+		t.Errorf("run.sh through the view after it changed on disk: %q, %v; want EIO", buf[:max(n, 0)], err)
+	}
+
+	if _, stdout, code := runCkptfsCode(t, "umount", view); code != 0 || stdout != "unmounted the view "+view+"\n" || isView(view) {
+		t.Fatalf("umount of the view: exit %d, %q", code, stdout)
+	}
+	spare := filepath.Join(t.TempDir(), "spare")
+	os.Mkdir(spare, 0o755)
+	for _, c := range []struct {
+		turn string
+		code int
+		want string
+	}{{"99", 2, "no turn 99"}, {"x", 2, "is not a turn"}} {
+		stderr, _, code := runCkptfsCode(t, "mount", "--at", c.turn, m.Dir, spare)
+		if code != c.code || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 || isView(spare) {
+			t.Errorf("mount --at %s of an unmounted project: exit %d, %q (want exit %d and %q)", c.turn, code, stderr, c.code, c.want)
+		}
+	}
+	// Nothing holds the store now: the project mounts.
+	m = mountProject(t, m.Dir)
+	if out := m.turnctl(t, "log"); !strings.Contains(out, "changed while unmounted") {
+		t.Errorf("the change made while unmounted is not in the log:\n%s", out)
 	}
 }
