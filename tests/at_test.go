@@ -501,6 +501,20 @@ func TestAtOffline(t *testing.T) {
 			t.Errorf("mount --at %s of an unmounted project: exit %d, %q (want exit %d and %q)", c.turn, code, stderr, c.code, c.want)
 		}
 	}
+	// Detached while in use, the view's daemon stops all the same and
+	// lets the store go.
+	if _, stdout, code := runCkptfsCode(t, "mount", "--at", "2", m.Dir, view); code != 0 || !isView(view) {
+		t.Fatalf("mount --at 2 of an unmounted project: exit %d, %q", code, stdout)
+	}
+	sleeper := exec.Command("sleep", "60")
+	sleeper.Dir = view
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	if stderr, _, code := runCkptfsCode(t, "umount", "--lazy", view); code != 0 || !strings.Contains(stderr, "detached it lazily") || isView(view) {
+		t.Errorf("umount --lazy of a view in use: exit %d, %q", code, stderr)
+	}
 	// Nothing holds the store now: the project mounts.
 	m = mountProject(t, m.Dir)
 	if out := m.turnctl(t, "log"); !strings.Contains(out, "changed while unmounted") {
