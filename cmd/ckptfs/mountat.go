@@ -205,7 +205,7 @@ func checkViewDir(project, mp string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("mount --at: %s is not a directory", mp)
 	}
-	if r, err := filepath.Rel(project, mp); err == nil && (r == "." || !strings.HasPrefix(r, "..")) {
+	if r, err := filepath.Rel(project, mp); err == nil && (r == "." || !(r == ".." || strings.HasPrefix(r, "../"))) {
 		return usageError{fmt.Sprintf("mount --at: %s is inside the project %s: mount the view outside it", mp, project)}
 	}
 	if outer, ok := ckptfsMountOf(mp); ok {

@@ -55,7 +55,7 @@ func (v *views) MountView(n uint64, dir string) error {
 
 // add mounts the view of turn n on dir and returns its server.
 func (v *views) add(n uint64, dir string) (*fuse.Server, error) {
-	if r, err := filepath.Rel(v.project, dir); err != nil || r == "." || !strings.HasPrefix(r, "..") {
+	if r, err := filepath.Rel(v.project, dir); err != nil || r == "." || !(r == ".." || strings.HasPrefix(r, "../")) {
 		return nil, fmt.Errorf("%s is inside the project %s: mount the view outside it", dir, v.project)
 	}
 	v.mu.Lock()
