@@ -359,6 +359,10 @@ func (c *Client) Du(ctx context.Context, req DuRequest) (*DuReply, error) {
 	return call[DuReply](ctx, c, "du", req)
 }
 
+func (c *Client) MountAt(ctx context.Context, req MountAtRequest) (*MountAtReply, error) {
+	return call[MountAtReply](ctx, c, "mount-at", req)
+}
+
 func (c *Client) Progress(ctx context.Context, req ProgressRequest) (*ProgressReply, error) {
 	return call[ProgressReply](ctx, c, "progress", req)
 }

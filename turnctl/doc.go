@@ -95,6 +95,10 @@
 //     "base" only what differs from the end of that turn (export), as a
 //     PAX tar stream (application/x-tar, header Ckptfs-Turn): see
 //     TreeReply and ReadTree for its entries and markers.
+//   - mount-at: mount a read-only view of the tree at the end of a closed
+//     turn on "dir" (absolute, an existing directory outside the project),
+//     served by the daemon beside the project (`ckptfs mount --at`). An
+//     open turn: 409; a forgotten or missing turn: 404 or 400.
 //   - rewind makes the whole tree equal its state at the end of the turn,
 //     recorded as a new turn of kind rewind (closing the open turn).
 //     "dry_run" only reports what would change.

@@ -22,6 +22,8 @@ type Handler interface {
 	// Tree returns the tree at the end of a turn as a tar stream in
 	// reply.Body (see TreeReply), which the caller closes.
 	Tree(ctx context.Context, req TreeRequest) (*TreeReply, error)
+	// MountAt mounts a read-only view of a turn's tree (a daemon only).
+	MountAt(ctx context.Context, req MountAtRequest) (*MountAtReply, error)
 	Rewind(ctx context.Context, req RewindRequest) (*RewindReply, error)
 	Undo(ctx context.Context, req UndoRequest) (*RewindReply, error)
 	Restore(ctx context.Context, req RestoreRequest) (*RewindReply, error)

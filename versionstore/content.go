@@ -203,32 +203,42 @@ func decodeChunk(val []byte) ([]byte, error) {
 // openContent streams a stored version.
 func (s *Store) openContent(ref *contentRef) (io.ReadCloser, error) {
 	if ref.Attic != "" {
-		if s.attic == nil {
-			return nil, fmt.Errorf("%w: attic file %s but no attic", ErrCorrupt, ref.Attic)
-		}
-		f, err := openAt(s.attic, ref.Attic)
+		f, err := s.openAttic(ref)
 		if err != nil {
-			return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
-		}
-		switch {
-		case st.Size != ref.Size:
-			f.Close()
-			return nil, fmt.Errorf("%w: attic file %s changed size (%d, recorded %d)", ErrCorrupt, ref.Attic, st.Size, ref.Size)
-		case ref.Ino != 0 && st.Ino != ref.Ino:
-			f.Close()
-			return nil, fmt.Errorf("%w: attic file %s was replaced", ErrCorrupt, ref.Attic)
-		case ref.MTime != 0 && st.Mtim.Nano() != ref.MTime:
-			f.Close()
-			return nil, fmt.Errorf("%w: attic file %s was modified", ErrCorrupt, ref.Attic)
+			return nil, err
 		}
 		return &sizedReader{f: f, left: ref.Size, name: ref.Attic}, nil
 	}
 	return &chunkReader{s: s, chunks: ref.Chunks}, nil
+}
+
+// openAttic opens a version kept as an attic file, checking that it is
+// the file recorded (size, inode, mtime).
+func (s *Store) openAttic(ref *contentRef) (*os.File, error) {
+	if s.attic == nil {
+		return nil, fmt.Errorf("%w: attic file %s but no attic", ErrCorrupt, ref.Attic)
+	}
+	f, err := openAt(s.attic, ref.Attic)
+	if err != nil {
+		return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
+	}
+	switch {
+	case st.Size != ref.Size:
+		f.Close()
+		return nil, fmt.Errorf("%w: attic file %s changed size (%d, recorded %d)", ErrCorrupt, ref.Attic, st.Size, ref.Size)
+	case ref.Ino != 0 && st.Ino != ref.Ino:
+		f.Close()
+		return nil, fmt.Errorf("%w: attic file %s was replaced", ErrCorrupt, ref.Attic)
+	case ref.MTime != 0 && st.Mtim.Nano() != ref.MTime:
+		f.Close()
+		return nil, fmt.Errorf("%w: attic file %s was modified", ErrCorrupt, ref.Attic)
+	}
+	return f, nil
 }
 
 type chunkReader struct {

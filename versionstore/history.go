@@ -115,7 +115,7 @@ func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
 	defer s.histMu.Unlock()
 	start := s.startTurn()
 	open, hasOpen := s.Current()
-	pins, err := s.pinned()
+	pins, err := s.pinnedLocked()
 	if err != nil {
 		return ckpt.HistoryStart{}, err
 	}
@@ -133,6 +133,9 @@ func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
 			return ckpt.HistoryStart{}, s.forgottenErr(n)
 		} else if err != nil {
 			return ckpt.HistoryStart{}, err
+		}
+		if s.holds[n] > 0 {
+			return ckpt.HistoryStart{}, detailf(ErrPinned, "cannot forget turn %d: a view of it is mounted (ckptfs mount --at; ckptfs umount it first)", n)
 		}
 		if pins[n] {
 			return ckpt.HistoryStart{}, detailf(ErrPinned, "cannot forget turn %d: it is pinned (turnctl unpin %d first)", n, n)
@@ -212,6 +215,15 @@ func (s *Store) forgetToLocked(to uint64, reason string) (ckpt.HistoryStart, err
 		if p.Turn >= old.Turn && p.Turn < to {
 			return old.HistoryStart, detailf(ErrPinned, "cannot forget turn %d: it is pinned (turnctl unpin %d first)", p.Turn, p.Turn)
 		}
+	}
+	held := to
+	for n := range s.holds {
+		if n >= old.Turn && n < held {
+			held = n
+		}
+	}
+	if held < to {
+		return old.HistoryStart, detailf(ErrPinned, "cannot forget turn %d: a view of it is mounted (ckptfs mount --at; ckptfs umount it first)", held)
 	}
 	t, err := s.storedTurn(to)
 	if err != nil {

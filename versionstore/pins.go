@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -73,8 +74,15 @@ func (s *Store) Pins() ([]ckpt.Pin, error) {
 	return out, it.Error()
 }
 
-// pinned returns the pinned turn numbers as a set.
+// pinned returns the pinned turn numbers as a set, with the held ones.
 func (s *Store) pinned() (map[uint64]bool, error) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	return s.pinnedLocked()
+}
+
+// pinnedLocked is pinned with histMu held.
+func (s *Store) pinnedLocked() (map[uint64]bool, error) {
 	pins, err := s.Pins()
 	if err != nil {
 		return nil, err
@@ -83,5 +91,36 @@ func (s *Store) pinned() (map[uint64]bool, error) {
 	for _, p := range pins {
 		m[p.Turn] = true
 	}
+	for n := range s.holds {
+		m[n] = true
+	}
 	return m, nil
+}
+
+// Hold keeps turn n from being forgotten, as a pin does but in memory
+// only, until release is called: a view of it is mounted (ckptfs mount
+// --at), whose files the store may have to read at any time.
+func (s *Store) Hold(n uint64) (release func(), err error) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	if n < s.startTurn() {
+		return nil, s.forgottenErr(n)
+	}
+	if n > s.Latest() {
+		return nil, detailf(ErrTurnNotFound, "no turn %d (turns are %d-%d)", n, s.startTurn(), s.Latest())
+	}
+	if s.holds == nil {
+		s.holds = map[uint64]int{}
+	}
+	s.holds[n]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.histMu.Lock()
+			defer s.histMu.Unlock()
+			if s.holds[n]--; s.holds[n] <= 0 {
+				delete(s.holds, n)
+			}
+		})
+	}, nil
 }

@@ -24,6 +24,10 @@ type Snapshot struct {
 	// from the live tree is the turn's only while no event since names it
 	// (Check).
 	mark uint64
+	// watch: the events since mark, for reading a view's files (ViewAt).
+	watch *watch
+	// unwatched: no daemon records the tree's changes (ViewOptions).
+	unwatched bool
 }
 
 // Entry is one path of a Snapshot.
@@ -40,7 +44,8 @@ type Entry struct {
 	// while the project was not mounted): OpenEntry refuses it.
 	Lost bool
 
-	r resolved
+	r     resolved
+	stamp ckpt.Stamp // a live regular file's, when the snapshot was taken
 }
 
 // Linked reports whether e's identity is known, so that it may share an
@@ -91,7 +96,7 @@ func (s *Store) TreeAt(n uint64, live ckpt.Tree) (*Snapshot, error) {
 		if isCand[p] {
 			return nil
 		}
-		e := Entry{Path: p, State: st, r: resolved{State: st, Live: p}}
+		e := Entry{Path: p, State: st, r: resolved{State: st, Live: p}, stamp: sp}
 		if st.Type.Linkable() && sp.Nlink > 1 {
 			st2, ino, err := live.LstatInode(p)
 			if err != nil {

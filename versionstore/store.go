@@ -57,6 +57,9 @@ type Store struct {
 	contentMu sync.RWMutex
 	// histMu orders the changes of where history starts and of pins.
 	histMu sync.Mutex
+	// holds: the turns held while something reads them (Hold), by
+	// count; guarded by histMu.
+	holds  map[uint64]int
 	gcMu   sync.Mutex  // one gc at a time; Close waits for it
 	gcStop atomic.Bool // Close asks a running gc to stop
 

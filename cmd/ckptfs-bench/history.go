@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"ckptfs/turnctl"
 )
 
 // runHistory runs the history figures; figures names the parts to run
@@ -42,7 +45,7 @@ func (b *bench) runHistory(ctx context.Context, ts []target, figures ...string) 
 	parts := []struct {
 		name string
 		run  func(context.Context) error
-	}{{"boundaries", h.boundaries}, {"logshow", h.logShow}, {"rewinds", h.rewinds}, {"ui", h.ui}, {"bigfile", h.bigFile}, {"capture", h.capture}, {"stored", h.stored}, {"offline", h.offline}}
+	}{{"boundaries", h.boundaries}, {"logshow", h.logShow}, {"rewinds", h.rewinds}, {"ui", h.ui}, {"bigfile", h.bigFile}, {"at", h.at}, {"capture", h.capture}, {"stored", h.stored}, {"offline", h.offline}}
 	for _, f := range parts {
 		if figures != nil && !contains(figures, f.name) {
 			continue
@@ -344,6 +347,126 @@ func (h *history) bigFile(ctx context.Context) error {
 		}
 		if err := h.c.End(ctx); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// at times the first byte and the full read of a big file (1 GiB;
+// --quick 256 MiB) made in a turn, through a view of that turn (ckptfs
+// mount --at; config A) against the project's mount (C), each with the
+// page cache dropped first. The view reads an unchanged file from the
+// live backing file through the daemon, so A must stay near C.
+func (h *history) at(ctx context.Context) error {
+	size := h.b.sz.seqBytes
+	label := fmt.Sprintf("%d MiB", size>>20)
+	if size >= 1<<30 {
+		label = fmt.Sprintf("%d GiB", size>>30)
+	}
+	cl, err := h.c.control()
+	if err != nil {
+		return err
+	}
+	dir := h.p("atbig")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := cl.Begin(ctx, turnctl.BeginRequest{}); err != nil {
+		return err
+	}
+	if err := writeRandom(filepath.Join(dir, "big.dat"), size, 7, false); err != nil {
+		return err
+	}
+	end, err := cl.End(ctx, turnctl.EndRequest{})
+	if err != nil {
+		return err
+	}
+	view := filepath.Join(h.b.o.work, "atview")
+	if err := os.MkdirAll(view, 0o755); err != nil {
+		return err
+	}
+	defer os.Remove(view)
+	if _, err := cl.MountAt(ctx, turnctl.MountAtRequest{Turn: strconv.FormatUint(end.Turn.Num, 10), Dir: view}); err != nil {
+		return err
+	}
+	defer func() {
+		if syscall.Unmount(view, 0) != nil {
+			syscall.Unmount(view, syscall.MNT_DETACH)
+		}
+	}()
+	rel, _ := filepath.Rel(h.c.Dir(), filepath.Join(dir, "big.dat"))
+	files := []struct{ config, path string }{{"C", filepath.Join(dir, "big.dat")}, {"A", filepath.Join(view, rel)}}
+	cold := func() error {
+		syscall.Sync()
+		return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0)
+	}
+	read := func(p string, n int64) error {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		buf := make([]byte, min(n, 1<<20))
+		got, err := io.ReadFull(f, buf[:min(n, int64(len(buf)))])
+		for total := int64(got); err == nil && total < n; total += int64(got) {
+			got, err = f.Read(buf)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = nil
+		}
+		return err
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		for _, f := range files {
+			for _, fig := range []struct {
+				name string
+				n    int64
+			}{{"first byte of a " + label + " file, cold", 1}, {"read of a " + label + " file, cold", size}} {
+				if err := cold(); err != nil {
+					return fmt.Errorf("drop caches (need root): %w", err)
+				}
+				start := time.Now()
+				if err := read(f.path, fig.n); err != nil {
+					return err
+				}
+				h.record(fig.name, f.config, sample{Wall: since(start), CPU: -1})
+			}
+		}
+	}
+	// Then the file changes in a later turn (one block: its prior bytes
+	// are captured whole into the store), and the view reads them from
+	// the store.
+	if _, err := cl.Begin(ctx, turnctl.BeginRequest{}); err != nil {
+		return err
+	}
+	w, err := os.OpenFile(files[0].path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = w.WriteAt(make([]byte, 4096), 0)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := cl.End(ctx, turnctl.EndRequest{}); err != nil {
+		return err
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		for _, fig := range []struct {
+			name string
+			n    int64
+		}{{"first byte of a " + label + " file from the store, cold", 1}, {"read of a " + label + " file from the store, cold", size}} {
+			if err := cold(); err != nil {
+				return fmt.Errorf("drop caches (need root): %w", err)
+			}
+			start := time.Now()
+			if err := read(files[1].path, fig.n); err != nil {
+				return err
+			}
+			h.record(fig.name, "A", sample{Wall: since(start), CPU: -1})
 		}
 	}
 	return nil

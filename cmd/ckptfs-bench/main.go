@@ -65,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
-	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page)")
+	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page, \"at\" for the reads through mount --at alone)")
 	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu"}, "configurations to run")
 	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu")
 	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
@@ -151,7 +151,7 @@ func (o *options) check() error {
 	}
 	for i, w := range o.only {
 		w = strings.TrimSpace(w)
-		if w != "history" && w != "session" && w != "capture" && w != "ui" && findWorkload(w) == nil {
+		if w != "history" && w != "session" && w != "capture" && w != "ui" && w != "at" && findWorkload(w) == nil {
 			return fmt.Errorf("unknown workload %q", w)
 		}
 		o.only[i] = w
@@ -212,6 +212,9 @@ Workloads (--only takes names or numbers):
      ui       C only: turnctl ui's page in headless chromium: first paint
               and interactive timeline of 1000+ turns, first page of a
               20k-file turn with a diff (needs chromium)
+     at       the first byte and the full read of a 1 GiB file, cache
+              dropped, through a view of its turn (ckptfs mount --at: A)
+              against C
 
 Flags:
 %s

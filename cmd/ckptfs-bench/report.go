@@ -362,7 +362,8 @@ func (r *results) table(configs []string) string {
 					name += " [" + c + "]"
 				}
 				// G is the peer C must beat (G/C: how many times
-				// cheaper C is); N is the limit C must come near (C/N).
+				// cheaper C is); N is the limit C must come near (C/N);
+				// A, a view of a turn (mount --at), too (A/C).
 				vsC := "-"
 				switch c {
 				case "C":

@@ -85,6 +85,9 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	})
 	if err != nil {
 		if errors.Is(err, versionstore.ErrLocked) {
+			if mp, ok := offlineView(dir); ok {
+				return fmt.Errorf("mount: store %s is in use by the view of %s on %s (ckptfs mount --at, made while %s was not mounted); run 'ckptfs umount %s' first", o.store, dir, mp, dir, mp)
+			}
 			return fmt.Errorf("mount: store %s is in use by another ckptfs daemon", o.store)
 		}
 		return fmt.Errorf("mount: %v", err)
@@ -177,7 +180,9 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		return fmt.Errorf("mount: %v", err)
 	}
 	sock, _ := rundir.Socket(dir)
-	stopControl, err := startControl(sock, store, tree, root)
+	views := newViews(store, tree, dir, privateMount(o), o.debug, logger.Printf)
+	defer views.closeAll()
+	stopControl, err := startControl(sock, store, tree, root, views)
 	if err != nil {
 		unmount(srv, dir, logger)
 		return fmt.Errorf("mount: control socket: %v", err)
@@ -215,6 +220,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		logger.Printf("unmounted from outside")
 	}
 	stopControl()
+	views.closeAll() // they read the store
 	stopAutoGC()
 	// Close the open turn, and save the manifest the next mount compares
 	// the tree with, at a boundary no mutation straddles. (A change that

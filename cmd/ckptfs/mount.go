@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/exclude"
@@ -93,7 +94,9 @@ func parsePolicyFlags(size, turns, age, hourly, daily string) (policyFlags, erro
 
 func runMount(args []string, stdout, stderr io.Writer) error {
 	var o mountOpts
+	var at string
 	fs := newFlags("mount", `mount [flags] DIR
+       ckptfs mount --at TURN PROJECT MOUNTPOINT
 
 Mounts the versioning overlay over DIR, in place, and returns once the
 mount is live. As root the mount is shared with every user (the kernel
@@ -103,7 +106,23 @@ and is private to that user: nobody else, root included, can enter DIR
 while it is mounted, and reads go through the daemon (passthrough needs
 root). --allow-other shares it instead (as a user, only with
 user_allow_other in /etc/fuse.conf; files other users create then belong
-to you).`, stdout)
+to you).
+
+With --at, mounts instead a read-only view of PROJECT's tree as it was at
+the end of TURN (a number, 0, or ref:ID, as turnctl takes it) on
+MOUNTPOINT, an existing directory outside the project, while the project
+stays mounted and in use: exactly the tree 'turnctl checkout TURN' writes
+and a rewind to TURN would leave, its files read from the live tree where
+they are unchanged and from the history store where not. It shows TURN's
+bytes whatever the project does later; every write fails with EROFS.
+PROJECT's daemon serves it, and it goes when PROJECT is unmounted; if
+PROJECT is not mounted, a daemon of the view's own opens its store
+(--store, else the one PROJECT's mounts use) and holds it while the view
+is mounted: PROJECT cannot be mounted meanwhile, and a file changed on disk
+since the view was mounted can no longer be read through it (EIO).
+'ckptfs umount MOUNTPOINT' unmounts it. TURN must be closed and kept: an
+open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
+	fs.StringVar(&at, "at", "", "mount a read-only view of the tree at the end of `TURN` (PROJECT MOUNTPOINT; see above)")
 	fs.StringVar(&o.store, "store", "", "history store `PATH` (default DIR/.ckptfs, hidden from the mount; remembered for the next mounts and turnctl, in $XDG_STATE_HOME/ckptfs/stores)")
 	fs.BoolVarP(&o.foreground, "foreground", "f", false, "stay in the foreground (default: return once the mount is live)")
 	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable; kept in the store for the next mounts; --exclude= for none)")
@@ -118,6 +137,23 @@ to you).`, stdout)
 	fs.MarkHidden("ready-fd")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if fs.Changed("at") {
+		if fs.NArg() != 2 {
+			return usageError{"mount --at TURN: expected PROJECT and MOUNTPOINT (try --help)"}
+		}
+		var other []string
+		fs.Visit(func(f *pflag.Flag) {
+			switch f.Name {
+			case "at", "store", "allow-other", "debug", "foreground", "ready-fd":
+			default:
+				other = append(other, "--"+f.Name)
+			}
+		})
+		if len(other) > 0 {
+			return usageError{fmt.Sprintf("mount --at: %s cannot be given with --at", strings.Join(other, ", "))}
+		}
+		return runMountAt(at, fs.Arg(0), fs.Arg(1), o, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		return usageError{"mount: expected one DIR (try --help)"}
@@ -297,19 +333,6 @@ func prepareStore(store string) error {
 // spawnDaemon re-executes ckptfs as a detached daemon (its own session,
 // output to <store>/daemon.log) and waits until it reports the mount live.
 func spawnDaemon(dir string, o mountOpts) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	log, err := os.OpenFile(filepath.Join(o.store, "daemon.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("mount: %v", unwrapPath(err))
-	}
-	defer log.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
 	args := []string{"mount", "-f", "--ready-fd", "3", "--store", o.store}
 	for _, x := range o.excludes {
 		args = append(args, "--exclude", x)
@@ -330,6 +353,27 @@ func spawnDaemon(dir string, o mountOpts) error {
 		}
 	}
 	args = append(args, "--", dir)
+	return startDaemon(args, o.store)
+}
+
+// startDaemon runs ckptfs with args (which give it --ready-fd 3) as a
+// detached daemon, its output appended to store/daemon.log, and waits
+// for its first line on fd 3: "ok", or the error that stopped it (one
+// that starts "ckptfs: usage: " is a usage error).
+func startDaemon(args []string, store string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	log, err := os.OpenFile(filepath.Join(store, "daemon.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("mount: %v", unwrapPath(err))
+	}
+	defer log.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin = nil
 	cmd.Stdout = log
@@ -354,7 +398,7 @@ func spawnDaemon(dir string, o mountOpts) error {
 	case line = <-done:
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		return fmt.Errorf("mount: daemon did not report readiness within 60s (see %s)", filepath.Join(o.store, "daemon.log"))
+		return fmt.Errorf("mount: daemon did not report readiness within 60s (see %s)", filepath.Join(store, "daemon.log"))
 	}
 	if line == "ok" {
 		cmd.Process.Release()
@@ -362,7 +406,11 @@ func spawnDaemon(dir string, o mountOpts) error {
 	}
 	cmd.Wait()
 	if line == "" {
-		return fmt.Errorf("mount: daemon exited before the mount was live (see %s)", filepath.Join(o.store, "daemon.log"))
+		return fmt.Errorf("mount: daemon exited before the mount was live (see %s)", filepath.Join(store, "daemon.log"))
 	}
-	return errors.New(strings.TrimPrefix(line, "ckptfs: "))
+	msg := strings.TrimPrefix(line, "ckptfs: ")
+	if u, ok := strings.CutPrefix(msg, "usage: "); ok {
+		return usageError{u}
+	}
+	return errors.New(msg)
 }

@@ -24,6 +24,8 @@ const usage = `usage: ckptfs COMMAND [flags] [args]
 commands:
   mount [flags] DIR     mount the versioning overlay over DIR, in place
                         (as a user: private to you, through fusermount3)
+  mount --at TURN PROJECT MOUNTPOINT
+                        a read-only view of PROJECT at the end of TURN
   umount [--lazy] DIR   close the open turn, flush, unmount (refused while in use)
   status [--json] [DIR] mounted?, daemon pid, store path and size against budget
 

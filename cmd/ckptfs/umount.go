@@ -41,6 +41,15 @@ leave it.`, stdout)
 		return err
 	}
 	dir = filepath.Clean(dir)
+	for _, d := range []string{dir, canonical(dir)} {
+		if m, ok := viewMount(d); ok {
+			if err := umountView(d, m, lazy, stderr); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "unmounted the view %s\n", d)
+			return nil
+		}
+	}
 	if _, err := rundir.ReadInfo(dir); err != nil && !rundir.IsMounted(dir) {
 		// Not the path the mount was made by: resolve symlinks as mount
 		// did. (Not first: that would ask a hung daemon.)

@@ -164,6 +164,7 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 	route(mux, "policy", true, h.Policy)
 	route(mux, "du", true, h.Du)
 	route(mux, "progress", false, h.Progress)
+	route(mux, "mount-at", false, h.MountAt)
 	mux.HandleFunc("/v1/cat", func(w http.ResponseWriter, r *http.Request) {
 		var req turnctl.CatRequest
 		if !decode(w, r, false, &req) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -41,6 +42,8 @@ type Service struct {
 	tree  ckpt.Tree
 	gate  Gate // nil: the project is not mounted (offline)
 	ops   ops  // the progress of the commands running with an ID
+	// viewer mounts views (nil: MountAt refuses); set before serving.
+	viewer Viewer
 }
 
 var _ turnctl.Handler = (*Service)(nil)
@@ -527,4 +530,33 @@ func wireState(st ckpt.State) *turnctl.FileState {
 		return nil
 	}
 	return &turnctl.FileState{Type: st.Type, Mode: fmt.Sprintf("%04o", st.Mode), UID: st.UID, GID: st.GID, Size: st.Size, Target: st.Target}
+}
+
+// Viewer mounts read-only views of a turn's tree (ckptfs mount --at):
+// the daemon implements it, since mounting is not the Service's business.
+type Viewer interface {
+	// MountView mounts the tree at the end of turn n on dir and returns
+	// once it is live.
+	MountView(n uint64, dir string) error
+}
+
+// SetViewer lets the Service answer MountAt with v.
+func (s *Service) SetViewer(v Viewer) { s.viewer = v }
+
+// MountAt mounts a read-only view of the tree at the end of a turn.
+func (s *Service) MountAt(ctx context.Context, req turnctl.MountAtRequest) (*turnctl.MountAtReply, error) {
+	if req.Dir == "" || !filepath.IsAbs(req.Dir) || filepath.Clean(req.Dir) != req.Dir {
+		return nil, errorf(turnctl.CodeBadRequest, "mount-at: %q is not a clean absolute path", req.Dir)
+	}
+	if s.viewer == nil {
+		return nil, errorf(turnctl.CodeConflict, "this daemon does not serve views")
+	}
+	n, err := s.resolveTurn(req.Turn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.viewer.MountView(n, req.Dir); err != nil {
+		return nil, s.wrap(err)
+	}
+	return &turnctl.MountAtReply{Turn: n, Dir: req.Dir}, nil
 }

@@ -39,6 +39,11 @@ import (
 // FSType is the filesystem type ckptfs mounts show in /proc/mounts.
 const FSType = "fuse.ckptfs"
 
+// ViewFSType is the filesystem type of a read-only view of a turn
+// (ckptfs mount --at): not a project mount, so FindMount and the rest
+// pass it by.
+const ViewFSType = "fuse.ckptfs-at"
+
 // Info describes a live mount's daemon.
 type Info struct {
 	Dir     string    `json:"dir"`   // the mounted directory, absolute
@@ -167,8 +172,9 @@ var ErrNotMounted = errors.New("not inside a ckptfs mount")
 
 // Mount is one live ckptfs mount in the mount table.
 type Mount struct {
-	Dir string // its mount point
-	Dev uint64 // its device number (st_dev of its files)
+	Dir    string // its mount point
+	Source string // its source (the project, for a view: PROJECT@TURN)
+	Dev    uint64 // its device number (st_dev of its files)
 	// UID is the user the mount belongs to: the user_id the kernel
 	// shows, whose daemon serves it (-1: not shown).
 	UID int
@@ -205,7 +211,12 @@ func (m Mount) Mine() error {
 
 // MountTable lists the live ckptfs mounts, in the order of
 // /proc/self/mountinfo (a mount stacked on another comes after it).
-func MountTable() ([]Mount, error) {
+func MountTable() ([]Mount, error) { return mountTable(FSType) }
+
+// ViewTable lists the live views (ViewFSType), as MountTable.
+func ViewTable() ([]Mount, error) { return mountTable(ViewFSType) }
+
+func mountTable(fstype string) ([]Mount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -223,10 +234,13 @@ func MountTable() ([]Mount, error) {
 		}
 		post := strings.Fields(line[sep+3:])
 		pre := strings.Fields(line[:sep])
-		if len(post) < 1 || len(pre) < 5 || post[0] != FSType {
+		if len(post) < 1 || len(pre) < 5 || post[0] != fstype {
 			continue
 		}
 		m := Mount{Dir: unescape(pre[4]), UID: -1}
+		if len(post) >= 2 {
+			m.Source = unescape(post[1])
+		}
 		if len(post) >= 3 {
 			m.UID = superUID(post[2])
 			m.AllowOther = strings.Contains(","+post[2]+",", ",allow_other,")
