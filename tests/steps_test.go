@@ -71,7 +71,33 @@ func TestStepsFromHooksRewindExactly(t *testing.T) {
 	if out := m.turnctl(t, "diff", "1.1", "1.2"); !strings.Contains(out, "+++ b/util.go") || !strings.Contains(out, "+two") {
 		t.Fatalf("diff 1.1 1.2:\n%s", out)
 	}
-	turnctlFails(t, proj, 2, "no step 4", "rewind", "1.4")
+	// A step that does not exist: one clear line, exit 2, and nothing
+	// changed: no turn, the tree as it was, no checkout directory.
+	before, log := snapshot(t, proj, skip, nil), m.turnctl(t, "log")
+	co := filepath.Join(t.TempDir(), "co")
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"no step 4", []string{"rewind", "1.4"}},
+		{"no step 4", []string{"revert", "1.4"}},
+		{"no step 4", []string{"revert", "1.4", "--dry-run"}},
+		{"no step 4", []string{"restore", "1.4", "--", "main.go"}},
+		{"no step 4", []string{"checkout", "1.4", co}},
+		{"no step 4", []string{"export", "patch", "1.4"}},
+		{"no step 4", []string{"diff", "1.1", "1.4"}},
+		{"no step 4", []string{"forget", "1.4"}},
+		{"not a step", []string{"revert", "1.0"}},
+	} {
+		turnctlFails(t, proj, 2, c.want, c.args...)
+	}
+	diffTrees(t, before, snapshot(t, proj, skip, nil))
+	if m.turnctl(t, "log") != log {
+		t.Fatal("a step that does not exist made or changed a turn")
+	}
+	if _, err := os.Lstat(co); !os.IsNotExist(err) {
+		t.Fatalf("checkout of a step that does not exist made %s: %v", co, err)
+	}
 	turnctlFails(t, proj, 2, "whole turn", "pin", "1.2")
 
 	m.turnctl(t, "rewind", "1.1")

@@ -85,7 +85,7 @@ func (b *bench) run(ctx context.Context) error {
 	for _, wl := range workloads {
 		anyWorkload = anyWorkload || b.selected(wl.name, wl.num)
 	}
-	if !anyWorkload && (!b.selected("history", -1) && !b.selected("capture", -1) && !b.selected("ui", -1) && !b.selected("at", -1) || b.o.noHistory) {
+	if !anyWorkload && (!b.selected("history", -1) && !b.selected("capture", -1) && !b.selected("ui", -1) && !b.selected("at", -1) && !b.selected("navigation", -1) || b.o.noHistory) {
 		return b.report(nil)
 	}
 	var ts []target
@@ -155,6 +155,9 @@ func (b *bench) runAll(ctx context.Context, ts []target) error {
 			if b.selected(f, -1) {
 				figures = append(figures, f)
 			}
+		}
+		if b.selected("navigation", -1) {
+			figures = append(figures, "navigation")
 		}
 		if b.selected("ui", -1) { // --only ui: on a history of logTurns turns
 			figures = append(figures, "logshow", "ui")

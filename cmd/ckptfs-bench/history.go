@@ -45,7 +45,7 @@ func (b *bench) runHistory(ctx context.Context, ts []target, figures ...string) 
 	parts := []struct {
 		name string
 		run  func(context.Context) error
-	}{{"boundaries", h.boundaries}, {"logshow", h.logShow}, {"rewinds", h.rewinds}, {"ui", h.ui}, {"bigfile", h.bigFile}, {"at", h.at}, {"capture", h.capture}, {"stored", h.stored}, {"offline", h.offline}}
+	}{{"boundaries", h.boundaries}, {"logshow", h.logShow}, {"rewinds", h.rewinds}, {"navigation", h.navigation}, {"ui", h.ui}, {"bigfile", h.bigFile}, {"at", h.at}, {"capture", h.capture}, {"stored", h.stored}, {"offline", h.offline}}
 	for _, f := range parts {
 		if figures != nil && !contains(figures, f.name) {
 			continue

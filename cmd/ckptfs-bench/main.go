@@ -7,6 +7,7 @@
 // Files: main.go (flags), configs.go (the configurations and their mounts),
 // loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
 // child process), usermode.go (Cu, and acting as its user), workloads.go, history.go (C-only history figures),
+// navigation.go (revert, log search, export, checkout over 1000 turns),
 // report.go (statistics, tables, JSON).
 package main
 
@@ -65,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
-	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page, \"at\" for the reads through mount --at alone)")
+	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page, \"at\" for the reads through mount --at alone, \"navigation\" for revert, log search, export and checkout over 1000 turns)")
 	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu"}, "configurations to run")
 	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu")
 	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
@@ -151,7 +152,7 @@ func (o *options) check() error {
 	}
 	for i, w := range o.only {
 		w = strings.TrimSpace(w)
-		if w != "history" && w != "session" && w != "capture" && w != "ui" && w != "at" && findWorkload(w) == nil {
+		if w != "history" && w != "session" && w != "capture" && w != "ui" && w != "at" && w != "navigation" && findWorkload(w) == nil {
 			return fmt.Errorf("unknown workload %q", w)
 		}
 		o.only[i] = w
@@ -202,9 +203,12 @@ Workloads (--only takes names or numbers):
 	fmt.Fprintf(w, `     session  the agent session: 12 turns over a clone of this repository
               on N, C (a fresh mount per session) and G (shadow git)
      history  C only: turn boundary vs tree size, shadow git (G), log/show,
-              rewind, turnctl ui (below), rename and delete of a 1 GiB file (and on N),
+              rewind, navigation and turnctl ui (below), rename and delete of a 1 GiB file (and on N),
               bytes stored per byte changed, umount and mount with a check
               for changes made while unmounted, and capture (below)
+  navigation  C only: revert of a 1-file turn under 1000 later turns, log
+              --graph, -S and --grep over them, export git of them all and
+              of 1 new turn, checkout of an early turn (a mount of its own)
      capture  the first 4 KiB write of a turn into a 1 GiB and a 1 MiB
               file, on C and on Cx: ckptfs over a loop-mounted XFS image
               made with reflink=1 under WORK/Cx (captures clone; needs
