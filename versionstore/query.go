@@ -72,6 +72,13 @@ func (s *Store) endSeq(n uint64) (uint64, error) {
 // new name (or answers "absent" when the path was renamed over); whatever
 // no event touched is as it is in the live tree now.
 func (s *Store) resolveMany(after uint64, paths []string, live ckpt.Tree) ([]resolved, error) {
+	return s.resolveManyIx(after, paths, live, nil)
+}
+
+// resolveManyIx is resolveMany; with ix, and few paths, it reads among the
+// events ix covers only those that can concern a pending path (naming it
+// or a directory above it), and the events after them as usual.
+func (s *Store) resolveManyIx(after uint64, paths []string, live ckpt.Tree, ix *touchIndex) ([]resolved, error) {
 	res := make([]resolved, len(paths))
 	meta := make([]*ckpt.State, len(paths))
 	pending := map[string][]int{}
@@ -81,7 +88,7 @@ func (s *Store) resolveMany(after uint64, paths []string, live ckpt.Tree) ([]res
 	s.mu.Lock()
 	end := s.nextSeq
 	s.mu.Unlock()
-	err := s.scanEvents(after+1, end, func(r *record) (bool, error) {
+	step := func(r *record) (bool, error) {
 		switch r.Op {
 		case opPrior:
 			for _, id := range pending[r.Path] {
@@ -120,7 +127,37 @@ func (s *Store) resolveMany(after uint64, paths []string, live ckpt.Tree) ([]res
 			}
 		}
 		return len(pending) > 0, nil
-	})
+	}
+	from := after + 1
+	if ix != nil && len(pending) <= ixMaxPaths && after < ix.end {
+		// The indexed events that concern a pending path, in order.
+		for cur := after; len(pending) > 0; {
+			next := uint64(0)
+			for p := range pending {
+				if n := ix.next(p, cur); n != 0 && (next == 0 || n < next) {
+					next = n
+				}
+			}
+			if next == 0 {
+				break
+			}
+			r, ok, err := s.event(next)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				if _, err := step(r); err != nil {
+					return nil, err
+				}
+			}
+			cur = next
+		}
+		from = ix.end + 1
+	}
+	var err error
+	if len(pending) > 0 && from < end {
+		err = s.scanEvents(from, end, step)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +246,10 @@ func (s *Store) open(r resolved, live ckpt.Tree) (io.ReadCloser, error) {
 // state at `from`. It costs time in proportion to the events after the
 // earlier of the two, never to the size of the tree.
 func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
+	return s.changes(from, to, live, nil)
+}
+
+func (s *Store) changes(from, to uint64, live ckpt.Tree, ix *touchIndex) ([]Change, error) {
 	a, err := s.endSeq(from)
 	if err != nil {
 		return nil, err
@@ -268,11 +309,11 @@ func (s *Store) Changes(from, to uint64, live ckpt.Tree) ([]Change, error) {
 			add(ml.back(p))
 		}
 	}
-	before, err := s.resolveMany(a, cands, live)
+	before, err := s.resolveManyIx(a, cands, live, ix)
 	if err != nil {
 		return nil, err
 	}
-	after, err := s.resolveMany(b, cands, live)
+	after, err := s.resolveManyIx(b, cands, live, ix)
 	if err != nil {
 		return nil, err
 	}
@@ -459,6 +500,10 @@ func equalReaders(a, b io.Reader) (bool, error) {
 // none of their own (the start's were forgotten with the turns before
 // it, and its steps with them).
 func (s *Store) TurnChanges(n uint64, live ckpt.Tree) ([]Change, error) {
+	return s.turnChanges(n, live, nil)
+}
+
+func (s *Store) turnChanges(n uint64, live ckpt.Tree, ix *touchIndex) ([]Change, error) {
 	if turn, _ := SplitPoint(n); turn == 0 || turn <= s.startTurn() {
 		return nil, nil
 	}
@@ -466,7 +511,7 @@ func (s *Store) TurnChanges(n uint64, live ckpt.Tree) ([]Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.Changes(prev, n, live)
+	return s.changes(prev, n, live, ix)
 }
 
 // Touches reports whether an event recorded in turn n names a path at,

@@ -47,13 +47,30 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 	m := s.mark()
 	p, done := s.ops.track(ctx)
 	defer done()
+	// The changes of the turns that pass the cheap tests: past a few, a
+	// Search (one pass over the log) answers them, so that the cost of
+	// each is the events that concern its paths, not the rest of the log.
+	var q *versionstore.Search
+	listed := 0
+	changesOf := func(n uint64) ([]versionstore.Change, error) {
+		if listed++; listed > searchAfter && q == nil {
+			var err error
+			if q, err = s.store.NewSearch(); err != nil {
+				return nil, err
+			}
+		}
+		if q != nil {
+			return q.TurnChanges(n, s.tree)
+		}
+		return s.turnStoreChanges(n)
+	}
 	turns := []ckpt.Turn{}
 	for i, t := range all {
 		if req.N > 0 && len(turns) == req.N {
 			break
 		}
 		p.report("searching", int64(i), int64(len(all)))
-		ok, cs, err := s.keep(t, req, prefixes, re)
+		ok, cs, err := s.keep(t, req, prefixes, re, changesOf)
 		if err != nil {
 			return nil, s.wrap(err)
 		}
@@ -85,10 +102,14 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 	return turns, nil
 }
 
+// searchAfter is how many turns' changes a log search lists before it
+// makes a versionstore.Search for the rest.
+const searchAfter = 8
+
 // keep reports whether turn t passes req's filters, and the changes it
 // listed to decide (nil if it listed none): with prefixes, those at or
 // below them only.
-func (s *Service) keep(t ckpt.Turn, req turnctl.LogRequest, prefixes []string, re *regexp.Regexp) (bool, []versionstore.Change, error) {
+func (s *Service) keep(t ckpt.Turn, req turnctl.LogRequest, prefixes []string, re *regexp.Regexp, changesOf func(uint64) ([]versionstore.Change, error)) (bool, []versionstore.Change, error) {
 	if len(req.Programs) > 0 && !slices.ContainsFunc(t.Programs, func(p string) bool { return slices.Contains(req.Programs, p) }) {
 		return false, nil, nil
 	}
@@ -110,7 +131,7 @@ func (s *Service) keep(t ckpt.Turn, req turnctl.LogRequest, prefixes []string, r
 			return false, nil, err
 		}
 	}
-	cs, err := s.turnStoreChanges(t.Num)
+	cs, err := changesOf(t.Num)
 	if err != nil {
 		return false, nil, err
 	}
