@@ -61,6 +61,12 @@ func (s *Store) CapturesByClone(dev uint64, size int64) bool {
 	return s.cloneState == cloneYes && !s.cloneXDev[dev]
 }
 
+// atticOn reports whether the store's attic is on device dev.
+func (s *Store) atticOn(dev uint64) bool {
+	var st unix.Stat_t
+	return s.attic != nil && unix.Fstat(int(s.attic.Fd()), &st) == nil && st.Dev == dev
+}
+
 // cloneInto tries to keep the bytes of src (the prior bytes of a regular
 // file of size about size, opened read-only) as a clone in the attic. It
 // returns nil when it did not clone; the caller then copies. A returned

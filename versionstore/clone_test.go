@@ -310,3 +310,50 @@ func TestCloneFailureNeverFailsTheCapture(t *testing.T) {
 		t.Errorf("attic %v, want the 2 clones that worked and nothing of the others", n)
 	}
 }
+
+// TestRewindOfClonedBytesNeedsNoRoom: on a filesystem that clones, a
+// 64 MiB file changed in place in turn 1 rewinds to turn 0 with 16 MiB
+// free: its prior bytes go back by a clone from the attic, and the
+// rewind's own capture of the file is a clone too, so the space check
+// must not count them (it refused with ErrNoSpace when it did).
+func TestRewindOfClonedBytesNeedsNoRoom(t *testing.T) {
+	mnt := xfstest.Mount(t, xfstest.MinSize)
+	if !xfstest.Clones(mnt) {
+		t.Skip("the XFS image does not clone (kernel without reflink?)")
+	}
+	root := filepath.Join(mnt, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(filepath.Join(root, ".ckptfs"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tree := openTree(t, root)
+	want := writeRandom(t, filepath.Join(root, "f"), 64<<20, 7)
+	s.Begin(ckpt.KindAgent, "", "")
+	captureFile(t, s, tree, "f")
+	overwriteAt(t, filepath.Join(root, "f"), 0, []byte("changed"))
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.Sync(t, mnt)
+	free := xfstest.FreeBytes(t, mnt)
+	filler, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	if err := unix.Fallocate(int(filler.Fd()), 0, 0, free-16<<20); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.Sync(t, mnt)
+	t.Logf("%d MiB free before the rewind", xfstest.FreeBytes(t, mnt)>>20)
+	if _, err := s.Rewind(0, tree, RewindOptions{}); err != nil {
+		t.Fatalf("rewind of a cloned file with 16 MiB free: %v", err)
+	}
+	if xfstest.FileSum(t, filepath.Join(root, "f")) != want {
+		t.Fatal("after the rewind f is not its prior bytes")
+	}
+}

@@ -194,26 +194,31 @@ func (s *Store) lockRewind() (unlock func()) {
 // changes into the live tree, and first copies the current bytes of every
 // regular file it changes or removes into the store (twice: its log and a
 // table), and a rewind that ran out of space half-way would leave the tree
-// neither where it was nor where it was going until space came back.
+// neither where it was nor where it was going until space came back. What
+// a clone writes (see below) is not counted.
 func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
+	treeFree, treeDev, err := live.Avail()
+	if err != nil {
+		return nil // cannot tell: let the rewind try
+	}
+	// Where the store clones, bytes kept in its attic on the tree's
+	// filesystem are written back by a clone (copy_file_range), and the
+	// rewind's own capture of a big file is a clone: neither needs room.
+	atticClones := s.atticOn(treeDev) && s.CapturesByClone(treeDev, cloneMin)
 	var tree, store int64
 	for _, c := range changes {
 		if c.Kind == ckpt.Renamed || c.Kind == ckpt.ModeOnly || c.Kind == ckpt.Relinked {
 			continue
 		}
-		if c.After.Type == ckpt.Regular {
+		if c.After.Type == ckpt.Regular && !(atticClones && c.after.Content != nil && c.after.Content.Attic != "") {
 			tree += c.After.Size
 		}
-		if c.Before.Type == ckpt.Regular {
+		if c.Before.Type == ckpt.Regular && !s.CapturesByClone(treeDev, c.Before.Size) {
 			store += storedSize(c.Before.Size)
 		}
 	}
 	if tree == 0 && store == 0 {
 		return nil
-	}
-	treeFree, treeDev, err := live.Avail()
-	if err != nil {
-		return nil // cannot tell: let the rewind try
 	}
 	storeFree, storeDev, known := s.storeSpace()
 	fail := func(what string, free int64) error {
