@@ -42,16 +42,20 @@ func sumAt(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) [32]byte 
 	return xfstest.SumOf(t, rc)
 }
 
-// TestCloneCaptureOnXFS: on a filesystem that clones, the first write of a
-// turn into a 256 MiB file keeps its prior bytes as a clone in the attic:
-// the filesystem's free space hardly moves, cat and rewind give the exact
-// prior bytes after the file was overwritten in place, verify passes, and
-// gc removes the clone once no kept turn needs it. A file under cloneMin
-// is copied as before.
-func TestCloneCaptureOnXFS(t *testing.T) {
-	mnt := xfstest.Mount(t, 1280<<20)
+// TestCloneCapture: on a filesystem that clones (XFS, btrfs), the first
+// write of a turn into a 256 MiB file keeps its prior bytes as a clone in
+// the attic: the filesystem's free space hardly moves, cat and rewind give
+// the exact prior bytes after the file was overwritten in place, verify
+// passes, and gc removes the clone once no kept turn needs it. A file
+// under cloneMin is copied as before.
+func TestCloneCapture(t *testing.T) {
+	t.Run("xfs", func(t *testing.T) { cloneCapture(t, xfstest.Mount(t, 1280<<20)) })
+	t.Run("btrfs", func(t *testing.T) { cloneCapture(t, xfstest.MountBtrfs(t, 1280<<20)) })
+}
+
+func cloneCapture(t *testing.T, mnt string) {
 	if !xfstest.Clones(mnt) {
-		t.Skip("the XFS image does not clone (kernel without reflink?)")
+		t.Skip("the image does not clone (kernel without reflink?)")
 	}
 	root := filepath.Join(mnt, "proj")
 	if err := os.Mkdir(root, 0o755); err != nil {

@@ -1,6 +1,7 @@
 // Package xfstest gives tests a filesystem that clones (FICLONE): a
-// sparse image made with mkfs.xfs -m reflink=1 and loop-mounted, removed
-// again when the test ends, also when it fails. Tests only.
+// sparse image made with mkfs.xfs -m reflink=1 (Mount) or mkfs.btrfs
+// (MountBtrfs) and loop-mounted, removed again when the test ends, also
+// when it fails. Tests only.
 package xfstest
 
 import (
@@ -27,18 +28,34 @@ const MinSize = 300 << 20
 // the image.
 func Mount(t testing.TB, size int64) string {
 	t.Helper()
-	size = max(size, MinSize)
+	return mountImage(t, max(size, MinSize), "mkfs.xfs", "xfsprogs", "-q", "-m", "reflink=1")
+}
+
+// BtrfsMinSize is the smallest image MountBtrfs makes.
+const BtrfsMinSize = 256 << 20
+
+// MountBtrfs is Mount with a btrfs image (of at least BtrfsMinSize;
+// Debian: btrfs-progs, which .ci/run installs).
+func MountBtrfs(t testing.TB, size int64) string {
+	t.Helper()
+	return mountImage(t, max(size, BtrfsMinSize), "mkfs.btrfs", "btrfs-progs", "-q")
+}
+
+// mountImage makes a sparse image of size bytes with the mkfs tool of
+// package pkg, run with args and the image, and loop-mounts it (Mount).
+func mountImage(t testing.TB, size int64, tool, pkg string, args ...string) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("xfstest: needs root to loop-mount an XFS image")
+		t.Skip("xfstest: needs root to loop-mount an image")
 	}
-	mkfs := lookSbin("mkfs.xfs")
+	mkfs := lookSbin(tool)
 	if mkfs == "" {
-		t.Skip("xfstest: mkfs.xfs not found (apt-get install xfsprogs)")
+		t.Skipf("xfstest: %s not found (apt-get install %s)", tool, pkg)
 	}
 	// The image and the mount point go first, so that their removal runs
 	// after the unmount registered below (cleanups run last in, first out).
 	work := t.TempDir()
-	img := filepath.Join(work, "xfs.img")
+	img := filepath.Join(work, "fs.img")
 	dir := filepath.Join(work, "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -52,11 +69,11 @@ func Mount(t testing.TB, size int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(mkfs, "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
-		t.Fatalf("xfstest: mkfs.xfs: %v\n%s", err, out)
+	if out, err := exec.Command(mkfs, append(args, img)...).CombinedOutput(); err != nil {
+		t.Fatalf("xfstest: %s: %v\n%s", tool, err, out)
 	}
 	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
-		t.Skipf("xfstest: cannot loop-mount an XFS image here: %v\n%s", err, out)
+		t.Skipf("xfstest: cannot loop-mount a %s image here: %v\n%s", tool, err, out)
 	}
 	t.Cleanup(func() { unmount(t, dir) })
 	return dir
