@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"path/filepath"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"ckptfs/internal/ckpt"
 )
@@ -119,5 +122,39 @@ func TestStepNames(t *testing.T) {
 	}
 	if n, err := s.Resolve("2.1"); err != nil || n != 2 {
 		t.Fatalf("resolve 2.1 after the merge: %s, %v", PointName(n), err)
+	}
+}
+
+// TestStepBoundarySurvivesAKill: after a kill -9 inside a turn with a
+// step boundary, the reopened store rebuilds the open turn's touched set
+// from the last step on: a path captured in an earlier step is captured
+// again in the current one, so the end of the earlier step still resolves
+// exactly.
+func TestStepBoundarySurvivesAKill(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s := openOn(t, mem)
+	defer s.Close()
+	root := t.TempDir()
+	tree := openTree(t, root)
+	f := filepath.Join(root, "f")
+	writeFile(t, f, []byte("0"))
+	s.Begin(ckpt.KindAgent, "", "")
+	captureFile(t, s, tree, "f")
+	writeFile(t, f, []byte("1"))
+	if _, ok, err := s.Step("Edit", ""); err != nil || !ok {
+		t.Fatalf("step: %v %v", ok, err)
+	}
+	r, _ := killClone(t, mem)
+	defer r.Close()
+	if !r.NeedsCapture("f", false) {
+		t.Fatal("after a kill, f counts as captured in the step that follows the boundary")
+	}
+	captureFile(t, r, tree, "f")
+	writeFile(t, f, []byte("2"))
+	if _, err := r.End(""); err != nil {
+		t.Fatal(err)
+	}
+	if got := catAt(t, r, StepPoint(1, 1), "f", tree); got != "1" {
+		t.Fatalf("f at the end of step 1.1 after a kill: %q, want %q", got, "1")
 	}
 }

@@ -312,13 +312,22 @@ func (s *Store) load() error {
 	return nil
 }
 
-// rebuildTouched rebuilds the open turn's touched set from its events.
+// rebuildTouched rebuilds the open turn's touched set from its events
+// since its last step boundary (steps.go).
 func (s *Store) rebuildTouched() error {
 	s.touched = map[string]uint8{}
 	if s.cur == nil {
 		return nil
 	}
-	return s.scanEvents(s.cur.FirstSeq, s.nextSeq, func(r *record) (bool, error) {
+	from := s.cur.FirstSeq
+	steps, err := s.stepsOf(s.cur.Num)
+	if err != nil {
+		return err
+	}
+	if len(steps) > 0 {
+		from = steps[len(steps)-1].LastSeq + 1
+	}
+	return s.scanEvents(from, s.nextSeq, func(r *record) (bool, error) {
 		s.touch(r)
 		return true, nil
 	})
