@@ -148,6 +148,7 @@ mkdir -p lib; printf 'one\ntwo\n' > lib/util.txt
 $T end >/dev/null
 $T begin --label "$(printf 'edit main\n\nSay hello instead of hi.')" >/dev/null
 sed -i 's/"hi"/"hello"/' main.go
+$T step --tool Edit --label main.go >/dev/null
 chmod 0600 lib/util.txt; ln -s main.go link; echo readme > README
 $T end >/dev/null
 $T rewind 1 >/dev/null
@@ -182,6 +183,12 @@ $T end >/dev/null
 		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"]`)),
 		chromedp.Click(chromedp.CSS(`#files .file[data-path="main.go"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="main.go"] pre`)))
+	steps := get(t, ctx, "turn 2's steps", chromedp.Text(chromedp.CSS(`#steps`)))
+	for _, want := range []string{"2 steps", "2.1", "Edit", "main.go", "2.2"} {
+		if !strings.Contains(steps, want) {
+			t.Errorf("turn 2's steps lack %q:\n%s", want, steps)
+		}
+	}
 	diff := get(t, ctx, "the diff", chromedp.Text(chromedp.CSS(`#diff`)))
 	for _, want := range []string{"-\tprintln(\"hi\") // greet", "+\tprintln(\"hello\") // greet", "@@ -1,5 +1,5 @@"} {
 		if !strings.Contains(diff, want) {

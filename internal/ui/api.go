@@ -185,13 +185,16 @@ type change struct {
 }
 
 type turnReply struct {
-	Turn    ckpt.Turn  `json:"turn"`
-	Parent  *uint64    `json:"parent"`
-	Pin     *ckpt.Pin  `json:"pin"`
-	Stats   ckpt.Stats `json:"stats"`
-	Total   int        `json:"total"`
-	Offset  int        `json:"offset"`
-	Changes []change   `json:"changes"`
+	Turn   ckpt.Turn `json:"turn"`
+	Parent *uint64   `json:"parent"`
+	Pin    *ckpt.Pin `json:"pin"`
+	// Steps are the turn's steps when it has more than one (turnctl
+	// step: one tool call's changes each); else none.
+	Steps   []ckpt.Step `json:"steps"`
+	Stats   ckpt.Stats  `json:"stats"`
+	Total   int         `json:"total"`
+	Offset  int         `json:"offset"`
+	Changes []change    `json:"changes"`
 }
 
 // turn: GET /api/turn?n=TURN&offset=O&limit=N, one turn (its whole
@@ -204,7 +207,10 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	out := turnReply{Turn: rep.Turn, Stats: rep.Stats, Total: len(rep.Changes), Offset: offset, Changes: []change{}}
+	out := turnReply{Turn: rep.Turn, Stats: rep.Stats, Total: len(rep.Changes), Offset: offset, Changes: []change{}, Steps: []ckpt.Step{}}
+	if len(rep.Steps) > 1 {
+		out.Steps = rep.Steps
+	}
 	if p, ok := rep.Turn.Parent(); ok {
 		out.Parent = &p
 	}

@@ -49,6 +49,9 @@ func testHistory(t *testing.T) (string, turnctl.Handler) {
 	turn("first", func() { ov.Write("a.txt", "one\ntwo\n") })
 	turn("second\nthe whole prompt of the second turn", func() {
 		ov.Write("a.txt", "one\n2\nthree\n")
+		if _, _, err := store.Step("Edit", "a.txt"); err != nil { // one tool call's changes
+			t.Fatal(err)
+		}
 		ov.Write("b.txt", "bee\n")
 		ov.Write("pic.png", pngBytes)
 	})
@@ -352,6 +355,13 @@ func TestUITurnAndDiff(t *testing.T) {
 	c.json("/api/turn?n=2", &tr)
 	if tr.Turn.Prompt != "second\nthe whole prompt of the second turn" || tr.Total != 3 || len(tr.Changes) != 3 {
 		t.Fatalf("turn 2: %+v", tr)
+	}
+	if len(tr.Steps) != 2 || tr.Steps[0].Tool != "Edit" || tr.Steps[0].Label != "a.txt" || tr.Steps[1].Num != 2 {
+		t.Fatalf("turn 2's steps: %+v", tr.Steps)
+	}
+	var one turnReply
+	if c.json("/api/turn?n=1", &one); len(one.Steps) != 0 {
+		t.Fatalf("a turn of one step lists steps: %+v", one.Steps)
 	}
 	c.json("/api/turn?n=2&offset=1&limit=1", &tr)
 	if tr.Total != 3 || len(tr.Changes) != 1 || tr.Changes[0].Path != "b.txt" || tr.Changes[0].Patch != "" {

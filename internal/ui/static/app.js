@@ -224,9 +224,19 @@ function renderTurn() {
       t.pin ? el("button", { id: "act-unpin", onclick: () => pinAction("unpin", turn.num) }, "Unpin")
         : el("button", { id: "act-pin", onclick: () => pinAction("pin", turn.num) }, "Pin…"),
       turn.num > 0 ? el("a", { id: "dl-patch", class: "button", href: `/api/patch?n=${turn.num}&from=${prevOf(turn)}`, download: `turn-${turn.num}.patch`, title: "what this turn changed, as a patch git apply takes (turnctl diff)" }, "Download patch") : null));
+  const steps = t.steps && t.steps.length ? el("div", { class: "steps", id: "steps" },
+    el("div", { class: "pane-title" }, `${t.steps.length} steps (one tool call each)`),
+    ...t.steps.map((st) => {
+      const name = `${st.turn}.${st.num}`;
+      return el("div", { class: "step", "data-step": name },
+        el("span", { class: "num" }, name), " ",
+        el("span", { class: "tool" }, st.tool || ""), " ",
+        el("span", { class: "label" }, st.label || ""), " ",
+        el("button", { class: "small", onclick: () => action("rewind", { turn: name }, `Rewind the tree to the end of step ${name}`) }, "Rewind to here…"));
+    })) : null;
   const list = el("div", { class: "files-list", id: "files" });
   renderChanges(list);
-  $("#detail").replaceChildren(head,
+  $("#detail").replaceChildren(head, ...(steps ? [steps] : []),
     el("div", { class: "pane-title" }, `${plural(t.total, "change")}`),
     list,
     el("div", { id: "file-view" }));
