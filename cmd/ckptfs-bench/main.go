@@ -7,7 +7,8 @@
 // Files: main.go (flags), configs.go (the configurations and their mounts),
 // loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
 // child process), usermode.go (Cu, and acting as its user), workloads.go, history.go (C-only history figures),
-// report.go (statistics, tables, JSON).
+// gcfigures.go and gcreport.go (the retention figures), report.go
+// (statistics, tables, JSON).
 package main
 
 import (
@@ -49,6 +50,9 @@ type options struct {
 	user      string
 	keep      bool
 	noHistory bool
+	// The retention figures (gcfigures.go).
+	gcTurns int
+	gcEvery string
 	// The agent session (session.go).
 	sessionDebug   bool
 	sessionProfile string
@@ -74,7 +78,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&o.turnctl, "turnctl", "bin/turnctl", "turnctl binary `PATH`")
 	fl.StringSliceVar(&o.lplus, "lplus", defaultLplus, "L+ tuning `OPTION`s, for ablations (see above)")
 	fl.BoolVar(&o.keep, "keep", false, "keep the work directory's contents at the end")
-	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only)")
+	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only) and the retention figures (gc)")
+	fl.IntVar(&o.gcTurns, "gc-turns", 0, "retention figures: `N` turns of 50 MB under a 1 GiB budget (default 200, --quick 40)")
+	fl.StringVar(&o.gcEvery, "gc-every", "1s", "retention figures: run the budget figure again with the daemon looking for gc work every `DURATION` (CKPTFS_GC_EVERY; 0: only at its default, 1m)")
 	fl.BoolVar(&o.sessionDebug, "session-debug", false, "agent session: mount C with --debug and count FUSE requests per turn (slows C)")
 	fl.StringVar(&o.sessionProfile, "session-cpuprofile", "", "agent session: write the C daemon's CPU profile of each session into `DIR`")
 	fl.StringVar(&o.sessionGocache, "session-gocache", "", "agent session: the GOCACHE `DIR` every configuration shares (default WORK/session/gocache)")
@@ -131,6 +137,14 @@ func (o *options) check() error {
 	if o.reps < 1 {
 		return errors.New("--reps must be at least 1")
 	}
+	if o.gcTurns < 0 {
+		return errors.New("--gc-turns must not be negative")
+	}
+	if o.gcEvery != "0" {
+		if d, err := time.ParseDuration(o.gcEvery); err != nil || d <= 0 {
+			return fmt.Errorf("--gc-every: bad duration %q", o.gcEvery)
+		}
+	}
 	seen := map[string]bool{}
 	for i, c := range o.configs {
 		c = strings.TrimSpace(c)
@@ -151,7 +165,7 @@ func (o *options) check() error {
 	}
 	for i, w := range o.only {
 		w = strings.TrimSpace(w)
-		if w != "history" && w != "session" && w != "capture" && findWorkload(w) == nil {
+		if w != "history" && w != "session" && w != "capture" && w != "gc" && findWorkload(w) == nil {
 			return fmt.Errorf("unknown workload %q", w)
 		}
 		o.only[i] = w
@@ -209,6 +223,12 @@ Workloads (--only takes names or numbers):
               file, on C and on Cx: ckptfs over a loop-mounted XFS image
               made with reflink=1 under WORK/Cx (captures clone; needs
               mkfs.xfs), with the space each capture took
+     gc       retention (issue 15), on mounts of its own with a policy:
+              the store's size through 200 turns of 50 MB under a 1 GiB
+              budget, sed -i while turnctl gc reclaims 1 GiB against
+              without, gc throughput (chunks, attic), and a scripted
+              100-turn history's store under the default, an unlimited
+              and a tight policy (about 5 minutes)
 
 Flags:
 %s
