@@ -11,8 +11,9 @@ package main
 //     after every turn, against the budget. Only the daemon's background
 //     gc runs.
 //  2. foreground: sed -i over the sed workload's files while a
-//     `turnctl gc` reclaims about 1 GiB of chunks of forgotten turns,
-//     against the same sed with no gc, interleaved.
+//     `turnctl gc` reclaims about 1 GiB of chunks of forgotten turns, and
+//     while the daemon's background gc (made due by a budget of 1 byte)
+//     does the same, against the same sed with no gc, interleaved.
 //  3. throughput: `turnctl gc --json` alone, reclaiming that much in
 //     chunks (files under 4 MiB overwritten) and in the attic (big files
 //     deleted): bytes reclaimed (before_bytes - after_bytes) per second.
@@ -29,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +51,7 @@ type gcSizes struct {
 	reps      int   // figure 2: repetitions (each makes its garbage anew)
 }
 
-var fullGCSizes = gcSizes{turns: 200, turnBytes: 50e6, budget: 1 << 30, garbage: 1 << 30, chunkFile: 2 << 20, atticFile: 256 << 20, histTurns: 100, histFiles: 3000, reps: 5}
+var fullGCSizes = gcSizes{turns: 200, turnBytes: 50e6, budget: 1 << 30, garbage: 1 << 30, chunkFile: 2 << 20, atticFile: 256 << 20, histTurns: 100, histFiles: 3000, reps: 3}
 var quickGCSizes = gcSizes{turns: 40, turnBytes: 50e6, budget: 1 << 30, garbage: 256 << 20, chunkFile: 2 << 20, atticFile: 64 << 20, histTurns: 30, histFiles: 1000, reps: 2}
 
 // Policies of the figures (ckptfs mount flags).
@@ -88,7 +90,9 @@ func (b *bench) runGC(ctx context.Context) error {
 	}{{"budget", g.budget}, {"foreground", g.foreground}, {"throughput", g.throughput}, {"policies", g.policies}} {
 		start := time.Now()
 		err := f.run(ctx)
-		os.RemoveAll(filepath.Join(b.o.work, "gc"))
+		if !b.o.keep {
+			os.RemoveAll(filepath.Join(b.o.work, "gc"))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -246,7 +250,9 @@ func (g *gcFigures) budget(ctx context.Context) error {
 		if err := g.budgetRun(ctx, fmt.Sprintf("budget%d", i), every); err != nil {
 			return err
 		}
-		os.RemoveAll(filepath.Join(g.b.o.work, "gc", fmt.Sprintf("budget%d", i)))
+		if !g.b.o.keep {
+			os.RemoveAll(filepath.Join(g.b.o.work, "gc", fmt.Sprintf("budget%d", i)))
+		}
 	}
 	return nil
 }
@@ -295,14 +301,15 @@ func (g *gcFigures) budgetRun(ctx context.Context, name, every string) error {
 }
 
 // makeChunkGarbage overwrites (or first writes) size bytes of files of
-// chunkFile bytes under dir/garbage with new random data in a turn of
-// its own: the bytes they held before are chunks of that turn.
-func (g *gcFigures) makeChunkGarbage(ctx context.Context, m *ckptfsTarget, size int64, seed uint64) error {
-	d := filepath.Join(m.Dir(), "garbage")
+// chunkFile bytes under dir/sub with new random data in a turn of its
+// own, whose number it returns: the bytes they held before are chunks of
+// that turn.
+func (g *gcFigures) makeChunkGarbage(ctx context.Context, m *ckptfsTarget, sub string, size int64, seed uint64) (uint64, error) {
+	d := filepath.Join(m.Dir(), sub)
 	if err := os.MkdirAll(d, 0o755); err != nil {
-		return err
+		return 0, err
 	}
-	_, err := inTurn(ctx, m, func() error {
+	return inTurn(ctx, m, func() error {
 		for i := int64(0); i*g.sz.chunkFile < size; i++ {
 			if err := writeRandom(filepath.Join(d, fmt.Sprint(i)), g.sz.chunkFile, seed<<20+uint64(i), false); err != nil {
 				return err
@@ -310,16 +317,25 @@ func (g *gcFigures) makeChunkGarbage(ctx context.Context, m *ckptfsTarget, size 
 		}
 		return nil
 	})
-	return err
 }
 
-// foreground is figure 2 (and the "chunks, sed running" throughput).
+// The foreground figure's mount looks for background gc work this often.
+const foregroundGCEvery = "250ms"
+
+// foreground is figure 2 (and the "chunks, sed running" throughput): in
+// each repetition, the sed alone, during a turnctl gc and during the
+// daemon's background gc, in a rotating order, each gc reclaiming chunks
+// of its own.
 func (g *gcFigures) foreground(ctx context.Context) error {
-	m, err := g.mount(ctx, "foreground", unlimitedPolicy)
+	m, err := g.mount(ctx, "foreground", unlimitedPolicy, "CKPTFS_GC_EVERY="+foregroundGCEvery)
 	if err != nil {
 		return err
 	}
 	defer g.closeMount(m)
+	cl, err := m.control()
+	if err != nil {
+		return err
+	}
 	gl := &global{b: g.b}
 	if err := globalTarball(ctx, gl); err != nil {
 		return err
@@ -328,66 +344,140 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 	if _, err := inTurn(ctx, m, func() error { return setupSed(ctx, e) }); err != nil {
 		return err
 	}
-	fg := &gcForeground{Files: len(e.list()), GarbageBytes: g.sz.garbage}
+	fg := &gcForeground{Files: len(e.list()), GarbageBytes: g.sz.garbage, BGEvery: foregroundGCEvery}
 	g.res.Foreground = fg
 	during := &gcThroughput{Kind: "chunks, sed -i running", Garbage: g.sz.garbage}
-	// The files exist first, so that each repetition's overwrite makes
+	// The files exist first, so that each repetition's overwrites make
 	// garbage of the bytes the previous one wrote.
-	if err := g.makeChunkGarbage(ctx, m, g.sz.garbage, 1); err != nil {
-		return err
+	for _, sub := range []string{"a", "b"} {
+		if _, err := g.makeChunkGarbage(ctx, m, sub, g.sz.garbage, 1); err != nil {
+			return err
+		}
 	}
 	seds := 0
+	var lastSed uint64 // the newest sed's turn
 	sed := func() (float64, error) {
 		e.rep = seds
 		seds++
 		start := time.Now()
-		_, err := inTurn(ctx, m, func() error { return runSed(ctx, e) })
+		n, err := inTurn(ctx, m, func() error { return runSed(ctx, e) })
+		lastSed = n
 		return since(start), err
 	}
+	bgLines := func() (int, string) {
+		data, _ := os.ReadFile(m.log)
+		lines := strings.Split(string(data), "\n")
+		n, last := 0, ""
+		for _, l := range lines {
+			if strings.Contains(l, "background gc (") {
+				n, last = n+1, l
+			}
+		}
+		return n, last
+	}
+	tiny, huge := int64(1), int64(1)<<40
 	for rep := 0; rep < g.sz.reps; rep++ {
-		if err := g.makeChunkGarbage(ctx, m, g.sz.garbage, uint64(2+rep)); err != nil {
+		_, err := g.makeChunkGarbage(ctx, m, "a", g.sz.garbage, uint64(2+2*rep))
+		if err != nil {
 			return err
 		}
-		if err := g.forgetAll(ctx, m); err != nil {
+		tb, err := g.makeChunkGarbage(ctx, m, "b", g.sz.garbage, uint64(3+2*rep))
+		if err != nil {
 			return err
 		}
-		for _, withGC := range []bool{rep%2 == 0, rep%2 != 0} {
+		// The turnctl gc reclaims what turn "a" captured, the
+		// background gc what tb did, each forgotten just before: so the
+		// turnctl gc comes before the background one (whose forget
+		// needs a closed turn after tb: the turnctl one's sed), and the
+		// sed alone takes each place in turn. A budget of 1 byte makes
+		// the background gc due; it runs at its next look.
+		order := []string{"turnctl", "background"}
+		at := rep % 3
+		order = append(order[:at], append([]string{"alone"}, order[at:]...)...)
+		for _, what := range order {
 			g.quiesce(m)
-			if !withGC {
+			switch what {
+			case "alone":
 				s, err := sed()
 				if err != nil {
 					return err
 				}
 				fg.Alone = append(fg.Alone, s)
 				g.b.logf("gc foreground rep %d: sed alone %.2f s", rep+1, s)
-				continue
+			case "turnctl":
+				if _, err := cl.Forget(ctx, turnctl.ForgetRequest{Before: fmt.Sprint(tb)}); err != nil {
+					return err
+				}
+				g.quiesce(m)
+				type outcome struct {
+					run gcRun
+					err error
+				}
+				done := make(chan outcome, 1)
+				start := time.Now()
+				go func() {
+					r, _, err := g.runGCCmd(ctx, m)
+					done <- outcome{r, err}
+				}()
+				s, err := sed()
+				sedEnd := since(start)
+				o := <-done
+				if err != nil {
+					return err
+				}
+				if o.err != nil {
+					return o.err
+				}
+				fg.WithGC = append(fg.WithGC, s)
+				fg.GCWall = append(fg.GCWall, o.run.Wall)
+				if o.run.Wall >= sedEnd {
+					fg.Outlasted++
+				}
+				during.Runs = append(during.Runs, o.run)
+				g.b.logf("gc foreground rep %d: sed during turnctl gc %.2f s; gc %.2f s, reclaimed %d MiB", rep+1, s, o.run.Wall, o.run.Reclaimed>>20)
+			case "background":
+				if _, err := cl.Forget(ctx, turnctl.ForgetRequest{Before: fmt.Sprint(lastSed)}); err != nil {
+					return err
+				}
+				g.quiesce(m)
+				n, _ := bgLines()
+				start := time.Now()
+				if _, err := cl.Policy(ctx, turnctl.PolicyRequest{KeepSize: &tiny}); err != nil {
+					return err
+				}
+				s, err := sed()
+				sedEnd := since(start)
+				if err != nil {
+					return err
+				}
+				var line string
+				for {
+					k, l := bgLines()
+					if k > n {
+						line = l
+						break
+					}
+					if since(start) > 600 {
+						return fmt.Errorf("no background gc after %.0f s", since(start))
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				wall := since(start)
+				if !strings.Contains(line, "freed") || strings.Contains(line, "freed 0 B") {
+					g.b.note("gc foreground: the background gc reclaimed nothing: %s", line)
+				}
+				g.b.logf("gc foreground: daemon: %s", line)
+				if _, err := cl.Policy(ctx, turnctl.PolicyRequest{KeepSize: &huge}); err != nil {
+					return err
+				}
+				fg.WithBG = append(fg.WithBG, s)
+				fg.BGWall = append(fg.BGWall, wall)
+				fg.BGFreed = append(fg.BGFreed, loggedFreed(line))
+				if wall >= sedEnd {
+					fg.BGOutlasted++
+				}
+				g.b.logf("gc foreground rep %d: sed during background gc %.2f s; gc logged after %.2f s", rep+1, s, wall)
 			}
-			type outcome struct {
-				run gcRun
-				err error
-			}
-			done := make(chan outcome, 1)
-			start := time.Now()
-			go func() {
-				r, _, err := g.runGCCmd(ctx, m)
-				done <- outcome{r, err}
-			}()
-			s, err := sed()
-			sedEnd := since(start)
-			o := <-done
-			if err != nil {
-				return err
-			}
-			if o.err != nil {
-				return o.err
-			}
-			fg.WithGC = append(fg.WithGC, s)
-			fg.GCWall = append(fg.GCWall, o.run.Wall)
-			if o.run.Wall >= sedEnd {
-				fg.Outlasted++
-			}
-			during.Runs = append(during.Runs, o.run)
-			g.b.logf("gc foreground rep %d: sed during gc %.2f s; gc %.2f s, reclaimed %d MiB", rep+1, s, o.run.Wall, o.run.Reclaimed>>20)
 		}
 	}
 	fg.summarize()
@@ -403,11 +493,10 @@ func (g *gcFigures) throughput(ctx context.Context) error {
 	}
 	defer g.closeMount(m)
 	chunks := &gcThroughput{Kind: "chunks (files < 4 MiB overwritten)", Garbage: g.sz.garbage}
-	if err := g.makeChunkGarbage(ctx, m, g.sz.garbage, 100); err != nil {
-		return err
-	}
-	if err := g.makeChunkGarbage(ctx, m, g.sz.garbage, 101); err != nil {
-		return err
+	for seed := uint64(100); seed < 102; seed++ {
+		if _, err := g.makeChunkGarbage(ctx, m, "garbage", g.sz.garbage, seed); err != nil {
+			return err
+		}
 	}
 	if err := g.forgetAll(ctx, m); err != nil {
 		return err
@@ -656,4 +745,15 @@ func (h *scriptedHistory) turn(t int) error {
 		return h.rebuild(t + 1)
 	}
 	return nil
+}
+
+var freedRE = regexp.MustCompile(`freed ([^;,]+)`)
+
+// loggedFreed is what a daemon's "background gc (...): freed X; ..." log
+// line says it freed ("?": the line says no such thing).
+func loggedFreed(line string) string {
+	if m := freedRE.FindStringSubmatch(line); m != nil {
+		return m[1]
+	}
+	return "?"
 }

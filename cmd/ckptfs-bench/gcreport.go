@@ -65,16 +65,28 @@ type gcForeground struct {
 	// Outlasted counts the repetitions whose gc was still running when
 	// the sed ended.
 	Outlasted int `json:"gc_outlasted_sed"`
+	// The same with the daemon's background gc (low priority, pauses
+	// between batches), which looks for work every BGEvery; BGWall runs
+	// from making it due to its log line.
+	BGEvery     string    `json:"background_gc_every"`
+	WithBG      []float64 `json:"sed_with_background_gc_s"`
+	BGWall      []float64 `json:"background_gc_wall_s"`
+	BGOutlasted int       `json:"background_gc_outlasted_sed"`
+	BGFreed     []string  `json:"background_gc_freed"` // as its log line says
 	// From the samples (summarize).
 	MedianAlone  float64 `json:"median_alone_s"`
 	MedianWithGC float64 `json:"median_with_gc_s"`
 	Ratio        float64 `json:"ratio"` // target ≤ 1.2
+	MedianWithBG float64 `json:"median_with_background_gc_s"`
+	RatioBG      float64 `json:"ratio_background"`
 }
 
 func (f *gcForeground) summarize() {
 	f.MedianAlone, _, _ = stats(f.Alone)
 	f.MedianWithGC, _, _ = stats(f.WithGC)
+	f.MedianWithBG, _, _ = stats(f.WithBG)
 	f.Ratio, _ = ratio(f.MedianWithGC, f.MedianAlone)
+	f.RatioBG, _ = ratio(f.MedianWithBG, f.MedianAlone)
 }
 
 // gcRun is one turnctl gc.
@@ -154,9 +166,16 @@ func (g *gcResult) table() string {
 	if f := g.Foreground; f != nil {
 		f.summarize()
 		gcMed, gcMin, gcMax := stats(f.GCWall)
-		fmt.Fprintf(&sb, "foreground: sed -i over %d files, median of %d: alone %s s, while turnctl gc reclaims %s %s s: %s (target ≤ 1.2×); gc %s s (%s–%s), still running at the sed's end in %d of %d\n",
-			f.Files, len(f.WithGC), fmtSecs(f.MedianAlone), mib(f.GarbageBytes), fmtSecs(f.MedianWithGC), fmtRatio(f.Ratio, f.Ratio > 0),
+		fmt.Fprintf(&sb, "foreground: sed -i over %d files, medians of %d, each gc reclaiming %s of chunks; target ≤ 1.2×\n",
+			f.Files, len(f.Alone), mib(f.GarbageBytes))
+		fmt.Fprintf(&sb, "  alone %s s; during turnctl gc %s s: %s, gc %s s (%s–%s), still running at the sed's end in %d of %d\n",
+			fmtSecs(f.MedianAlone), fmtSecs(f.MedianWithGC), fmtRatio(f.Ratio, f.Ratio > 0),
 			fmtSecs(gcMed), fmtSecs(gcMin), fmtSecs(gcMax), f.Outlasted, len(f.WithGC))
+		if len(f.WithBG) > 0 {
+			bgMed, bgMin, bgMax := stats(f.BGWall)
+			fmt.Fprintf(&sb, "  during the background gc (looks every %s) %s s: %s, gc done after %s s (%s–%s), still running at the sed's end in %d of %d; freed %s\n",
+				f.BGEvery, fmtSecs(f.MedianWithBG), fmtRatio(f.RatioBG, f.RatioBG > 0), fmtSecs(bgMed), fmtSecs(bgMin), fmtSecs(bgMax), f.BGOutlasted, len(f.WithBG), strings.Join(f.BGFreed, ", "))
+		}
 	}
 	if len(g.Throughput) > 0 {
 		sb.WriteString("gc throughput (turnctl gc --json: before_bytes - after_bytes over wall time; median of runs)\n")
