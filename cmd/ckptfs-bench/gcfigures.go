@@ -349,8 +349,8 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 	during := &gcThroughput{Kind: "chunks, sed -i running", Garbage: g.sz.garbage}
 	// The files exist first, so that each repetition's overwrites make
 	// garbage of the bytes the previous one wrote.
-	for _, sub := range []string{"a", "b"} {
-		if _, err := g.makeChunkGarbage(ctx, m, sub, g.sz.garbage, 1); err != nil {
+	for i, sub := range []string{"a", "b"} {
+		if _, err := g.makeChunkGarbage(ctx, m, sub, g.sz.garbage, uint64(1000+i)); err != nil {
 			return err
 		}
 	}
@@ -364,33 +364,35 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 		lastSed = n
 		return since(start), err
 	}
-	bgLines := func() (int, string) {
+	// bgLines returns the daemon's background gc log lines.
+	bgLines := func() []string {
 		data, _ := os.ReadFile(m.log)
-		lines := strings.Split(string(data), "\n")
-		n, last := 0, ""
-		for _, l := range lines {
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
 			if strings.Contains(l, "background gc (") {
-				n, last = n+1, l
+				lines = append(lines, l)
 			}
 		}
-		return n, last
+		return lines
 	}
 	tiny, huge := int64(1), int64(1)<<40
 	for rep := 0; rep < g.sz.reps; rep++ {
-		_, err := g.makeChunkGarbage(ctx, m, "a", g.sz.garbage, uint64(2+2*rep))
+		ta, err := g.makeChunkGarbage(ctx, m, "a", g.sz.garbage, uint64(2+2*rep))
 		if err != nil {
 			return err
 		}
-		tb, err := g.makeChunkGarbage(ctx, m, "b", g.sz.garbage, uint64(3+2*rep))
+		_, err = g.makeChunkGarbage(ctx, m, "b", g.sz.garbage, uint64(3+2*rep))
 		if err != nil {
 			return err
 		}
-		// The turnctl gc reclaims what turn "a" captured, the
-		// background gc what tb did, each forgotten just before: so the
-		// turnctl gc comes before the background one (whose forget
-		// needs a closed turn after tb: the turnctl one's sed), and the
-		// sed alone takes each place in turn. A budget of 1 byte makes
-		// the background gc due; it runs at its next look.
+		// The turnctl gc reclaims what turn ta captured, the
+		// background gc what tb did, each forgotten just before (history
+		// then starts at the end of ta, of a closed turn after tb: what
+		// the turn it starts at captured goes too): so the turnctl gc
+		// comes before the background one (whose forget needs a closed
+		// turn after tb: the turnctl one's sed), and the sed alone takes
+		// each place in turn. A budget of 1 byte makes the background gc
+		// due; it runs at its next look.
 		order := []string{"turnctl", "background"}
 		at := rep % 3
 		order = append(order[:at], append([]string{"alone"}, order[at:]...)...)
@@ -405,7 +407,7 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 				fg.Alone = append(fg.Alone, s)
 				g.b.logf("gc foreground rep %d: sed alone %.2f s", rep+1, s)
 			case "turnctl":
-				if _, err := cl.Forget(ctx, turnctl.ForgetRequest{Before: fmt.Sprint(tb)}); err != nil {
+				if _, err := cl.Forget(ctx, turnctl.ForgetRequest{Before: fmt.Sprint(ta)}); err != nil {
 					return err
 				}
 				g.quiesce(m)
@@ -440,7 +442,7 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 					return err
 				}
 				g.quiesce(m)
-				n, _ := bgLines()
+				n := len(bgLines())
 				start := time.Now()
 				if _, err := cl.Policy(ctx, turnctl.PolicyRequest{KeepSize: &tiny}); err != nil {
 					return err
@@ -450,11 +452,10 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				var line string
+				var line string // the first background gc's
 				for {
-					k, l := bgLines()
-					if k > n {
-						line = l
+					if l := bgLines(); len(l) > n {
+						line = l[n]
 						break
 					}
 					if since(start) > 600 {
@@ -469,6 +470,9 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 				g.b.logf("gc foreground: daemon: %s", line)
 				if _, err := cl.Policy(ctx, turnctl.PolicyRequest{KeepSize: &huge}); err != nil {
 					return err
+				}
+				if more := bgLines()[n+1:]; len(more) > 0 {
+					g.b.logf("gc foreground: then: %s", strings.Join(more, " | "))
 				}
 				fg.WithBG = append(fg.WithBG, s)
 				fg.BGWall = append(fg.BGWall, wall)
