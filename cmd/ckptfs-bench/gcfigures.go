@@ -443,34 +443,49 @@ func (g *gcFigures) foreground(ctx context.Context) error {
 				}
 				g.quiesce(m)
 				n := len(bgLines())
+				// The poller sees the first background gc end and
+				// lifts the budget at once, so that no second one
+				// (a scan of the whole store each) runs during the sed.
+				type seen struct {
+					line string
+					at   float64
+					err  error
+				}
+				seenc := make(chan seen, 1)
 				start := time.Now()
 				if _, err := cl.Policy(ctx, turnctl.PolicyRequest{KeepSize: &tiny}); err != nil {
 					return err
 				}
+				go func() {
+					for {
+						if l := bgLines(); len(l) > n {
+							at := since(start)
+							_, err := cl.Policy(ctx, turnctl.PolicyRequest{KeepSize: &huge})
+							seenc <- seen{l[n], at, err}
+							return
+						}
+						if since(start) > 600 || ctx.Err() != nil {
+							cl.Policy(context.Background(), turnctl.PolicyRequest{KeepSize: &huge})
+							seenc <- seen{err: fmt.Errorf("no background gc after %.0f s", since(start))}
+							return
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}()
 				s, err := sed()
 				sedEnd := since(start)
+				sn := <-seenc
 				if err != nil {
 					return err
 				}
-				var line string // the first background gc's
-				for {
-					if l := bgLines(); len(l) > n {
-						line = l[n]
-						break
-					}
-					if since(start) > 600 {
-						return fmt.Errorf("no background gc after %.0f s", since(start))
-					}
-					time.Sleep(20 * time.Millisecond)
+				if sn.err != nil {
+					return sn.err
 				}
-				wall := since(start)
+				line, wall := sn.line, sn.at
 				if !strings.Contains(line, "freed") || strings.Contains(line, "freed 0 B") {
 					g.b.note("gc foreground: the background gc reclaimed nothing: %s", line)
 				}
 				g.b.logf("gc foreground: daemon: %s", line)
-				if _, err := cl.Policy(ctx, turnctl.PolicyRequest{KeepSize: &huge}); err != nil {
-					return err
-				}
 				if more := bgLines()[n+1:]; len(more) > 0 {
 					g.b.logf("gc foreground: then: %s", strings.Join(more, " | "))
 				}
