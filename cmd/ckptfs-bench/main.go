@@ -223,12 +223,12 @@ Workloads (--only takes names or numbers):
               file, on C and on Cx: ckptfs over a loop-mounted XFS image
               made with reflink=1 under WORK/Cx (captures clone; needs
               mkfs.xfs), with the space each capture took
-     gc       retention (issue 15), on mounts of its own with a policy:
+     gc       retention (issue 15), on mounts of their own with a policy:
               the store's size through 200 turns of 50 MB under a 1 GiB
-              budget, sed -i while turnctl gc reclaims 1 GiB against
-              without, gc throughput (chunks, attic), and a scripted
-              100-turn history's store under the default, an unlimited
-              and a tight policy (about 5 minutes)
+              budget, sed -i while turnctl gc and while the background
+              gc reclaim 1 GiB against without, gc throughput (chunks,
+              attic), and a scripted 100-turn history's store under the
+              default, an unlimited and a tight policy (5-7 minutes)
 
 Flags:
 %s
