@@ -81,6 +81,15 @@ func (b *bench) run(ctx context.Context) error {
 			b.note("session: %v", err)
 		}
 	}
+	// So do the retention figures, on mounts of their own.
+	if b.selected("gc", -1) && !b.o.noHistory {
+		if err := b.runGC(ctx); err != nil {
+			if ctx.Err() != nil {
+				return b.report(ctx.Err())
+			}
+			b.note("gc: %v", err)
+		}
+	}
 	anyWorkload := false
 	for _, wl := range workloads {
 		anyWorkload = anyWorkload || b.selected(wl.name, wl.num)

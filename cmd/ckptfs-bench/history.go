@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -555,7 +556,9 @@ func writeRandom(p string, n int64, seed uint64, appendTo bool) error {
 		return err
 	}
 	defer f.Close()
-	r := rand.NewChaCha8([32]byte{byte(seed)})
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:8], seed) // seeds < 256 as before
+	r := rand.NewChaCha8(key)
 	buf := make([]byte, chunk)
 	for left := n; left > 0; left -= chunk {
 		r.Read(buf)

@@ -8,7 +8,8 @@
 // loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
 // child process), usermode.go (Cu, and acting as its user), workloads.go, history.go (C-only history figures),
 // navigation.go (revert, log search, export, checkout over 1000 turns),
-// report.go (statistics, tables, JSON).
+// gcfigures.go and gcreport.go (the retention figures), report.go
+// (statistics, tables, JSON).
 package main
 
 import (
@@ -50,6 +51,9 @@ type options struct {
 	user      string
 	keep      bool
 	noHistory bool
+	// The retention figures (gcfigures.go).
+	gcTurns int
+	gcEvery string
 	// The agent session (session.go).
 	sessionDebug   bool
 	sessionProfile string
@@ -66,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
-	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page, \"at\" for the reads through mount --at alone, \"navigation\" for revert, log search, export and checkout over 1000 turns)")
+	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page, \"at\" for the reads through mount --at alone, \"navigation\" for revert, log search, export and checkout over 1000 turns, \"gc\" for the retention figures)")
 	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu"}, "configurations to run")
 	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu")
 	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
@@ -75,7 +79,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&o.turnctl, "turnctl", "bin/turnctl", "turnctl binary `PATH`")
 	fl.StringSliceVar(&o.lplus, "lplus", defaultLplus, "L+ tuning `OPTION`s, for ablations (see above)")
 	fl.BoolVar(&o.keep, "keep", false, "keep the work directory's contents at the end")
-	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only)")
+	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only) and the retention figures (gc)")
+	fl.IntVar(&o.gcTurns, "gc-turns", 0, "retention figures: `N` turns of 50 MB under a 1 GiB budget (default 200, --quick 40)")
+	fl.StringVar(&o.gcEvery, "gc-every", "1s", "retention figures: run the budget figure again with the daemon looking for gc work every `DURATION` (CKPTFS_GC_EVERY; 0: only at its default, 1m)")
 	fl.BoolVar(&o.sessionDebug, "session-debug", false, "agent session: mount C with --debug and count FUSE requests per turn (slows C)")
 	fl.StringVar(&o.sessionProfile, "session-cpuprofile", "", "agent session: write the C daemon's CPU profile of each session into `DIR`")
 	fl.StringVar(&o.sessionGocache, "session-gocache", "", "agent session: the GOCACHE `DIR` every configuration shares (default WORK/session/gocache)")
@@ -132,6 +138,14 @@ func (o *options) check() error {
 	if o.reps < 1 {
 		return errors.New("--reps must be at least 1")
 	}
+	if o.gcTurns < 0 {
+		return errors.New("--gc-turns must not be negative")
+	}
+	if o.gcEvery != "0" {
+		if d, err := time.ParseDuration(o.gcEvery); err != nil || d <= 0 {
+			return fmt.Errorf("--gc-every: bad duration %q", o.gcEvery)
+		}
+	}
 	seen := map[string]bool{}
 	for i, c := range o.configs {
 		c = strings.TrimSpace(c)
@@ -152,7 +166,7 @@ func (o *options) check() error {
 	}
 	for i, w := range o.only {
 		w = strings.TrimSpace(w)
-		if w != "history" && w != "session" && w != "capture" && w != "ui" && w != "at" && w != "navigation" && findWorkload(w) == nil {
+		if w != "history" && w != "session" && w != "capture" && w != "ui" && w != "at" && w != "navigation" && w != "gc" && findWorkload(w) == nil {
 			return fmt.Errorf("unknown workload %q", w)
 		}
 		o.only[i] = w
@@ -219,6 +233,12 @@ Workloads (--only takes names or numbers):
      at       the first byte and the full read of a 1 GiB file, cache
               dropped, through a view of its turn (ckptfs mount --at: A)
               against C
+     gc       retention (issue 15), on mounts of their own with a policy:
+              the store's size through 200 turns of 50 MB under a 1 GiB
+              budget, sed -i while turnctl gc and while the background
+              gc reclaim 1 GiB against without, gc throughput (chunks,
+              attic), and a scripted 100-turn history's store under the
+              default, an unlimited and a tight policy (5-7 minutes)
 
 Flags:
 %s

@@ -64,6 +64,7 @@ type results struct {
 	History  []*row                `json:"history,omitempty"`
 	Stored   []storedRow           `json:"bytes_stored,omitempty"`
 	Session  *sessionResult        `json:"session,omitempty"`
+	GC       *gcResult             `json:"gc,omitempty"`
 	Notes    []string              `json:"notes,omitempty"`
 }
 
@@ -382,6 +383,9 @@ func (r *results) table(configs []string) string {
 	}
 	if r.Session != nil {
 		sb.WriteString(r.Session.table(r.Reps))
+	}
+	if r.GC != nil {
+		sb.WriteString(r.GC.table())
 	}
 	if len(r.Stored) > 0 {
 		sb.WriteString("\nbytes stored per byte changed (C; du -sb of the store before the turn and after its end, daemon idle)\n")
