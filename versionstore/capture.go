@@ -155,6 +155,7 @@ func (s *Store) record(c ckpt.Capture, who ckpt.Program) error {
 			return s.noteErr(err)
 		}
 		r.Content = ref
+		s.noteGrowth(ref.Size)
 	}
 	if err := s.append(r, who, true); err != nil {
 		return s.noteErr(err)

@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -80,5 +81,31 @@ func TestRecordReclaimsBeforeRefusing(t *testing.T) {
 	}
 	if string(got) != string(last) {
 		t.Errorf("f at turn 7: %d bytes, not the %d bytes it had", len(got), len(last))
+	}
+}
+
+// TestGrownSignalsEachGrowthStep: the store signals on Grown once it has
+// kept another growthStep of content (the daemon's gc then looks at the
+// budget at once, not at its next tick), one signal pending at most.
+func TestGrownSignalsEachGrowthStep(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	tree := openTree(t, root)
+	pending := func() bool {
+		select {
+		case <-s.Grown():
+			return true
+		default:
+			return false
+		}
+	}
+	s.Begin(ckpt.KindAgent, "", "")
+	for i, want := range []bool{false, true, false, true} {
+		p := fmt.Sprint("f", i)
+		writeFile(t, filepath.Join(root, p), make([]byte, growthStep/2))
+		captureFile(t, s, tree, p)
+		if got := pending(); got != want {
+			t.Fatalf("after %d captures of half a growth step: signal %v, want %v", i+1, got, want)
+		}
 	}
 }

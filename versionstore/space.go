@@ -115,6 +115,26 @@ func (s *Store) storeSpace() (free int64, dev uint64, known bool) {
 	return free, x.Dev, true
 }
 
+// growthStep is how much content the store keeps (copied, cloned or
+// linked into the attic) between two signals on Grown.
+const growthStep = 32 << 20
+
+// Grown signals, at most one signal pending, each time the store has
+// kept another growthStep of content since the last: the daemon's
+// background gc then looks at once whether the store passed its budget.
+func (s *Store) Grown() <-chan struct{} { return s.growth }
+
+// noteGrowth counts n bytes of content kept.
+func (s *Store) noteGrowth(n int64) {
+	if s.grown.Add(n) >= growthStep {
+		s.grown.Store(0)
+		select {
+		case s.growth <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // storedSize is the most a copy of size bytes of content takes in the
 // store before compaction: twice (the WAL and the flushed table) below
 // ingestMin, once above (written straight as a table).

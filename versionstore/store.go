@@ -51,6 +51,10 @@ type Store struct {
 	rewindWaiting atomic.Int32
 	// merges counts the merges (merge.go) since the store was opened.
 	merges atomic.Uint64
+	// grown counts the content bytes kept since growth was last
+	// signalled (Grown).
+	grown  atomic.Int64
+	growth chan struct{}
 	// contentMu: a capture that keeps bytes holds it shared from before it
 	// looks for its chunks until its event is committed; a gc's deleting
 	// batch holds it exclusively (gc.go).
@@ -101,7 +105,7 @@ const (
 // /proc/self/fd, so the store keeps working when a ckptfs mount later covers
 // the directory that contains it.
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{dir: dir}
+	s := &Store{dir: dir, growth: make(chan struct{}, 1)}
 	fs := opts.FS
 	root := dir
 	if fs == nil {

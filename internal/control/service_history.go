@@ -100,7 +100,21 @@ func (s *Service) Unpin(ctx context.Context, req turnctl.UnpinRequest) (*turnctl
 func (s *Service) GC(ctx context.Context, req turnctl.GCRequest) (*turnctl.GCReply, error) {
 	p, done := s.ops.track(ctx)
 	defer done()
-	rep, err := s.store.GC(versionstore.GCOptions{DryRun: req.DryRun, Progress: p.reporter()})
+	var rep ckpt.GCReport
+	var err error
+	if req.DryRun {
+		rep, err = s.store.GC(versionstore.GCOptions{DryRun: true, Progress: p.reporter()})
+	} else {
+		// At the background gc's priorities (autogc.go): the work on the
+		// mount goes first.
+		ch := make(chan struct{})
+		go func() {
+			defer close(ch)
+			lowPriority()
+			rep, err = s.store.GC(versionstore.GCOptions{Progress: p.reporter()})
+		}()
+		<-ch
+	}
 	if err != nil {
 		return nil, s.wrap(err)
 	}
