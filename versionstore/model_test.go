@@ -168,6 +168,7 @@ type sim struct {
 	// directory.
 	linkOps int
 	flat    bool
+	dirOver bool // a directory may be renamed over an empty one
 }
 
 var names = []string{"a", "b", "c", "d.txt"}
@@ -340,6 +341,22 @@ func (m *sim) step() {
 			return
 		}
 		if _, under := ckpt.Under(p, q); under {
+			return
+		}
+		if qs.Exists() && m.dirOver && qs.Type == ckpt.Dir && st.Type == ckpt.Dir {
+			if ents, _ := os.ReadDir(m.abs(q)); len(ents) > 0 {
+				return
+			}
+			m.capture(q, true)
+			commit, err := m.store.RecordRename(p, q, false, ckpt.Program{Comm: "mv"})
+			if err != nil {
+				m.t.Fatal(err)
+			}
+			err = unix.Rename(m.abs(p), m.abs(q)) // os.Rename refuses a directory as the target
+			commit(err == nil)
+			if err != nil {
+				m.t.Fatal(err)
+			}
 			return
 		}
 		if qs.Exists() {

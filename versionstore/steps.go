@@ -31,8 +31,9 @@ import (
 // takes a turn number (Changes, StateAt, OpenAt, TreeAt, Rewind, Revert)
 // takes a point: a turn number, Now, or StepPoint(turn, k). A step that
 // recorded nothing ends no step (Step keeps no empty one), and the last
-// step of a turn ends where the turn does (Resolve gives the turn's
-// number for it).
+// step of a turn ends where the turn does. It is a point of its own all
+// the same: what it changed starts from the step before (Resolve gives
+// the turn's number only for a turn's only step).
 
 // stepBit marks a point that is the end of a step: stepBit | turn<<16 | k.
 const stepBit = 1 << 62
@@ -160,7 +161,7 @@ func (s *Store) Steps(n uint64) ([]ckpt.Step, error) {
 }
 
 // resolveStep checks "N.K" (N resolved to n already) and returns its
-// point: the turn itself when K is its last step.
+// point: the turn itself when it has no other step.
 func (s *Store) resolveStep(n uint64, spec, k string) (uint64, error) {
 	num, err := strconv.Atoi(k)
 	if err != nil || num < 1 || k[0] == '+' || strings.TrimLeft(k, "0123456789") != "" {
@@ -173,20 +174,27 @@ func (s *Store) resolveStep(n uint64, spec, k string) (uint64, error) {
 	if num > len(steps) {
 		return 0, detailf(ErrBadTurn, "turn %d has no step %d (its steps are %d.1-%d.%d; turnctl show %d lists them)", n, num, n, n, len(steps), n).also(ErrTurnNotFound)
 	}
-	if num == len(steps) {
-		return n, nil
+	if len(steps) == 1 {
+		return n, nil // the turn's only step is the turn
 	}
+	// The last step too is a point of its own (it ends where the turn
+	// does, but its changes, and a revert of it, are its alone).
 	return StepPoint(n, num), nil
 }
 
 // stepEnd is the last event of the step at point p (a step point).
 func (s *Store) stepEnd(p uint64) (uint64, error) {
 	n, k := SplitPoint(p)
-	if _, err := s.turnRecord(n); err != nil {
+	t, err := s.turnRecord(n)
+	if err != nil {
 		return 0, err
 	}
 	v, closer, err := s.db.Get(stepKey(n, k))
 	if err == pebble.ErrNotFound {
+		// The last step, which no boundary ended, ends with the turn.
+		if steps, err := s.Steps(n); err == nil && k > 1 && k == len(steps) {
+			return t.LastSeq, nil // (an open turn's: now)
+		}
 		return 0, detailf(ErrTurnNotFound, "turn %d has no step %d", n, k)
 	}
 	if err != nil {

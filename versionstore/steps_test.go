@@ -70,8 +70,8 @@ func TestStepsResolveAndRewindExactly(t *testing.T) {
 	}
 }
 
-// TestStepNames: "N.K" resolves to a step's point, the last step of a turn
-// to the turn itself; steps that do not exist are refused; a step's
+// TestStepNames: "N.K" resolves to a step's point (the last step too:
+// only a turn's only step is the turn itself); steps that do not exist are refused; a step's
 // changes are its own; a merge drops the steps of the turn merged into.
 func TestStepNames(t *testing.T) {
 	s := NewTestStore(t)
@@ -95,7 +95,7 @@ func TestStepNames(t *testing.T) {
 	if err != nil || len(steps) != 3 || steps[1].Tool != "Write" || steps[1].Label != "b" {
 		t.Fatalf("steps of turn 1: %+v, %v", steps, err)
 	}
-	for spec, want := range map[string]uint64{"1.1": StepPoint(1, 1), "1.2": StepPoint(1, 2), "1.3": 1, "2.3": 2} {
+	for spec, want := range map[string]uint64{"1.1": StepPoint(1, 1), "1.2": StepPoint(1, 2), "1.3": StepPoint(1, 3), "2.3": StepPoint(2, 3)} {
 		if got, err := s.Resolve(spec); err != nil || got != want {
 			t.Fatalf("resolve %s: %s, %v; want %s", spec, PointName(got), err, PointName(want))
 		}
