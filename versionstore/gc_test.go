@@ -110,7 +110,8 @@ func (h *keptHistory) add(n uint64, sn snapshot) {
 	h.snaps = append(h.snaps, sn)
 }
 
-// sync drops the turns the store no longer holds (forgotten, merged).
+// sync drops the points the store no longer holds: forgotten or merged
+// turns, and steps whose turn lost them (a merge).
 func (h *keptHistory) sync(t *testing.T, s *Store) {
 	t.Helper()
 	kept, err := s.keptTurns()
@@ -123,10 +124,17 @@ func (h *keptHistory) sync(t *testing.T, s *Store) {
 	}
 	var turns []uint64
 	var snaps []snapshot
-	for i, n := range h.turns {
-		if has[n] {
-			turns, snaps = append(turns, n), append(snaps, h.snaps[i])
+	for i, p := range h.turns {
+		n, k := SplitPoint(p)
+		if !has[n] {
+			continue
 		}
+		if k > 0 {
+			if _, err := s.stepEnd(p); err != nil {
+				continue
+			}
+		}
+		turns, snaps = append(turns, p), append(snaps, h.snaps[i])
 	}
 	h.turns, h.snaps = turns, snaps
 }

@@ -13,49 +13,10 @@ import (
 	"ckptfs/internal/ckpt"
 )
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
-// syncPoints drops the points the store no longer holds.
-func syncPoints(t *testing.T, s *Store, h *keptHistory) {
-	t.Helper()
-	h.sync2(t, s)
-}
-
-func (h *keptHistory) sync2(t *testing.T, s *Store) {
-	kept, err := s.keptTurns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	has := map[uint64]bool{}
-	for _, k := range kept {
-		has[k.Num] = true
-	}
-	var turns []uint64
-	var snaps []snapshot
-	for i, p := range h.turns {
-		n, k := SplitPoint(p)
-		if !has[n] {
-			continue
-		}
-		if k > 0 {
-			if _, err := s.stepEnd(p); err != nil {
-				continue
-			}
-		}
-		turns, snaps = append(turns, p), append(snaps, h.snaps[i])
-	}
-	h.turns, h.snaps = turns, snaps
-}
-
-// runReviewModel: random turns made of steps, with moves and links; random
+// runMergeStepsModel: random turns made of steps, with moves and links; random
 // merges (forget in the middle), thinning gcs, rewinds to turns and steps,
 // rewinds undone; every kept point resolves exactly after each round.
-func runReviewModel(t *testing.T, seed int64, s *Store, root string, link bool, rounds int) {
+func runMergeStepsModel(t *testing.T, seed int64, s *Store, root string, link bool, rounds int) {
 	tree := openTree(t, root)
 	rng := rand.New(rand.NewSource(seed))
 	m := &sim{t: t, rng: rand.New(rand.NewSource(seed + 1)), root: root, tree: tree, store: s, link: link}
@@ -106,7 +67,7 @@ func runReviewModel(t *testing.T, seed int64, s *Store, root string, link bool, 
 	}
 	for round := 0; round < rounds; round++ {
 		work()
-		switch op := rng.Intn(envInt("ROPS", 8)); op {
+		switch op := rng.Intn(9); op {
 		case 0, 1, 2: // merge
 			kept, err := s.keptTurns()
 			if err != nil {
@@ -168,7 +129,7 @@ func runReviewModel(t *testing.T, seed int64, s *Store, root string, link bool, 
 			}
 			checkNoGarbage(t, s)
 		}
-		h.sync2(t, s)
+		h.sync(t, s)
 		checkHistory(t, s, tree, h.snaps, h.turns)
 	}
 	for _, j := range []int{0, len(h.turns) - 1} {
@@ -180,15 +141,30 @@ func runReviewModel(t *testing.T, seed int64, s *Store, root string, link bool, 
 	checkNoGarbage(t, s)
 }
 
-func TestReviewModel(t *testing.T) {
-	from, n, rounds := envInt("RSEED", 1), envInt("RN", 4), envInt("RROUNDS", 30)
-	for seed := int64(from); seed < int64(from+n); seed++ {
+// TestMergeStepsModel: random turns of random steps (moves, links and
+// directories renamed over empty ones on some seeds), with random merges,
+// thinning and plain gcs, rewinds to turns and steps, reverts and
+// restores: after each round every kept turn and step resolves exactly
+// and, after a gc, no garbage is left (runMergeStepsModel). CKPTFS_SEED=N
+// replays one seed.
+func TestMergeStepsModel(t *testing.T) {
+	from, n, rounds := int64(1), int64(4), 30
+	switch {
+	case longRun():
+		n, rounds = 40, 60
+	case raceEnabled:
+		rounds = 15
+	}
+	if v, err := strconv.ParseInt(os.Getenv("CKPTFS_SEED"), 10, 64); err == nil {
+		from, n = v, 1
+	}
+	for seed := from; seed < from+n; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			if seed%2 == 1 {
 				s, root := atticStore(t)
-				runReviewModel(t, seed, s, root, true, rounds)
+				runMergeStepsModel(t, seed, s, root, true, rounds)
 			} else {
-				runReviewModel(t, seed, NewTestStore(t), t.TempDir(), false, rounds)
+				runMergeStepsModel(t, seed, NewTestStore(t), t.TempDir(), false, rounds)
 			}
 		})
 	}
