@@ -642,15 +642,13 @@ func (g *gcFigures) policies(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		du, err := cl.Du(ctx, turnctl.DuRequest{})
+		// The turns the log still lists: the policy forgets from the
+		// start and thins (merges) in the middle.
+		lg, err := cl.Log(ctx, turnctl.LogRequest{})
 		if err != nil {
 			return err
 		}
-		var first uint64
-		if du.Start != nil {
-			first = du.Start.Turn
-		}
-		s.row.Kept = int(s.last - first + 1)
+		s.row.Kept = len(lg.Turns)
 		s.row.Forgot = len(rep.Forgot)
 		s.row.Written, s.row.Replaced = s.h.written, s.h.replaced
 		s.row.StoreBytes = storeBytes(s.m.store)

@@ -18,8 +18,11 @@ import (
 // interval), and then runs the store's GC on a thread of the lowest CPU
 // and I/O priority, sleeping between its batches: captures and turn
 // boundaries wait on it only for the few milliseconds a deleting batch
-// holds the store's content lock (versionstore/gc.go). An explicit gc
-// (Service.GC) runs at those priorities too, without the sleeps.
+// holds the store's content lock (versionstore/gc.go). When the store is
+// past its budget by more than a twentieth, the gc runs without the
+// sleeps and at a priority that competes (setPriority), so that a fast
+// writer cannot outrun it. An explicit gc
+// (Service.GC) runs the same way.
 
 // autoGCPause is the sleep between two batches of a background gc.
 const autoGCPause = 20 * time.Millisecond
@@ -29,10 +32,29 @@ const autoGCPause = 20 * time.Millisecond
 // unlocking: Go then ends the thread, which never serves another one.
 func lowPriority() {
 	runtime.LockOSThread() // the priorities below are the thread's
+	setPriority(false)
+}
+
+// setPriority sets the calling (locked) thread's priorities: the lowest
+// (nice 19, idle I/O), or, urgent, the lowest that still competes with
+// the work on the mount (nice 10, best-effort I/O at its lowest level).
+func setPriority(urgent bool) {
 	tid := unix.Gettid()
-	unix.Setpriority(unix.PRIO_PROCESS, tid, 19)
-	// ioprio_set(IOPRIO_WHO_PROCESS, tid, IOPRIO_CLASS_IDLE): best effort.
-	unix.Syscall(unix.SYS_IOPRIO_SET, 1, uintptr(tid), 3<<13)
+	nice, io := 19, 3<<13 // IOPRIO_CLASS_IDLE
+	if urgent {
+		nice, io = 10, 2<<13|7 // IOPRIO_CLASS_BE, level 7
+	}
+	unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+	// ioprio_set(IOPRIO_WHO_PROCESS, tid, io): best effort.
+	unix.Syscall(unix.SYS_IOPRIO_SET, 1, uintptr(tid), uintptr(io))
+}
+
+// overBudget reports whether the store is past its budget by more than
+// a twentieth: a writer outruns a gc that only takes what is left over,
+// and the gc must then keep up with it.
+func overBudget(st *versionstore.Store) bool {
+	pol, err := st.EffectivePolicy()
+	return err == nil && st.StoreBytes() > pol.KeepSize+pol.KeepSize/20
 }
 
 // AutoGC runs until stop is closed.
@@ -51,7 +73,16 @@ func AutoGC(st *versionstore.Store, every time.Duration, stop <-chan struct{}, l
 		if err != nil || !due {
 			continue
 		}
-		rep, err := st.GC(versionstore.GCOptions{Pause: func() { time.Sleep(autoGCPause) }})
+		opts := versionstore.GCOptions{Pause: func() { time.Sleep(autoGCPause) }}
+		urgent := overBudget(st)
+		if urgent {
+			setPriority(true)
+			opts.Pause = nil
+		}
+		rep, err := st.GC(opts)
+		if urgent {
+			setPriority(false)
+		}
 		if err != nil {
 			logf("background gc (%s): %v", why, err)
 			continue

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"slices"
+	"time"
 
 	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
@@ -105,13 +106,13 @@ func (s *Service) GC(ctx context.Context, req turnctl.GCRequest) (*turnctl.GCRep
 	if req.DryRun {
 		rep, err = s.store.GC(versionstore.GCOptions{DryRun: true, Progress: p.reporter()})
 	} else {
-		// At the background gc's priorities (autogc.go): the work on the
-		// mount goes first.
+		// As the background gc runs (autogc.go): the work on the mount
+		// goes first.
 		ch := make(chan struct{})
 		go func() {
 			defer close(ch)
 			lowPriority()
-			rep, err = s.store.GC(versionstore.GCOptions{Progress: p.reporter()})
+			rep, err = s.store.GC(versionstore.GCOptions{Progress: p.reporter(), Pause: func() { time.Sleep(autoGCPause) }})
 		}()
 		<-ch
 	}
