@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/xfstest"
 )
@@ -53,7 +54,10 @@ func TestCloneCapture(t *testing.T) {
 	t.Run("btrfs", func(t *testing.T) { cloneCapture(t, xfstest.MountBtrfs(t, 1280<<20)) })
 }
 
-func cloneCapture(t *testing.T, mnt string) {
+// cloneStore opens a store in mnt/proj/.ckptfs and the tree mnt/proj,
+// skipping the test where mnt's filesystem does not clone.
+func cloneStore(t *testing.T, mnt string) (*Store, *backing.Tree, string) {
+	t.Helper()
 	if !xfstest.Clones(mnt) {
 		t.Skip("the image does not clone (kernel without reflink?)")
 	}
@@ -66,7 +70,11 @@ func cloneCapture(t *testing.T, mnt string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	tree := openTree(t, root)
+	return s, openTree(t, root), root
+}
+
+func cloneCapture(t *testing.T, mnt string) {
+	s, tree, root := cloneStore(t, mnt)
 
 	const size = 256 << 20
 	big := filepath.Join(root, "big")
@@ -322,19 +330,7 @@ func TestCloneFailureNeverFailsTheCapture(t *testing.T) {
 // must not count them (it refused with ErrNoSpace when it did).
 func TestRewindOfClonedBytesNeedsNoRoom(t *testing.T) {
 	mnt := xfstest.Mount(t, xfstest.MinSize)
-	if !xfstest.Clones(mnt) {
-		t.Skip("the XFS image does not clone (kernel without reflink?)")
-	}
-	root := filepath.Join(mnt, "proj")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(filepath.Join(root, ".ckptfs"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	tree := openTree(t, root)
+	s, tree, root := cloneStore(t, mnt)
 	want := writeRandom(t, filepath.Join(root, "f"), 64<<20, 7)
 	s.Begin(ckpt.KindAgent, "", "")
 	captureFile(t, s, tree, "f")

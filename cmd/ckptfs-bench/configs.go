@@ -303,7 +303,12 @@ func startCkptfs(ctx context.Context, b *bench) (*ckptfsTarget, error) {
 			return nil, fmt.Errorf("%v (run make build)", err)
 		}
 	}
-	base := filepath.Join(b.o.work, "C")
+	return mountCkptfs(ctx, b, filepath.Join(b.o.work, "C"), "C")
+}
+
+// mountCkptfs mounts ckptfs (root's, C) over base/dir with its store in
+// base/store; what names it in errors.
+func mountCkptfs(ctx context.Context, b *bench, base, what string) (*ckptfsTarget, error) {
 	dir, store := filepath.Join(base, "dir"), filepath.Join(base, "store")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -320,7 +325,7 @@ func startCkptfs(ctx context.Context, b *bench) (*ckptfsTarget, error) {
 		defer cancel()
 		out, err := exec.CommandContext(ctx, b.o.ckptfs, "umount", dir).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("C: ckptfs umount: %v: %s", err, strings.TrimSpace(string(out)))
+			return fmt.Errorf("%s: ckptfs umount: %v: %s", what, err, strings.TrimSpace(string(out)))
 		}
 		return nil
 	}

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,7 +54,7 @@ func navEarlyPath(root string, k int) string {
 // writing the source tree into it (history begins with that tree).
 func startNavMount(ctx context.Context, b *bench, early int) (*ckptfsTarget, error) {
 	base := filepath.Join(b.o.work, "nav")
-	dir, store := filepath.Join(base, "dir"), filepath.Join(base, "store")
+	dir := filepath.Join(base, "dir")
 	if err := os.RemoveAll(base); err != nil {
 		return nil, err
 	}
@@ -83,26 +82,7 @@ func startNavMount(ctx context.Context, b *bench, early int) (*ckptfsTarget, err
 			return nil, err
 		}
 	}
-	c := &ckptfsTarget{b: b, store: store}
-	c.daemon = daemon{
-		name: "C",
-		mnt:  dir,
-		cmd:  exec.Command(b.o.ckptfs, "mount", "-f", "--store", store, dir),
-		log:  filepath.Join(base, "daemon.log"),
-	}
-	c.unmount = func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, b.o.ckptfs, "umount", dir).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("nav: ckptfs umount: %v: %s", err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
-	if err := c.launch(ctx, b, c); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return mountCkptfs(ctx, b, base, "nav")
 }
 
 func (h *history) navigation(ctx context.Context) error {
