@@ -198,6 +198,16 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	logger.Printf("mounted %s (store %s), %s", dir, o.store, mode)
 	live()
+	stopWarm := make(chan struct{})
+	var warmed <-chan struct{} = closedChan
+	if warmUpWanted() {
+		warmed = warmUp(dir, stopWarm, logger.Printf)
+	}
+	endWarm := sync.OnceFunc(func() {
+		close(stopWarm)
+		<-warmed // its open directories would keep the mount busy
+	})
+	defer endWarm()
 	stopGC := make(chan struct{})
 	gcDone := make(chan struct{})
 	go func() {
@@ -219,6 +229,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	case <-waited:
 		logger.Printf("unmounted from outside")
 	}
+	endWarm()
 	stopControl()
 	views.closeAll() // they read the store
 	stopAutoGC()
