@@ -229,19 +229,8 @@ func (n *node) OnAdd(ctx context.Context) {
 }
 
 func typeBits(t ckpt.Type) uint32 {
-	switch t {
-	case ckpt.Dir:
-		return syscall.S_IFDIR
-	case ckpt.Symlink:
-		return syscall.S_IFLNK
-	case ckpt.FIFO:
-		return syscall.S_IFIFO
-	case ckpt.Socket:
-		return syscall.S_IFSOCK
-	case ckpt.CharDevice:
-		return syscall.S_IFCHR
-	case ckpt.BlockDevice:
-		return syscall.S_IFBLK
+	if f := t.Format(); f != 0 {
+		return f
 	}
 	return syscall.S_IFREG
 }

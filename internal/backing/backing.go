@@ -98,17 +98,7 @@ func (t *Tree) parent(p string) (int, string, error) {
 
 // nodeFormat is the S_IFMT bits mknod(2) takes for t.
 func nodeFormat(t ckpt.Type) (uint32, bool) {
-	switch t {
-	case ckpt.FIFO:
-		return unix.S_IFIFO, true
-	case ckpt.Socket:
-		return unix.S_IFSOCK, true
-	case ckpt.CharDevice:
-		return unix.S_IFCHR, true
-	case ckpt.BlockDevice:
-		return unix.S_IFBLK, true
-	}
-	return 0, false
+	return t.Format(), t.IsNode()
 }
 
 func absent(err error) bool {

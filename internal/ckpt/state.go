@@ -74,6 +74,28 @@ func (t Type) IsNode() bool { return t >= FIFO && t <= BlockDevice }
 // directory, nor Special, whose kind is unknown).
 func (t Type) Linkable() bool { return t == Regular || t == Symlink || t.IsNode() }
 
+// Format is the S_IFMT bits of a file of type t (0 for Absent and
+// Special, which have none).
+func (t Type) Format() uint32 {
+	switch t {
+	case Regular:
+		return syscall.S_IFREG
+	case Dir:
+		return syscall.S_IFDIR
+	case Symlink:
+		return syscall.S_IFLNK
+	case FIFO:
+		return syscall.S_IFIFO
+	case Socket:
+		return syscall.S_IFSOCK
+	case CharDevice:
+		return syscall.S_IFCHR
+	case BlockDevice:
+		return syscall.S_IFBLK
+	}
+	return 0
+}
+
 // NodeState is the Type and Rdev of a FIFO, socket or device node whose
 // stat(2) mode is m and device rdev (Special for any other mode).
 func NodeState(m uint32, rdev uint64) (Type, uint64) {
