@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -161,6 +162,8 @@ type crashRounds struct {
 	m      *Mount
 	c      *turnctl.Client
 	pid    int
+	// watchPID is pid for the watchdog's timer goroutine.
+	watchPID atomic.Int64
 
 	rewindHits int      // hits of the longest rewind traced
 	journal    []string // what happened, for the failure message
@@ -222,6 +225,7 @@ func (r *crashRounds) mount(spec string) string {
 	r.m = &Mount{Dir: r.dir, Store: r.store}
 	r.h.m = r.m
 	r.pid = info.PID
+	r.watchPID.Store(int64(info.PID))
 	r.c = turnctl.NewClient(info.Socket)
 	return ""
 }
@@ -295,7 +299,7 @@ func (r *crashRounds) watchdog(k int) (stop func()) {
 	fired := make(chan struct{})
 	timer := time.AfterFunc(time.Minute, func() {
 		defer close(fired)
-		syscall.Kill(r.pid, syscall.SIGQUIT)
+		syscall.Kill(int(r.watchPID.Load()), syscall.SIGQUIT)
 		time.Sleep(2 * time.Second)
 		b, _ := os.ReadFile(filepath.Join(r.store, "daemon.log"))
 		if i := bytes.LastIndex(b, []byte("SIGQUIT")); i >= 0 {

@@ -198,15 +198,10 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	}
 	logger.Printf("mounted %s (store %s), %s", dir, o.store, mode)
 	live()
-	stopWarm := make(chan struct{})
-	var warmed <-chan struct{} = closedChan
+	endWarm := func() {}
 	if warmUpWanted() {
-		warmed = warmUp(dir, stopWarm, logger.Printf)
+		endWarm = warmUp(dir, logger.Printf)
 	}
-	endWarm := sync.OnceFunc(func() {
-		close(stopWarm)
-		<-warmed // its open directories would keep the mount busy
-	})
 	defer endWarm()
 	stopGC := make(chan struct{})
 	gcDone := make(chan struct{})

@@ -60,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runStatus(args[1:], stdout, stderr)
 	case "turnctl-offline": // not in usage: turnctl runs it, see turnctl.go
 		return runTurnctlOffline(args[1:])
+	case "warm-up": // not in usage: the daemon runs it, see warm.go
+		return runWarmUp(args[1:], stdout)
 	default:
 		err = usageError{fmt.Sprintf("unknown command %q (try --help)", args[0])}
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,60 +18,98 @@ import (
 // A fresh mount pays a round trip to the daemon for every path the first
 // time a program touches it: exploring a project (git status, find, grep)
 // right after the mount ran several times slower than native (make bench,
-// the session's first turn). Once the mount is live, the daemon reads the
-// directories of the tree through its own mount, breadth first, at the
-// lowest CPU and I/O priority, up to warmMax entries: each read is a
-// READDIRPLUS, whose reply gives the kernel the entries and their
-// attributes at once, and the kernel keeps them for the mount's cache
-// timeouts (fusefs/mount.go). Root's mounts only: a user's daemon holds a
-// file descriptor for every inode the kernel remembers, and cannot make it
-// forget them. CKPTFS_WARMUP=0 turns it off.
+// the session's first turn). Once the mount is live, the daemon starts a
+// child process (the hidden "ckptfs warm-up DIR") that reads the
+// directories of the tree through the mount, breadth first, at the lowest
+// CPU and I/O priority, up to warmMax entries: each read is a READDIRPLUS,
+// whose reply gives the kernel the entries and their attributes at once,
+// and the kernel keeps them for the mount's cache timeouts
+// (fusefs/mount.go). A child, never the daemon itself: a daemon killed
+// while one of its own threads waits on a request to its own mount would
+// never finish exiting (the kernel waits for the answer the dead server
+// cannot give, and aborts the connection only when the daemon's last
+// thread is gone), leaving the mount hung. Root's mounts only: a user's
+// daemon holds a file descriptor for every inode the kernel remembers, and
+// cannot make it forget them. CKPTFS_WARMUP=0 turns it off.
 
 // warmMax bounds the entries the warm-up reads.
 const warmMax = 50000
 
-// warmUp starts the walk of dir; stop ends it early. done is closed when
-// it has ended (it holds directories of the mount open until then); it
-// logs what it read.
-func warmUp(dir string, stop <-chan struct{}, logf func(string, ...any)) (done <-chan struct{}) {
-	ch := make(chan struct{})
+// warmUp starts the child that walks dir. stop kills it and waits for it
+// (its open directories would keep the mount busy); it is safe to call
+// more than once. The child's one line of summary goes to the daemon's
+// log.
+func warmUp(dir string, logf func(string, ...any)) (stop func()) {
+	exe, err := os.Executable()
+	if err != nil {
+		logf("warm-up: %v", err)
+		return func() {}
+	}
+	// The child must hold none of the daemon's files, above all not its
+	// /dev/fuse (go-fuse opens it without O_CLOEXEC): a child holding it
+	// would keep a killed daemon's connection alive, and then wait
+	// forever on its own request.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		logf("warm-up: not started: %v", err)
+		return func() {}
+	}
+	cmd := exec.Command(exe, "warm-up", dir)
+	cmd.Dir = "/"
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		logf("warm-up: %v", err)
+		return func() {}
+	}
+	if err := cmd.Start(); err != nil {
+		logf("warm-up: %v", err)
+		return func() {}
+	}
+	done := make(chan struct{})
 	go func() {
-		defer close(ch)
-		start := time.Now()
-		runtime.LockOSThread() // the priorities are the thread's; it ends with the goroutine
-		tid := unix.Gettid()
-		unix.Setpriority(unix.PRIO_PROCESS, tid, 19)
-		unix.Syscall(unix.SYS_IOPRIO_SET, 1, uintptr(tid), 3<<13) // IOPRIO_CLASS_IDLE
-		queue, seen, dirs := []string{dir}, 0, 0
-		defer func() {
-			logf("warm-up: read %d directories, %d entries, in %v", dirs, seen, time.Since(start).Round(time.Millisecond))
-		}()
-		for len(queue) > 0 && seen < warmMax {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			d := queue[0]
-			queue = queue[1:]
-			entries, err := os.ReadDir(d)
-			if err != nil {
-				continue
-			}
-			dirs++
-			seen += len(entries)
-			for _, e := range entries {
-				if e.IsDir() {
-					queue = append(queue, filepath.Join(d, e.Name()))
-				}
-			}
+		defer close(done)
+		b, _ := io.ReadAll(out)
+		cmd.Wait()
+		if line := strings.TrimSpace(string(b)); line != "" {
+			logf("warm-up: %s", line)
 		}
 	}()
-	return ch
+	return func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
+	}
 }
 
-// closedChan is a closed channel: a warm-up that never ran is done.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// runWarmUp is the child: it walks dir and prints what it read.
+func runWarmUp(args []string, stdout io.Writer) int {
+	if len(args) != 1 {
+		return exitUsage
+	}
+	unix.Setpriority(unix.PRIO_PROCESS, 0, 19)
+	unix.Syscall(unix.SYS_IOPRIO_SET, 1, 0, 3<<13) // IOPRIO_CLASS_IDLE, this process
+	start := time.Now()
+	queue, seen, dirs := []string{args[0]}, 0, 0
+	for len(queue) > 0 && seen < warmMax {
+		d := queue[0]
+		queue = queue[1:]
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		dirs++
+		seen += len(entries)
+		for _, e := range entries {
+			if e.IsDir() {
+				queue = append(queue, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "read %d directories, %d entries, in %v\n", dirs, seen, time.Since(start).Round(time.Millisecond))
+	return exitOK
+}
 
 // warmUpWanted reports whether the daemon primes the kernel's caches.
 func warmUpWanted() bool { return asRoot() && os.Getenv("CKPTFS_WARMUP") != "0" }
