@@ -70,3 +70,19 @@ func TestWarmUpPrimesTheKernelsCaches(t *testing.T) {
 		})
 	}
 }
+
+// ckptfs umount right after the mount, while the warm-up still reads the
+// tree, unmounts: the warm-up is the daemon's child, ended by the daemon
+// before it unmounts, not a user of the mount to refuse for.
+func TestUmountDuringTheWarmUp(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{}
+	for d := 0; d < 400; d++ {
+		files[fmt.Sprintf("d%03d/a/b/f", d)] = "x\n"
+	}
+	writeTree(t, dir, files)
+	for i := 0; i < 3; i++ {
+		m := mountProject(t, dir)
+		m.Unmount(t)
+	}
+}

@@ -155,6 +155,9 @@ type holder struct {
 // (device dev). Paths under store (the backing store, hidden through the
 // mount) do not count; nor does a path under dir on the filesystem the
 // mount covers (a shell that entered dir before it was mounted).
+//
+// A process in skip does not count, nor does a child of one (the daemon's
+// warm-up, warm.go: the daemon ends it before it unmounts).
 func mountHolders(dir string, dev uint64, store string, skip map[int]bool) []holder {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
@@ -181,8 +184,8 @@ func mountHolders(dir string, dev uint64, store string, skip map[int]bool) []hol
 	var out []holder
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 || skip[pid] {
-			continue
+		if err != nil || pid <= 0 || skip[pid] || skip[parentOf(pid)] {
+			continue // (a child of the daemon: its warm-up, which it ends itself)
 		}
 		base := "/proc/" + e.Name()
 		held := onMount(base+"/cwd") || onMount(base+"/root") || mapsHold(base+"/maps", mapsDev)
@@ -266,4 +269,23 @@ func alive(pid int) bool {
 		}
 	}
 	return true
+}
+
+// parentOf is pid's parent (0 when it cannot be read).
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
