@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
 
@@ -44,27 +45,36 @@ func catAt(t *testing.T, s *Store, n uint64, path string, live ckpt.Tree) string
 	return string(b)
 }
 
+// rewrittenEachTurn makes a store and a tree whose file f holds "v0" and
+// is rewritten in each of turns 1..n (turn k, ref rk) to content(k).
+func rewrittenEachTurn(t *testing.T, n int, content func(k int) string) (*Store, *backing.Tree, string) {
+	t.Helper()
+	s := NewTestStore(t)
+	root := t.TempDir()
+	tree := openTree(t, root)
+	f := filepath.Join(root, "f")
+	writeFile(t, f, []byte("v0"))
+	for k := 1; k <= n; k++ {
+		if _, err := s.Begin(ckpt.KindAgent, fmt.Sprintf("turn %d", k), fmt.Sprintf("r%d", k)); err != nil {
+			t.Fatal(err)
+		}
+		captureFile(t, s, tree, "f")
+		writeFile(t, f, []byte(content(k)))
+		if _, err := s.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, tree, root
+}
+
 // TestForgetInTheMiddleMergesAndFrees: a file rewritten in every turn;
 // forgetting turns 2-4 merges them into 5. The records of f that 3, 4 and
 // 5 made are ones no kept turn needs: they are dropped, and gc reclaims
 // their chunks. Turns 1, 5 and 6 still read and rewind exactly, turn 5's
 // changes start at the end of 1, and the forgotten turns are refused.
 func TestForgetInTheMiddleMergesAndFrees(t *testing.T) {
-	s := NewTestStore(t)
-	root := t.TempDir()
-	tree := openTree(t, root)
+	s, tree, root := rewrittenEachTurn(t, 6, func(k int) string { return fmt.Sprint("v", k) })
 	f := filepath.Join(root, "f")
-	writeFile(t, f, []byte("v0"))
-	for n := 1; n <= 6; n++ {
-		if _, err := s.Begin(ckpt.KindAgent, fmt.Sprintf("turn %d", n), fmt.Sprintf("r%d", n)); err != nil {
-			t.Fatal(err)
-		}
-		captureFile(t, s, tree, "f")
-		writeFile(t, f, []byte(fmt.Sprintf("v%d", n)))
-		if _, err := s.End(""); err != nil {
-			t.Fatal(err)
-		}
-	}
 	events, chunks := countKeys(t, s, prefixEvent), countKeys(t, s, prefixChunk)
 	if _, err := s.Forget([]uint64{4, 2, 3}, ckpt.ReasonForget); err != nil {
 		t.Fatal(err)
@@ -137,18 +147,7 @@ func TestForgetInTheMiddleMergesAndFrees(t *testing.T) {
 // the open turn continues from, a merged one and one that does not exist
 // are refused with nothing forgotten, also when other turns were named.
 func TestForgetRefusalsChangeNothing(t *testing.T) {
-	s := NewTestStore(t)
-	root := t.TempDir()
-	tree := openTree(t, root)
-	writeFile(t, filepath.Join(root, "f"), []byte("v0"))
-	for n := 1; n <= 5; n++ {
-		s.Begin(ckpt.KindAgent, "", "")
-		captureFile(t, s, tree, "f")
-		writeFile(t, filepath.Join(root, "f"), []byte(fmt.Sprint("v", n)))
-		if _, err := s.End(""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, _, _ := rewrittenEachTurn(t, 5, func(k int) string { return fmt.Sprint("v", k) })
 	if _, err := s.Pin(3, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -185,19 +184,7 @@ func TestForgetRefusalsChangeNothing(t *testing.T) {
 // f only the dropped records named; the dry run says so before, to the
 // byte, and the gc then does it.
 func TestThinningDryRunCountsWhatMergesFree(t *testing.T) {
-	s := NewTestStore(t)
-	root := t.TempDir()
-	tree := openTree(t, root)
-	f := filepath.Join(root, "f")
-	writeFile(t, f, []byte("v0"))
-	for n := 1; n <= 6; n++ {
-		s.Begin(ckpt.KindAgent, "", "")
-		captureFile(t, s, tree, "f")
-		writeFile(t, f, []byte(fmt.Sprintf("version %d of f", n)))
-		if _, err := s.End(""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, tree, _ := rewrittenEachTurn(t, 6, func(k int) string { return fmt.Sprintf("version %d of f", k) })
 	if err := s.SetPolicy(ckpt.Policy{KeepTurns: 1, KeepAge: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
