@@ -94,7 +94,7 @@ func (r *Root) priorRecorded(p string, st *backing.Stat) bool {
 	if !r.opts.WritePassthrough {
 		return false
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+	if !writableThroughPassthrough(st) {
 		return false
 	}
 	return r.excluded(p, false) || !r.rec.NeedsCapture(p, false)
@@ -104,10 +104,15 @@ func (r *Root) priorRecorded(p string, st *backing.Stat) bool {
 // one link, st) should capture it now, by a clone, and write through
 // passthrough: the store clones a file of its size on its device.
 func (r *Root) clonesUpFront(p string, st *backing.Stat) bool {
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		return false
-	}
-	return r.rec.CapturesByClone(st.Dev, st.Size)
+	return writableThroughPassthrough(st) && r.rec.CapturesByClone(st.Dev, st.Size)
+}
+
+// writableThroughPassthrough: only a regular file with one name and no
+// set-ID bit may be written past the daemon (a write through one name
+// records every name first; a write clears set-ID bits, which the daemon
+// does itself: killpriv.go).
+func writableThroughPassthrough(st *backing.Stat) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 && st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0
 }
 
 // creditPassthrough credits the caller with the turn's changes when it
