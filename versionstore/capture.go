@@ -21,6 +21,7 @@ const (
 	opMeta     = "m" // Path's prior mode and owner only; bytes unchanged
 	opRename   = "r" // Path was renamed to To
 	opExchange = "x" // Path and To were swapped
+	opRange    = "w" // Path's prior state, and the prior bytes of Spans only (ranges.go)
 )
 
 // record is one change-log entry, stored under eventKey(seq).
@@ -40,6 +41,9 @@ type record struct {
 	// (links.go). Records of older stores, and offline records, have none.
 	Inode *ckpt.Inode `json:"i,omitempty"`
 	Links []string    `json:"l,omitempty"`
+	// Spans: for a range record, the offset, length pairs whose prior
+	// bytes Content holds, one after another (ranges.go).
+	Spans []int64 `json:"w,omitempty"`
 }
 
 // NeedsCapture reports whether path still needs its prior state recorded in
@@ -61,37 +65,50 @@ func (s *Store) needs(path string, metaOnly bool) bool {
 	return !metaOnly || t&touchMeta == 0
 }
 
-// touch updates the open turn's touched set for an event (s.mu held).
-func (s *Store) touch(r *record) { touchSet(s.touched, r) }
+// touch updates the open turn's touched set and span sets for an event
+// (s.mu held).
+func (s *Store) touch(r *record) {
+	touchSet(s.touched, r)
+	s.touchSpans(r)
+}
 
-// touchSet updates a touched set (path -> touchFull|touchMeta: its prior
-// state, or its mode and owner, are recorded since the set began) for
-// event r: a rename or exchange carries the marks of the names it moves,
-// and a name renamed over loses its marks (it is another object now).
-// A record of a path whose mark says so is one no resolution from the
-// set's beginning reaches (merge.go relies on it).
+// touchSet updates a touched set (path -> touchFull|touchMeta|touchRange:
+// its prior state, its mode and owner, or some of its bytes are recorded
+// since the set began) for event r: a rename or exchange carries the
+// marks of the names it moves, and a name renamed over loses its marks
+// (it is another object now). A record of a path whose mark says so is
+// one no resolution from the set's beginning reaches (merge.go relies on
+// it); a range record is never such a one.
 func touchSet(touched map[string]uint8, r *record) {
 	switch r.Op {
 	case opPrior:
 		touched[r.Path] |= touchFull
 	case opMeta:
 		touched[r.Path] |= touchMeta
+	case opRange:
+		touched[r.Path] |= touchRange | touchMeta
 	case opRename, opExchange:
-		moved := map[string]uint8{}
-		for p, v := range touched {
-			if rest, ok := ckpt.Under(p, r.Path); ok {
-				moved[join(r.To, rest)] = v
-				delete(touched, p)
-			} else if rest, ok := ckpt.Under(p, r.To); ok {
-				if r.Op == opExchange {
-					moved[join(r.Path, rest)] = v
-				}
-				delete(touched, p)
+		moveUnder(touched, r)
+	}
+}
+
+// moveUnder moves the entries of m at and below the names rename or
+// exchange r moves, and drops those of a name renamed over.
+func moveUnder[V any](m map[string]V, r *record) {
+	moved := map[string]V{}
+	for p, v := range m {
+		if rest, ok := ckpt.Under(p, r.Path); ok {
+			moved[join(r.To, rest)] = v
+			delete(m, p)
+		} else if rest, ok := ckpt.Under(p, r.To); ok {
+			if r.Op == opExchange {
+				moved[join(r.Path, rest)] = v
 			}
+			delete(m, p)
 		}
-		for p, v := range moved {
-			touched[p] = v
-		}
+	}
+	for p, v := range moved {
+		m[p] = v
 	}
 }
 
@@ -123,6 +140,19 @@ func (s *Store) record(c ckpt.Capture, who ckpt.Program) error {
 	}
 	if !s.NeedsCapture(p, c.MetaOnly) {
 		return nil
+	}
+	if prior, ino, spans, ok := s.rangePlan(p, c); ok {
+		err := s.recordRange(p, c, prior, ino, spans, who)
+		if !errors.Is(err, errRangeShort) {
+			if err != nil {
+				return s.noteErr(err)
+			}
+			crashpoint.Hit("record.committed")
+			return nil
+		}
+		// The file is shorter than the spans held say: not a range the
+		// turn can tell; its whole state now is kept as the base.
+		c.Range = nil
 	}
 	r := &record{Path: p, State: c.Prior, Op: opPrior}
 	if c.MetaOnly && c.Prior.Type == ckpt.Regular {
@@ -252,7 +282,7 @@ func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra fun
 	s.nextSeq++
 	if newTurn {
 		s.latest = cur.Num
-		s.touched = map[string]uint8{}
+		s.resetTouched()
 		s.programs = map[string]bool{}
 	}
 	if addProg {

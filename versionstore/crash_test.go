@@ -43,6 +43,7 @@ func openOn(t *testing.T, fs vfs.FS) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.rangeFrom = 0 // a sim with ranges range-captures every file
 	return s
 }
 
@@ -242,7 +243,8 @@ func newCrashSim(t *testing.T, seed int64) (*sim, *vfs.MemFS) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sim{t: t, rng: rand.New(rand.NewSource(seed * 100)), root: root, tree: tree, store: openOn(t, mem)}, mem
+	// Every third seed writes at offsets and truncates with range capture.
+	return &sim{t: t, rng: rand.New(rand.NewSource(seed * 100)), root: root, tree: tree, store: openOn(t, mem), ranges: seed%3 == 0}, mem
 }
 
 // buildHistory runs n agent turns of 1 to maxSteps random steps each and

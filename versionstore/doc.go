@@ -15,6 +15,10 @@
 //     nothing.
 //   - meta(P, mode, owner): P's mode and owner before a chmod/chown of a
 //     regular file; its bytes are not copied.
+//   - range(P, state, spans): for a big regular file written in place,
+//     its state before the turn and the prior bytes of only the spans the
+//     turn's writes and truncates changed (ranges.go); its other bytes
+//     are those of the path's next record, or of the live file.
 //   - rename(P, Q) and exchange(P, Q): recorded as one event, whatever the
 //     size of the directory renamed.
 //
@@ -23,7 +27,8 @@
 //
 // A turn is a contiguous range of events. The state of path P at the end
 // of turn N is found by one forward scan of the events after N: the first
-// prior event for P answers; a rename of P (or of a parent) moves the
+// prior event for P answers (a range event answers with the bytes of the
+// path's next record put under its spans); a rename of P (or of a parent) moves the
 // question to the new name; a rename over P answers "absent"; an exchange
 // swaps the question; if no event answers, P is as it is in the live tree
 // now. One scan answers many paths at once (resolveMany), so the cost of

@@ -9,7 +9,7 @@ import (
 // big-endian so that keys sort numerically.
 //
 //	meta     'm' name                      value: depends on name
-//	         'm' "format"                  decimal format version ("1")
+//	         'm' "format"                  decimal format version ("2")
 //	         'm' "journal"                 JSON rewindJournal, present only while a rewind runs
 //	         'm' "journal-plan"            JSON []action: the journal's plan (kept apart:
 //	                                       saving progress does not rewrite it)

@@ -203,7 +203,7 @@ func (s *Store) scanMerge(p mergePlan, fn func(r *record, redundant bool)) error
 	return s.scanEvents(first.FirstSeq, p.into.LastSeq+1, func(r *record) (bool, error) {
 		redundant := false
 		switch r.Op {
-		case opPrior:
+		case opPrior, opRange:
 			redundant = touched[r.Path]&touchFull != 0
 		case opMeta:
 			redundant = touched[r.Path]&(touchFull|touchMeta) != 0

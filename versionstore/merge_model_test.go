@@ -23,6 +23,9 @@ func runMergeStepsModel(t *testing.T, seed int64, s *Store, root string, link bo
 	m.moves = seed%2 == 0
 	m.flat = seed%3 == 0
 	m.dirOver = seed%5 < 3
+	if m.ranges = seed%3 == 1; m.ranges {
+		s.rangeFrom = 0
+	}
 	h := &keptHistory{}
 	h.add(0, takeSnapshot(t, root))
 	work := func() {

@@ -169,6 +169,9 @@ type sim struct {
 	linkOps int
 	flat    bool
 	dirOver bool // a directory may be renamed over an empty one
+	// ranges: writes at offsets and truncates capture only the range
+	// they change (the overlay's captureRangeLocked), with bigger files.
+	ranges bool
 }
 
 var names = []string{"a", "b", "c", "d.txt"}
@@ -221,11 +224,15 @@ func (m *sim) capture(p string, withLink bool) {
 }
 
 func (m *sim) captureAs(p string, withLink, metaOnly bool) {
+	m.captureWith(p, withLink, metaOnly, nil)
+}
+
+func (m *sim) captureWith(p string, withLink, metaOnly bool, rng *ckpt.ByteRange) {
 	st, ino, err := m.tree.LstatInode(p)
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	c := ckpt.Capture{Path: p, Prior: st, MetaOnly: metaOnly && st.Type == ckpt.Regular}
+	c := ckpt.Capture{Path: p, Prior: st, MetaOnly: metaOnly && st.Type == ckpt.Regular, Range: rng}
 	if st.Type == ckpt.Regular {
 		c.Open = func() (*os.File, error) { return m.tree.Open(p) }
 		if withLink && m.link && ino.Nlink == 1 {
@@ -261,8 +268,60 @@ func (m *sim) captureAll(p string, metaOnly bool) {
 	}
 }
 
+// captureRange captures every name of the regular file at p before a
+// change of its bytes [off, end) only, as the overlay does.
+func (m *sim) captureRange(p string, off, end int64) {
+	names := []string{p}
+	if _, ino, _ := m.tree.LstatInode(p); ino.Nlink > 1 {
+		names = inodeNames(m.t, m.root, p)
+	}
+	for _, q := range names {
+		if m.store.NeedsRange(q, off, end) {
+			m.captureWith(q, false, false, &ckpt.ByteRange{Off: off, End: end})
+		}
+	}
+}
+
+// rangeWrite writes at an offset of the regular file at p, truncates it
+// (shorter or longer) or appends to it, capturing the range changed.
+func (m *sim) rangeWrite(p string, st ckpt.State) {
+	f, err := os.OpenFile(m.abs(p), os.O_WRONLY, 0)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer f.Close()
+	size := st.Size
+	switch m.rng.Intn(4) {
+	case 0: // truncate
+		n := int64(m.rng.Intn(int(size) + 10000))
+		m.captureRange(p, min(n, size), ckpt.ToTheEnd)
+		if err := f.Truncate(n); err != nil {
+			m.t.Fatal(err)
+		}
+	case 1: // append
+		b := m.randData()
+		m.captureRange(p, size, size+int64(len(b)))
+		if _, err := f.WriteAt(b, size); err != nil {
+			m.t.Fatal(err)
+		}
+	default: // overwrite at an offset, maybe past the end
+		off := int64(m.rng.Intn(int(size) + 5000))
+		b := make([]byte, 1+m.rng.Intn(12000))
+		for i := range b {
+			b[i] = "xyz\n"[m.rng.Intn(4)]
+		}
+		m.captureRange(p, off, off+int64(len(b)))
+		if _, err := f.WriteAt(b, off); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+}
+
 func (m *sim) randData() []byte {
 	n := m.rng.Intn(64)
+	if m.ranges && m.rng.Intn(2) == 0 {
+		n = m.rng.Intn(40000)
+	}
 	if m.rng.Intn(20) == 0 {
 		n = 40000 + m.rng.Intn(300000) // multi-chunk now and then
 	}
@@ -296,6 +355,13 @@ func (m *sim) step() {
 	case op <= 2: // write (create, overwrite or append)
 		if !parentIsDir(m, p) || (st.Exists() && st.Type != ckpt.Regular) {
 			return
+		}
+		if m.ranges && st.Type == ckpt.Regular && m.rng.Intn(3) > 0 {
+			m.rangeWrite(p, st)
+			return
+		}
+		if m.ranges && st.Type == ckpt.Regular {
+			m.captureRange(p, 0, ckpt.ToTheEnd) // O_TRUNC or O_APPEND: the range is all (or the end)
 		}
 		m.captureAll(p, false)
 		flags := os.O_WRONLY | os.O_CREATE
@@ -391,6 +457,10 @@ func (m *sim) step() {
 		}
 	case op == 8: // truncate
 		if st.Type != ckpt.Regular {
+			return
+		}
+		if m.ranges {
+			m.rangeWrite(p, st)
 			return
 		}
 		m.captureAll(p, false)
@@ -558,12 +628,18 @@ func modelOps() int {
 }
 
 func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps int) {
+	runModelWith(t, seed, s, root, &sim{link: link}, nOps)
+}
+
+// runModelWith is runModel with m's settings; with m.ranges, turns also
+// end steps now and then, and the step points are checked as turns are.
+func runModelWith(t *testing.T, seed int64, s *Store, root string, m *sim, nOps int) {
 	tree, err := backing.Open(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tree.Close()
-	m := &sim{t: t, rng: rand.New(rand.NewSource(seed)), root: root, tree: tree, store: s, link: link}
+	m.t, m.rng, m.root, m.tree, m.store = t, rand.New(rand.NewSource(seed)), root, tree, s
 	snaps := []snapshot{takeSnapshot(t, root)}
 	turns := []uint64{0}
 	for m.ops < nOps {
@@ -573,6 +649,16 @@ func runModel(t *testing.T, seed int64, s *Store, root string, link bool, nOps i
 		k := 1 + m.rng.Intn(25)
 		for i := 0; i < k; i++ {
 			m.step()
+			if m.ranges && m.rng.Intn(6) == 0 {
+				st, ok, err := s.Step("", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					snaps = append(snaps, takeSnapshot(t, root))
+					turns = append(turns, StepPoint(st.Turn, st.Num))
+				}
+			}
 		}
 		tn, err := s.End("")
 		if err != nil {
@@ -688,6 +774,44 @@ func TestModelMemStore(t *testing.T) {
 			runModel(t, seed, NewTestStore(t), t.TempDir(), false, modelOps())
 		})
 	}
+}
+
+// TestModelRanges: the same with range capture of every file: writes at
+// offsets, truncates and appends record the prior bytes of the ranges
+// they change only, in steps as well as turns, among renames and
+// exchanges; every turn and step resolves, rewinds and restores exactly.
+func TestModelRanges(t *testing.T) {
+	for seed := int64(31); seed <= 34; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			var s *Store
+			root := t.TempDir()
+			link := seed%2 == 0
+			if link {
+				s, root = atticStore(t)
+			} else {
+				s = NewTestStore(t)
+			}
+			s.rangeFrom = 0
+			runModelWith(t, seed, s, root, &sim{link: link, ranges: true, moves: seed > 32}, modelOps())
+			if n := countOps(t, s, opRange); n == 0 {
+				t.Fatal("no range records: the test tests nothing")
+			}
+		})
+	}
+}
+
+// countOps counts the events of op in s.
+func countOps(t *testing.T, s *Store, op string) int {
+	n := 0
+	if err := s.scanEvents(0, s.nextSeq, func(r *record) (bool, error) {
+		if r.Op == op {
+			n++
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestModelNetRewind: the same, with every whole-tree rewind done by the

@@ -312,7 +312,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		s.nextSeq += uint64(len(recs))
 		s.latest = t.Num
 		s.cur = nil
-		s.touched = map[string]uint8{}
+		s.resetTouched()
 		s.programs = map[string]bool{}
 		res.Turn = *t
 	}

@@ -25,6 +25,26 @@ type resolved struct {
 	Links []string
 	// Data: bytes held in memory (a revert's merge, not yet stored).
 	Data []byte
+	// Patch: a regular file's bytes told by range records (ranges.go):
+	// a later version with spans put back. Content and Live are then
+	// empty.
+	Patch *patched
+}
+
+// livePath is the live path whose bytes the resolution reads ("": none),
+// and liveSize the size that file had when resolved.
+func (r resolved) livePath() string {
+	if r.Patch != nil {
+		return r.Patch.Live
+	}
+	return r.Live
+}
+
+func (r resolved) liveSize() int64 {
+	if r.Patch != nil {
+		return r.Patch.BaseSize
+	}
+	return r.State.Size
 }
 
 // sameObject reports whether two resolutions of a path found the same
@@ -85,17 +105,44 @@ func (s *Store) resolveManyIx(after uint64, paths []string, live ckpt.Tree, ix *
 	for i, p := range paths {
 		pending[p] = append(pending[p], i)
 	}
+	// waiting: the paths answered by a range record, whose base (the
+	// later version the record's spans patch) is still to be found.
+	waiting := map[string][]int{}
 	s.mu.Lock()
 	end := s.nextSeq
 	s.mu.Unlock()
 	step := func(r *record) (bool, error) {
 		switch r.Op {
 		case opPrior:
+			for _, id := range waiting[r.Path] {
+				pt := res[id].Patch
+				switch {
+				case r.State.Type != ckpt.Regular:
+					pt.None = true
+				case r.Lost:
+					res[id].Lost = true
+				default:
+					pt.Content, pt.BaseSize = r.Content, r.State.Size
+				}
+			}
+			delete(waiting, r.Path)
 			for _, id := range pending[r.Path] {
 				res[id] = resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq, Lost: r.Lost, Links: r.Links}
 				if r.Inode != nil && r.State.Type.Linkable() {
 					res[id].Inode = *r.Inode
 				}
+			}
+			delete(pending, r.Path)
+		case opRange:
+			for _, id := range waiting[r.Path] {
+				res[id].Patch.Layers = append(res[id].Patch.Layers, layerOf(r))
+			}
+			for _, id := range pending[r.Path] {
+				res[id] = resolved{State: r.State, FromLog: true, Seq: r.Seq, Patch: &patched{Layers: []layer{layerOf(r)}}}
+				if r.Inode != nil {
+					res[id].Inode = *r.Inode
+				}
+				waiting[r.Path] = append(waiting[r.Path], id)
 			}
 			delete(pending, r.Path)
 		case opMeta:
@@ -106,36 +153,44 @@ func (s *Store) resolveManyIx(after uint64, paths []string, live ckpt.Tree, ix *
 				}
 			}
 		case opRename, opExchange:
-			moved := map[string][]int{}
-			for p, ids := range pending {
-				if rest, ok := ckpt.Under(p, r.Path); ok {
-					moved[join(r.To, rest)] = append(moved[join(r.To, rest)], ids...)
-					delete(pending, p)
-				} else if rest, ok := ckpt.Under(p, r.To); ok {
-					if r.Op == opExchange {
-						moved[join(r.Path, rest)] = append(moved[join(r.Path, rest)], ids...)
-					} else {
-						for _, id := range ids {
-							res[id] = resolved{FromLog: true} // renamed over: absent before
+			for _, m := range []map[string][]int{pending, waiting} {
+				moved := map[string][]int{}
+				for p, ids := range m {
+					if rest, ok := ckpt.Under(p, r.Path); ok {
+						moved[join(r.To, rest)] = append(moved[join(r.To, rest)], ids...)
+						delete(m, p)
+					} else if rest, ok := ckpt.Under(p, r.To); ok {
+						if r.Op == opExchange {
+							moved[join(r.Path, rest)] = append(moved[join(r.Path, rest)], ids...)
+						} else {
+							for _, id := range ids {
+								if res[id].Patch != nil {
+									res[id].Patch.None = true // no base: the spans are all
+								} else {
+									res[id] = resolved{FromLog: true} // renamed over: absent before
+								}
+							}
 						}
+						delete(m, p)
 					}
-					delete(pending, p)
+				}
+				for p, ids := range moved {
+					m[p] = append(m[p], ids...)
 				}
 			}
-			for p, ids := range moved {
-				pending[p] = append(pending[p], ids...)
-			}
 		}
-		return len(pending) > 0, nil
+		return len(pending)+len(waiting) > 0, nil
 	}
 	from := after + 1
 	if ix != nil && len(pending) <= ixMaxPaths && after < ix.end {
 		// The indexed events that concern a pending path, in order.
-		for cur := after; len(pending) > 0; {
+		for cur := after; len(pending)+len(waiting) > 0; {
 			next := uint64(0)
-			for p := range pending {
-				if n := ix.next(p, cur); n != 0 && (next == 0 || n < next) {
-					next = n
+			for _, m := range []map[string][]int{pending, waiting} {
+				for p := range m {
+					if n := ix.next(p, cur); n != 0 && (next == 0 || n < next) {
+						next = n
+					}
 				}
 			}
 			if next == 0 {
@@ -155,27 +210,43 @@ func (s *Store) resolveManyIx(after uint64, paths []string, live ckpt.Tree, ix *
 		from = ix.end + 1
 	}
 	var err error
-	if len(pending) > 0 && from < end {
+	if len(pending)+len(waiting) > 0 && from < end {
 		err = s.scanEvents(from, end, step)
 	}
 	if err != nil {
 		return nil, err
 	}
-	for p, ids := range pending {
-		var st ckpt.State
-		var ino ckpt.Inode
-		if live != nil {
-			if st, ino, err = live.LstatInode(p); err != nil {
-				return nil, err
-			}
-		} else {
+	if live == nil && len(pending)+len(waiting) > 0 {
+		for p := range pending {
 			return nil, fmt.Errorf("versionstore: the live tree is needed to answer for %q", p)
+		}
+		for p := range waiting {
+			return nil, fmt.Errorf("versionstore: the live tree is needed to answer for %q", p)
+		}
+	}
+	for p, ids := range pending {
+		st, ino, err := live.LstatInode(p)
+		if err != nil {
+			return nil, err
 		}
 		if !st.Type.Linkable() {
 			ino = ckpt.Inode{}
 		}
 		for _, id := range ids {
 			res[id] = resolved{State: st, Live: p, Inode: ino}
+		}
+	}
+	for p, ids := range waiting {
+		st, err := live.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			if pt := res[id].Patch; st.Type == ckpt.Regular {
+				pt.Live, pt.BaseSize = p, st.Size
+			} else {
+				pt.None = true
+			}
 		}
 	}
 	for i, m := range meta {
@@ -231,6 +302,9 @@ func (s *Store) open(r resolved, live ckpt.Tree) (io.ReadCloser, error) {
 	}
 	if r.Lost {
 		return nil, fmt.Errorf("%w: the file changed while the project was not mounted, so its bytes from before were never seen", ErrNotCaptured)
+	}
+	if r.Patch != nil {
+		return s.openPatched(r, live)
 	}
 	if r.Content != nil {
 		return s.openContent(r.Content)

@@ -165,16 +165,17 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 		} else if k == "" {
 			continue // already as it was
 		}
-		if a.Live != "" && a.Live != p && a.State.Type == ckpt.Regular {
+		if a.State.Type == ckpt.Regular && (a.Live != "" && a.Live != p || r.Patch != nil) {
 			// The bytes lie at another live path, which an earlier action
-			// may change: keep them in the store first, so that every
-			// action (and its redo after a crash) stands on its own.
-			f, err := live.Open(a.Live)
+			// may change, or are told by range records over a later
+			// version: keep them in the store first, so that every action
+			// (and its redo after a crash) stands on its own.
+			rc, err := s.open(r, live)
 			if err != nil {
 				return nil, nil, false, err
 			}
-			a.Content, err = s.putContent(f, a.State.Size)
-			f.Close()
+			a.Content, err = s.putContent(rc, a.State.Size)
+			rc.Close()
 			if err != nil {
 				return nil, nil, false, err
 			}

@@ -23,6 +23,8 @@ func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) 
 	switch r.Op {
 	case opPrior:
 		return s.ensure(live, r.Path, r.State, r.Content, "", who)
+	case opRange:
+		return s.undoRange(r, live, who)
 	case opMeta:
 		cur, err := live.Lstat(r.Path)
 		if err != nil || cur.Type != ckpt.Regular {

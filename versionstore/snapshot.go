@@ -203,12 +203,13 @@ func (s *Store) Check(sn *Snapshot) error {
 		return err
 	}
 	for _, e := range sn.Entries {
-		if e.r.FromLog || e.r.Live == "" {
+		lp := e.r.livePath()
+		if lp == "" {
 			continue
 		}
-		for d := e.r.Live; ; d = parentOf(d) {
+		for d := lp; ; d = parentOf(d) {
 			if touched[d] {
-				return fmt.Errorf("versionstore: %s changed while it was being read (the project is in use): run again", e.r.Live)
+				return fmt.Errorf("versionstore: %s changed while it was being read (the project is in use): run again", lp)
 			}
 			if d == "" {
 				break

@@ -110,7 +110,7 @@ func (s *Store) Step(tool, label string) (st ckpt.Step, ok bool, err error) {
 		return st, false, err
 	}
 	crashpoint.Hit("step.committed")
-	s.touched = map[string]uint8{}
+	s.resetTouched()
 	if err := s.wal.SyncWAL(); err != nil {
 		err = fmt.Errorf("versionstore: step %d.%d ended, but the log could not be synced to disk: %w", st.Turn, st.Num, err)
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()

@@ -19,8 +19,10 @@ import (
 )
 
 // formatVersion is the on-disk format this code writes. A store with a
-// higher version is refused.
-const formatVersion = 1
+// higher version is refused; an older one is marked with this version
+// when opened, since this code may write what older code cannot read
+// (2: range records, ranges.go).
+const formatVersion = 2
 
 // Options configure Open.
 type Options struct {
@@ -77,12 +79,20 @@ type Store struct {
 	reclaimAt time.Time // when a refused capture last ran a gc (space.go)
 	lastErr   error     // the last error of Record, Begin or End
 	lastErrAt time.Time
-	cur       *ckpt.Turn       // the open turn, nil if none
-	latest    uint64           // highest turn number
-	nextSeq   uint64           // next event sequence number
-	touched   map[string]uint8 // paths captured in the open turn: touchFull|touchMeta
-	programs  map[string]bool  // programs of the open turn
-	atticSeq  uint64
+	cur       *ckpt.Turn          // the open turn, nil if none
+	latest    uint64              // highest turn number
+	nextSeq   uint64              // next event sequence number
+	touched   map[string]uint8    // paths captured in the open turn: touchFull|touchMeta|touchRange
+	spans     map[string]*spanSet // what the open turn holds of range-captured paths (ranges.go)
+	// rangeFrom is the smallest file range-captured: rangeMin (tests
+	// lower it).
+	rangeFrom int64
+	// atticDev is the attic's device; atticClones: its filesystem is of
+	// a kind that may clone (ranges.go: learnAttic).
+	atticDev    uint64
+	atticClones bool
+	programs    map[string]bool // programs of the open turn
+	atticSeq    uint64
 	// cloneState: whether the attic's filesystem clones (clone.go), and
 	// cloneXDev the devices of files it cannot clone (not the store's).
 	cloneState int
@@ -105,7 +115,7 @@ const (
 // /proc/self/fd, so the store keeps working when a ckptfs mount later covers
 // the directory that contains it.
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{dir: dir, growth: make(chan struct{}, 1)}
+	s := &Store{dir: dir, growth: make(chan struct{}, 1), rangeFrom: rangeMin}
 	fs := opts.FS
 	root := dir
 	if fs == nil {
@@ -140,6 +150,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			f.Close()
 			return nil, fmt.Errorf("versionstore: %w", err)
 		}
+		s.learnAttic()
 	}
 	if s.dirf != nil {
 		if _, total, err := s.statfs(); err == nil {
@@ -259,6 +270,11 @@ func (s *Store) load() error {
 		if n > formatVersion {
 			return fmt.Errorf("%w (format %d; this ckptfs reads up to %d): upgrade ckptfs", ErrNewerFormat, n, formatVersion)
 		}
+		if n < formatVersion {
+			if err := s.db.Set(keyFormat, []byte(strconv.Itoa(formatVersion)), pebble.Sync); err != nil {
+				return pebbleErr(err)
+			}
+		}
 	}
 	// Latest turn and next sequence number: the last keys of their kinds.
 	last, err := s.lastKey(prefixTurn)
@@ -291,7 +307,7 @@ func (s *Store) load() error {
 		floor = t.LastSeq + 1
 	}
 	s.nextSeq = max(s.nextSeq, floor)
-	s.touched = map[string]uint8{}
+	s.resetTouched()
 	s.programs = map[string]bool{}
 	if t.Open {
 		s.cur = &t
@@ -319,7 +335,7 @@ func (s *Store) load() error {
 // rebuildTouched rebuilds the open turn's touched set from its events
 // since its last step boundary (steps.go).
 func (s *Store) rebuildTouched() error {
-	s.touched = map[string]uint8{}
+	s.resetTouched()
 	if s.cur == nil {
 		return nil
 	}

@@ -53,7 +53,7 @@ func (s *Store) Begin(kind ckpt.Kind, text, ref string) (ckpt.Turn, error) {
 	// in-memory state must follow what is committed.
 	s.cur = t
 	s.latest = t.Num
-	s.touched = map[string]uint8{}
+	s.resetTouched()
 	s.programs = map[string]bool{}
 	opened := *t
 	opened.Prompt = prompt
@@ -198,7 +198,7 @@ func (s *Store) End(ref string) (ckpt.Turn, error) {
 	crashpoint.Hit("turn.committed")
 	// Closed from here on, whether or not the fsync works (as in Begin).
 	s.cur = nil
-	s.touched = map[string]uint8{}
+	s.resetTouched()
 	s.programs = map[string]bool{}
 	if err := s.wal.SyncWAL(); err != nil {
 		err = fmt.Errorf("versionstore: turn %d closed, but the log could not be synced to disk: %w", t.Num, err)

@@ -83,10 +83,10 @@ func (s *Store) ViewAt(n uint64, live ckpt.Tree, opts ViewOptions) (*Snapshot, e
 func stampLive(sn *Snapshot, live ckpt.Tree) error {
 	for i := range sn.Entries {
 		e := &sn.Entries[i]
-		if e.State.Type != ckpt.Regular || e.r.Live == "" || e.stamp.Ino != 0 {
+		if e.State.Type != ckpt.Regular || e.r.livePath() == "" || e.stamp.Ino != 0 {
 			continue
 		}
-		f, err := live.Open(e.r.Live)
+		f, err := live.Open(e.r.livePath())
 		if err != nil {
 			return err
 		}
@@ -96,8 +96,8 @@ func stampLive(sn *Snapshot, live ckpt.Tree) error {
 		if err != nil {
 			return err
 		}
-		if st.Size != e.State.Size {
-			return fmt.Errorf("versionstore: %s changed while it was being read: run again", e.r.Live)
+		if st.Size != e.r.liveSize() {
+			return fmt.Errorf("versionstore: %s changed while it was being read: run again", e.r.livePath())
 		}
 		e.stamp = ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano()}
 	}
@@ -154,8 +154,9 @@ type ViewFile struct {
 	r     resolved
 	stamp ckpt.Stamp // the live file's then (unwatched)
 	mark  uint64     // the newest event when r was resolved
-	f     *os.File   // the live file (r.Live) or the attic file, once opened
+	f     *os.File   // the live file (r.livePath()) or the attic file, once opened
 	ch    *chunksAt
+	pr    *patchedFile // a range-captured version over a stored base
 }
 
 // OpenView opens the regular file entry e of sn (taken by ViewAt) for
@@ -192,7 +193,7 @@ func (f *ViewFile) ReadAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for try := 0; ; try++ {
-		if f.r.Live == "" {
+		if f.r.livePath() == "" {
 			n, err := f.readStored(p, off)
 			if err == nil {
 				err = eof
@@ -206,7 +207,7 @@ func (f *ViewFile) ReadAt(p []byte, off int64) (int, error) {
 			}
 			return n, rerr
 		}
-		changed, err := f.s.changedSince(f.sn.watch, f.r.Live, f.mark)
+		changed, err := f.s.changedSince(f.sn.watch, f.r.livePath(), f.mark)
 		if err != nil {
 			return 0, err
 		}
@@ -234,7 +235,7 @@ func (f *ViewFile) ReadAt(p []byte, off int64) (int, error) {
 // not the turn's (another size or inode) is an error.
 func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 	if f.f == nil {
-		lf, err := f.live.Open(f.r.Live)
+		lf, err := f.live.Open(f.r.livePath())
 		if err != nil {
 			return 0, err
 		}
@@ -243,7 +244,7 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 			lf.Close()
 			return 0, err
 		}
-		if st.Size != f.size || (f.r.Inode.Ino != 0 && st.Ino != f.r.Inode.Ino) {
+		if st.Size != f.r.liveSize() || (f.r.Patch == nil && f.r.Inode.Ino != 0 && st.Ino != f.r.Inode.Ino) {
 			lf.Close()
 			if f.sn.unwatched {
 				return 0, f.changedOffline()
@@ -252,7 +253,13 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 		}
 		f.f = lf
 	}
-	n, err := f.f.ReadAt(p, off)
+	var n int
+	var err error
+	if f.r.Patch != nil {
+		n, err = f.s.newPatchedReader(f.size, f.r.Patch.Layers, f.f, f.r.Patch.BaseSize).ReadAt(p, off)
+	} else {
+		n, err = f.f.ReadAt(p, off)
+	}
 	if err == io.EOF && n < len(p) {
 		err = io.ErrUnexpectedEOF // the file shrank
 	}
@@ -262,7 +269,7 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 		if serr := unix.Fstat(int(f.f.Fd()), &st); serr != nil {
 			return 0, serr
 		}
-		if st.Ino != f.stamp.Ino || st.Mtim.Nano() != f.stamp.Mtime || st.Size != f.size {
+		if st.Ino != f.stamp.Ino || st.Mtim.Nano() != f.stamp.Mtime || st.Size != f.r.liveSize() {
 			return 0, f.changedOffline()
 		}
 	}
@@ -270,7 +277,7 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 }
 
 func (f *ViewFile) changedOffline() error {
-	return fmt.Errorf("%s: %w: it changed while the project was not mounted, so its bytes at the end of turn %d were never captured", f.r.Live, ErrNotCaptured, f.sn.Turn)
+	return fmt.Errorf("%s: %w: it changed while the project was not mounted, so its bytes at the end of turn %d were never captured", f.r.livePath(), ErrNotCaptured, f.sn.Turn)
 }
 
 func (f *ViewFile) readStored(p []byte, off int64) (int, error) {
@@ -280,6 +287,15 @@ func (f *ViewFile) readStored(p []byte, off int64) (int, error) {
 		return bytes.NewReader(r.Data).ReadAt(p, off)
 	case r.Lost:
 		return 0, fmt.Errorf("%s: %w: the file changed while the project was not mounted, so its bytes from before were never seen", f.path, ErrNotCaptured)
+	case r.Patch != nil:
+		if f.pr == nil {
+			rc, err := f.s.openPatched(r, f.live)
+			if err != nil {
+				return 0, err
+			}
+			f.pr = rc
+		}
+		return f.pr.ReadAt(p, off)
 	case r.Content == nil:
 		return 0, fmt.Errorf("%w: %s: no bytes recorded for a regular file", ErrCorrupt, f.path)
 	case r.Content.Attic != "":
@@ -327,6 +343,10 @@ func (f *ViewFile) closeFile() {
 	if f.f != nil {
 		f.f.Close()
 		f.f = nil
+	}
+	if f.pr != nil {
+		f.pr.Close()
+		f.pr = nil
 	}
 	f.ch = nil
 }

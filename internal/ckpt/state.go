@@ -184,7 +184,19 @@ type Capture struct {
 	// names it shared the inode with that have no record of their own.
 	Inode Inode
 	Links []string
+	// Range, on a capture of a regular file's content (!MetaOnly), bounds
+	// what the mutation may change: the bytes at [Range.Off, Range.End)
+	// (a write), or at Range.Off and after (a truncate: End is
+	// ToTheEnd). The store may then keep only the prior bytes of that
+	// range; nil: anything in the file may change.
+	Range *ByteRange
 }
+
+// ByteRange is a range of byte offsets in a file: [Off, End).
+type ByteRange struct{ Off, End int64 }
+
+// ToTheEnd is the End of a ByteRange that runs to the end of the file.
+const ToTheEnd = int64(1<<63 - 1)
 
 // Program names the process that made a change.
 type Program struct {

@@ -1,0 +1,535 @@
+package versionstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/ckpt"
+)
+
+// ranges.go: range capture. The first write or truncate of a turn into a
+// big regular file keeps the prior bytes of only the ranges it changes,
+// so a 4 KiB write into a 1 GiB file costs about what 4 KiB costs.
+//
+// # Records
+//
+// A range record (op "w") holds a path's prior state (type, mode, owner
+// and its size S0 at the start of the turn, or of the step), its inode,
+// and the prior bytes of some spans of [0, S0): Spans lists them (offset,
+// length pairs, ascending, aligned to rangeBlock and cut at S0), Content
+// holds their bytes one after another, as chunks. The open turn remembers
+// which spans of each path it holds (spanSet): a later write records only
+// the spans not held yet (often none), so the spans of one path's records
+// in one turn do not overlap, save for two writers racing (see below).
+// Every byte of [0, S0) that changes during the turn is in a span first:
+// a write's range, a truncate's [new size, S0), a copy_file_range's
+// destination. Bytes at S0 and after were not there at the turn's start.
+// Every other change (fallocate, an unlink or a rename over the path,
+// whatever can replace the file) asks for a whole capture, which a range
+// record does not satisfy (it sets touchRange, not touchFull): a full
+// prior record of the path then follows in the turn.
+//
+// A file is range-captured when it is regular, of rangeMin bytes or
+// more, has one name (a write through a hard link records every name of
+// the inode, whole), is not offered to the attic by link, and the store
+// would not clone it (a clone costs O(1) and lets its writes go through
+// passthrough). Once a path has a range record in the open turn, its later
+// captures of content stay ranges.
+//
+// # Resolution
+//
+// A range record does not tell the path's bytes by itself: they are the
+// bytes the same file had later (its base) with the spans put back. The
+// forward scan that meets the record goes on, following renames, to the
+// next record of the path: a full prior record (later in the turn: the
+// file unlinked or renamed over, kept in the attic; or in a later turn)
+// is the base; another range record is one more layer; with no further
+// record, the live file is the base. The bytes at the first record's
+// turn start are the base's, cut or extended to each layer's size and
+// with each layer's spans put back, from the newest layer to the oldest:
+// where spans overlap, the oldest record's bytes are the file's. Why the
+// base is the same file: the path cannot be replaced before a full
+// record of it is taken (above), renames move the question with the file,
+// and a byte outside every span did not change between the layer's turn
+// start and its base. A path whose spans come to cover [0, S0) needs no
+// base: the set counts as a whole capture (touchFull) from then on.
+//
+// Two writers of one file may both find a span missing and both record
+// it; the second may read bytes the first one's write already changed.
+// Its record comes later in the log, so the first's bytes win.
+//
+// Rewinds undo a range record by writing the file back from its live
+// bytes with the spans put back (undoRange); the fix-up pass and
+// restores resolve as above and store the whole version first, as they
+// do for bytes at another live path (planRestore), so every action
+// still carries its bytes. Cat, diff, export, revert, log -S and views
+// read through patchedReader. GC, verify and du count a range record's
+// chunks like any other record's.
+
+// rangeMin is the smallest file whose content is captured by ranges.
+// Below it a whole copy costs at most a few milliseconds (about 1 ms a
+// MiB to read, hash and compress here), its chunks are shared with the
+// file's other versions, and the rest of the turn's writes to it need no
+// capture at all (later opens go through passthrough); a range record
+// costs a synced commit per write to a part not held yet, and keeps the
+// file's writes on the daemon for the rest of the turn. At 1 MiB the
+// whole copy of the first write is still about a range record's cost;
+// above, the copy grows with the file (doc/BENCH.md: big-file capture).
+const rangeMin = 1 << 20
+
+// rangeBlock is the granule of spans: a write's span is widened to whole
+// blocks, so that the writes of a page-sized database or a block device
+// image record each block once, however they are cut.
+const rangeBlock = 4 << 10
+
+// touchRange: the path has a range record in the open turn (its spans
+// are in Store.spans); with touchMeta, its mode and owner are held.
+const touchRange = 4
+
+// spanSet is what the open turn holds of one range-captured path.
+type spanSet struct {
+	prior ckpt.State  // the state its first range record holds (size S0)
+	inode *ckpt.Inode // the inode that record names
+	spans []int64     // start, end pairs: ascending, disjoint, merged
+}
+
+// missing returns the parts of [off, end), widened to whole blocks and cut
+// at the prior size, that the set does not hold: offset, length pairs.
+func (ss *spanSet) missing(off, end int64) []int64 {
+	lo, hi, ok := blockRange(off, end, ss.prior.Size)
+	if !ok {
+		return nil
+	}
+	var out []int64
+	for i := 0; i < len(ss.spans) && lo < hi; i += 2 {
+		s, e := ss.spans[i], ss.spans[i+1]
+		if e <= lo {
+			continue
+		}
+		if s >= hi {
+			break
+		}
+		if s > lo {
+			out = append(out, lo, s-lo)
+		}
+		lo = max(lo, e)
+	}
+	if lo < hi {
+		out = append(out, lo, hi-lo)
+	}
+	return out
+}
+
+// holds reports whether the set holds all of [off, end) (widened and cut
+// as missing does), without allocating.
+func (ss *spanSet) holds(off, end int64) bool {
+	lo, hi, ok := blockRange(off, end, ss.prior.Size)
+	if !ok {
+		return true
+	}
+	i := sort.Search(len(ss.spans)/2, func(i int) bool { return ss.spans[2*i+1] > lo })
+	return i < len(ss.spans)/2 && ss.spans[2*i] <= lo && ss.spans[2*i+1] >= hi
+}
+
+// blockRange widens [off, end) to whole blocks and cuts it at size; ok is
+// false when nothing is left.
+func blockRange(off, end, size int64) (lo, hi int64, ok bool) {
+	end = min(end, size)
+	if off < 0 || off >= end {
+		return 0, 0, false
+	}
+	lo = off &^ (rangeBlock - 1)
+	hi = min(size, (end+rangeBlock-1)&^(rangeBlock-1))
+	return lo, hi, true
+}
+
+// add merges offset, length pairs into the set.
+func (ss *spanSet) add(spans []int64) {
+	for i := 0; i+1 < len(spans); i += 2 {
+		ss.spans = append(ss.spans, spans[i], spans[i]+spans[i+1])
+	}
+	pairs := make([][2]int64, 0, len(ss.spans)/2)
+	for i := 0; i+1 < len(ss.spans); i += 2 {
+		pairs = append(pairs, [2]int64{ss.spans[i], ss.spans[i+1]})
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0] < pairs[j][0] })
+	out := ss.spans[:0]
+	for _, p := range pairs {
+		if n := len(out); n > 0 && p[0] <= out[n-1] {
+			out[n-1] = max(out[n-1], p[1])
+			continue
+		}
+		out = append(out, p[0], p[1])
+	}
+	ss.spans = out
+}
+
+// complete reports whether the set holds every byte of [0, S0).
+func (ss *spanSet) complete() bool {
+	if ss.prior.Size == 0 {
+		return true
+	}
+	return len(ss.spans) == 2 && ss.spans[0] == 0 && ss.spans[1] >= ss.prior.Size
+}
+
+// NeedsRange reports whether a change of the bytes [off, end) of path
+// (end ckpt.ToTheEnd: a truncate to off) still needs a capture in the
+// open turn. It is an in-memory check.
+func (s *Store) NeedsRange(path string, off, end int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return true
+	}
+	if s.touched[path]&touchFull != 0 {
+		return false
+	}
+	ss := s.spans[path]
+	return ss == nil || !ss.holds(off, end)
+}
+
+// rangePlan decides whether capture c of path p is kept as a range record,
+// and which spans it records (possibly none). For a path with range
+// records in the open turn it always is, with the state of the first.
+func (s *Store) rangePlan(p string, c ckpt.Capture) (prior ckpt.State, ino *ckpt.Inode, spans []int64, ok bool) {
+	if c.Range == nil || c.MetaOnly || c.Prior.Type != ckpt.Regular {
+		return ckpt.State{}, nil, nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		if ss := s.spans[p]; ss != nil && s.touched[p]&touchFull == 0 {
+			return ss.prior, ss.inode, ss.missing(c.Range.Off, c.Range.End), true
+		}
+	}
+	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 || s.mayClone(c.Inode.Dev) {
+		return ckpt.State{}, nil, nil, false
+	}
+	ss := &spanSet{prior: c.Prior}
+	if c.Inode.Known() {
+		i := c.Inode
+		ino = &i
+	}
+	return c.Prior, ino, ss.missing(c.Range.Off, c.Range.End), true
+}
+
+// mayClone reports whether the whole capture of a big file on device dev
+// may be a clone (s.mu held): the attic is on that device, its filesystem
+// is one that shares extents, and no clone has said otherwise.
+func (s *Store) mayClone(dev uint64) bool {
+	return s.attic != nil && s.atticClones && dev == s.atticDev && s.cloneState != cloneNo && !s.cloneXDev[dev]
+}
+
+// Filesystems that may share extents between files (FICLONE), by statfs
+// magic: XFS, btrfs, bcachefs.
+var cloningFS = map[int64]bool{0x58465342: true, 0x9123683e: true, 0xca451a4e: true}
+
+// learnAttic notes the attic's device, and whether its filesystem is of
+// a kind that may clone: elsewhere big files are range-captured from the
+// first capture on, without a clone attempt and its fall back to a copy.
+func (s *Store) learnAttic() {
+	if s.attic == nil {
+		return
+	}
+	var st unix.Stat_t
+	var fs unix.Statfs_t
+	if unix.Fstat(int(s.attic.Fd()), &st) != nil || unix.Fstatfs(int(s.attic.Fd()), &fs) != nil {
+		return
+	}
+	s.atticDev, s.atticClones = st.Dev, cloningFS[int64(fs.Type)]
+}
+
+// errRangeShort: the file ended before a span the range capture was to
+// read; the capture is taken whole instead.
+var errRangeShort = errors.New("versionstore: the file ended before a span")
+
+// recordRange records the prior bytes of spans of c's file as a range
+// record of p with state prior (rangePlan). A path's first range record is
+// made even with no spans: it holds the size the turn started with.
+func (s *Store) recordRange(p string, c ckpt.Capture, prior ckpt.State, ino *ckpt.Inode, spans []int64, who ckpt.Program) error {
+	var total int64
+	for i := 1; i < len(spans); i += 2 {
+		total += spans[i]
+	}
+	if err := s.checkSpace(total); err != nil {
+		return err
+	}
+	r := &record{Op: opRange, Path: p, State: prior, Inode: ino, Spans: spans}
+	s.contentMu.RLock()
+	defer s.contentMu.RUnlock()
+	if total > 0 {
+		if c.Open == nil {
+			return fmt.Errorf("versionstore: capture of %q has no way to read its bytes", c.Path)
+		}
+		f, err := c.Open()
+		if err != nil {
+			return fmt.Errorf("versionstore: read prior bytes of %q: %w", c.Path, err)
+		}
+		defer f.Close()
+		ref, err := s.putContent(&spanReader{f: f, spans: spans}, total)
+		if err != nil {
+			return err
+		}
+		if ref.Size != total {
+			return errRangeShort
+		}
+		r.Content = ref
+		s.noteGrowth(ref.Size)
+	}
+	return s.append(r, who, true)
+}
+
+// spanReader reads the bytes of spans (offset, length pairs) of f one
+// after another; a span f does not hold to its end is errRangeShort.
+type spanReader struct {
+	f     *os.File
+	spans []int64
+	done  int64 // of spans[0:2]
+}
+
+func (r *spanReader) Read(p []byte) (int, error) {
+	for len(r.spans) > 0 && r.done == r.spans[1] {
+		r.spans, r.done = r.spans[2:], 0
+	}
+	if len(r.spans) == 0 {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), r.spans[1]-r.done))
+	m, err := r.f.ReadAt(p[:n], r.spans[0]+r.done)
+	r.done += int64(m)
+	if err == io.EOF {
+		if m == n {
+			return m, nil
+		}
+		return m, errRangeShort
+	}
+	return m, err
+}
+
+// touchSpans updates the open turn's span sets for event r (s.mu held),
+// after touchSet marked it.
+func (s *Store) touchSpans(r *record) {
+	switch r.Op {
+	case opRange:
+		if s.touched[r.Path]&touchFull != 0 {
+			return
+		}
+		ss := s.spans[r.Path]
+		if ss == nil {
+			ss = &spanSet{prior: r.State, inode: r.Inode}
+			s.spans[r.Path] = ss
+		}
+		ss.add(r.Spans)
+		if ss.complete() {
+			s.touched[r.Path] |= touchFull
+			delete(s.spans, r.Path)
+		}
+	case opPrior:
+		delete(s.spans, r.Path)
+	case opRename, opExchange:
+		moveUnder(s.spans, r)
+	}
+}
+
+// resetTouched empties the open turn's touched set and span sets (s.mu
+// held): a turn or step boundary.
+func (s *Store) resetTouched() {
+	s.touched = map[string]uint8{}
+	s.spans = map[string]*spanSet{}
+}
+
+// layer is one range record in a resolution: the file's size before the
+// record's turn (or step), and the spans it put back.
+type layer struct {
+	Size  int64
+	Spans []int64     // offset, length pairs, ascending
+	Bytes *contentRef // their bytes, one after another (nil: no spans)
+}
+
+func layerOf(r *record) layer {
+	return layer{Size: r.State.Size, Spans: r.Spans, Bytes: r.Content}
+}
+
+// patched is a regular file's version told by range records: a base (a
+// later version of the same file) with layers put back.
+type patched struct {
+	Layers []layer // oldest first
+	// The base: bytes in the store, or the live file at Live (BaseSize
+	// bytes when resolved), or none (the layers cover every byte).
+	Content  *contentRef
+	Live     string
+	BaseSize int64
+	None     bool
+}
+
+// patchedReader reads a patched version at any offset.
+type patchedReader struct {
+	size     int64
+	layers   []layer
+	at       []io.ReaderAt // each layer's bytes
+	cum      [][]int64     // each layer's spans' offsets in its bytes
+	base     io.ReaderAt   // nil: none
+	baseSize int64
+}
+
+// newPatchedReader reads a version of size bytes: layers (oldest first)
+// over base, which holds baseSize bytes.
+func (s *Store) newPatchedReader(size int64, layers []layer, base io.ReaderAt, baseSize int64) *patchedReader {
+	pr := &patchedReader{size: size, layers: layers, base: base, baseSize: baseSize}
+	for _, l := range layers {
+		var at io.ReaderAt
+		if l.Bytes != nil {
+			at = &chunksAt{s: s, sums: l.Bytes.Chunks}
+		}
+		cum := make([]int64, 0, len(l.Spans)/2)
+		var o int64
+		for i := 1; i < len(l.Spans); i += 2 {
+			cum = append(cum, o)
+			o += l.Spans[i]
+		}
+		pr.at, pr.cum = append(pr.at, at), append(pr.cum, cum)
+	}
+	return pr
+}
+
+// locate finds where the byte at pos (< size) comes from: a layer's
+// bytes at off (layer >= 0) or the base at pos (layer -1), and for how
+// many bytes from there on that stays so.
+func (pr *patchedReader) locate(pos int64) (layer int, off, n int64, err error) {
+	n = pr.size - pos
+	for i, l := range pr.layers {
+		k := sort.Search(len(l.Spans)/2, func(k int) bool { return l.Spans[2*k]+l.Spans[2*k+1] > pos })
+		if k < len(l.Spans)/2 {
+			start, length := l.Spans[2*k], l.Spans[2*k+1]
+			if start <= pos {
+				return i, pr.cum[i][k] + pos - start, min(n, start+length-pos), nil
+			}
+			n = min(n, start-pos)
+		}
+		// Not put back by this layer: the byte was there, unchanged,
+		// at the next layer's start (or in the base).
+		next := pr.baseSize
+		if i+1 < len(pr.layers) {
+			next = pr.layers[i+1].Size
+		} else if pr.base == nil {
+			next = 0
+		}
+		if pos >= next {
+			return 0, 0, 0, fmt.Errorf("%w: byte %d of a range-captured version is in no record", ErrCorrupt, pos)
+		}
+		n = min(n, next-pos)
+	}
+	return -1, pos, n, nil
+}
+
+func (pr *patchedReader) ReadAt(p []byte, off int64) (int, error) {
+	if off >= pr.size {
+		return 0, io.EOF
+	}
+	var eof error
+	if rest := pr.size - off; int64(len(p)) > rest {
+		p, eof = p[:rest], io.EOF
+	}
+	done := 0
+	for done < len(p) {
+		i, at, n, err := pr.locate(off + int64(done))
+		if err != nil {
+			return done, err
+		}
+		q := p[done : done+int(min(n, int64(len(p)-done)))]
+		src := pr.base
+		if i >= 0 {
+			src = pr.at[i]
+		}
+		m, err := src.ReadAt(q, at)
+		done += m
+		if m < len(q) {
+			if err == nil || err == io.EOF {
+				err = fmt.Errorf("%w: a range-captured version's bytes end early", ErrCorrupt)
+			}
+			return done, err
+		}
+	}
+	return done, eof
+}
+
+// openPatched opens the version r resolved to (r.Patch set) for reads in
+// order or at any offset.
+func (s *Store) openPatched(r resolved, live ckpt.Tree) (*patchedFile, error) {
+	pt := r.Patch
+	var base io.ReaderAt
+	var closer io.Closer
+	switch {
+	case pt.None:
+	case pt.Content != nil && pt.Content.Attic != "":
+		f, err := s.openAttic(pt.Content)
+		if err != nil {
+			return nil, err
+		}
+		base, closer = f, f
+	case pt.Content != nil:
+		base = &chunksAt{s: s, sums: pt.Content.Chunks}
+	case pt.Live != "":
+		if live == nil {
+			return nil, fmt.Errorf("versionstore: the live tree is needed to read %q", pt.Live)
+		}
+		f, err := live.Open(pt.Live)
+		if err != nil {
+			return nil, err
+		}
+		base, closer = f, f
+	default:
+		return nil, fmt.Errorf("%w: no base for a range-captured version", ErrCorrupt)
+	}
+	pr := s.newPatchedReader(r.State.Size, pt.Layers, base, pt.baseSize())
+	return &patchedFile{SectionReader: io.NewSectionReader(pr, 0, r.State.Size), c: closer}, nil
+}
+
+// patchedFile reads a range-captured version in order (Read) or at any
+// offset (ReadAt), and closes its base.
+type patchedFile struct {
+	*io.SectionReader
+	c io.Closer
+}
+
+func (f *patchedFile) Close() error {
+	if f.c == nil {
+		return nil
+	}
+	return f.c.Close()
+}
+
+// baseSize is the size of the base's bytes.
+func (pt *patched) baseSize() int64 {
+	if pt.Content != nil {
+		return pt.Content.Size
+	}
+	return pt.BaseSize
+}
+
+// undoRange undoes range record r on the live tree: the file at its path
+// gets r's size and r's spans back, as a new inode with r's mode and
+// owner, its current state recorded first. A path that is no regular file
+// now is left to an older record or the fix-up pass (as undo is lenient).
+// Done twice, it leaves the same bytes.
+func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
+	cur, ino, err := live.LstatInode(r.Path)
+	if err != nil || cur.Type != ckpt.Regular {
+		return err
+	}
+	f, err := live.Open(r.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	pr := s.newPatchedReader(r.State.Size, []layer{layerOf(r)}, f, cur.Size)
+	if err := s.captureIno(live, r.Path, cur, ino, who); err != nil {
+		return err
+	}
+	return live.WriteFile(r.Path, r.State, io.NewSectionReader(pr, 0, r.State.Size))
+}
