@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -225,7 +226,11 @@ func (f *ViewFile) ReadAt(p []byte, off int64) (int, error) {
 			// whose record follows its syscall, say.
 			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
 		}
-		if err := f.resolveAgain(); err != nil {
+		if err := f.resolveAgain(); errors.Is(err, errUnsettled) && try < viewRetries {
+			// A rename is recorded before its syscall: until that is
+			// made, the path's new name holds nothing yet.
+			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+		} else if err != nil {
 			return 0, err
 		}
 	}
@@ -318,6 +323,11 @@ func (f *ViewFile) readStored(p []byte, off int64) (int, error) {
 	return f.ch.ReadAt(p, off)
 }
 
+// errUnsettled: a view's file resolves to something else than the turn's
+// file, for now: a rename recorded whose syscall is not made yet, or
+// history that is not the turn's (ErrCorrupt, once retries are spent).
+var errUnsettled = fmt.Errorf("%w (or a rename in flight)", ErrCorrupt)
+
 // resolveAgain resolves the path at the end of the turn anew, after an
 // event named it: its bytes are now recorded, or live under a new name.
 func (f *ViewFile) resolveAgain() error {
@@ -333,7 +343,7 @@ func (f *ViewFile) resolveAgain() error {
 	}
 	r := rs[0]
 	if r.State.Type != ckpt.Regular || r.State.Size != f.size {
-		return fmt.Errorf("%w: %s at the end of turn %d resolves to a %v of %d bytes now, was %d bytes", ErrCorrupt, f.path, f.sn.Turn, r.State.Type, r.State.Size, f.size)
+		return fmt.Errorf("%w: %s at the end of turn %d resolves to a %v of %d bytes now, was %d bytes", errUnsettled, f.path, f.sn.Turn, r.State.Type, r.State.Size, f.size)
 	}
 	f.r, f.mark = r, mark
 	return nil
