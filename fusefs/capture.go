@@ -151,21 +151,37 @@ func (r *Root) captureFor(p string, fd int, st *backing.Stat, metaOnly bool) ckp
 	return c
 }
 
-// captureContentLocked captures the node's content (before a write,
-// truncate, fallocate); the caller holds the gate.
+// captureContentLocked captures the node's content before a change that
+// may touch any of it (fallocate); the caller holds the gate.
 func (n *Node) captureContentLocked(ctx context.Context) syscall.Errno {
-	return n.captureSelf(ctx, false)
+	return n.captureSelf(ctx, false, nil)
+}
+
+// captureRangeLocked captures the node's content before a change of the
+// bytes [off, end) only (a write; a truncate to off with end
+// ckpt.ToTheEnd): the store may keep only their prior bytes. The caller
+// holds the gate.
+func (n *Node) captureRangeLocked(ctx context.Context, off, end int64) syscall.Errno {
+	return n.captureSelf(ctx, false, &ckpt.ByteRange{Off: off, End: end})
 }
 
 // captureSelf captures the node under every path it has (all names of a
 // hard-linked file that the overlay has seen). A node in no directory
 // (unlinked while open) is not in the tree and needs no capture.
-func (n *Node) captureSelf(ctx context.Context, metaOnly bool) (eno syscall.Errno) {
-	n.r.settled(func() { eno = n.captureSelfSettled(ctx, metaOnly) })
+func (n *Node) captureSelf(ctx context.Context, metaOnly bool, rng *ckpt.ByteRange) (eno syscall.Errno) {
+	n.r.settled(func() { eno = n.captureSelfSettled(ctx, metaOnly, rng) })
 	return eno
 }
 
-func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Errno {
+// needs reports whether p still needs a capture for the change described.
+func (r *Root) needs(p string, metaOnly bool, rng *ckpt.ByteRange) bool {
+	if rng != nil {
+		return r.rec.NeedsRange(p, rng.Off, rng.End)
+	}
+	return r.rec.NeedsCapture(p, metaOnly)
+}
+
+func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.ByteRange) syscall.Errno {
 	r := n.r
 	mode := n.StableAttr().Mode & unix.S_IFMT
 	isDir := mode == unix.S_IFDIR
@@ -175,7 +191,7 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 	// Fast path: the one known path was captured already.
 	if p, ok := n.path(); !ok {
 		return 0
-	} else if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
+	} else if r.excluded(p, isDir) || !r.needs(p, metaOnly, rng) {
 		if !r.links.has(n.StableAttr().Ino) {
 			return 0
 		}
@@ -189,7 +205,7 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 	}
 	paths := n.paths(&st)
 	for i, p := range paths {
-		if r.excluded(p, isDir) || !r.rec.NeedsCapture(p, metaOnly) {
+		if r.excluded(p, isDir) || !r.needs(p, metaOnly, rng) {
 			continue
 		}
 		// The other names come from namesOf, which checked them already.
@@ -202,6 +218,7 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool) syscall.Er
 			continue
 		}
 		c := r.captureFor(p, n.fd, &st, metaOnly)
+		c.Range = rng
 		if linkable(mode) && st.Nlink > 1 {
 			c.Links = r.otherNames(paths, p)
 		}

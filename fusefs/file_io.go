@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 )
 
 // file_io.go owns the data operations of an open file served by the daemon:
@@ -22,14 +23,15 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Write captures the file's prior content (once per turn), then writes.
+// Write captures the prior bytes it overwrites (once per turn), then
+// writes.
 // Writes through a shared mmap arrive here too (see rawFS.Write for their
 // attributes).
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	r := f.n.r
 	r.gate.RLock()
 	defer r.gate.RUnlock()
-	if eno := f.n.captureContentLocked(ctx); eno != 0 {
+	if eno := f.n.captureRangeLocked(ctx, off, off+int64(len(data))); eno != 0 {
 		return 0, eno
 	}
 	n, err := unix.Pwrite(f.fd, data, off)
@@ -70,10 +72,24 @@ func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint3
 	r := f.n.r
 	r.gate.RLock()
 	defer r.gate.RUnlock()
-	if eno := f.n.captureContentLocked(ctx); eno != 0 {
+	if eno := f.n.captureSelf(ctx, false, allocRange(mode, int64(off), int64(size))); eno != 0 {
 		return eno
 	}
 	return errno(backing.Retry(func() error { return unix.Fallocate(f.fd, mode, int64(off), int64(size)) }))
+}
+
+// allocRange is the range of bytes fallocate with mode may change: none
+// for a plain allocation (which may only grow the size), the range for a
+// hole punched or zeroed, and all of them (nil) for the modes that move
+// bytes (collapse, insert).
+func allocRange(mode uint32, off, size int64) *ckpt.ByteRange {
+	switch mode &^ unix.FALLOC_FL_KEEP_SIZE {
+	case 0:
+		return &ckpt.ByteRange{}
+	case unix.FALLOC_FL_PUNCH_HOLE, unix.FALLOC_FL_ZERO_RANGE:
+		return &ckpt.ByteRange{Off: off, End: off + size}
+	}
+	return nil
 }
 
 func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
@@ -96,7 +112,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	r := n.r
 	r.gate.RLock()
 	defer r.gate.RUnlock()
-	if eno := dst.captureContentLocked(ctx); eno != 0 {
+	if eno := dst.captureRangeLocked(ctx, int64(offOut), int64(offOut+length)); eno != 0 {
 		return 0, eno
 	}
 	i, j := int64(offIn), int64(offOut)

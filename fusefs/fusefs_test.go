@@ -45,6 +45,8 @@ func newFakeRec(t *testing.T) *fakeRec {
 
 func (f *fakeRec) CapturesByClone(dev uint64, size int64) bool { return false }
 
+func (f *fakeRec) NeedsRange(p string, off, end int64) bool { return f.NeedsCapture(p, false) }
+
 func (f *fakeRec) NeedsCapture(p string, metaOnly bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 )
 
 // node_create_open.go owns the operations that make a new name (create,
@@ -215,7 +216,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	n.r.gate.RLock()
 	defer n.r.gate.RUnlock()
 	if trunc {
-		if eno := n.captureContentLocked(ctx); eno != 0 {
+		if eno := n.captureRangeLocked(ctx, 0, ckpt.ToTheEnd); eno != 0 {
 			return nil, 0, eno
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 )
 
 // node_setattr.go owns Setattr: chmod, chown, truncate and utimens.
@@ -32,7 +33,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
 	if mok || uok || gok {
-		if eno := n.captureSelf(ctx, true); eno != 0 {
+		if eno := n.captureSelf(ctx, true, nil); eno != 0 {
 			return eno
 		}
 	}
@@ -63,7 +64,15 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			}
 			defer release()
 		}
-		if eno := n.captureContentLocked(ctx); eno != 0 {
+		// A truncate changes the bytes from the new size on, or, to grow
+		// the file, from its current end.
+		from := int64(sz)
+		if st, err := backing.Fstat(n.fd); err == nil {
+			from = min(from, st.Size)
+		} else {
+			from = 0
+		}
+		if eno := n.captureRangeLocked(ctx, from, ckpt.ToTheEnd); eno != 0 {
 			return eno
 		}
 		fd := wfd

@@ -24,6 +24,10 @@ type Recorder interface {
 	// NeedsCapture is a fast in-memory check: false if path was already
 	// captured in the open turn.
 	NeedsCapture(path string, metaOnly bool) bool
+	// NeedsRange is NeedsCapture for a change of the bytes [off, end)
+	// only (end ckpt.ToTheEnd: a truncate to off): false if the turn
+	// holds their prior bytes already.
+	NeedsRange(path string, off, end int64) bool
 	// Record records the prior state of c.Path; only when it returns nil
 	// may the caller change the path.
 	Record(c ckpt.Capture, who ckpt.Program) error

@@ -1,0 +1,138 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ckptfs/internal/xfstest"
+)
+
+// A big file on a filesystem that does not clone (the test's temporary
+// directory, ext4 or tmpfs here), mounted for real, written in place
+// over several turns: each turn's writes keep only the blocks they
+// change (the store grows by about them, not by the file), and every
+// turn's bytes come back exactly through cat, checkout and rewinds, with
+// the file truncated, extended, written again, renamed and renamed back
+// in the same and in later turns, and removed in the last.
+func TestRangeCaptureOnAMount(t *testing.T) {
+	needTurnctl(t)
+	dir := t.TempDir()
+	const size = 64 << 20
+	big := filepath.Join(dir, "big.bin")
+	sums := [][32]byte{xfstest.WriteSeeded(t, big, size, 7)}
+	m := mountProject(t, dir)
+	// What history keeps (du's content; the store's files also hold
+	// Pebble's preallocated log).
+	store := func() int64 {
+		var du struct {
+			Content int64 `json:"content_bytes"`
+		}
+		if err := json.Unmarshal([]byte(m.turnctl(t, "du", "--json")), &du); err != nil {
+			t.Fatal(err)
+		}
+		return du.Content
+	}
+	stored0 := store()
+
+	// Turn 1: one 4 KiB write in the middle: about a block kept.
+	m.turnctl(t, "begin", "--label", "one block")
+	xfstest.WriteAt(t, big, 1<<20+100, []byte(strings.Repeat("A", 4096)))
+	m.turnctl(t, "end")
+	sums = append(sums, xfstest.FileSum(t, big))
+	if grew := store() - stored0; grew > 1<<20 {
+		t.Errorf("a 4 KiB write into a %d MiB file grew the store by %d KiB: its whole bytes were kept", size>>20, grew>>10)
+	}
+
+	// Turn 2: truncate (1 MiB cut, kept), write past the new end,
+	// extend, write again, rename, write under the new name, rename back.
+	m.turnctl(t, "begin", "--label", "shuffle")
+	if err := os.Truncate(big, 63<<20); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteAt(t, big, 63<<20+5000, []byte("past the cut"))
+	if err := os.Truncate(big, 70<<20); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteAt(t, big, 50<<20, []byte(strings.Repeat("B", 10000)))
+	xfstest.WriteAt(t, big, 1<<20, []byte(strings.Repeat("C", 200)))
+	moved := filepath.Join(dir, "moved.bin")
+	if err := os.Rename(big, moved); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteAt(t, moved, 3<<20, []byte(strings.Repeat("D", 8192)))
+	if err := os.Rename(moved, big); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	sums = append(sums, xfstest.FileSum(t, big))
+
+	// Turn 3: write the same blocks again, then rename it away for good.
+	m.turnctl(t, "begin", "--label", "again")
+	xfstest.WriteAt(t, big, 1<<20, []byte(strings.Repeat("E", 5000)))
+	if err := os.Rename(big, moved); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteAt(t, moved, 0, []byte("F"))
+	m.turnctl(t, "end")
+	movedSum := xfstest.FileSum(t, moved)
+	// The 1 MiB cut off and some blocks; not the file.
+	if grew := store() - stored0; grew > 3<<20 {
+		t.Errorf("three turns of small writes into a %d MiB file grew the store by %d KiB", size>>20, grew>>10)
+	}
+
+	// Turn 4: written, then removed in the same turn (the attic keeps
+	// the removed file by a link).
+	m.turnctl(t, "begin", "--label", "gone")
+	xfstest.WriteAt(t, moved, 60<<20, []byte("G"))
+	if err := os.Remove(moved); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+
+	// Every turn's bytes, read back through cat and checkout.
+	for n, want := range sums {
+		cat := m.turnctlCmd("cat", itoa(n), "big.bin")
+		out, err := cat.Output()
+		if err != nil {
+			t.Fatalf("turnctl cat %d big.bin: %v", n, err)
+		}
+		if xfstest.SumOf(t, strings.NewReader(string(out))) != want {
+			t.Errorf("turnctl cat %d big.bin: not the file's bytes at the end of turn %d", n, n)
+		}
+	}
+	co := filepath.Join(t.TempDir(), "co")
+	m.turnctl(t, "checkout", "3", co)
+	if xfstest.FileSum(t, filepath.Join(co, "moved.bin")) != movedSum {
+		t.Error("turnctl checkout 3: moved.bin is not the file's bytes at the end of turn 3")
+	}
+	if out := m.turnctl(t, "verify"); !strings.Contains(out, "ok") {
+		t.Errorf("turnctl verify: %s", out)
+	}
+	// Rewinds to each turn, and back to the end, in an order that
+	// crosses the renames both ways.
+	for _, n := range []int{1, 0, 2, 3, 0} {
+		m.turnctl(t, "rewind", itoa(n), "--quiet")
+		name, want := big, movedSum
+		if n < len(sums) {
+			want = sums[n]
+		} else {
+			name = moved
+		}
+		if xfstest.FileSum(t, name) != want {
+			t.Fatalf("after turnctl rewind %d: %s is not the file's bytes at the end of turn %d", n, filepath.Base(name), n)
+		}
+		if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Fatalf("after turnctl rewind %d: %s: %v %v", n, filepath.Base(name), fi.Mode(), err)
+		}
+	}
+	m.turnctl(t, "undo", "--quiet") // the rewind to 0 undone: the tree of turn 3
+	if xfstest.FileSum(t, moved) != movedSum {
+		t.Error("turnctl undo: moved.bin is not the file's bytes at the end of turn 3")
+	}
+	if _, err := os.Stat(big); !os.IsNotExist(err) {
+		t.Errorf("turnctl undo: big.bin should be gone (%v)", err)
+	}
+}
