@@ -3,7 +3,7 @@ package main
 // The hidden "fuse-rtt" subcommand: what one FUSE request round trip costs
 // on this machine, by transport (issue 20: is the transport the limit?).
 //
-//	ckptfs-bench fuse-rtt [--reps N] [--dur D] [--configs N,dev,uring,go-fuse,L]
+//	ckptfs-bench fuse-rtt [--reps N] [--dur D] [--configs N,dev,uring,uring-np,go-fuse,L]
 //
 // Clients loop on statx(fd, "", AT_EMPTY_PATH|AT_STATX_FORCE_SYNC) of an
 // open file: on FUSE each call is one GETATTR to the server and back,
@@ -12,7 +12,9 @@ package main
 //
 //	N        the same file on the native filesystem (the syscall alone)
 //	dev      a raw server (internal/rawfuse): read(2)/write(2) on /dev/fuse
-//	uring    the same raw server over FUSE over io_uring
+//	uring    the same raw server over FUSE over io_uring, each queue's
+//	         thread pinned to its CPU (as libfuse)
+//	uring-np the same, not pinned: how much of uring's gain is locality
 //	go-fuse  go-fuse's fs package, default server, the same tree in memory
 //	L        the stock go-fuse loopback (as in the bench's L) of a real file
 //
@@ -50,7 +52,7 @@ const sessionRequests = 31600
 
 const uringParam = "/sys/module/fuse/parameters/enable_uring"
 
-var rttConfigs = []string{"N", "dev", "uring", "go-fuse", "L"}
+var rttConfigs = []string{"N", "dev", "uring", "uring-np", "go-fuse", "L"}
 
 // rttSample is one configuration's measurement in one repetition.
 type rttSample struct {
@@ -68,9 +70,9 @@ func runFuseRTT(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	reps := fl.Int("reps", 5, "repetitions of each configuration, interleaved")
 	dur := fl.Duration("dur", 300*time.Millisecond, "measuring time per configuration, repetition and thread count")
-	configs := fl.StringSlice("configs", rttConfigs, "configurations (N, dev, uring, go-fuse, L)")
+	configs := fl.StringSlice("configs", rttConfigs, "configurations (N, dev, uring, uring-np, go-fuse, L)")
 	if err := fl.Parse(args); err != nil || fl.NArg() != 0 || *reps < 1 || *dur <= 0 {
-		fmt.Fprintln(stderr, "usage: ckptfs-bench fuse-rtt [--reps N] [--dur D] [--configs N,dev,uring,go-fuse,L]")
+		fmt.Fprintln(stderr, "usage: ckptfs-bench fuse-rtt [--reps N] [--dur D] [--configs N,dev,uring,uring-np,go-fuse,L]")
 		return exitUsage
 	}
 	for _, c := range *configs {
@@ -79,7 +81,7 @@ func runFuseRTT(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if contains(*configs, "uring") {
+	if contains(*configs, "uring") || contains(*configs, "uring-np") {
 		restore, err := enableUring()
 		if err != nil {
 			fmt.Fprintf(stderr, "fuse-rtt: %v\n", err)
@@ -108,7 +110,7 @@ func runFuseRTT(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			samples[c] = append(samples[c], s)
-			fmt.Fprintf(stderr, "fuse-rtt: rep %d %-7s %6.0f ns/op  %4.0f kop/s 1T  %4.0f kop/s 2T  (%s)\n", rep+1, c, s.ns1, s.ops1/1e3, s.ops2/1e3, s.counts)
+			fmt.Fprintf(stderr, "fuse-rtt: rep %d %-8s %6.0f ns/op  %4.0f kop/s 1T  %4.0f kop/s 2T  (%s)\n", rep+1, c, s.ns1, s.ops1/1e3, s.ops2/1e3, s.counts)
 		}
 	}
 	rttReport(stdout, *configs, samples, failed)
@@ -171,7 +173,7 @@ func rttOne(dir, c string, dur time.Duration) (s rttSample, err error) {
 			if err == nil && s.served >= 0 && s.served < s.got {
 				err = fmt.Errorf("%d round trips but %d GETATTRs served (%s)", s.got, s.served, counts)
 			}
-			if err == nil && c == "uring" && parseCount(counts, "ring") < s.got {
+			if err == nil && strings.HasPrefix(c, "uring") && parseCount(counts, "ring") < s.got {
 				err = fmt.Errorf("%d round trips but fewer requests over the ring (%s)", s.got, counts)
 			}
 		}()
@@ -219,6 +221,8 @@ func startRTTServer(base, mnt, c string) (*rttServer, error) {
 			return nil, err
 		}
 		args = []string{"loopback", backing, mnt}
+	case "uring-np":
+		args = []string{"fuse-rtt-serve", "--transport", "uring", "--pin=false", mnt}
 	default:
 		args = []string{"fuse-rtt-serve", "--transport", c, mnt}
 	}
@@ -464,7 +468,7 @@ func rttReport(w io.Writer, configs []string, samples map[string][]rttSample, fa
 	}
 	wall := func(s rttSample) float64 { return s.ns1 }
 	cpu := func(s rttSample) float64 { return s.srvCPU1 + s.cliCPU1 }
-	for _, p := range [][2]string{{"dev", "uring"}, {"go-fuse", "dev"}, {"L", "go-fuse"}} {
+	for _, p := range [][2]string{{"dev", "uring"}, {"dev", "uring-np"}, {"go-fuse", "dev"}, {"L", "go-fuse"}} {
 		m, lo, hi, ok := diff(p[0], p[1], wall)
 		if !ok {
 			continue

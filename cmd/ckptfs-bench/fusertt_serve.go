@@ -3,7 +3,7 @@ package main
 // The hidden "fuse-rtt-serve" subcommand: the server side of fuse-rtt
 // (fusertt.go), in a process of its own as a daemon would be.
 //
-//	ckptfs-bench fuse-rtt-serve --transport dev|uring|go-fuse MNT
+//	ckptfs-bench fuse-rtt-serve --transport dev|uring|go-fuse [--pin=false] MNT
 //
 // It mounts a root directory holding one empty file "f" on MNT, prints
 // "ready" on stdout once requests reach it by the chosen transport, serves
@@ -35,6 +35,7 @@ func runFuseRTTServe(args []string, stdout, stderr io.Writer) int {
 	transport := fl.String("transport", "dev", "dev (read/write on /dev/fuse), uring (FUSE over io_uring) or go-fuse")
 	threads := fl.Int("threads", 2, "dev: goroutines reading /dev/fuse")
 	depth := fl.Int("depth", 4, "uring: ring entries per queue")
+	pin := fl.Bool("pin", true, "uring: pin each queue's thread to its CPU")
 	if err := fl.Parse(args); err != nil || fl.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: ckptfs-bench fuse-rtt-serve --transport dev|uring|go-fuse MNT")
 		return exitUsage
@@ -51,7 +52,7 @@ func runFuseRTTServe(args []string, stdout, stderr io.Writer) int {
 	)
 	switch *transport {
 	case "dev", "uring":
-		counts, wait, err = serveRaw(mnt, *transport == "uring", *threads, *depth)
+		counts, wait, err = serveRaw(mnt, *transport == "uring", *threads, *depth, *pin)
 	case "go-fuse":
 		counts, wait, err = serveGoFuse(mnt)
 	default:
@@ -86,7 +87,7 @@ func runFuseRTTServe(args []string, stdout, stderr io.Writer) int {
 // over /dev/fuse (threads readers) or, with uring, over io_uring (and one
 // /dev/fuse reader for INIT and what the ring does not carry). It returns
 // once the transport is live.
-func serveRaw(mnt string, uring bool, threads, depth int) (counts func() string, wait func() error, err error) {
+func serveRaw(mnt string, uring bool, threads, depth int, pin bool) (counts func() string, wait func() error, err error) {
 	t := rawfuse.NewTree(uring)
 	t.EntryValidNs = uint64(time.Hour)
 	fd, err := rawfuse.Mount(mnt)
@@ -132,7 +133,7 @@ func serveRaw(mnt string, uring bool, threads, depth int) (counts func() string,
 		return nil, nil, errors.New("no INIT 10 s after the mount")
 	}
 	if uring {
-		if u, err = rawfuse.StartUring(fd, t, depth); err != nil {
+		if u, err = rawfuse.StartUring(fd, t, depth, pin); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -17,8 +17,9 @@ package rawfuse
 // INTERRUPT, they come through /dev/fuse, which must still be served.
 //
 // Each queue here has its own ring, driven by one goroutine locked to its
-// thread and pinned to the queue's CPU (as libfuse does): completions are
-// delivered as task work to the thread that submitted the command.
+// thread (completions are delivered as task work to the thread that
+// submitted the command) and, if asked, pinned to the queue's CPU, as
+// libfuse does: a request then wakes a server on the CPU it came from.
 
 import (
 	"errors"
@@ -219,11 +220,11 @@ type Uring struct {
 
 // StartUring registers depth entries on each of the kernel's queues (one
 // per possible CPU) of the connection on the /dev/fuse fd and serves them
-// in the background. Call it once INIT has agreed on FUSE over io_uring
+// in the background, each queue's thread pinned to its CPU if pin. Call it once INIT has agreed on FUSE over io_uring
 // (t.InitDone, t.UringNegotiated): the kernel refuses REGISTER before
 // (EAGAIN). It returns once every queue has registered, after which the
 // kernel sends requests through the rings; /dev/fuse must still be served.
-func StartUring(fd int, t *Tree, depth int) (*Uring, error) {
+func StartUring(fd int, t *Tree, depth int, pin bool) (*Uring, error) {
 	if !t.UringNegotiated() {
 		return nil, errors.New("rawfuse: INIT did not agree on FUSE_OVER_IO_URING (is /sys/module/fuse/parameters/enable_uring Y?)")
 	}
@@ -237,7 +238,7 @@ func StartUring(fd int, t *Tree, depth int) (*Uring, error) {
 		u.wg.Add(1)
 		go func() {
 			defer u.wg.Done()
-			if err := serveQueue(fd, t, qid, depth, registered); err != nil {
+			if err := serveQueue(fd, t, qid, depth, pin, registered); err != nil {
 				u.mu.Lock()
 				u.errs = append(u.errs, fmt.Errorf("queue %d: %w", qid, err))
 				u.mu.Unlock()
@@ -268,12 +269,14 @@ func (u *Uring) Wait() error {
 // serveQueue runs queue qid: registers depth entries, sends the outcome of
 // the registration on registered, then answers requests until the kernel
 // tears the queue down.
-func serveQueue(fd int, t *Tree, qid, depth int, registered chan<- error) error {
+func serveQueue(fd int, t *Tree, qid, depth int, pin bool, registered chan<- error) error {
 	runtime.LockOSThread() // completions come as task work to this thread
 	defer runtime.UnlockOSThread()
-	var cpus unix.CPUSet
-	cpus.Set(qid)
-	unix.SchedSetaffinity(0, &cpus) // best effort, as libfuse
+	if pin {
+		var cpus unix.CPUSet
+		cpus.Set(qid)
+		unix.SchedSetaffinity(0, &cpus) // best effort, as libfuse
+	}
 
 	r, err := newRing(uint32(depth), uint32(2*depth))
 	if err != nil {
