@@ -32,6 +32,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -96,10 +97,25 @@ func runFuseRTT(args []string, stdout, stderr io.Writer) int {
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(stdout, "fuse-rtt: statx(AT_STATX_FORCE_SYNC) of an open file, %d × %v per configuration and thread count, interleaved\n", *reps, *dur)
 
+	// An interrupt stops between configurations, so that the current
+	// server is stopped and its mount gone before we exit.
+	var interrupted atomic.Bool
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	go func() {
+		<-sigc
+		interrupted.Store(true)
+	}()
+
 	samples := map[string][]rttSample{}
 	failed := map[string]string{}
 	for rep := range *reps {
 		for _, c := range *configs {
+			if interrupted.Load() {
+				fmt.Fprintln(stderr, "fuse-rtt: interrupted")
+				return exitFail
+			}
 			if failed[c] != "" {
 				continue
 			}
@@ -227,6 +243,8 @@ func startRTTServer(base, mnt, c string) (*rttServer, error) {
 		args = []string{"fuse-rtt-serve", "--transport", c, mnt}
 	}
 	s := &rttServer{cmd: exec.Command(exe, args...), lines: make(chan string, 4), log: filepath.Join(base, "server.log")}
+	// Should we die without stopping it, it unmounts and exits.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	logf, err := os.Create(s.log)
 	if err != nil {
 		return nil, err
