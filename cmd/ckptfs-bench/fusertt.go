@@ -20,7 +20,8 @@ package main
 //
 // For each: ns per round trip with 1 client thread, the server's and the
 // client's CPU per round trip, round trips per second with 1 and 2 client
-// threads; then the per-repetition differences uring−dev and go-fuse−dev.
+// threads; then the per-repetition differences dev−uring, dev−uring-np,
+// go-fuse−dev and L−go-fuse, also scaled to the agent session's requests.
 // It turns /sys/module/fuse/parameters/enable_uring on for the run if it
 // was off (only servers that ask for FUSE_OVER_IO_URING at INIT notice)
 // and back off at the end.
