@@ -9,7 +9,9 @@
 // child process), usermode.go (Cu, and acting as its user), workloads.go, history.go (C-only history figures),
 // navigation.go (revert, log search, export, checkout over 1000 turns),
 // gcfigures.go and gcreport.go (the retention figures), report.go
-// (statistics, tables, JSON).
+// (statistics, tables, JSON), fusertt.go and fusertt_serve.go (the hidden
+// "fuse-rtt" micro-benchmark of FUSE request round trips by transport:
+// /dev/fuse read/write, FUSE over io_uring, go-fuse; doc/BENCH.md).
 package main
 
 import (
@@ -62,8 +64,15 @@ type options struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "loopback" {
-		return runLoopback(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "loopback":
+			return runLoopback(args[1:], stdout, stderr)
+		case "fuse-rtt":
+			return runFuseRTT(args[1:], stdout, stderr)
+		case "fuse-rtt-serve":
+			return runFuseRTTServe(args[1:], stdout, stderr)
+		}
 	}
 	var o options
 	fl := pflag.NewFlagSet("ckptfs-bench", pflag.ContinueOnError)
