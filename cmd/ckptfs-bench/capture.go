@@ -157,6 +157,7 @@ func (h *history) capture(ctx context.Context) error {
 			return err
 		}
 	}
+	stored := map[string][]int64{} // by side: the first capture's space, per file
 	block := make([]byte, 4096)
 	for rep := 0; rep < h.reps; rep++ {
 		for i, f := range files {
@@ -181,7 +182,7 @@ func (h *history) capture(ctx context.Context) error {
 				if err := s.t.End(ctx); err != nil {
 					return err
 				}
-				h.record("first 4 KiB write of a turn into a "+f.name+" file", s.config, sm)
+				h.record(captureStep(f.name), s.config, sm)
 				if rep == 0 {
 					syscall.Sync()
 					h.idleOn(s.t)
@@ -196,13 +197,26 @@ func (h *history) capture(ctx context.Context) error {
 					st := storedRow{Op: fmt.Sprintf("first 4 KiB write of a turn into a %s file [%s; %s]", f.name, s.config, how), Changed: 4096, Stored: after - before}
 					st.PerByte = float64(st.Stored) / float64(st.Changed)
 					h.b.res.Stored = append(h.b.res.Stored, st)
+					stored[s.config] = append(stored[s.config], st.Stored)
 					h.b.logf("history  stored: %s: %d bytes", st.Op, st.Stored)
 				}
 			}
 		}
 	}
+	for _, s := range sides {
+		r := captureRow{Config: s.config, Big: files[0].name}
+		r.BigS = summarizeSamples(h.b.res.historyRow(captureStep(files[0].name)).Samples[s.config])
+		r.SmallS = summarizeSamples(h.b.res.historyRow(captureStep(files[1].name)).Samples[s.config])
+		r.Ratio, _ = ratio(r.BigS.Median, r.SmallS.Median)
+		if st := stored[s.config]; len(st) == 2 {
+			r.BigStored, r.SmallStored = st[0], st[1]
+		}
+		h.b.res.Capture = append(h.b.res.Capture, r)
+	}
 	return nil
 }
+
+func captureStep(file string) string { return "first 4 KiB write of a turn into a " + file + " file" }
 
 // timedOn runs fn and charges t's daemon CPU to it.
 func timedOn(t *ckptfsTarget, fn func() error) (sample, error) {
