@@ -150,7 +150,11 @@ func (b *bench) runAll(ctx context.Context, ts []target) error {
 			b.note("%s skipped in --quick", wl.name)
 			continue
 		}
-		if err := b.runWorkload(ctx, wl, ts); err != nil {
+		run := func() error { return b.runWorkload(ctx, wl, ts) }
+		if wl.onXFS {
+			run = func() error { return b.runOnXFS(ctx, wl) }
+		}
+		if err := run(); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -6,7 +6,9 @@
 //
 // Files: main.go (flags), configs.go (the configurations and their mounts),
 // loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
-// child process), usermode.go (Cu, and acting as its user), workloads.go, history.go (C-only history figures),
+// child process), usermode.go (Cu, and acting as its user), workloads.go,
+// reflink.go (workloads on a loop-mounted XFS image), history.go (C-only
+// history figures), capture.go (big-file capture, and the XFS image),
 // navigation.go (revert, log search, export, checkout over 1000 turns),
 // gcfigures.go and gcreport.go (the retention figures), report.go
 // (statistics, tables, JSON).

@@ -71,11 +71,14 @@ type workload struct {
 	desc      string
 	skipQuick bool
 	skipUser  string // why it does not run on Cu ("": it does)
-	global    func(ctx context.Context, g *global) error
-	setup     func(ctx context.Context, e *env) error
-	steps     []step
-	after     func(ctx context.Context, e *env) error // after each repetition
-	teardown  func(ctx context.Context, e *env) error // once, at the end
+	// onXFS: run on configurations of its own over a loop-mounted XFS
+	// image made with reflink=1 (reflink.go), not on the work directory's.
+	onXFS    bool
+	global   func(ctx context.Context, g *global) error
+	setup    func(ctx context.Context, e *env) error
+	steps    []step
+	after    func(ctx context.Context, e *env) error // after each repetition
+	teardown func(ctx context.Context, e *env) error // once, at the end
 }
 
 type step struct {
@@ -190,6 +193,11 @@ var workloads = []*workload{
 			{name: "rand read 4k", run: func(ctx context.Context, e *env) error { return runRandom(ctx, e, false) }},
 		},
 		teardown: func(ctx context.Context, e *env) error { return removeIfExists(e.p("rand.dat")) }},
+	{num: 11, name: "random-xfs", desc: "the random 4 KiB writes on a loop-mounted XFS image made with reflink=1 (N, L, L+, C; needs mkfs.xfs)",
+		global: globalFio, setup: setupRandom, onXFS: true,
+		steps: []step{
+			{name: "rand write 4k, XFS reflink", run: func(ctx context.Context, e *env) error { return runRandom(ctx, e, true) }},
+		}},
 	{num: 6, name: "build", desc: "go build of a vendored module (go-fuse, x/sys, pflag): cold, no-op",
 		skipQuick: true, global: globalBuild,
 		steps: []step{
