@@ -369,6 +369,11 @@ func (b *bench) runStep(ctx context.Context, wl *workload, st step, e *env) erro
 	}
 	b.res.row(wl.name, st.name).add(e.t.Name(), s)
 	b.logf("%-8s %-16s %-2s rep %d: %7.3f s", wl.name, st.name, e.t.Name(), e.rep+1, s.Wall)
+	if st.post != nil {
+		if err := asTarget(e.t, func() error { return st.post(ctx, e) }); err != nil {
+			return fmt.Errorf("post: %w", err)
+		}
+	}
 	return nil
 }
 
