@@ -37,6 +37,9 @@ func newBench(o options, stdout, stderr io.Writer) *bench {
 	if o.quick {
 		b.sz = quickSizes
 	}
+	if o.churnFiles > 0 {
+		b.sz.churnFiles = o.churnFiles
+	}
 	b.res = &results{
 		Started: time.Now().UTC().Format(time.RFC3339),
 		Quick:   o.quick,
