@@ -37,6 +37,9 @@ func newBench(o options, stdout, stderr io.Writer) *bench {
 	if o.quick {
 		b.sz = quickSizes
 	}
+	if o.churnFiles > 0 {
+		b.sz.churnFiles = o.churnFiles
+	}
 	b.res = &results{
 		Started: time.Now().UTC().Format(time.RFC3339),
 		Quick:   o.quick,
@@ -150,7 +153,11 @@ func (b *bench) runAll(ctx context.Context, ts []target) error {
 			b.note("%s skipped in --quick", wl.name)
 			continue
 		}
-		if err := b.runWorkload(ctx, wl, ts); err != nil {
+		run := func() error { return b.runWorkload(ctx, wl, ts) }
+		if wl.onXFS {
+			run = func() error { return b.runOnXFS(ctx, wl) }
+		}
+		if err := run(); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -365,6 +372,11 @@ func (b *bench) runStep(ctx context.Context, wl *workload, st step, e *env) erro
 	}
 	b.res.row(wl.name, st.name).add(e.t.Name(), s)
 	b.logf("%-8s %-16s %-2s rep %d: %7.3f s", wl.name, st.name, e.t.Name(), e.rep+1, s.Wall)
+	if st.post != nil {
+		if err := asTarget(e.t, func() error { return st.post(ctx, e) }); err != nil {
+			return fmt.Errorf("post: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -54,59 +54,78 @@ func (x *xfsMount) Close() error {
 	return x.err
 }
 
-// startXFSCkptfs makes a sparse XFS image of size bytes under WORK/Cx,
-// mounts it, and mounts ckptfs over a project directory on it (the store
-// in DIR/.ckptfs, so on XFS too): Cx.
-func startXFSCkptfs(ctx context.Context, b *bench, size int64) (*ckptfsTarget, *xfsMount, error) {
+// mountXFS makes a sparse XFS image of size bytes, made with reflink=1,
+// at base/xfs.img, mounts it on base/mnt and registers it for cleanup.
+func mountXFS(ctx context.Context, b *bench, base string, size int64) (*xfsMount, error) {
 	mkfs, err := exec.LookPath("mkfs.xfs")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/mkfs.xfs"); serr != nil {
-			return nil, nil, errors.New("mkfs.xfs not found (apt-get install xfsprogs)")
+			return nil, errors.New("mkfs.xfs not found (apt-get install xfsprogs)")
 		}
 		mkfs = "/usr/sbin/mkfs.xfs"
 	}
-	base := filepath.Join(b.o.work, "Cx")
 	img, mnt := filepath.Join(base, "xfs.img"), filepath.Join(base, "mnt")
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	f, err := os.Create(img)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	err = f.Truncate(size)
 	f.Close()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := command(ctx, "", nil, mkfs, "-q", "-f", "-m", "reflink=1", img); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := command(ctx, "", nil, "mount", "-o", "loop", img, mnt); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	x := &xfsMount{dir: mnt}
 	b.register(x)
-	dir := filepath.Join(mnt, "dir")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		x.Close()
+	return x, nil
+}
+
+// startXFSCkptfs makes a sparse XFS image of size bytes under WORK/Cx,
+// mounts it, and mounts ckptfs over a project directory on it (the store
+// in DIR/.ckptfs, so on XFS too): Cx.
+func startXFSCkptfs(ctx context.Context, b *bench, size int64) (*ckptfsTarget, *xfsMount, error) {
+	base := filepath.Join(b.o.work, "Cx")
+	x, err := mountXFS(ctx, b, base, size)
+	if err != nil {
 		return nil, nil, err
 	}
-	c := &ckptfsTarget{b: b, store: filepath.Join(dir, ".ckptfs")}
-	c.daemon = daemon{name: "Cx", mnt: dir, cmd: exec.Command(b.o.ckptfs, "mount", "-f", dir), log: filepath.Join(base, "daemon.log")}
-	c.unmount = func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, b.o.ckptfs, "umount", dir).CombinedOutput(); err != nil {
-			return fmt.Errorf("Cx: ckptfs umount: %v: %s", err, out)
-		}
-		return nil
-	}
-	if err := c.launch(ctx, b, c); err != nil {
+	c, err := ckptfsOver(ctx, b, filepath.Join(x.dir, "dir"), filepath.Join(base, "daemon.log"), "Cx")
+	if err != nil {
 		x.Close()
 		return nil, nil, err
 	}
 	return c, x, nil
+}
+
+// ckptfsOver makes dir and mounts ckptfs (root's) over it with the store
+// in its default place, dir/.ckptfs, on the same filesystem; name names
+// the configuration.
+func ckptfsOver(ctx context.Context, b *bench, dir, log, name string) (*ckptfsTarget, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &ckptfsTarget{b: b, store: filepath.Join(dir, ".ckptfs")}
+	c.daemon = daemon{name: name, mnt: dir, cmd: exec.Command(b.o.ckptfs, "mount", "-f", dir), log: log}
+	c.unmount = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, b.o.ckptfs, "umount", dir).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: ckptfs umount: %v: %s", name, err, out)
+		}
+		return nil
+	}
+	if err := c.launch(ctx, b, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // capture times the first 4 KiB write of a turn (open, pwrite, close)
@@ -157,6 +176,7 @@ func (h *history) capture(ctx context.Context) error {
 			return err
 		}
 	}
+	stored := map[string][]int64{} // by side: the first capture's space, per file
 	block := make([]byte, 4096)
 	for rep := 0; rep < h.reps; rep++ {
 		for i, f := range files {
@@ -181,7 +201,7 @@ func (h *history) capture(ctx context.Context) error {
 				if err := s.t.End(ctx); err != nil {
 					return err
 				}
-				h.record("first 4 KiB write of a turn into a "+f.name+" file", s.config, sm)
+				h.record(captureStep(f.name), s.config, sm)
 				if rep == 0 {
 					syscall.Sync()
 					h.idleOn(s.t)
@@ -196,13 +216,26 @@ func (h *history) capture(ctx context.Context) error {
 					st := storedRow{Op: fmt.Sprintf("first 4 KiB write of a turn into a %s file [%s; %s]", f.name, s.config, how), Changed: 4096, Stored: after - before}
 					st.PerByte = float64(st.Stored) / float64(st.Changed)
 					h.b.res.Stored = append(h.b.res.Stored, st)
+					stored[s.config] = append(stored[s.config], st.Stored)
 					h.b.logf("history  stored: %s: %d bytes", st.Op, st.Stored)
 				}
 			}
 		}
 	}
+	for _, s := range sides {
+		r := captureRow{Config: s.config, Big: files[0].name}
+		r.BigS = summarizeSamples(h.b.res.historyRow(captureStep(files[0].name)).Samples[s.config])
+		r.SmallS = summarizeSamples(h.b.res.historyRow(captureStep(files[1].name)).Samples[s.config])
+		r.Ratio, _ = ratio(r.BigS.Median, r.SmallS.Median)
+		if st := stored[s.config]; len(st) == 2 {
+			r.BigStored, r.SmallStored = st[0], st[1]
+		}
+		h.b.res.Capture = append(h.b.res.Capture, r)
+	}
 	return nil
 }
+
+func captureStep(file string) string { return "first 4 KiB write of a turn into a " + file + " file" }
 
 // timedOn runs fn and charges t's daemon CPU to it.
 func timedOn(t *ckptfsTarget, fn func() error) (sample, error) {

@@ -192,7 +192,11 @@ func (l *loopback) Begin(ctx context.Context) error { return nil }
 func (l *loopback) End(ctx context.Context) error   { return nil }
 
 func startLoopback(b *bench, name string) (*loopback, error) {
-	base := filepath.Join(b.o.work, configDirName(name))
+	return startLoopbackIn(b, name, filepath.Join(b.o.work, configDirName(name)))
+}
+
+// startLoopbackIn starts L or L+ over base/backing, mounted on base/mnt.
+func startLoopbackIn(b *bench, name, base string) (*loopback, error) {
 	backing, mnt := filepath.Join(base, "backing"), filepath.Join(base, "mnt")
 	for _, d := range []string{backing, mnt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -6,7 +6,9 @@
 //
 // Files: main.go (flags), configs.go (the configurations and their mounts),
 // loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
-// child process), usermode.go (Cu, and acting as its user), workloads.go, history.go (C-only history figures),
+// child process), usermode.go (Cu, and acting as its user), workloads.go,
+// reflink.go (workloads on a loop-mounted XFS image), history.go (C-only
+// history figures), capture.go (big-file capture, and the XFS image),
 // navigation.go (revert, log search, export, checkout over 1000 turns),
 // gcfigures.go and gcreport.go (the retention figures), report.go
 // (statistics, tables, JSON), fusertt.go and fusertt_serve.go (the hidden
@@ -53,6 +55,8 @@ type options struct {
 	user      string
 	keep      bool
 	noHistory bool
+	// churnFiles overrides the churn's file count (0: the size's).
+	churnFiles int
 	// The retention figures (gcfigures.go).
 	gcTurns int
 	gcEvery string
@@ -89,6 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringSliceVar(&o.lplus, "lplus", defaultLplus, "L+ tuning `OPTION`s, for ablations (see above)")
 	fl.BoolVar(&o.keep, "keep", false, "keep the work directory's contents at the end")
 	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only) and the retention figures (gc)")
+	fl.IntVar(&o.churnFiles, "churn-files", 0, "churn: create and delete `N` files (default 20000, --quick 2000; Cu needs a hard open-file limit above it)")
 	fl.IntVar(&o.gcTurns, "gc-turns", 0, "retention figures: `N` turns of 50 MB under a 1 GiB budget (default 200, --quick 40)")
 	fl.StringVar(&o.gcEvery, "gc-every", "1s", "retention figures: run the budget figure again with the daemon looking for gc work every `DURATION` (CKPTFS_GC_EVERY; 0: only at its default, 1m)")
 	fl.BoolVar(&o.sessionDebug, "session-debug", false, "agent session: mount C with --debug and count FUSE requests per turn (slows C)")
@@ -146,6 +151,9 @@ func (o *options) check() error {
 	}
 	if o.reps < 1 {
 		return errors.New("--reps must be at least 1")
+	}
+	if o.churnFiles < 0 {
+		return errors.New("--churn-files must not be negative")
 	}
 	if o.gcTurns < 0 {
 		return errors.New("--gc-turns must not be negative")

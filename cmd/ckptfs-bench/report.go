@@ -63,6 +63,7 @@ type results struct {
 	Rows     []*row                `json:"workloads"`
 	History  []*row                `json:"history,omitempty"`
 	Stored   []storedRow           `json:"bytes_stored,omitempty"`
+	Capture  []captureRow          `json:"capture,omitempty"`
 	Session  *sessionResult        `json:"session,omitempty"`
 	GC       *gcResult             `json:"gc,omitempty"`
 	Notes    []string              `json:"notes,omitempty"`
@@ -74,6 +75,65 @@ type storedRow struct {
 	Changed int64   `json:"bytes_changed"`
 	Stored  int64   `json:"bytes_stored"`
 	PerByte float64 `json:"stored_per_changed"`
+}
+
+// captureRow is the big-file capture figure of one configuration (issue
+// 16): the first 4 KiB write of a turn into the big file against the same
+// into a 1 MiB file, and the space the first capture of each took.
+type captureRow struct {
+	Config      string  `json:"config"`
+	Big         string  `json:"big"` // the big file's size: "1 GiB"
+	BigS        summary `json:"big_write"`
+	SmallS      summary `json:"small_write"`
+	Ratio       float64 `json:"big_per_small"` // of the medians
+	BigStored   int64   `json:"big_stored_bytes"`
+	SmallStored int64   `json:"small_stored_bytes"`
+}
+
+// Issue 16's targets for the capture figure.
+const (
+	captureRatioTarget  = 3
+	captureStoredTarget = 1 << 20
+)
+
+// captureTable renders the capture rows.
+func captureTable(rs []captureRow) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var rows [][]string
+	big := rs[0].Big
+	for _, r := range rs {
+		rows = append(rows, []string{r.Config, fmtCell(r.BigS, true), fmtCell(r.SmallS, true),
+			fmtRatio(r.Ratio, r.Ratio > 0), fmtBytes(r.BigStored) + " / " + fmtBytes(r.SmallStored)})
+	}
+	return fmt.Sprintf("\nbig-file capture: the first 4 KiB write of a turn, wall seconds median (min–max); space the first capture took (targets: %s/1 MiB ≤ %d×, ≤ %s for the %s file)\n",
+		big, captureRatioTarget, fmtBytes(captureStoredTarget), big) +
+		formatTable([]string{"config", big + " file", "1 MiB file", big + " / 1 MiB", "space, " + big + " / 1 MiB"}, rows)
+}
+
+// fmtBytes formats a byte count in binary units.
+func fmtBytes(n int64) string {
+	v, neg := float64(n), n < 0
+	if neg {
+		v = -v
+	}
+	s := fmt.Sprintf("%d B", int64(v))
+	for i, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if v < float64(int64(1)<<(10*(i+1))) {
+			break
+		}
+		x := v / float64(int64(1)<<(10*(i+1)))
+		if x >= 100 {
+			s = fmt.Sprintf("%.0f %s", x, u)
+		} else {
+			s = fmt.Sprintf("%.3g %s", x, u)
+		}
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
 }
 
 func (r *results) row(workload, step string) *row {
@@ -395,6 +455,7 @@ func (r *results) table(configs []string) string {
 		}
 		sb.WriteString(formatTable([]string{"op", "changed", "stored", "stored/changed"}, srows))
 	}
+	sb.WriteString(captureTable(r.Capture))
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		sb.WriteString("\nerrors:\n" + strings.Join(errs, "\n") + "\n")

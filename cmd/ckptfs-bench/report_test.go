@@ -130,3 +130,20 @@ func TestParseBegin(t *testing.T) {
 		t.Error("parseBegin without a number: no error")
 	}
 }
+
+func TestFmtBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 4096: "4 KiB", 131072: "128 KiB", 1 << 20: "1 MiB", 1536 << 20: "1.5 GiB", -8192: "-8 KiB"} {
+		if got := fmtBytes(n); got != want {
+			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestCaptureTable(t *testing.T) {
+	out := captureTable([]captureRow{{Config: "C", Big: "1 GiB", BigS: summary{N: 3, Median: 2, Min: 1.5, Max: 8}, SmallS: summary{N: 3, Median: 0.002, Min: 0.002, Max: 0.005}, Ratio: 1000, BigStored: 1 << 30, SmallStored: 1 << 20}})
+	for _, want := range []string{"1 GiB/1 MiB ≤ 3×", "2.00 (1.50–8.00)", "1000.00×", "1 GiB / 1 MiB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("capture table lacks %q:\n%s", want, out)
+		}
+	}
+}

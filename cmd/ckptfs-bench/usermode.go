@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"ckptfs/internal/rundir"
 )
 
@@ -125,6 +127,14 @@ func startUserCkptfs(ctx context.Context, b *bench) (*userCkptfs, error) {
 		}
 	}
 	os.Chmod(filepath.Join(base, "run"), 0o700)
+	// Every inode the kernel remembers holds an fd in the daemon, and an
+	// ordinary user's daemon cannot raise its hard limit nor make the
+	// kernel forget inodes (fusefs/fdrelief.go): below the churn's file
+	// count, Cu fails the churn with EMFILE. Say why before it does.
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil && lim.Max < uint64(b.sz.churnFiles)+1000 {
+		b.note("Cu: its daemon may open at most %d files (the hard RLIMIT_NOFILE it inherits, which an ordinary user cannot raise) and holds one per inode the kernel remembers: churn of %d files will run out (EMFILE); raise the hard limit (prlimit --nofile=524288, systemd's default for users) or lower --churn-files", lim.Max, b.sz.churnFiles)
+	}
 	ckptfs := filepath.Join(base, "bin", "ckptfs")
 	dir, store := filepath.Join(base, "dir"), filepath.Join(base, "store")
 	env := append(os.Environ(), t.extraEnv()...)

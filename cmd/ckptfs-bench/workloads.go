@@ -36,6 +36,7 @@ type sizes struct {
 	logTurns    int   // turns of history for log/show
 	rewindFiles []int // files changed by the rewound turn
 	storedBytes int64 // file size for bytes-stored-per-byte-changed
+	sqliteRows  int   // rows of the SQLite database (~200 bytes each)
 }
 
 var fullSizes = sizes{
@@ -49,6 +50,7 @@ var fullSizes = sizes{
 	logTurns:    1000,
 	rewindFiles: []int{10, 1000, 10000},
 	storedBytes: 64 << 20,
+	sqliteRows:  1000000,
 }
 
 var quickSizes = sizes{
@@ -63,6 +65,7 @@ var quickSizes = sizes{
 	logTurns:    50,
 	rewindFiles: []int{10, 300},
 	storedBytes: 8 << 20,
+	sqliteRows:  100000,
 }
 
 type workload struct {
@@ -71,17 +74,23 @@ type workload struct {
 	desc      string
 	skipQuick bool
 	skipUser  string // why it does not run on Cu ("": it does)
-	global    func(ctx context.Context, g *global) error
-	setup     func(ctx context.Context, e *env) error
-	steps     []step
-	after     func(ctx context.Context, e *env) error // after each repetition
-	teardown  func(ctx context.Context, e *env) error // once, at the end
+	// onXFS: run on configurations of its own over a loop-mounted XFS
+	// image made with reflink=1 (reflink.go), not on the work directory's.
+	onXFS    bool
+	global   func(ctx context.Context, g *global) error
+	setup    func(ctx context.Context, e *env) error
+	steps    []step
+	after    func(ctx context.Context, e *env) error // after each repetition
+	teardown func(ctx context.Context, e *env) error // once, at the end
 }
 
 type step struct {
 	name string
 	prep func(ctx context.Context, e *env) error
 	run  func(ctx context.Context, e *env) error
+	// post runs after the timed run, untimed (figures that need the
+	// state the run left).
+	post func(ctx context.Context, e *env) error
 }
 
 // global is what a workload prepared once for all configurations.
@@ -91,6 +100,8 @@ type global struct {
 	path string // tarball, project template, ...
 	aux  string
 	fio  bool
+	// sqlite is the SQLite workload's state (sqlite.go).
+	sqlite *sqliteRun
 	// lists holds per-target data from setup (file lists), by target name.
 	lists map[string][]string
 }
@@ -190,6 +201,22 @@ var workloads = []*workload{
 			{name: "rand read 4k", run: func(ctx context.Context, e *env) error { return runRandom(ctx, e, false) }},
 		},
 		teardown: func(ctx context.Context, e *env) error { return removeIfExists(e.p("rand.dat")) }},
+	{num: 11, name: "random-xfs", desc: "the random 4 KiB writes on a loop-mounted XFS image made with reflink=1 (N, L, L+, C; needs mkfs.xfs)",
+		global: globalFio, setup: setupRandom, onXFS: true,
+		steps: []step{
+			{name: "rand write 4k, XFS reflink", run: func(ctx context.Context, e *env) error { return runRandom(ctx, e, true) }},
+		}},
+	{num: 12, name: "sqlite", desc: "python3 sqlite3: 100 transactions of 100 row updates into a 200 MB database made before the turn; rollback journal, WAL",
+		global: globalSqlite,
+		steps:  []step{sqliteStep(sqliteModes[0]), sqliteStep(sqliteModes[1])},
+		teardown: func(ctx context.Context, e *env) error {
+			for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
+				if err := removeIfExists(e.p("sqlite.db" + suffix)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 	{num: 6, name: "build", desc: "go build of a vendored module (go-fuse, x/sys, pflag): cold, no-op",
 		skipQuick: true, global: globalBuild,
 		steps: []step{
