@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"sort"
 
@@ -155,6 +156,41 @@ func (ss *spanSet) missing(off, end int64) []int64 {
 	return out
 }
 
+// denseHeld is how many of a word's 64 blocks (256 KiB) the turn must hold
+// already for a write into the word to capture all of it: a writer that
+// comes back to a region (fio, a database's hot pages, an image being
+// rewritten) then costs one record per 256 KiB rather than one per block.
+// Sparse writers (a database's scattered pages) stay at single blocks.
+const denseHeld = 16
+
+// dense widens [off, end) to the 256 KiB words around its ends whose
+// blocks the set holds at least denseHeld of.
+func (ss *spanSet) dense(off, end int64) (int64, int64) {
+	const word = 64 * rangeBlock
+	if end > ss.prior.Size {
+		end = ss.prior.Size
+	}
+	if off < 0 || off >= end {
+		return off, end
+	}
+	if w := off &^ (word - 1); ss.count(w/rangeBlock) >= denseHeld {
+		off = w
+	}
+	if w := (end - 1) &^ (word - 1); ss.count(w/rangeBlock) >= denseHeld {
+		end = min(w+word, ss.prior.Size)
+	}
+	return off, end
+}
+
+// count is how many of the 64 blocks from b (a multiple of 64) are held.
+func (ss *spanSet) count(b int64) int {
+	pg := ss.held[b/spanPageBlocks]
+	if pg == nil {
+		return 0
+	}
+	return bits.OnesCount64(pg[(b%spanPageBlocks)/64])
+}
+
 // holds reports whether the set holds all of [off, end) (widened and cut
 // as missing does), without allocating.
 func (ss *spanSet) holds(off, end int64) bool {
@@ -224,7 +260,8 @@ func (s *Store) rangePlan(p string, c ckpt.Capture) (prior ckpt.State, ino *ckpt
 	defer s.mu.Unlock()
 	if s.cur != nil {
 		if ss := s.spans[p]; ss != nil && s.touched[p]&touchFull == 0 {
-			return ss.prior, ss.inode, ss.missing(c.Range.Off, c.Range.End), true
+			lo, hi := ss.dense(c.Range.Off, c.Range.End)
+			return ss.prior, ss.inode, ss.missing(lo, hi), true
 		}
 	}
 	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 || s.mayClone(c.Inode.Dev) {

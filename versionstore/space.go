@@ -197,9 +197,16 @@ func (s *Store) checkSpace(size int64) error {
 	if s.dirf == nil {
 		return nil
 	}
+	// Within spaceCheckEvery of the last look, a capture that fits in
+	// what that look found free, less what was admitted since, needs no
+	// new look: range captures of a few blocks come by the thousand.
 	s.mu.Lock()
 	full := s.full
-	recent := size == 0 && !full && time.Since(s.spaceAt) < spaceCheckEvery
+	recent := !full && time.Since(s.spaceAt) < spaceCheckEvery &&
+		s.spaceLeft-storedSize(size) >= headroom
+	if recent {
+		s.spaceLeft -= storedSize(size)
+	}
 	s.mu.Unlock()
 	if recent {
 		return nil
@@ -236,7 +243,7 @@ func (s *Store) checkSpace(size int64) error {
 		return fmt.Errorf("%w: %d bytes free under %s, %d needed", ckpt.ErrStoreFull, avail, s.dir, need)
 	}
 	s.mu.Lock()
-	s.spaceAt = time.Now()
+	s.spaceAt, s.spaceLeft = time.Now(), avail-need+headroom
 	s.mu.Unlock()
 	return nil
 }

@@ -76,6 +76,7 @@ type Store struct {
 	mu        sync.Mutex
 	full      bool      // captures refused for want of space (space.go)
 	spaceAt   time.Time // when the free space was last found sufficient
+	spaceLeft int64     // what that look found free, less what was admitted since
 	reclaimAt time.Time // when a refused capture last ran a gc (space.go)
 	lastErr   error     // the last error of Record, Begin or End
 	lastErrAt time.Time
