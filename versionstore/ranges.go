@@ -512,6 +512,21 @@ func (pt *patched) baseSize() int64 {
 	return pt.BaseSize
 }
 
+// layersTell reports whether layers (oldest first) tell every byte of a
+// version of size bytes by themselves: its base is never read, and may
+// be one whose bytes were never seen (Lost).
+func (s *Store) layersTell(layers []layer, size int64) bool {
+	pr := s.newPatchedReader(size, layers, nil, 0)
+	for pos := int64(0); pos < size; {
+		l, _, n, err := pr.locate(pos)
+		if err != nil || l < 0 || n <= 0 {
+			return false
+		}
+		pos += n
+	}
+	return true
+}
+
 // undoRange undoes range record r on the live tree: the file at its path
 // gets r's size and r's spans back, as a new inode with r's mode and
 // owner, its current state recorded first. A path that is no regular file

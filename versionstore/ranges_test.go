@@ -1,0 +1,95 @@
+package versionstore
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
+)
+
+// rangeFixture is a store on disk (so it can save a manifest) that
+// range-captures every file, and a tree.
+func rangeFixture(t *testing.T) (*Store, *backing.Tree, string) {
+	t.Helper()
+	s, tree, root := offlineFixture(t)
+	s.rangeFrom = 0
+	return s, tree, root
+}
+
+// recordRange records p's prior state before a change of its bytes
+// [off, end) only, as the overlay does before a write or truncate.
+func recordRange(t *testing.T, s *Store, tree *backing.Tree, p string, off, end int64) {
+	t.Helper()
+	st, ino, err := tree.LstatInode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.NeedsRange(p, off, end) {
+		return
+	}
+	c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: end},
+		Open: func() (*os.File, error) { return tree.Open(p) }}
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fill(n int, c byte) []byte { return bytes.Repeat([]byte{c}, n) }
+
+func versionBytes(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) ([]byte, error) {
+	t.Helper()
+	rc, _, err := s.OpenAt(n, p, tree)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// A file rewritten whole in a turn (O_TRUNC) has every prior byte in its
+// range records: a change made to it while unmounted, later, makes its
+// bytes after that unknown, not those before the turn.
+func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	orig := fill(3*rangeBlock+100, 'a')
+	os.WriteFile(p, orig, 0o644)
+
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordRange(t, s, tree, "big", 0, ckpt.ToTheEnd) // open(O_TRUNC)
+	os.WriteFile(p, fill(1000, 'b'), 0o644)
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countOps(t, s, opRange); n != 1 {
+		t.Fatalf("%d range records, want 1", n)
+	}
+
+	// Unmounted: the file changes.
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, fill(2000, 'c'), 0o644)
+	if res, err := s.RecordOffline(tree, nil, nil, false); err != nil || res.Lost != 1 {
+		t.Fatalf("offline: %+v %v", res, err)
+	}
+
+	got, err := versionBytes(t, s, t1.Num-1, "big", tree)
+	if err != nil || !bytes.Equal(got, orig) {
+		t.Fatalf("big before turn %d: %d bytes, %v; want the %d bytes it had", t1.Num, len(got), err, len(orig))
+	}
+	res, err := s.Rewind(t1.Num-1, tree, RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+		t.Fatalf("after the rewind big has %d bytes (lost: %v), want the %d it had", len(b), res.NotRestored, len(orig))
+	}
+}
