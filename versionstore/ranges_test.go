@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -91,5 +92,61 @@ func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
 		t.Fatalf("after the rewind big has %d bytes (lost: %v), want the %d it had", len(b), res.NotRestored, len(orig))
+	}
+}
+
+// A file written in place in a turn, then changed while unmounted: its
+// bytes before the turn are lost (the range records hold only what the
+// turn overwrote). A rewind there names it and leaves it as it is, as
+// it does any file whose bytes were never seen; it does not put the
+// turn's spans into the bytes written while unmounted (while it undoes
+// the turn's other changes).
+func TestRangeRewindLeavesAFileChangedOfflineAsItIs(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	os.WriteFile(p, fill(4*rangeBlock, 'a'), 0o644)
+
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordRange(t, s, tree, "big", 0, 10)
+	// Another change of the turn, which the rewind undoes.
+	if err := s.Record(ckpt.Capture{Path: "other"}, ckpt.Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "other"), []byte("x"), 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("0123456789"), 0)
+	f.Close()
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	offline := fill(4*rangeBlock+1, 'c')
+	os.WriteFile(p, offline, 0o644)
+	if _, err := s.RecordOffline(tree, nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := versionBytes(t, s, t1.Num-1, "big", tree); !errors.Is(err, ErrNotCaptured) {
+		t.Fatalf("big before turn %d: %v, want ErrNotCaptured", t1.Num, err)
+	}
+	res, err := s.Rewind(t1.Num-1, tree, RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if len(res.NotRestored) != 1 || res.NotRestored[0] != "big" {
+		t.Fatalf("rewind names %v as not restored, want big", res.NotRestored)
+	}
+	if !bytes.Equal(b, offline) {
+		t.Fatalf("big, named as left as it is, was rewritten: %q… (%d bytes), want the %d bytes written while unmounted", b[:12], len(b), len(offline))
 	}
 }
