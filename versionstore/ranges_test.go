@@ -3,6 +3,7 @@ package versionstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -148,5 +149,66 @@ func TestRangeRewindLeavesAFileChangedOfflineAsItIs(t *testing.T) {
 	}
 	if !bytes.Equal(b, offline) {
 		t.Fatalf("big, named as left as it is, was rewritten: %q… (%d bytes), want the %d bytes written while unmounted", b[:12], len(b), len(offline))
+	}
+}
+
+// writeAt writes b at off of the file p of tree, recording the range
+// first.
+func writeAt(t *testing.T, s *Store, tree *backing.Tree, root, p string, b []byte, off int64) {
+	t.Helper()
+	recordRange(t, s, tree, p, off, off+int64(len(b)))
+	f, err := os.OpenFile(filepath.Join(root, p), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Range records of two turns that together hold every byte of the first
+// turn's start, then a change made while unmounted: the first turn's
+// start is still known (the second's is not), and a rewind there gives
+// it back.
+func TestRangeLayersOfTwoTurnsSurviveAnOfflineChange(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	v0 := fill(4*rangeBlock, 'a')
+	os.WriteFile(p, v0, 0o644)
+	var turns []uint64
+	for i, off := range []int64{0, 2 * rangeBlock} {
+		if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
+			t.Fatal(err)
+		}
+		writeAt(t, s, tree, root, "big", fill(2*rangeBlock, byte('b'+i)), off)
+		if err := s.Record(ckpt.Capture{Path: fmt.Sprint("other", i)}, ckpt.Program{Comm: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, fmt.Sprint("other", i)), []byte("x"), 0o644)
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, tn.Num)
+	}
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, fill(100, 'z'), 0o644)
+	if _, err := s.RecordOffline(tree, nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := versionBytes(t, s, turns[0], "big", tree); !errors.Is(err, ErrNotCaptured) {
+		t.Fatalf("big at the end of turn %d: %v, want ErrNotCaptured", turns[0], err)
+	}
+	if got, err := versionBytes(t, s, turns[0]-1, "big", tree); err != nil || !bytes.Equal(got, v0) {
+		t.Fatalf("big before turn %d: %v", turns[0], err)
+	}
+	if _, err := s.Rewind(turns[0]-1, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, v0) {
+		t.Fatalf("after the rewind big has %d bytes, not those it had", len(b))
 	}
 }
