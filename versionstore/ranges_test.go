@@ -152,6 +152,15 @@ func TestRangeRewindLeavesAFileChangedOfflineAsItIs(t *testing.T) {
 	}
 }
 
+// lines is n numbered lines of text.
+func lines(n int, tag string) []byte {
+	var b bytes.Buffer
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "%s line %06d\n", tag, i)
+	}
+	return b.Bytes()
+}
+
 // writeAt writes b at off of the file p of tree, recording the range
 // first.
 func writeAt(t *testing.T, s *Store, tree *backing.Tree, root, p string, b []byte, off int64) {
@@ -165,6 +174,132 @@ func writeAt(t *testing.T, s *Store, tree *backing.Tree, root, p string, b []byt
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Revert, forget in the middle, gc and verify over range records: every
+// kept turn keeps its bytes, and a revert of a turn that wrote in place
+// puts back only that turn's lines.
+func TestRangeRevertForgetGC(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	v0 := lines(2000, "orig") // 32000 bytes: eight blocks
+	os.WriteFile(p, v0, 0o644)
+	var vs [][]byte
+	var turns []uint64
+	edit := func(off int64, tag string) {
+		if _, err := s.Begin(ckpt.KindAgent, tag, ""); err != nil {
+			t.Fatal(err)
+		}
+		writeAt(t, s, tree, root, "big", []byte(tag), off)
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(p)
+		vs, turns = append(vs, b), append(turns, tn.Num)
+	}
+	edit(16, "AAAA")             // block 0
+	edit(20000, "BBBB")          // block 4
+	edit(17, "CC")               // block 0 again
+	edit(31990, "DDDD")          // block 7
+	edit(int64(len(v0)), "EEEE") // appended
+	check := func(what string) {
+		t.Helper()
+		if got, err := versionBytes(t, s, turns[0]-1, "big", tree); err != nil || !bytes.Equal(got, v0) {
+			t.Fatalf("%s: before turn %d: %v", what, turns[0], err)
+		}
+		for i, n := range turns {
+			if merged, _, _ := s.mergedInto(n); merged != 0 {
+				continue
+			}
+			if got, err := versionBytes(t, s, n, "big", tree); err != nil || !bytes.Equal(got, vs[i]) {
+				t.Fatalf("%s: end of turn %d: %v", what, n, err)
+			}
+		}
+	}
+	check("written")
+	if _, err := s.Forget([]uint64{turns[1]}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	check("forgotten in the middle")
+	if _, err := s.GC(GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("collected")
+	if rep, err := s.Verify(); err != nil || len(rep.Corrupt) > 0 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+	// Revert of the turn that wrote DDDD: only those bytes go back.
+	if _, err := s.Revert(turns[3], tree, RevertOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(vs[4])
+	copy(want[31990:], v0[31990:31994])
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+		i := 0
+		for i < len(b) && i < len(want) && b[i] == want[i] {
+			i++
+		}
+		t.Fatalf("after the revert of turn %d the file differs at %d: %q, want %q", turns[3], i, b[max(0, i-20):min(len(b), i+20)], want[max(0, i-20):min(len(want), i+20)])
+	}
+	check("reverted")
+}
+
+// A view of a turn before range records reads their spans over the live
+// file while the open turn goes on writing it: in the blocks it holds
+// (no event), past the end (none either), and in new blocks (an event).
+func TestRangeViewWhileTheTurnWrites(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	v0 := lines(2000, "orig")
+	os.WriteFile(p, v0, 0o644)
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "big", []byte("AAAA"), 16)
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := os.ReadFile(p)
+	if _, err := s.Begin(ckpt.KindAgent, "t2", ""); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "big", []byte("BBBB"), 100)
+	check := func(what string) {
+		t.Helper()
+		for i, n := range []uint64{t1.Num - 1, t1.Num} {
+			sn, err := s.ViewAt(n, tree, ViewOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range sn.Entries {
+				if e.Path != "big" {
+					continue
+				}
+				f, err := s.OpenView(sn, e, tree)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := make([]byte, f.Size())
+				_, err = f.ReadAt(got, 0)
+				f.Close()
+				if want := [][]byte{v0, v1}[i]; (err != nil && err != io.EOF) || !bytes.Equal(got, want) {
+					t.Fatalf("%s: view of turn %d: %v, bytes equal %v", what, n, err, bytes.Equal(got, want))
+				}
+			}
+		}
+	}
+	check("written")
+	writeAt(t, s, tree, root, "big", []byte("CCCC"), 200) // held: no event
+	writeAt(t, s, tree, root, "big", []byte("DDDD"), int64(len(v0))+5)
+	check("written in held blocks and past the end")
+	writeAt(t, s, tree, root, "big", []byte("EEEE"), 20000)
+	check("written in a new block")
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	check("ended")
 }
 
 // Range records of two turns that together hold every byte of the first
