@@ -2,10 +2,13 @@ package tests
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/xfstest"
 )
@@ -134,5 +137,145 @@ func TestRangeCaptureOnAMount(t *testing.T) {
 	}
 	if _, err := os.Stat(big); !os.IsNotExist(err) {
 		t.Errorf("turnctl undo: big.bin should be gone (%v)", err)
+	}
+}
+
+// Big files range-captured through a real mount in the ways that may
+// change a file besides a write: a hard link made after the first
+// write, written through and the first name removed; an exchange of two
+// range-captured files written before and after; a shared mmap's
+// writes, a hole punched, copy_file_range into the file, O_TRUNC after
+// writes; writes around steps. Every turn's files come back through cat
+// and rewinds, the undo of the last too.
+func TestRangeCaptureOtherChanges(t *testing.T) {
+	needTurnctl(t)
+	dir := t.TempDir()
+	const size = 2 << 20
+	path := func(n string) string { return filepath.Join(dir, n) }
+	xfstest.WriteSeeded(t, path("a.bin"), size, 1)
+	xfstest.WriteSeeded(t, path("b.bin"), size+100, 2)
+	m := mountProject(t, dir)
+	names := []string{"a.bin", "b.bin", "l.bin"}
+	type state map[string][32]byte
+	take := func() state {
+		st := state{}
+		for _, n := range names {
+			if _, err := os.Stat(path(n)); err == nil {
+				st[n] = xfstest.FileSum(t, path(n))
+			}
+		}
+		return st
+	}
+	states := []state{take()}
+	block := func(c byte, n int) []byte { return []byte(strings.Repeat(string(c), n)) }
+
+	// Turn 1: hard link after the first write.
+	m.turnctl(t, "begin", "--label", "link")
+	xfstest.WriteAt(t, path("a.bin"), 4096, block('A', 4096))
+	if err := os.Link(path("a.bin"), path("l.bin")); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteAt(t, path("l.bin"), 1<<20, block('L', 5000))
+	xfstest.WriteAt(t, path("a.bin"), 8192, block('a', 100))
+	if err := os.Remove(path("a.bin")); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteAt(t, path("l.bin"), 0, block('l', 10))
+	m.turnctl(t, "end")
+	states = append(states, take())
+
+	// Turn 2: an exchange of two range-captured files.
+	m.turnctl(t, "begin", "--label", "exchange")
+	xfstest.WriteAt(t, path("l.bin"), 4096, block('X', 4096))
+	xfstest.WriteAt(t, path("b.bin"), 12288, block('Y', 4096))
+	if err := unix.Renameat2(unix.AT_FDCWD, path("l.bin"), unix.AT_FDCWD, path("b.bin"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	xfstest.WriteAt(t, path("l.bin"), 4096, block('x', 4096))
+	xfstest.WriteAt(t, path("b.bin"), 12288, block('y', 4096))
+	xfstest.WriteAt(t, path("b.bin"), 0, block('z', 4096))
+	m.turnctl(t, "end")
+	states = append(states, take())
+
+	// Turn 3: mmap, a hole, copy_file_range, O_TRUNC after writes.
+	m.turnctl(t, "begin", "--label", "others")
+	f, err := os.OpenFile(path("b.bin"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem[300000:], block('M', 9000))
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		t.Fatal(err)
+	}
+	unix.Munmap(mem)
+	f.Close()
+	f, err = os.OpenFile(path("l.bin"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 512<<10, 20000); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(path("b.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offIn, offOut := int64(100), int64(1500<<10)
+	if _, err := unix.CopyFileRange(int(src.Fd()), &offIn, int(f.Fd()), &offOut, 30000, 0); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	f.Close()
+	xfstest.WriteAt(t, path("b.bin"), 1<<20, block('T', 100))
+	xfstest.WriteSeeded(t, path("b.bin"), size+5000, 3) // O_TRUNC
+	m.turnctl(t, "end")
+	states = append(states, take())
+
+	// Turn 4: steps between writes of the same blocks.
+	m.turnctl(t, "begin", "--label", "steps")
+	xfstest.WriteAt(t, path("l.bin"), 0, block('1', 4096))
+	m.turnctl(t, "step")
+	xfstest.WriteAt(t, path("l.bin"), 0, block('2', 6000))
+	m.turnctl(t, "step")
+	if err := os.Truncate(path("l.bin"), 3000); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	states = append(states, take())
+
+	for n, want := range states {
+		for _, name := range names {
+			sum, ok := want[name]
+			out, err := m.turnctlCmd("cat", itoa(n), name).Output()
+			if !ok {
+				if err == nil {
+					t.Errorf("turnctl cat %d %s: it did not exist then", n, name)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("turnctl cat %d %s: %v", n, name, err)
+			}
+			if xfstest.SumOf(t, strings.NewReader(string(out))) != sum {
+				t.Errorf("turnctl cat %d %s: not its bytes at the end of turn %d", n, name, n)
+			}
+		}
+	}
+	if out := m.turnctl(t, "verify"); !strings.Contains(out, "ok") {
+		t.Errorf("turnctl verify: %s", out)
+	}
+	for _, n := range []int{0, 3, 1, 2, 4, 0} {
+		m.turnctl(t, "rewind", itoa(n), "--quiet")
+		if got := take(); !maps.Equal(got, states[n]) {
+			t.Fatalf("after turnctl rewind %d the files differ from turn %d's", n, n)
+		}
+	}
+	m.turnctl(t, "undo", "--quiet")
+	if got := take(); !maps.Equal(got, states[4]) {
+		t.Fatal("after turnctl undo the files differ from turn 4's")
 	}
 }

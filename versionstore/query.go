@@ -119,6 +119,8 @@ func (s *Store) resolveManyIx(after uint64, paths []string, live ckpt.Tree, ix *
 				switch {
 				case r.State.Type != ckpt.Regular:
 					pt.None = true
+				case r.Lost && s.layersTell(pt.Layers, res[id].State.Size):
+					pt.None = true // the bytes never seen are not needed
 				case r.Lost:
 					res[id].Lost = true
 				default:

@@ -606,11 +606,32 @@ func (pt *patched) baseSize() int64 {
 	return pt.BaseSize
 }
 
+// layersTell reports whether layers (oldest first) tell every byte of a
+// version of size bytes by themselves: its base is never read, and may
+// be one whose bytes were never seen (Lost).
+func (s *Store) layersTell(layers []layer, size int64) bool {
+	return s.newPatchedReader(size, layers, nil, 0).complete(false)
+}
+
+// complete reports whether every byte of the version is in a layer or,
+// with base, in the base's bytes (without reading any).
+func (pr *patchedReader) complete(base bool) bool {
+	for pos := int64(0); pos < pr.size; {
+		l, _, n, err := pr.locate(pos)
+		if err != nil || l < 0 && !base || n <= 0 {
+			return false
+		}
+		pos += n
+	}
+	return true
+}
+
 // undoRange undoes range record r on the live tree: the file at its path
 // gets r's size and r's spans back, as a new inode with r's mode and
 // owner, its current state recorded first. A path that is no regular file
-// now is left to an older record or the fix-up pass (as undo is lenient).
-// Done twice, it leaves the same bytes.
+// now, or one too short to hold the bytes outside r's spans, is left to
+// an older record or the fix-up pass (as undo is lenient). Done twice, it
+// leaves the same bytes.
 func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
 	cur, ino, err := live.LstatInode(r.Path)
 	if err != nil || cur.Type != ckpt.Regular {
@@ -622,6 +643,12 @@ func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
 	}
 	defer f.Close()
 	pr := s.newPatchedReader(r.State.Size, []layer{layerOf(r)}, f, cur.Size)
+	if !pr.complete(true) {
+		// The file is too short to be the base (it changed while
+		// unmounted, or an undo before was lenient): the fix-up pass
+		// resolves the path.
+		return nil
+	}
 	if err := s.captureIno(live, r.Path, cur, ino, who); err != nil {
 		return err
 	}

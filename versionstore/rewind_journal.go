@@ -67,6 +67,11 @@ type rewindJournal struct {
 	// progress: who is told how far the rewind has got (not persisted;
 	// nil after a crash).
 	progress Progress
+	// lostMax: the newest Lost record after Stop, 0 for none (not
+	// persisted: found again after a crash); lostKnown: it was looked
+	// for.
+	lostMax   uint64
+	lostKnown bool
 }
 
 // jump is one shortcut of the reverse pass: once the events after At are
@@ -291,6 +296,22 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 			}
 			continue
 		}
+		if rec.Op == opRange {
+			lost, err := s.rangeBaseLost(j, rec, live)
+			if err != nil {
+				return err
+			}
+			if lost {
+				// Its base was never seen: the live file is not it, and
+				// putting the spans back into it would make bytes the
+				// path never had. Left, as the Lost record was.
+				j.Next = rec.Seq - 1
+				if err := s.saveProgress(j); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		if rec.Op == opPrior && rec.Content != nil {
 			if j.written == nil {
 				j.written = map[string]*contentRef{}
@@ -310,6 +331,36 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 		}
 	}
 	return nil
+}
+
+// rangeBaseLost reports whether range record rec resolves to bytes
+// never seen: its base is a Lost record (a change made while unmounted,
+// which the reverse pass skipped) and its spans do not tell every byte.
+// Only a rewind across a Lost record resolves, once per range record.
+func (s *Store) rangeBaseLost(j *rewindJournal, rec *record, live ckpt.Tree) (bool, error) {
+	if !j.lostKnown {
+		s.mu.Lock()
+		end := s.nextSeq
+		s.mu.Unlock()
+		err := s.scanEvents(j.Stop+1, end, func(r *record) (bool, error) {
+			if r.Lost {
+				j.lostMax = r.Seq
+			}
+			return true, nil
+		})
+		if err != nil {
+			return false, err
+		}
+		j.lostKnown = true
+	}
+	if j.lostMax <= rec.Seq {
+		return false, nil
+	}
+	rs, err := s.resolveMany(rec.Seq-1, []string{rec.Path}, live)
+	if err != nil {
+		return false, err
+	}
+	return rs[0].Lost, nil
 }
 
 // split gives the file at path (anything but a directory) an inode of its

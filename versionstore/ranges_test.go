@@ -1,0 +1,349 @@
+package versionstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
+)
+
+// rangeFixture is a store on disk (so it can save a manifest) that
+// range-captures every file, and a tree.
+func rangeFixture(t *testing.T) (*Store, *backing.Tree, string) {
+	t.Helper()
+	s, tree, root := offlineFixture(t)
+	s.rangeFrom = 0
+	return s, tree, root
+}
+
+// recordRange records p's prior state before a change of its bytes
+// [off, end) only, as the overlay does before a write or truncate.
+func recordRange(t *testing.T, s *Store, tree *backing.Tree, p string, off, end int64) {
+	t.Helper()
+	st, ino, err := tree.LstatInode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.NeedsRange(p, off, end) {
+		return
+	}
+	c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: end},
+		Open: func() (*os.File, error) { return tree.Open(p) }}
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fill(n int, c byte) []byte { return bytes.Repeat([]byte{c}, n) }
+
+func versionBytes(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) ([]byte, error) {
+	t.Helper()
+	rc, _, err := s.OpenAt(n, p, tree)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// A file rewritten whole in a turn (O_TRUNC) has every prior byte in its
+// range records: a change made to it while unmounted, later, makes its
+// bytes after that unknown, not those before the turn.
+func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	orig := fill(3*rangeBlock+100, 'a')
+	os.WriteFile(p, orig, 0o644)
+
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordRange(t, s, tree, "big", 0, ckpt.ToTheEnd) // open(O_TRUNC)
+	os.WriteFile(p, fill(1000, 'b'), 0o644)
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countOps(t, s, opRange); n != 1 {
+		t.Fatalf("%d range records, want 1", n)
+	}
+
+	// Unmounted: the file changes.
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, fill(2000, 'c'), 0o644)
+	if res, err := s.RecordOffline(tree, nil, nil, false); err != nil || res.Lost != 1 {
+		t.Fatalf("offline: %+v %v", res, err)
+	}
+
+	got, err := versionBytes(t, s, t1.Num-1, "big", tree)
+	if err != nil || !bytes.Equal(got, orig) {
+		t.Fatalf("big before turn %d: %d bytes, %v; want the %d bytes it had", t1.Num, len(got), err, len(orig))
+	}
+	res, err := s.Rewind(t1.Num-1, tree, RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+		t.Fatalf("after the rewind big has %d bytes (lost: %v), want the %d it had", len(b), res.NotRestored, len(orig))
+	}
+}
+
+// A file written in place in a turn, then changed while unmounted: its
+// bytes before the turn are lost (the range records hold only what the
+// turn overwrote). A rewind there names it and leaves it as it is, as
+// it does any file whose bytes were never seen; it does not put the
+// turn's spans into the bytes written while unmounted (while it undoes
+// the turn's other changes).
+func TestRangeRewindLeavesAFileChangedOfflineAsItIs(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	os.WriteFile(p, fill(4*rangeBlock, 'a'), 0o644)
+
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordRange(t, s, tree, "big", 0, 10)
+	// Another change of the turn, which the rewind undoes.
+	if err := s.Record(ckpt.Capture{Path: "other"}, ckpt.Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "other"), []byte("x"), 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("0123456789"), 0)
+	f.Close()
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	offline := fill(4*rangeBlock+1, 'c')
+	os.WriteFile(p, offline, 0o644)
+	if _, err := s.RecordOffline(tree, nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := versionBytes(t, s, t1.Num-1, "big", tree); !errors.Is(err, ErrNotCaptured) {
+		t.Fatalf("big before turn %d: %v, want ErrNotCaptured", t1.Num, err)
+	}
+	res, err := s.Rewind(t1.Num-1, tree, RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if len(res.NotRestored) != 1 || res.NotRestored[0] != "big" {
+		t.Fatalf("rewind names %v as not restored, want big", res.NotRestored)
+	}
+	if !bytes.Equal(b, offline) {
+		t.Fatalf("big, named as left as it is, was rewritten: %q… (%d bytes), want the %d bytes written while unmounted", b[:12], len(b), len(offline))
+	}
+}
+
+// lines is n numbered lines of text.
+func lines(n int, tag string) []byte {
+	var b bytes.Buffer
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "%s line %06d\n", tag, i)
+	}
+	return b.Bytes()
+}
+
+// writeAt writes b at off of the file p of tree, recording the range
+// first.
+func writeAt(t *testing.T, s *Store, tree *backing.Tree, root, p string, b []byte, off int64) {
+	t.Helper()
+	recordRange(t, s, tree, p, off, off+int64(len(b)))
+	f, err := os.OpenFile(filepath.Join(root, p), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Revert, forget in the middle, gc and verify over range records: every
+// kept turn keeps its bytes, and a revert of a turn that wrote in place
+// puts back only that turn's lines.
+func TestRangeRevertForgetGC(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	v0 := lines(2000, "orig") // 32000 bytes: eight blocks
+	os.WriteFile(p, v0, 0o644)
+	var vs [][]byte
+	var turns []uint64
+	edit := func(off int64, tag string) {
+		if _, err := s.Begin(ckpt.KindAgent, tag, ""); err != nil {
+			t.Fatal(err)
+		}
+		writeAt(t, s, tree, root, "big", []byte(tag), off)
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(p)
+		vs, turns = append(vs, b), append(turns, tn.Num)
+	}
+	edit(16, "AAAA")             // block 0
+	edit(20000, "BBBB")          // block 4
+	edit(17, "CC")               // block 0 again
+	edit(31990, "DDDD")          // block 7
+	edit(int64(len(v0)), "EEEE") // appended
+	check := func(what string) {
+		t.Helper()
+		if got, err := versionBytes(t, s, turns[0]-1, "big", tree); err != nil || !bytes.Equal(got, v0) {
+			t.Fatalf("%s: before turn %d: %v", what, turns[0], err)
+		}
+		for i, n := range turns {
+			if merged, _, _ := s.mergedInto(n); merged != 0 {
+				continue
+			}
+			if got, err := versionBytes(t, s, n, "big", tree); err != nil || !bytes.Equal(got, vs[i]) {
+				t.Fatalf("%s: end of turn %d: %v", what, n, err)
+			}
+		}
+	}
+	check("written")
+	if _, err := s.Forget([]uint64{turns[1]}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	check("forgotten in the middle")
+	if _, err := s.GC(GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("collected")
+	if rep, err := s.Verify(); err != nil || len(rep.Corrupt) > 0 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+	// Revert of the turn that wrote DDDD: only those bytes go back.
+	if _, err := s.Revert(turns[3], tree, RevertOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(vs[4])
+	copy(want[31990:], v0[31990:31994])
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+		i := 0
+		for i < len(b) && i < len(want) && b[i] == want[i] {
+			i++
+		}
+		t.Fatalf("after the revert of turn %d the file differs at %d: %q, want %q", turns[3], i, b[max(0, i-20):min(len(b), i+20)], want[max(0, i-20):min(len(want), i+20)])
+	}
+	check("reverted")
+}
+
+// A view of a turn before range records reads their spans over the live
+// file while the open turn goes on writing it: in the blocks it holds
+// (no event), past the end (none either), and in new blocks (an event).
+func TestRangeViewWhileTheTurnWrites(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	v0 := lines(2000, "orig")
+	os.WriteFile(p, v0, 0o644)
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "big", []byte("AAAA"), 16)
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := os.ReadFile(p)
+	if _, err := s.Begin(ckpt.KindAgent, "t2", ""); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "big", []byte("BBBB"), 100)
+	check := func(what string) {
+		t.Helper()
+		for i, n := range []uint64{t1.Num - 1, t1.Num} {
+			sn, err := s.ViewAt(n, tree, ViewOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range sn.Entries {
+				if e.Path != "big" {
+					continue
+				}
+				f, err := s.OpenView(sn, e, tree)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := make([]byte, f.Size())
+				_, err = f.ReadAt(got, 0)
+				f.Close()
+				if want := [][]byte{v0, v1}[i]; (err != nil && err != io.EOF) || !bytes.Equal(got, want) {
+					t.Fatalf("%s: view of turn %d: %v, bytes equal %v", what, n, err, bytes.Equal(got, want))
+				}
+			}
+		}
+	}
+	check("written")
+	writeAt(t, s, tree, root, "big", []byte("CCCC"), 200) // held: no event
+	writeAt(t, s, tree, root, "big", []byte("DDDD"), int64(len(v0))+5)
+	check("written in held blocks and past the end")
+	writeAt(t, s, tree, root, "big", []byte("EEEE"), 20000)
+	check("written in a new block")
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	check("ended")
+}
+
+// Range records of two turns that together hold every byte of the first
+// turn's start, then a change made while unmounted: the first turn's
+// start is still known (the second's is not), and a rewind there gives
+// it back.
+func TestRangeLayersOfTwoTurnsSurviveAnOfflineChange(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	v0 := fill(4*rangeBlock, 'a')
+	os.WriteFile(p, v0, 0o644)
+	var turns []uint64
+	for i, off := range []int64{0, 2 * rangeBlock} {
+		if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
+			t.Fatal(err)
+		}
+		writeAt(t, s, tree, root, "big", fill(2*rangeBlock, byte('b'+i)), off)
+		if err := s.Record(ckpt.Capture{Path: fmt.Sprint("other", i)}, ckpt.Program{Comm: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, fmt.Sprint("other", i)), []byte("x"), 0o644)
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, tn.Num)
+	}
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, fill(100, 'z'), 0o644)
+	if _, err := s.RecordOffline(tree, nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := versionBytes(t, s, turns[0], "big", tree); !errors.Is(err, ErrNotCaptured) {
+		t.Fatalf("big at the end of turn %d: %v, want ErrNotCaptured", turns[0], err)
+	}
+	if got, err := versionBytes(t, s, turns[0]-1, "big", tree); err != nil || !bytes.Equal(got, v0) {
+		t.Fatalf("big before turn %d: %v", turns[0], err)
+	}
+	if _, err := s.Rewind(turns[0]-1, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, v0) {
+		t.Fatalf("after the rewind big has %d bytes, not those it had", len(b))
+	}
+}
