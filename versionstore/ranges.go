@@ -261,7 +261,10 @@ func (s *Store) rangePlan(p string, c ckpt.Capture) (prior ckpt.State, ino *ckpt
 	if s.cur != nil {
 		if ss := s.spans[p]; ss != nil && s.touched[p]&touchFull == 0 {
 			lo, hi := ss.dense(c.Range.Off, c.Range.End)
-			return ss.prior, ss.inode, ss.missing(lo, hi), true
+			if spans = ss.missing(lo, hi); spans == nil {
+				spans = []int64{} // held already (a racing writer took them): no record
+			}
+			return ss.prior, ss.inode, spans, true
 		}
 	}
 	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 || s.mayClone(c.Inode.Dev) {
@@ -311,8 +314,12 @@ var errRangeShort = errors.New("versionstore: the file ended before a span")
 
 // recordRange records the prior bytes of spans of c's file as a range
 // record of p with state prior (rangePlan). A path's first range record is
-// made even with no spans: it holds the size the turn started with.
+// made even with no spans (nil): it holds the size the turn started
+// with; later ones with none to record (empty, not nil) make nothing.
 func (s *Store) recordRange(p string, c ckpt.Capture, prior ckpt.State, ino *ckpt.Inode, spans []int64, who ckpt.Program) error {
+	if spans != nil && len(spans) == 0 {
+		return nil
+	}
 	var total int64
 	for i := 1; i < len(spans); i += 2 {
 		total += spans[i]

@@ -52,8 +52,8 @@ func versionBytes(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) ([
 	return io.ReadAll(rc)
 }
 
-// A file rewritten whole in a turn (O_TRUNC) has every prior byte in its
-// range records: a change made to it while unmounted, later, makes its
+// A file rewritten whole in a turn after a write into it has every
+// prior byte in its range records: a change made to it while unmounted, later, makes its
 // bytes after that unknown, not those before the turn.
 func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
 	s, tree, root := rangeFixture(t)
@@ -64,14 +64,18 @@ func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
 	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
 		t.Fatal(err)
 	}
-	recordRange(t, s, tree, "big", 0, ckpt.ToTheEnd) // open(O_TRUNC)
+	// A write into the first block, then a truncate to 0: between them
+	// the range records hold every prior byte. (A first capture of the
+	// whole file, O_TRUNC, is a whole record.)
+	recordRange(t, s, tree, "big", 10, 20)
+	recordRange(t, s, tree, "big", 0, ckpt.ToTheEnd)
 	os.WriteFile(p, fill(1000, 'b'), 0o644)
 	t1, err := s.End("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := countOps(t, s, opRange); n != 1 {
-		t.Fatalf("%d range records, want 1", n)
+	if n := countOps(t, s, opRange); n != 2 {
+		t.Fatalf("%d range records, want 2", n)
 	}
 
 	// Unmounted: the file changes.
