@@ -35,6 +35,10 @@ type Options struct {
 	// (a failed WAL or MANIFEST write: see space.go); it must not return.
 	// nil: print the message to stderr and exit with status 1.
 	Fatal func(msg string)
+	// RangeFrom is the smallest file whose content is range-captured
+	// (ranges.go); 0: rangeMin. Tests lower it to put small files
+	// through range capture.
+	RangeFrom int64
 }
 
 // Store is the history of one tree. Its methods are safe for concurrent use.
@@ -85,8 +89,7 @@ type Store struct {
 	nextSeq   uint64              // next event sequence number
 	touched   map[string]uint8    // paths captured in the open turn: touchFull|touchMeta|touchRange
 	spans     map[string]*spanSet // what the open turn holds of range-captured paths (ranges.go)
-	// rangeFrom is the smallest file range-captured: rangeMin (tests
-	// lower it).
+	// rangeFrom is the smallest file range-captured (Options.RangeFrom).
 	rangeFrom int64
 	// atticDev is the attic's device; atticClones: its filesystem is of
 	// a kind that may clone (ranges.go: learnAttic).
@@ -117,6 +120,9 @@ const (
 // the directory that contains it.
 func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{dir: dir, growth: make(chan struct{}, 1), rangeFrom: rangeMin}
+	if opts.RangeFrom > 0 {
+		s.rangeFrom = opts.RangeFrom
+	}
 	fs := opts.FS
 	root := dir
 	if fs == nil {

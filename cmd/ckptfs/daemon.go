@@ -82,6 +82,9 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		Fatal: func(msg string) {
 			logger.Printf("ckptfs: fatal store error, exiting (remount to recover): %s", msg)
 		},
+		// Tests put small files through range capture
+		// (CKPTFS_RANGE_MIN=BYTES).
+		RangeFrom: envInt("CKPTFS_RANGE_MIN"),
 	})
 	if err != nil {
 		if errors.Is(err, versionstore.ErrLocked) {
@@ -303,4 +306,13 @@ func raiseNoFile() {
 		l.Cur = l.Max
 		unix.Setrlimit(unix.RLIMIT_NOFILE, &l)
 	}
+}
+
+// envInt is the environment variable name as a positive integer, else 0.
+func envInt(name string) int64 {
+	n, err := strconv.ParseInt(os.Getenv(name), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
