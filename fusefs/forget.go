@@ -24,12 +24,18 @@ import (
 type forgetOrder struct{ mu sync.RWMutex }
 
 func (f *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	f.r.relief.room(cancel) // before the lock: FORGETs make the room
 	f.r.order.mu.RLock()
 	defer f.r.order.mu.RUnlock()
 	return f.RawFileSystem.Lookup(cancel, header, name, out)
 }
 
 func (f *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	if f.r.relief.over() {
+		// Names alone (fdrelief.go).
+		bareListings.Store(cancel, true)
+		defer bareListings.Delete(cancel)
+	}
 	f.r.order.mu.RLock()
 	defer f.r.order.mu.RUnlock()
 	return f.RawFileSystem.ReadDirPlus(cancel, in, out)

@@ -117,9 +117,14 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 		srv.Unmount()
 		return nil, fmt.Errorf("fusefs: mount %s: %w", dir, err)
 	}
+	mode, err := reliefModeFor(srv)
+	if err != nil {
+		srv.Unmount()
+		return nil, err
+	}
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
-	go r.relief.run(done)
+	go r.runRelief(mode, done)
 	return srv, nil
 }
 

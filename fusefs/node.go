@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -33,6 +34,11 @@ type Node struct {
 	ptReaders int   // open handles using FUSE passthrough (read-only)
 	ptWriters int   // writable handles using FUSE passthrough
 	ptID      int32 // their shared backing ID (while ptReaders+ptWriters > 0)
+
+	// used orders nodes by their last lookup for fdrelief.go (Root.useSeq
+	// when go-fuse last handed the node to the kernel); 0 until go-fuse
+	// has initialized the Inode.
+	used atomic.Uint64
 }
 
 // path returns the node's root-relative slash path, false when the node is
@@ -93,9 +99,14 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *backing.St
 		}
 	}
 	if got != nn {
+		if old := got.used.Load(); old != 0 {
+			got.used.CompareAndSwap(old, n.r.useSeq.Add(1))
+		}
 		return &got.Inode
 	}
-	return n.NewInode(ctx, nn, id)
+	in := n.NewInode(ctx, nn, id)
+	nn.used.Store(n.r.useSeq.Add(1))
+	return in
 }
 
 // paths returns the root-relative paths of the node: its go-fuse path and,
@@ -140,6 +151,11 @@ func (n *Node) OnForget() {
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if n.r.hiddenName(n, name) {
 		return nil, syscall.ENOENT
+	}
+	if bareListing(ctx) {
+		// No node for a READDIRPLUS entry: the kernel takes the name
+		// alone (fdrelief.go).
+		return nil, syscall.EMFILE
 	}
 	return n.childAt(ctx, name, out)
 }

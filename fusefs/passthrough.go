@@ -43,6 +43,7 @@ func (f *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 }
 
 func (f *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	f.r.relief.room(cancel)
 	return withBackingID(cancel, &out.OpenOut, func() fuse.Status { return f.RawFileSystem.Create(cancel, in, name, out) })
 }
 

@@ -17,6 +17,9 @@ func (r *Root) lookupNode(id fs.StableAttr, n *Node) *Node {
 	if old := r.nodes[id]; old != nil && !old.Forgotten() {
 		return old
 	}
+	if r.nodes[id] == nil {
+		r.relief.live.Add(1)
+	}
 	r.nodes[id] = n
 	r.relief.note(len(r.nodes))
 	return n
@@ -27,6 +30,7 @@ func (r *Root) forgetNode(id fs.StableAttr, n *Node) {
 	if r.nodes[id] == n {
 		delete(r.nodes, id)
 		delete(r.attic, id)
+		r.relief.live.Add(-1)
 	}
 	r.nodesMu.Unlock()
 }

@@ -127,7 +127,8 @@ type Root struct {
 	mntMu    sync.Mutex
 	mnt      *os.File // an fd of the mount itself, for syncfs
 
-	relief  *fdRelief // drops the kernel's caches near the fd limit
+	relief  *fdRelief     // has the kernel forget inodes near the fd limit
+	useSeq  atomic.Uint64 // the last Node.used
 	nodesMu sync.Mutex
 	nodes   map[fs.StableAttr]*Node // live nodes by identity: lookups reuse them
 	attic   map[fs.StableAttr]int   // inodes claimed by the store's attic (attic.go)

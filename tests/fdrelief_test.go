@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/rundir"
 )
 
 // The daemon holds an fd per inode the kernel remembers; past its mark
@@ -115,5 +117,86 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool, why func() strin
 		if time.Now().After(deadline) {
 			t.Fatal(why())
 		}
+	}
+}
+
+// A private mount's daemon can neither raise its hard open-file limit nor
+// drop the kernel's caches (root only): it has the kernel forget its own
+// unused inodes (FUSE_NOTIFY_PRUNE; entry invalidation where the kernel
+// lacks it, forced here by CKPTFS_FD_RELIEF=entry). With its limit at 1024
+// a turn creates three times as many files: every create must succeed,
+// every file hold its bytes, the daemon's fds stay below the limit and come
+// back under its mark of nodes (plus the fds it held before), and rewinds
+// across the turn are exact.
+func TestPrivateMountManyFilesStayUnderTheFDLimit(t *testing.T) {
+	needTurnctl(t)
+	for _, mode := range []string{"default", "entry"} {
+		t.Run(mode, func(t *testing.T) {
+			const limit, mark, n = 1024, 768, 3000
+			p := newUserProject(t)
+			p.sh(t, `mkdir keep && for i in $(seq 20); do echo "keep $i" > keep/k$i; done`)
+			var env []string
+			if mode != "default" {
+				env = append(env, "CKPTFS_FD_RELIEF="+mode)
+			}
+			p.mountLimited(t, limit, env...)
+			info, err := rundir.ReadInfo(p.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fds := func() int { return countFDs(t, info.PID) }
+			base := fds() // the store's, the socket's, /dev/fuse...
+			states := []string{p.listing(t)}
+
+			// The daemon's fds, sampled while the turn runs.
+			stop, sampled := make(chan struct{}), make(chan int)
+			go func() {
+				most := 0
+				for {
+					most = max(most, fds())
+					select {
+					case <-stop:
+						sampled <- most
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+			}()
+			p.run(t, p.Dir, turnctlBin, "begin", "--label", "many")
+			_, err = p.try(p.Dir, "bash", "-euo", "pipefail", "-c", fmt.Sprintf(`
+				mkdir d0 d1 d2 d3
+				for i in $(seq %d); do printf 'file %%d\n' $i > d$((i%%4))/f$i; done
+				for i in $(seq 2 2 20); do echo changed >> keep/k$i; done
+				rm keep/k3`, n))
+			close(stop)
+			most := <-sampled
+			if err != nil {
+				t.Fatalf("creating %d files with the daemon's open-file limit at %d: %v (its fds peaked at %d)", n, limit, err, most)
+			}
+			p.run(t, p.Dir, turnctlBin, "end")
+			if most >= limit {
+				t.Errorf("the daemon's fds reached %d, its limit %d", most, limit)
+			}
+			// Every file, read back through the mount (a new lookup of
+			// each file the kernel forgot).
+			bad := p.sh(t, fmt.Sprintf(`for i in $(seq %d); do
+				read -r l < d$((i%%4))/f$i; [ "$l" = "file $i" ] || echo "f$i: $l"; done`, n))
+			if bad != "" {
+				t.Fatalf("files read back wrong:\n%.2000s", bad)
+			}
+			waitUntil(t, 10*time.Second, func() bool { return fds() <= base+mark }, func() string {
+				return fmt.Sprintf("the daemon holds %d fds after %d files, %d of them before any, with its mark at %d nodes", fds(), n, base, mark)
+			})
+			states = append(states, p.listing(t))
+			for _, to := range []int{0, 1, 0} {
+				p.run(t, p.Dir, turnctlBin, "rewind", fmt.Sprint(to))
+				if got := p.listing(t); got != states[to] {
+					t.Fatalf("after rewind %d: the tree differs (%d lines, want %d)", to, strings.Count(got, "\n"), strings.Count(states[to], "\n"))
+				}
+			}
+			if most := fds(); most >= limit {
+				t.Errorf("the daemon holds %d fds after the rewinds, its limit %d", most, limit)
+			}
+		})
 	}
 }

@@ -167,6 +167,21 @@ func (p *userProject) listing(t *testing.T) string {
 func (p *userProject) mount(t *testing.T) {
 	t.Helper()
 	p.run(t, p.Dir, ckptfsBin, "mount", p.Dir)
+	p.cleanupMount(t)
+}
+
+// mountLimited is mount with the daemon's open-file limit, soft and hard,
+// at nofile: what a user whose hard limit is low gets; each word of env
+// (NAME=VALUE) is added to the daemon's environment.
+func (p *userProject) mountLimited(t *testing.T, nofile int, env ...string) {
+	t.Helper()
+	script := fmt.Sprintf(`ulimit -n %d && exec env %s "$0" mount "$1"`, nofile, strings.Join(env, " "))
+	p.run(t, p.Dir, "bash", "-c", script, ckptfsBin, p.Dir)
+	p.cleanupMount(t)
+}
+
+// cleanupMount unmounts the project when the test ends (see mount).
+func (p *userProject) cleanupMount(t *testing.T) {
 	t.Cleanup(func() {
 		if rundir.IsMounted(p.Dir) {
 			pid := 0

@@ -93,7 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringSliceVar(&o.lplus, "lplus", defaultLplus, "L+ tuning `OPTION`s, for ablations (see above)")
 	fl.BoolVar(&o.keep, "keep", false, "keep the work directory's contents at the end")
 	fl.BoolVar(&o.noHistory, "no-history", false, "skip the history figures (C only) and the retention figures (gc)")
-	fl.IntVar(&o.churnFiles, "churn-files", 0, "churn: create and delete `N` files (default 20000, --quick 2000; Cu needs a hard open-file limit above it)")
+	fl.IntVar(&o.churnFiles, "churn-files", 0, "churn: create and delete `N` files (default 20000, --quick 2000)")
 	fl.IntVar(&o.gcTurns, "gc-turns", 0, "retention figures: `N` turns of 50 MB under a 1 GiB budget (default 200, --quick 40)")
 	fl.StringVar(&o.gcEvery, "gc-every", "1s", "retention figures: run the budget figure again with the daemon looking for gc work every `DURATION` (CKPTFS_GC_EVERY; 0: only at its default, 1m)")
 	fl.BoolVar(&o.sessionDebug, "session-debug", false, "agent session: mount C with --debug and count FUSE requests per turn (slows C)")
