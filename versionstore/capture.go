@@ -88,13 +88,14 @@ func touchSet(touched map[string]uint8, r *record) {
 	case opRange:
 		touched[r.Path] |= touchRange | touchMeta
 	case opRename, opExchange:
-		moveUnder(touched, r)
+		moveUnder(touched, r, nil)
 	}
 }
 
 // moveUnder moves the entries of m at and below the names rename or
-// exchange r moves, and drops those of a name renamed over.
-func moveUnder[V any](m map[string]V, r *record) {
+// exchange r moves, and drops those at and below a name renamed over,
+// passing each to dropped (if not nil).
+func moveUnder[V any](m map[string]V, r *record, dropped func(V)) {
 	moved := map[string]V{}
 	for p, v := range m {
 		if rest, ok := ckpt.Under(p, r.Path); ok {
@@ -103,6 +104,8 @@ func moveUnder[V any](m map[string]V, r *record) {
 		} else if rest, ok := ckpt.Under(p, r.To); ok {
 			if r.Op == opExchange {
 				moved[join(r.Path, rest)] = v
+			} else if dropped != nil {
+				dropped(v)
 			}
 			delete(m, p)
 		}

@@ -155,31 +155,19 @@ func (s *Store) resolveManyIx(after uint64, paths []string, live ckpt.Tree, ix *
 				}
 			}
 		case opRename, opExchange:
-			for _, m := range []map[string][]int{pending, waiting} {
-				moved := map[string][]int{}
-				for p, ids := range m {
-					if rest, ok := ckpt.Under(p, r.Path); ok {
-						moved[join(r.To, rest)] = append(moved[join(r.To, rest)], ids...)
-						delete(m, p)
-					} else if rest, ok := ckpt.Under(p, r.To); ok {
-						if r.Op == opExchange {
-							moved[join(r.Path, rest)] = append(moved[join(r.Path, rest)], ids...)
-						} else {
-							for _, id := range ids {
-								if res[id].Patch != nil {
-									res[id].Patch.None = true // no base: the spans are all
-								} else {
-									res[id] = resolved{FromLog: true} // renamed over: absent before
-								}
-							}
-						}
-						delete(m, p)
-					}
+			// A path renamed over was absent before; a version waiting
+			// for its base has none (its layers tell every byte: a path
+			// range-captured is captured whole before it is replaced).
+			moveUnder(pending, r, func(ids []int) {
+				for _, id := range ids {
+					res[id] = resolved{FromLog: true}
 				}
-				for p, ids := range moved {
-					m[p] = append(m[p], ids...)
+			})
+			moveUnder(waiting, r, func(ids []int) {
+				for _, id := range ids {
+					res[id].Patch.None = true
 				}
-			}
+			})
 		}
 		return len(pending)+len(waiting) > 0, nil
 	}

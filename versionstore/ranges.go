@@ -435,7 +435,7 @@ func (s *Store) touchSpans(r *record) {
 	case opPrior:
 		delete(s.spans, r.Path)
 	case opRename, opExchange:
-		moveUnder(s.spans, r)
+		moveUnder(s.spans, r, nil)
 	}
 }
 
