@@ -33,6 +33,18 @@ var (
 	}
 )
 
+// CKPTFS_PROGRESS_DELAY=DURATION sets progressDelay (tests: 0, a bar from
+// the first tick, however fast the machine), and a tick no longer than it
+// (10 ms at 0).
+func init() {
+	d, err := time.ParseDuration(os.Getenv("CKPTFS_PROGRESS_DELAY"))
+	if err != nil || d < 0 {
+		return
+	}
+	progressDelay = d
+	progressTick = min(progressTick, max(d, 10*time.Millisecond))
+}
+
 // watch runs call, the one request of a long command, and while it runs
 // shows its progress under the title what on e.progress (nil: it just
 // runs call). The bar's line is wiped before watch returns, so that what
