@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,16 +74,6 @@ func tryRecord(s *Store, path string, data []byte) error {
 	return s.Record(c, ckpt.Program{Comm: "test"})
 }
 
-func readAt(t *testing.T, s *Store, n uint64, path string) ([]byte, error) {
-	t.Helper()
-	rc, _, err := s.OpenAt(n, path, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
-}
-
 // A capture whose bytes cannot be read is an error, and nothing of it is
 // recorded: the path still needs its capture.
 func TestRecordFailsWhenPriorBytesUnreadable(t *testing.T) {
@@ -144,10 +133,10 @@ func TestBoundarySyncFailureKeepsStateConsistent(t *testing.T) {
 	if _, err := s.End(""); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := readAt(t, s, 0, "f"); err != nil || string(b) != "v0" {
+	if b, err := versionBytes(t, s, 0, "f", nil); err != nil || string(b) != "v0" {
 		t.Fatalf("f at 0: %q %v", b, err)
 	}
-	if b, err := readAt(t, s, 1, "f"); err != nil || string(b) != "v1" {
+	if b, err := versionBytes(t, s, 1, "f", nil); err != nil || string(b) != "v1" {
 		t.Fatalf("f at 1: %q %v", b, err)
 	}
 	if h := s.Health(); !strings.Contains(h.LastError, "could not be synced") {
@@ -184,7 +173,7 @@ func TestSSTableWriteErrorsDoNotLoseCaptures(t *testing.T) {
 		t.Fatalf("flush after the disk recovered: %v", err)
 	}
 	for p, w := range want {
-		if b, err := readAt(t, s, 0, p); err != nil || !bytes.Equal(b, w) {
+		if b, err := versionBytes(t, s, 0, p, nil); err != nil || !bytes.Equal(b, w) {
 			t.Fatalf("%s at 0: %d bytes, %v", p, len(b), err)
 		}
 	}
@@ -208,13 +197,13 @@ func TestReadErrorsAreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	tog.On()
-	if b, err := readAt(t, s, 0, "f"); err == nil && !bytes.Equal(b, data) {
+	if b, err := versionBytes(t, s, 0, "f", nil); err == nil && !bytes.Equal(b, data) {
 		t.Fatalf("read error turned into wrong bytes: %d bytes", len(b))
 	} else if err == nil {
 		t.Log("the block cache answered without a read") // still right bytes
 	}
 	tog.Off()
-	if b, err := readAt(t, s, 0, "f"); err != nil || !bytes.Equal(b, data) {
+	if b, err := versionBytes(t, s, 0, "f", nil); err != nil || !bytes.Equal(b, data) {
 		t.Fatalf("after the disk recovered: %d bytes, %v", len(b), err)
 	}
 }
@@ -268,7 +257,7 @@ func TestTamperedAtticFileDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.End("")
-	if b, err := readAt(t, s, 0, "f"); err != nil || !bytes.Equal(b, data) {
+	if b, err := versionBytes(t, s, 0, "f", nil); err != nil || !bytes.Equal(b, data) {
 		t.Fatalf("intact attic file: %q %v", b, err)
 	}
 	// Same size, other bytes, as a stray write or bit flip by a tool would.
@@ -279,7 +268,7 @@ func TestTamperedAtticFileDetected(t *testing.T) {
 	}
 	f.WriteAt([]byte("X"), 4)
 	f.Close()
-	if b, err := readAt(t, s, 0, "f"); !errors.Is(err, ErrCorrupt) {
+	if b, err := versionBytes(t, s, 0, "f", nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("tampered attic file read back as %q, %v", b, err)
 	}
 	rep, err := s.Verify()
@@ -288,7 +277,7 @@ func TestTamperedAtticFileDetected(t *testing.T) {
 	}
 	// A shrunken one too.
 	os.Truncate(src, 3)
-	if _, err := readAt(t, s, 0, "f"); !errors.Is(err, ErrCorrupt) {
+	if _, err := versionBytes(t, s, 0, "f", nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("truncated attic file: %v", err)
 	}
 }

@@ -42,6 +42,8 @@ func recordRange(t *testing.T, s *Store, tree *backing.Tree, p string, off, end 
 
 func fill(n int, c byte) []byte { return bytes.Repeat([]byte{c}, n) }
 
+// versionBytes reads p's bytes at the end of turn n (tree: the live
+// tree, nil if every answer is in the log).
 func versionBytes(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) ([]byte, error) {
 	t.Helper()
 	rc, _, err := s.OpenAt(n, p, tree)

@@ -27,7 +27,7 @@ func TestInvalidUTF8NamesKept(t *testing.T) {
 		got[2].Path != name || got[2].To != "other\xfa" {
 		t.Fatalf("records read back: %+v", got)
 	}
-	if b, err := readAt(t, s, 0, name); err != nil || string(b) != "data" {
+	if b, err := versionBytes(t, s, 0, name, nil); err != nil || string(b) != "data" {
 		t.Fatalf("%q at 0: %q %v", name, b, err)
 	}
 }
