@@ -369,9 +369,7 @@ func (s *Store) recordRange(p string, c ckpt.Capture, prior ckpt.State, ino *ckp
 		l := cut(rest)
 		sum := sha256.Sum256(rest[:l])
 		ref.Chunks = append(ref.Chunks, sum[:]...)
-		// Raw: a few blocks compress little, the CPU is the write's, and
-		// Pebble compresses its tables anyway.
-		puts = append(puts, [2][]byte{chunkKey(sum), append([]byte{codecRaw}, rest[:l]...)})
+		puts = append(puts, [2][]byte{chunkKey(sum), encodeChunk(rest[:l])})
 		rest = rest[l:]
 	}
 	r.Content = ref
