@@ -31,11 +31,15 @@ import (
 // in one turn do not overlap, save for two writers racing (see below).
 // Every byte of [0, S0) that changes during the turn is in a span first:
 // a write's range, a truncate's [new size, S0), a copy_file_range's
-// destination. Bytes at S0 and after were not there at the turn's start.
-// Every other change (fallocate, an unlink or a rename over the path,
-// whatever can replace the file) asks for a whole capture, which a range
-// record does not satisfy (it sets touchRange, not touchFull): a full
-// prior record of the path then follows in the turn.
+// destination, a punched or zeroed hole (the overlay passes each change's
+// range: ckpt.Capture.Range). Bytes at S0 and after were not there at the
+// turn's start. Every other change (fallocate modes that move bytes, an
+// unlink or a rename over the path, whatever can replace the file) asks
+// for a whole capture, which a range record does not satisfy (it sets
+// touchRange, not touchFull): a full prior record of the path then
+// follows in the turn. A first capture of the whole file (O_TRUNC) is a
+// whole record, and a writer that comes back to a region has the rest of
+// it captured with its next write (denseHeld).
 //
 // A file is range-captured when it is regular, of rangeMin bytes or
 // more, has one name (a write through a hard link records every name of
