@@ -197,7 +197,8 @@
 //     "written to the kernel", not "flushed to disk": a capture survives a
 //     kill -9 of the daemon at once, and costs a write(2), not an fsync.
 //  2. Chunk data is committed without sync before the event that refers to
-//     it; the event's synced commit comes later in the same WAL and so
+//     it, or in the event's own batch (a range record of a few blocks);
+//     the event's synced commit comes later in the same WAL and so
 //     makes the chunks durable with it. Content of 4 MiB and more is
 //     instead written as sorted tables and ingested (ingest.go): the
 //     ingestion fsyncs the table and the MANIFEST before the event is
