@@ -32,7 +32,7 @@ func (f *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name strin
 func (f *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	f.r.order.mu.RLock()
 	defer f.r.order.mu.RUnlock()
-	return f.RawFileSystem.ReadDirPlus(cancel, in, out)
+	return f.readDir(cancel, in, out, f.RawFileSystem.ReadDirPlus)
 }
 
 func (f *rawFS) Forget(nodeid, nlookup uint64) {

@@ -88,7 +88,10 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 			// write; 4 KiB writes measured 81 → 550 MB/s); in exchange the
 			// daemon clears set-ID bits itself when a write or truncate
 			// says so (file.Write, Node.Setattr).
-			ExtraCapabilities:    fuse.CAP_HANDLE_KILLPRIV_V2,
+			//
+			// NO_OPENDIR_SUPPORT: OPENDIR is answered ENOSYS, after which
+			// the kernel opens directories without asking (rawFS.OpenDir).
+			ExtraCapabilities:    fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_NO_OPENDIR_SUPPORT,
 			DisabledCapabilities: disabled,
 			// With the page cache kept, the kernel must not drop a file's
 			// pages whenever it sees a new mtime (auto_inval_data), which
