@@ -66,6 +66,21 @@ func (f *rawFS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 	return st
 }
 
+// Flush answers ENOSYS where closing the backing file does nothing
+// (Root.noFlush, closeIsNoop): the kernel then sends no FLUSH again, one
+// round trip less at every close (6.5k of the agent session's 31.6k
+// requests). Unlike FOPEN_NOFLUSH, this keeps what the kernel does at a
+// close before it would send the FLUSH: it still writes the file's dirty
+// pages back (a shared mmap written before the close) and reports their
+// errors, so those writes still reach the daemon, and are captured, before
+// close returns.
+func (f *rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	if f.r.noFlush {
+		return fuse.ENOSYS
+	}
+	return f.RawFileSystem.Flush(cancel, in)
+}
+
 func (f *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	return f.write(cancel, in, func() (uint32, fuse.Status) { return f.RawFileSystem.Write(cancel, in, data) })
 }

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Requests the kernel sends the daemon for nothing are answered so that
@@ -73,6 +75,49 @@ func TestDirectoriesOpenWithoutOpendir(t *testing.T) {
 	ops := sessionOps(t)
 	if ops["OPENDIR"] > 1 || ops["RELEASEDIR"] > 0 {
 		t.Errorf("%d OPENDIR and %d RELEASEDIR, want at most 1 (answered ENOSYS) and none", ops["OPENDIR"], ops["RELEASEDIR"])
+	}
+}
+
+// On a local filesystem files are closed without FLUSH: the first is
+// answered ENOSYS, and the kernel sends no more.
+func TestClosesWithoutFlush(t *testing.T) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(os.TempDir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains([]int64{unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC}, st.Type) {
+		t.Skipf("%s: not a filesystem whose close the daemon leaves to the kernel", os.TempDir())
+	}
+	if ops := sessionOps(t); ops["FLUSH"] > 1 {
+		t.Errorf("%d FLUSH, want at most 1 (answered ENOSYS)", ops["FLUSH"])
+	}
+}
+
+// Pages written through a shared mmap are written back when the file is
+// closed, though the kernel sends no FLUSH (FOPEN_NOFLUSH would skip this):
+// the WRITE reaches the daemon, and its capture lands in the turn, before
+// close returns, while the mapping lives on.
+func TestMmapPagesWrittenBackAtClose(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"m.bin": strings.Repeat("\x00", 8192)})
+	m := mountProject(t, dir, "--debug")
+	out := runIn(t, dir, `LOG=`+daemonLog(t, m)+` python3 - <<'PY'
+import mmap, os, re
+log = os.environ["LOG"]
+fd = os.open("m.bin", os.O_RDWR)
+m = mmap.mmap(fd, 8192, mmap.MAP_SHARED)
+m[100:104] = b"abcd"
+before = os.path.getsize(log)
+os.close(fd)
+with open(log, "rb") as f:
+    f.seek(before)
+    after = f.read()
+print("written back at close" if re.search(rb"rx \d+: WRITE ", after) else "not written back")
+m.close()
+PY
+od -An -c -j100 -N4 m.bin`)
+	if !strings.Contains(out, "written back at close") || !strings.Contains(out, "a   b   c   d") {
+		t.Fatalf("a shared mmap's pages at close:\n%s", out)
 	}
 }
 
