@@ -87,4 +87,13 @@
 // Entry, attribute and negative-entry timeouts are one hour (see mount.go):
 // only this daemon changes the backing tree while mounted, and rewinds
 // report what they change through Root.Invalidate.
+//
+// # Requests the kernel need not send
+//
+// OPENDIR and, where the backing filesystem does nothing at a close
+// (ext4, XFS, btrfs, tmpfs), FLUSH are answered ENOSYS once (rawfs.go):
+// the kernel then opens directories and closes files without asking. It
+// still writes a file's dirty pages back at close (a shared mmap's), so
+// those writes are captured before close returns; directories are then
+// read without a handle, each request listed afresh from its offset.
 package fusefs

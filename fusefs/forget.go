@@ -38,7 +38,7 @@ func (f *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.D
 	}
 	f.r.order.mu.RLock()
 	defer f.r.order.mu.RUnlock()
-	return f.RawFileSystem.ReadDirPlus(cancel, in, out)
+	return f.readDir(cancel, in, out, f.RawFileSystem.ReadDirPlus)
 }
 
 func (f *rawFS) Forget(nodeid, nlookup uint64) {

@@ -53,6 +53,18 @@ func (s *filterStream) HasNext() bool {
 	return s.next != nil
 }
 
+// Seekdir continues the listing after the entry whose d_off is off: a
+// directory read without OPENDIR is listed afresh for every request, from
+// its offset (rawFS.readDir).
+func (s *filterStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	sd, ok := s.DirStream.(fs.FileSeekdirer)
+	if !ok {
+		return syscall.ENOTSUP
+	}
+	s.next = nil
+	return sd.Seekdir(ctx, off)
+}
+
 func (s *filterStream) Next() (fuse.DirEntry, syscall.Errno) {
 	if !s.HasNext() {
 		return fuse.DirEntry{}, syscall.EBADF

@@ -123,6 +123,9 @@ type Root struct {
 	// notification drops already.
 	pendingDirs map[*fs.Inode]bool
 
+	// noFlush: FLUSH is answered ENOSYS (closeIsNoop).
+	noFlush bool
+
 	mountDir string
 	mntMu    sync.Mutex
 	mnt      *os.File // an fd of the mount itself, for syncfs

@@ -70,11 +70,11 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 			return sd, err
 		}
 		defer rc.Close()
-		data, err := io.ReadAll(io.LimitReader(rc, maxDiffBytes+1))
+		data, err := readUpTo(rc, st.Size, maxDiffBytes)
 		if err != nil {
 			return sd, err
 		}
-		if len(data) > maxDiffBytes {
+		if data == nil {
 			sd.binary, sd.skip = true, fmt.Sprintf("larger than %d MiB", maxDiffBytes>>20)
 			return sd, nil
 		}
@@ -86,6 +86,36 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 		sd.binary = bytes.IndexByte(probe, 0) >= 0
 	}
 	return sd, nil
+}
+
+// readUpTo reads r, whose size is said to be size, whole; nil (and
+// nothing read) when size or the bytes read are more than limit. The
+// buffer is made to size at once: a file larger than the limit (a binary
+// a build makes, every turn) used to cost limit bytes read and a buffer
+// grown to them, most of a turn end's CPU in the agent session.
+func readUpTo(r io.Reader, size int64, limit int) ([]byte, error) {
+	if size > int64(limit) {
+		return nil, nil
+	}
+	data := make([]byte, 0, max(size, 0)+1)
+	lr := io.LimitReader(r, int64(limit)+1)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)] // grown as append does
+		}
+		n, err := lr.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(data) > limit {
+		return nil, nil
+	}
+	return data, nil
 }
 
 // wireChange is c on the wire, without line counts.

@@ -1,6 +1,8 @@
 package control
 
 import (
+	"bytes"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -70,5 +72,51 @@ func TestUnifiedAppliesWithPatch(t *testing.T) {
 		if string(got) != b {
 			t.Fatalf("patched %q, want %q\n%s", got, b, patch)
 		}
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// A side larger than the limit is skipped without being read (a build's
+// binaries, every turn), one within it read whole, and one that is
+// larger than its size said is cut at the limit all the same.
+func TestReadUpTo(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 100)
+	for _, c := range []struct {
+		name      string
+		data      []byte
+		size      int64
+		want      []byte
+		wantBytes int // read at most
+	}{
+		{"too large, unread", big, 100, nil, 0},
+		{"within", big[:64], 64, big[:64], 64},
+		{"empty", nil, 0, []byte{}, 0},
+		{"grew past the limit", big, 10, nil, 65},
+		{"shrank", big[:5], 10, big[:5], 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &countingReader{r: bytes.NewReader(c.data)}
+			got, err := readUpTo(r, c.size, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == nil) != (c.want == nil) || !bytes.Equal(got, c.want) {
+				t.Errorf("got %d bytes (nil %v), want %d (nil %v)", len(got), got == nil, len(c.want), c.want == nil)
+			}
+			if r.n > c.wantBytes {
+				t.Errorf("read %d bytes, want at most %d", r.n, c.wantBytes)
+			}
+		})
 	}
 }
