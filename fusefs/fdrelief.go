@@ -168,6 +168,17 @@ func reliefModeFor(srv *fuse.Server) (reliefMode, error) {
 // relief is kicked, until done is closed.
 func (r *Root) runRelief(mode reliefMode, done <-chan struct{}) {
 	f := r.relief
+	// Opened now, not when the daemon is out of fds: then opening it
+	// would fail with EMFILE, and nothing would give the fds back.
+	var dropCaches *os.File
+	if mode == reliefDrop {
+		var err error
+		if dropCaches, err = os.OpenFile("/proc/sys/vm/drop_caches", os.O_WRONLY, 0); err != nil {
+			f.logf("ckptfs: cannot open /proc/sys/vm/drop_caches (near the open-file limit, the kernel will not be asked to forget inodes): %v", err)
+		} else {
+			defer dropCaches.Close()
+		}
+	}
 	for {
 		select {
 		case <-done:
@@ -181,7 +192,10 @@ func (r *Root) runRelief(mode reliefMode, done <-chan struct{}) {
 		pause := 10 * time.Millisecond
 		switch mode {
 		case reliefDrop:
-			err = os.WriteFile("/proc/sys/vm/drop_caches", []byte("2\n"), 0)
+			err = os.ErrClosed
+			if dropCaches != nil {
+				_, err = dropCaches.WriteAt([]byte("2\n"), 0)
+			}
 			pause = time.Second // machine-wide: not more often
 		case reliefPrune, reliefEntry:
 			var asked int
