@@ -15,60 +15,82 @@ import (
 // status does from its index (no directory read first), reaches the
 // daemon as no LOOKUP (its --debug log lists every request). With
 // CKPTFS_WARMUP=0 the same lstats make one per path.
+//
+// The kernel may reclaim unused dentries at any moment: under memory
+// pressure from other work on the machine (go test runs the other
+// packages meanwhile, writing GiBs), all 240 of the tree's were seen gone
+// between the warm-up and the lstats. So a warm mount that finds its
+// caches emptied is tried again, up to three times in all: a warm-up that
+// does not prime fails every time.
 func TestWarmUpPrimesTheKernelsCaches(t *testing.T) {
 	for _, warm := range []bool{true, false} {
 		t.Run(fmt.Sprint("warm=", warm), func(t *testing.T) {
 			if !warm {
 				t.Setenv("CKPTFS_WARMUP", "0") // the daemon inherits it
 			}
-			dir := t.TempDir()
-			files := map[string]string{}
-			for d := 0; d < 20; d++ {
-				for f := 0; f < 10; f++ {
-					files[fmt.Sprintf("d%02d/sub/f%02d.txt", d, f)] = "x\n"
+			for try := 1; ; try++ {
+				lookups, files := warmMountLookups(t, warm)
+				t.Logf("try %d: lstat of %d files by path after the mount settled: %d LOOKUPs", try, files, lookups)
+				if warm && lookups > 0 {
+					if try < 3 {
+						continue
+					}
+					t.Errorf("after the warm-up, the lstats made %d LOOKUPs, %d times: the kernel's caches were not primed", lookups, try)
 				}
-			}
-			writeTree(t, dir, files)
-			m := mountProject(t, dir, "--debug")
-			logPath := filepath.Join(fmt.Sprintf("/proc/%d/cwd", m.PID(t)), "daemon.log")
-			// The warm-up logs its end; then the log must settle (the
-			// mount's own requests).
-			var before []byte
-			for deadline := time.Now().Add(60 * time.Second); ; {
-				b, err := os.ReadFile(logPath)
-				if err != nil {
-					t.Fatal(err)
+				if !warm && lookups < files {
+					t.Errorf("without the warm-up, the lstats made %d LOOKUPs, want one per path at least (%d files)", lookups, files)
 				}
-				if len(b) == len(before) && (!warm || strings.Contains(string(b), "warm-up: read")) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the daemon's log did not settle (warm-up logged: %v)", strings.Contains(string(b), "warm-up: read"))
-				}
-				before = b
-				time.Sleep(300 * time.Millisecond)
-			}
-			if !warm && strings.Contains(string(before), "warm-up: read") {
-				t.Fatal("CKPTFS_WARMUP=0, but the daemon warmed up")
-			}
-			runIn(t, dir, `python3 -c "import os; [os.lstat(f'd{d:02d}/sub/f{f:02d}.txt') for d in range(20) for f in range(10)]"`)
-			after, err := os.ReadFile(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// LOOKUPs of the tree's names (python looks for names of its
-			// own too, which do not exist).
-			ours := regexp.MustCompile(`: LOOKUP n\d+ +"(d\d\d|sub|f\d\d\.txt)"`)
-			lookups := len(ours.FindAllIndex(after[len(before):], -1))
-			t.Logf("lstat of %d files by path after the mount settled: %d LOOKUPs", len(files), lookups)
-			if warm && lookups > 0 {
-				t.Errorf("after the warm-up, the lstats made %d LOOKUPs: the kernel's caches were not primed", lookups)
-			}
-			if !warm && lookups < len(files) {
-				t.Errorf("without the warm-up, the lstats made %d LOOKUPs, want one per path at least (%d files)", lookups, len(files))
+				return
 			}
 		})
 	}
+}
+
+// warmMountLookups mounts a new tree of 200 files (warm: with the
+// warm-up), waits for the daemon to settle, lstats every file by path and
+// returns the LOOKUPs of the tree's names that reached the daemon.
+func warmMountLookups(t *testing.T, warm bool) (lookups, n int) {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{}
+	for d := 0; d < 20; d++ {
+		for f := 0; f < 10; f++ {
+			files[fmt.Sprintf("d%02d/sub/f%02d.txt", d, f)] = "x\n"
+		}
+	}
+	writeTree(t, dir, files)
+	m := mountProject(t, dir, "--debug")
+	logPath := filepath.Join(fmt.Sprintf("/proc/%d/cwd", m.PID(t)), "daemon.log")
+	// The warm-up logs its end; then the log must settle (the
+	// mount's own requests).
+	var before []byte
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == len(before) && (!warm || strings.Contains(string(b), "warm-up: read")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's log did not settle (warm-up logged: %v)", strings.Contains(string(b), "warm-up: read"))
+		}
+		before = b
+		time.Sleep(300 * time.Millisecond)
+	}
+	if !warm && strings.Contains(string(before), "warm-up: read") {
+		t.Fatal("CKPTFS_WARMUP=0, but the daemon warmed up")
+	}
+	runIn(t, dir, `python3 -c "import os; [os.lstat(f'd{d:02d}/sub/f{f:02d}.txt') for d in range(20) for f in range(10)]"`)
+	after, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LOOKUPs of the tree's names (python looks for names of its
+	// own too, which do not exist).
+	ours := regexp.MustCompile(`: LOOKUP n\d+ +"(d\d\d|sub|f\d\d\.txt)"`)
+	m.Unmount(t)
+	return len(ours.FindAllIndex(after[len(before):], -1)), len(files)
 }
 
 // ckptfs umount right after the mount, while the warm-up still reads the
