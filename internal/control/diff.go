@@ -89,33 +89,23 @@ func (s *Service) readSide(c versionstore.Change, after bool) (side, error) {
 }
 
 // readUpTo reads r, whose size is said to be size, whole; nil (and
-// nothing read) when size or the bytes read are more than limit. The
-// buffer is made to size at once: a file larger than the limit (a binary
-// a build makes, every turn) used to cost limit bytes read and a buffer
-// grown to them, most of a turn end's CPU in the agent session.
+// nothing read) when size or the bytes read are more than limit. A file
+// larger than the limit (a binary a build makes, every turn) used to cost
+// limit bytes read to learn it, most of a turn end's CPU in the agent
+// session; the buffer is sized to the file at once.
 func readUpTo(r io.Reader, size int64, limit int) ([]byte, error) {
 	if size > int64(limit) {
 		return nil, nil
 	}
-	data := make([]byte, 0, max(size, 0)+1)
-	lr := io.LimitReader(r, int64(limit)+1)
-	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)] // grown as append does
-		}
-		n, err := lr.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	var b bytes.Buffer
+	b.Grow(int(max(size, 0)) + bytes.MinRead)
+	if _, err := b.ReadFrom(io.LimitReader(r, int64(limit)+1)); err != nil {
+		return nil, err
 	}
-	if len(data) > limit {
+	if b.Len() > limit {
 		return nil, nil
 	}
-	return data, nil
+	return b.Bytes(), nil
 }
 
 // wireChange is c on the wire, without line counts.
