@@ -69,7 +69,7 @@ const (
 type fdRelief struct {
 	high   int           // live nodes that trigger relief; 0: never
 	cap    int           // live nodes past which new ones wait; 0: never
-	live   atomic.Int64  // live nodes (Root.nodes)
+	live   atomic.Int64  // len(Root.nodes), for readers without nodesMu
 	kick   chan struct{} // relief is wanted
 	once   sync.Once
 	logf   func(string, ...any)
@@ -93,6 +93,7 @@ func newFDRelief(logf func(string, ...any)) *fdRelief {
 
 // note is called with the number of live nodes after one was added.
 func (f *fdRelief) note(live int) {
+	f.live.Store(int64(live))
 	if f.high > 0 && live > f.high {
 		f.wake()
 	}

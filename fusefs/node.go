@@ -152,7 +152,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if n.r.hiddenName(n, name) {
 		return nil, syscall.ENOENT
 	}
-	if bareListing(ctx) {
+	if n.r.relief.over() && bareListing(ctx) {
 		// No node for a READDIRPLUS entry: the kernel takes the name
 		// alone (fdrelief.go).
 		return nil, syscall.EMFILE

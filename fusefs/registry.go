@@ -17,9 +17,6 @@ func (r *Root) lookupNode(id fs.StableAttr, n *Node) *Node {
 	if old := r.nodes[id]; old != nil && !old.Forgotten() {
 		return old
 	}
-	if r.nodes[id] == nil {
-		r.relief.live.Add(1)
-	}
 	r.nodes[id] = n
 	r.relief.note(len(r.nodes))
 	return n
@@ -30,7 +27,7 @@ func (r *Root) forgetNode(id fs.StableAttr, n *Node) {
 	if r.nodes[id] == n {
 		delete(r.nodes, id)
 		delete(r.attic, id)
-		r.relief.live.Add(-1)
+		r.relief.live.Store(int64(len(r.nodes)))
 	}
 	r.nodesMu.Unlock()
 }
