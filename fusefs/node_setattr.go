@@ -64,15 +64,11 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			}
 			defer release()
 		}
-		// A truncate changes the bytes from the new size on, or, to grow
-		// the file, from its current end.
-		from := int64(sz)
-		if st, err := backing.Fstat(n.fd); err == nil {
-			from = min(from, st.Size)
-		} else {
-			from = 0
-		}
-		if eno := n.captureRangeLocked(ctx, from, ckpt.ToTheEnd); eno != 0 {
+		// A truncate changes the bytes from the new size on. Growing,
+		// it zeroes those from the current end: if that is below the
+		// size the turn began with, a truncate of this turn cut there
+		// and its capture holds them.
+		if eno := n.captureRangeLocked(ctx, int64(sz), ckpt.ToTheEnd); eno != 0 {
 			return eno
 		}
 		fd := wfd
