@@ -144,8 +144,8 @@ func (s *Store) record(c ckpt.Capture, who ckpt.Program) error {
 	if !s.NeedsCapture(p, c.MetaOnly) {
 		return nil
 	}
-	if prior, ino, spans, ok := s.rangePlan(p, c); ok {
-		err := s.recordRange(p, c, prior, ino, spans, who)
+	if plan, ok := s.planRange(p, c); ok {
+		err := s.recordRange(p, c, plan, who)
 		if !errors.Is(err, errRangeShort) {
 			if err != nil {
 				return s.noteErr(err)

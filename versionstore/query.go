@@ -124,7 +124,10 @@ func (s *Store) resolveManyIx(after uint64, paths []string, live ckpt.Tree, ix *
 				case r.Lost:
 					res[id].Lost = true
 				default:
-					pt.Content, pt.BaseSize = r.Content, r.State.Size
+					pt.Content = r.Content
+					if r.Content != nil {
+						pt.BaseSize = r.Content.Size // what the store holds
+					}
 				}
 			}
 			delete(waiting, r.Path)

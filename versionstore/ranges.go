@@ -253,37 +253,45 @@ func (s *Store) NeedsRange(path string, off, end int64) bool {
 	return ss == nil || !ss.holds(off, end)
 }
 
-// rangePlan decides whether capture c of path p is kept as a range record,
-// and which spans it records (possibly none). For a path with range
-// records in the open turn it always is, with the state of the first.
-func (s *Store) rangePlan(p string, c ckpt.Capture) (prior ckpt.State, ino *ckpt.Inode, spans []int64, ok bool) {
+// rangePlan is how a capture is kept as a range record: with the state
+// and inode of the path's first range record in the open turn, the spans
+// to record, and whether it is that first record (made even with no
+// spans: it holds the size the turn started with).
+type rangePlan struct {
+	prior ckpt.State
+	inode *ckpt.Inode
+	spans []int64
+	first bool
+}
+
+// planRange decides whether capture c of path p is kept as a range
+// record (ok), and how. For a path with range records in the open turn
+// it always is.
+func (s *Store) planRange(p string, c ckpt.Capture) (plan rangePlan, ok bool) {
 	if c.Range == nil || c.MetaOnly || c.Prior.Type != ckpt.Regular {
-		return ckpt.State{}, nil, nil, false
+		return plan, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur != nil {
 		if ss := s.spans[p]; ss != nil && s.touched[p]&touchFull == 0 {
 			lo, hi := ss.dense(c.Range.Off, c.Range.End)
-			if spans = ss.missing(lo, hi); spans == nil {
-				spans = []int64{} // held already (a racing writer took them): no record
-			}
-			return ss.prior, ss.inode, spans, true
+			return rangePlan{prior: ss.prior, inode: ss.inode, spans: ss.missing(lo, hi)}, true
 		}
 	}
 	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 || s.mayClone(c.Inode.Dev) {
-		return ckpt.State{}, nil, nil, false
+		return plan, false
 	}
-	ss := &spanSet{prior: c.Prior}
-	spans = ss.missing(c.Range.Off, c.Range.End)
-	if len(spans) == 2 && spans[0] == 0 && spans[1] == c.Prior.Size {
-		return ckpt.State{}, nil, nil, false // all of it (O_TRUNC): a whole capture
+	plan = rangePlan{prior: c.Prior, first: true}
+	plan.spans = (&spanSet{prior: c.Prior}).missing(c.Range.Off, c.Range.End)
+	if len(plan.spans) == 2 && plan.spans[0] == 0 && plan.spans[1] == c.Prior.Size {
+		return plan, false // all of it (O_TRUNC): a whole capture
 	}
 	if c.Inode.Known() {
 		i := c.Inode
-		ino = &i
+		plan.inode = &i
 	}
-	return c.Prior, ino, spans, true
+	return plan, true
 }
 
 // mayClone reports whether the whole capture of a big file on device dev
@@ -316,12 +324,12 @@ func (s *Store) learnAttic() {
 // read; the capture is taken whole instead.
 var errRangeShort = errors.New("versionstore: the file ended before a span")
 
-// recordRange records the prior bytes of spans of c's file as a range
-// record of p with state prior (rangePlan). A path's first range record is
-// made even with no spans (nil): it holds the size the turn started
-// with; later ones with none to record (empty, not nil) make nothing.
-func (s *Store) recordRange(p string, c ckpt.Capture, prior ckpt.State, ino *ckpt.Inode, spans []int64, who ckpt.Program) error {
-	if spans != nil && len(spans) == 0 {
+// recordRange records the prior bytes of plan's spans of c's file as a
+// range record of p. A later record with no spans to record (a racing
+// writer took them) is not made.
+func (s *Store) recordRange(p string, c ckpt.Capture, plan rangePlan, who ckpt.Program) error {
+	spans := plan.spans
+	if len(spans) == 0 && !plan.first {
 		return nil
 	}
 	var total int64
@@ -331,7 +339,7 @@ func (s *Store) recordRange(p string, c ckpt.Capture, prior ckpt.State, ino *ckp
 	if err := s.checkSpace(total); err != nil {
 		return err
 	}
-	r := &record{Op: opRange, Path: p, State: prior, Inode: ino, Spans: spans}
+	r := &record{Op: opRange, Path: p, State: plan.prior, Inode: plan.inode, Spans: spans}
 	s.contentMu.RLock()
 	defer s.contentMu.RUnlock()
 	if total == 0 {
@@ -464,8 +472,9 @@ func layerOf(r *record) layer {
 // later version of the same file) with layers put back.
 type patched struct {
 	Layers []layer // oldest first
-	// The base: bytes in the store, or the live file at Live (BaseSize
-	// bytes when resolved), or none (the layers cover every byte).
+	// The base: bytes in the store, or the live file at Live, or none
+	// (the layers cover every byte); BaseSize bytes (the stored ones, or
+	// the live file's when resolved).
 	Content  *contentRef
 	Live     string
 	BaseSize int64
@@ -591,7 +600,7 @@ func (s *Store) openPatched(r resolved, live ckpt.Tree) (*patchedFile, error) {
 	default:
 		return nil, fmt.Errorf("%w: no base for a range-captured version", ErrCorrupt)
 	}
-	pr := s.newPatchedReader(r.State.Size, pt.Layers, base, pt.baseSize())
+	pr := s.newPatchedReader(r.State.Size, pt.Layers, base, pt.BaseSize)
 	return &patchedFile{SectionReader: io.NewSectionReader(pr, 0, r.State.Size), c: closer}, nil
 }
 
@@ -607,14 +616,6 @@ func (f *patchedFile) Close() error {
 		return nil
 	}
 	return f.c.Close()
-}
-
-// baseSize is the size of the base's bytes.
-func (pt *patched) baseSize() int64 {
-	if pt.Content != nil {
-		return pt.Content.Size
-	}
-	return pt.BaseSize
 }
 
 // layersTell reports whether layers (oldest first) tell every byte of a
