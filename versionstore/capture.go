@@ -129,14 +129,20 @@ func join(dir, rest string) string {
 // for want of space (ckpt.ErrStoreFull) first has the store reclaim what
 // its retention policy allows (reclaim), and is tried once more.
 func (s *Store) Record(c ckpt.Capture, who ckpt.Program) error {
-	err := s.record(c, who)
+	return s.recordRanges(c, rangesOf(c), who)
+}
+
+// recordRanges is Record before a change of the bytes ranges (ascending
+// [off, end) pairs; nil: anything), which may be kept as a range record.
+func (s *Store) recordRanges(c ckpt.Capture, ranges []int64, who ckpt.Program) error {
+	err := s.record(c, ranges, who)
 	if errors.Is(err, ckpt.ErrStoreFull) && s.reclaim() {
-		err = s.record(c, who)
+		err = s.record(c, ranges, who)
 	}
 	return err
 }
 
-func (s *Store) record(c ckpt.Capture, who ckpt.Program) error {
+func (s *Store) record(c ckpt.Capture, ranges []int64, who ckpt.Program) error {
 	p, ok := ckpt.Clean(c.Path)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrBadPath, c.Path)
@@ -144,7 +150,7 @@ func (s *Store) record(c ckpt.Capture, who ckpt.Program) error {
 	if !s.NeedsCapture(p, c.MetaOnly) {
 		return nil
 	}
-	if plan, ok := s.planRange(p, c); ok {
+	if plan, ok := s.planRange(p, c, ranges); ok {
 		err := s.recordRange(p, c, plan, who)
 		if !errors.Is(err, errRangeShort) {
 			if err != nil {

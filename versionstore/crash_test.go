@@ -167,6 +167,12 @@ func (f *failingTree) Hardlink(a, b string) error {
 	}
 	return f.Tree.Hardlink(a, b)
 }
+func (f *failingTree) PatchFile(p string, size int64, spans []int64, r io.ReaderAt) error {
+	if err := f.spend(); err != nil {
+		return err
+	}
+	return f.Tree.PatchFile(p, size, spans, r)
+}
 func (f *failingTree) Exchange(a, b string) error {
 	if err := f.spend(); err != nil {
 		return err

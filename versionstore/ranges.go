@@ -70,9 +70,11 @@ import (
 // it; the second may read bytes the first one's write already changed.
 // Its record comes later in the log, so the first's bytes win.
 //
-// Rewinds undo a range record by writing the file back from its live
-// bytes with the spans put back (undoRange); the fix-up pass and
-// restores resolve as above and store the whole version first, as they
+// A rewind's reverse pass undoes a range record in place (undoRange):
+// the spans are written back into the live file, and the bytes this
+// changes are recorded first, as a range record of the rewind's own turn,
+// so undoing a small write into a big file costs what the write did. The
+// fix-up pass and restores resolve as above and store the whole version first, as they
 // do for bytes at another live path (planRestore), so every action
 // still carries its bytes. Cat, diff, export, revert, log -S and views
 // read through patchedReader. GC, verify and du count a range record's
@@ -155,6 +157,30 @@ func (ss *spanSet) missing(off, end int64) []int64 {
 			out[n-1] += stop - start
 		} else {
 			out = append(out, start, stop-start)
+		}
+	}
+	return out
+}
+
+// missingOf is missing for several ascending [off, end) pairs, with the
+// blocks two of them share listed once.
+func (ss *spanSet) missingOf(ranges []int64) []int64 {
+	var out []int64
+	for i := 0; i+1 < len(ranges); i += 2 {
+		m := ss.missing(ranges[i], ranges[i+1])
+		for j := 0; j+1 < len(m); j += 2 {
+			start, stop := m[j], m[j]+m[j+1]
+			n := len(out)
+			if n > 0 {
+				start = max(start, out[n-2]+out[n-1])
+			}
+			switch {
+			case start >= stop:
+			case n > 0 && out[n-2]+out[n-1] == start:
+				out[n-1] += stop - start
+			default:
+				out = append(out, start, stop-start)
+			}
 		}
 	}
 	return out
@@ -264,26 +290,30 @@ type rangePlan struct {
 	first bool
 }
 
-// planRange decides whether capture c of path p is kept as a range
-// record (ok), and how. For a path with range records in the open turn
-// it always is.
-func (s *Store) planRange(p string, c ckpt.Capture) (plan rangePlan, ok bool) {
-	if c.Range == nil || c.MetaOnly || c.Prior.Type != ckpt.Regular {
+// planRange decides whether capture c of path p, before a change of the
+// bytes ranges (ascending [off, end) pairs), is kept as a range record
+// (ok), and how. For a path with range records in the open turn it always
+// is.
+func (s *Store) planRange(p string, c ckpt.Capture, ranges []int64) (plan rangePlan, ok bool) {
+	if len(ranges) == 0 || c.MetaOnly || c.Prior.Type != ckpt.Regular {
 		return plan, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur != nil {
 		if ss := s.spans[p]; ss != nil && s.touched[p]&touchFull == 0 {
-			lo, hi := ss.dense(c.Range.Off, c.Range.End)
-			return rangePlan{prior: ss.prior, inode: ss.inode, spans: ss.missing(lo, hi)}, true
+			if len(ranges) == 2 {
+				lo, hi := ss.dense(ranges[0], ranges[1])
+				ranges = []int64{lo, hi}
+			}
+			return rangePlan{prior: ss.prior, inode: ss.inode, spans: ss.missingOf(ranges)}, true
 		}
 	}
 	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 || s.mayClone(c.Inode.Dev) {
 		return plan, false
 	}
 	plan = rangePlan{prior: c.Prior, first: true}
-	plan.spans = (&spanSet{prior: c.Prior}).missing(c.Range.Off, c.Range.End)
+	plan.spans = (&spanSet{prior: c.Prior}).missingOf(ranges)
 	if len(plan.spans) == 2 && plan.spans[0] == 0 && plan.spans[1] == c.Prior.Size {
 		return plan, false // all of it (O_TRUNC): a whole capture
 	}
@@ -292,6 +322,15 @@ func (s *Store) planRange(p string, c ckpt.Capture) (plan rangePlan, ok bool) {
 		plan.inode = &i
 	}
 	return plan, true
+}
+
+// rangesOf is the byte range capture c is taken before the change of, as
+// planRange takes it (nil: c is whole).
+func rangesOf(c ckpt.Capture) []int64 {
+	if c.Range == nil {
+		return nil
+	}
+	return []int64{c.Range.Off, c.Range.End}
 }
 
 // mayClone reports whether the whole capture of a big file on device dev
@@ -639,8 +678,12 @@ func (pr *patchedReader) complete(base bool) bool {
 }
 
 // undoRange undoes range record r on the live tree: the file at its path
-// gets r's size and r's spans back, as a new inode with r's mode and
-// owner, its current state recorded first. A path that is no regular file
+// gets r's size, r's spans and r's mode and owner back. A file with one
+// name, that the daemon may write, is changed in place (its inode stays):
+// only the bytes that change are recorded first, as a range record of the
+// rewind's turn when the file is big, so undoing a 4 KiB write into a
+// 1 GiB file costs about 4 KiB. Any other file is replaced by a new inode,
+// its current state recorded whole first. A path that is no regular file
 // now, or one too short to hold the bytes outside r's spans, is left to
 // an older record or the fix-up pass (as undo is lenient). Done twice, it
 // leaves the same bytes.
@@ -661,8 +704,37 @@ func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
 		// resolves the path.
 		return nil
 	}
-	if err := s.captureIno(live, r.Path, cur, ino, who); err != nil {
-		return err
+	if ino.Nlink > 1 || !writableBy(cur, os.Geteuid()) {
+		if err := s.captureIno(live, r.Path, cur, ino, who); err != nil {
+			return err
+		}
+		return live.WriteFile(r.Path, r.State, io.NewSectionReader(pr, 0, r.State.Size))
 	}
-	return live.WriteFile(r.Path, r.State, io.NewSectionReader(pr, 0, r.State.Size))
+	// The bytes that change: r's spans that the file holds now, and the
+	// bytes it grew by since.
+	var ranges []int64
+	for i := 0; i+1 < len(r.Spans) && r.Spans[i] < cur.Size; i += 2 {
+		ranges = append(ranges, r.Spans[i], min(r.Spans[i]+r.Spans[i+1], cur.Size))
+	}
+	if cur.Size > r.State.Size {
+		ranges = append(ranges, r.State.Size, ckpt.ToTheEnd)
+	}
+	if len(ranges) > 0 {
+		c := ckpt.Capture{Path: r.Path, Prior: cur, Inode: ino, Open: func() (*os.File, error) { return live.Open(r.Path) }}
+		if err := s.recordRanges(c, ranges, who); err != nil {
+			return err
+		}
+	}
+	if len(r.Spans) > 0 || cur.Size != r.State.Size {
+		if err := live.PatchFile(r.Path, r.State.Size, r.Spans, pr); err != nil {
+			return err
+		}
+	}
+	return s.setFileMeta(live, r.Path, cur, r.State, who)
+}
+
+// writableBy reports whether a process of effective user euid may open a
+// file of state st for writing without changing its mode.
+func writableBy(st ckpt.State, euid int) bool {
+	return euid == 0 || int(st.UID) == euid && st.Mode&0o200 != 0
 }

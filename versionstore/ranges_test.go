@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
@@ -352,4 +354,131 @@ func TestRangeLayersOfTwoTurnsSurviveAnOfflineChange(t *testing.T) {
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, v0) {
 		t.Fatalf("after the rewind big has %d bytes, not those it had", len(b))
 	}
+}
+
+// A rewind undoes range records in place: the file keeps its inode (a
+// process holding it open sees the old bytes back), and the rewind's turn
+// keeps only the bytes it changes, as range records, so undoing a 4 KiB
+// write costs about 4 KiB, however big the file. Undoing the rewind
+// brings the later bytes back, in place again. A cut, an append and a
+// mode change are undone the same way.
+func TestRangeRewindInPlace(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	orig := make([]byte, 256*rangeBlock+100)
+	for i := range orig {
+		orig[i] = byte(i * 7 / 13)
+	}
+	os.WriteFile(p, orig, 0o640)
+	// Held open across every rewind, its inode cannot be reused by a
+	// file that replaced it.
+	held, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	who := ckpt.Program{Comm: "test"}
+	turn := func(name string, change func(f *os.File)) ckpt.Turn {
+		t.Helper()
+		if _, err := s.Begin(ckpt.KindAgent, name, ""); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(f)
+		f.Close()
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn
+	}
+	// kept sums the bytes the records from seq on keep.
+	kept := func(seq uint64) (n int64) {
+		s.scanEvents(seq, s.nextSeq, func(r *record) (bool, error) {
+			if r.Content != nil {
+				n += r.Content.Size
+			}
+			return true, nil
+		})
+		return n
+	}
+	rewind := func(what string, to uint64, want []byte, mode os.FileMode, maxKept int64) ckpt.Turn {
+		t.Helper()
+		seq := s.nextSeq
+		res, err := s.Rewind(to, tree, RewindOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(p)
+		if !bytes.Equal(b, want) {
+			t.Fatalf("%s: big has %d bytes, want %d (first difference at %d)", what, len(b), len(want), firstDiff(b, want))
+		}
+		if fi, _ := os.Lstat(p); fi.Mode().Perm() != mode {
+			t.Fatalf("%s: mode %v, want %v", what, fi.Mode().Perm(), mode)
+		}
+		if got, was := inodeOf(t, p), fdInode(t, held); got != was {
+			t.Fatalf("%s: big is inode %d, want %d (changed in place)", what, got, was)
+		}
+		if k := kept(seq); k > maxKept {
+			t.Fatalf("%s: the rewind kept %d bytes, want at most %d", what, k, maxKept)
+		}
+		return res.Turn
+	}
+
+	t1 := turn("t1", func(f *os.File) {
+		recordRange(t, s, tree, "big", 100*rangeBlock, 101*rangeBlock)
+		f.WriteAt(fill(rangeBlock, 'x'), 100*rangeBlock)
+	})
+	afterT1, _ := os.ReadFile(p)
+	r1 := rewind("t1 rewound", t1.Num-1, orig, 0o640, rangeBlock)
+	rewind("that rewind undone", r1.Num-1, afterT1, 0o640, rangeBlock)
+
+	t3 := turn("t3", func(f *os.File) {
+		// An append needs no record after the first (the file's size at
+		// the turn's start is in it); a cut keeps what it cuts.
+		recordRange(t, s, tree, "big", 3*rangeBlock+5, ckpt.ToTheEnd)
+		f.Truncate(3*rangeBlock + 5)
+		recordRange(t, s, tree, "big", 3*rangeBlock+5, 3*rangeBlock+5005)
+		f.WriteAt(fill(5000, 'y'), 3*rangeBlock+5)
+		st, _ := tree.Lstat("big")
+		if err := s.Record(ckpt.Capture{Path: "big", Prior: st, MetaOnly: true}, who); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o600)
+	})
+	afterT3, _ := os.ReadFile(p)
+	// Undoing the cut writes back what it cut; the rewind keeps only the
+	// bytes it overwrites (the 5000 appended).
+	r3 := rewind("t3 rewound", t3.Num-1, afterT1, 0o640, 2*rangeBlock)
+	rewind("that rewind undone", r3.Num-1, afterT3, 0o600, 300*rangeBlock)
+}
+
+func fdInode(t *testing.T, f *os.File) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+func inodeOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

@@ -451,6 +451,45 @@ func (t *Tree) WriteFile(p string, st ckpt.State, r io.Reader) error {
 	return changed(nil)
 }
 
+// PatchFile changes the regular file at p in place, keeping its inode:
+// the bytes of spans (offset, length pairs) are read from r at their own
+// offsets and written there, then the file is cut or extended to size. A
+// crash part-way leaves some spans written; the same call completes it.
+func (t *Tree) PatchFile(p string, size int64, spans []int64, r io.ReaderAt) error {
+	fd, err := t.openat2(p, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &os.PathError{Op: "open", Path: p, Err: syscall.EINVAL}
+	}
+	buf := make([]byte, 0, 1<<20)
+	for i := 0; i+1 < len(spans); i += 2 {
+		for off, end := spans[i], spans[i]+spans[i+1]; off < end; {
+			b := buf[:min(int64(cap(buf)), end-off)]
+			n, err := r.ReadAt(b, off)
+			if n < len(b) {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return pathErr("read", p, err)
+			}
+			if _, err := f.WriteAt(b, off); err != nil {
+				return pathErr("write", p, err)
+			}
+			changed(nil)
+			off += int64(n)
+		}
+	}
+	if err := Retry(func() error { return unix.Ftruncate(fd, size) }); err != nil {
+		return pathErr("truncate", p, err)
+	}
+	return changed(nil)
+}
+
 // Chmod sets mode on p; a symlink at p is left alone.
 func (t *Tree) Chmod(p string, mode uint32) error {
 	if p == "" {

@@ -283,6 +283,11 @@ type Tree interface {
 	// WriteFile replaces path with a new regular file holding r's bytes and
 	// st's mode (and owner, best effort), atomically (temporary + rename).
 	WriteFile(path string, st State, r io.Reader) error
+	// PatchFile changes the regular file at path in place, keeping its
+	// inode: the bytes of spans (offset, length pairs) are read from r at
+	// their own offsets and written there, then the file is cut or
+	// extended to size. Called again after a crash part-way, it completes.
+	PatchFile(path string, size int64, spans []int64, r io.ReaderAt) error
 	// Chmod sets exactly mode on path (not following a final symlink).
 	Chmod(path string, mode uint32) error
 	// Lchown sets the owner of path (not following a final symlink).

@@ -479,6 +479,11 @@ func (t invalidatingTree) WriteFile(p string, st ckpt.State, r io.Reader) error 
 	return t.Tree.WriteFile(p, st, r)
 }
 
+func (t invalidatingTree) PatchFile(p string, size int64, spans []int64, r io.ReaderAt) error {
+	defer t.gate.Invalidate(p)
+	return t.Tree.PatchFile(p, size, spans, r)
+}
+
 func (t invalidatingTree) Chmod(p string, mode uint32) error {
 	defer t.gate.Invalidate(p)
 	return t.Tree.Chmod(p, mode)
