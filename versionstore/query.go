@@ -517,6 +517,9 @@ func (s *Store) sameBytes(x, y resolved, live ckpt.Tree) (bool, error) {
 	if !x.FromLog && !y.FromLog && x.Live == y.Live {
 		return true, nil
 	}
+	if suspect, ok := differOnly(x, y); ok {
+		return s.sameAt(x, y, suspect, live)
+	}
 	ra, err := s.open(x, live)
 	if err != nil {
 		return false, err

@@ -1,6 +1,7 @@
 package versionstore
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -655,6 +656,113 @@ func (f *patchedFile) Close() error {
 		return nil
 	}
 	return f.c.Close()
+}
+
+// overLive tells a regular file's resolution whose bytes rest on a live
+// file: that file's path and size, and the layers put over it (none for
+// the live file itself).
+func overLive(r resolved) (path string, base int64, layers []layer, ok bool) {
+	switch {
+	case r.Data != nil || r.Lost:
+		return "", 0, nil, false
+	case r.Patch != nil:
+		return r.Patch.Live, r.Patch.BaseSize, r.Patch.Layers, r.Patch.Live != ""
+	case !r.FromLog && r.Content == nil:
+		return r.Live, r.State.Size, nil, r.Live != ""
+	}
+	return "", 0, nil, false
+}
+
+// differOnly reports whether x and y (of one size) rest on the same live
+// file, read at the same size, and if so the only ranges where their
+// bytes may differ: their layers' spans, and what lies past the smallest
+// size a layer cut the file to (ascending offset, length pairs, merged).
+// Everywhere else both are the live file's bytes.
+func differOnly(x, y resolved) ([]int64, bool) {
+	px, bx, lx, okx := overLive(x)
+	py, by, ly, oky := overLive(y)
+	if !okx || !oky || px != py || bx != by {
+		return nil, false
+	}
+	cut := min(bx, x.State.Size)
+	var spans [][2]int64
+	for _, l := range append(append([]layer(nil), lx...), ly...) {
+		cut = min(cut, l.Size)
+		for i := 0; i+1 < len(l.Spans); i += 2 {
+			spans = append(spans, [2]int64{l.Spans[i], l.Spans[i] + l.Spans[i+1]})
+		}
+	}
+	if cut < x.State.Size {
+		spans = append(spans, [2]int64{cut, x.State.Size})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
+	var out []int64
+	for _, sp := range spans {
+		lo, hi := sp[0], min(sp[1], x.State.Size)
+		if lo >= hi {
+			continue
+		}
+		if n := len(out); n > 0 && lo <= out[n-2]+out[n-1] {
+			out[n-1] = max(out[n-1], hi-out[n-2])
+			continue
+		}
+		out = append(out, lo, hi-lo)
+	}
+	return out, true
+}
+
+// sameAt compares the bytes of x and y in ranges (offset, length pairs)
+// only.
+func (s *Store) sameAt(x, y resolved, ranges []int64, live ckpt.Tree) (bool, error) {
+	if len(ranges) == 0 {
+		return true, nil
+	}
+	open := func(r resolved) (io.ReaderAt, io.Closer, error) {
+		rc, err := s.open(r, live)
+		if err != nil {
+			return nil, nil, err
+		}
+		ra, ok := rc.(io.ReaderAt)
+		if !ok {
+			rc.Close()
+			return nil, nil, fmt.Errorf("versionstore: %q cannot be read at an offset", r.Live)
+		}
+		return ra, rc, nil
+	}
+	ra, ca, err := open(x)
+	if err != nil {
+		return false, err
+	}
+	defer ca.Close()
+	rb, cb, err := open(y)
+	if err != nil {
+		return false, err
+	}
+	defer cb.Close()
+	buf := cmpBufs.Get().(*[]byte)
+	defer cmpBufs.Put(buf)
+	ba, bb := (*buf)[:cmpBufSize], (*buf)[cmpBufSize:]
+	for i := 0; i+1 < len(ranges); i += 2 {
+		for off, end := ranges[i], ranges[i]+ranges[i+1]; off < end; {
+			n := int(min(int64(cmpBufSize), end-off))
+			na, ea := ra.ReadAt(ba[:n], off)
+			nb, eb := rb.ReadAt(bb[:n], off)
+			if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+				return false, nil
+			}
+			if na < n {
+				if ea != nil && ea != io.EOF {
+					return false, ea
+				}
+				if eb != nil && eb != io.EOF {
+					return false, eb
+				}
+				return false, nil // shorter than its size says: not known the same
+			}
+			off += int64(n)
+		}
+	}
+	return true, nil
 }
 
 // layersTell reports whether layers (oldest first) tell every byte of a

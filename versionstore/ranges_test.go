@@ -482,3 +482,35 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// Two resolutions over one live file differ only where their layers put
+// spans or cut the file: only there does a comparison read.
+func TestDifferOnlyTheLayers(t *testing.T) {
+	const size = 100 * rangeBlock
+	liveFile := resolved{State: ckpt.State{Type: ckpt.Regular, Size: size}, Live: "f"}
+	over := func(base int64, ls ...layer) resolved {
+		return resolved{State: ckpt.State{Type: ckpt.Regular, Size: size}, FromLog: true,
+			Patch: &patched{Live: "f", BaseSize: base, Layers: ls}}
+	}
+	for _, c := range []struct {
+		name string
+		x, y resolved
+		want []int64
+		ok   bool
+	}{
+		{"the live file and a layer", liveFile, over(size, layer{Size: size, Spans: []int64{4 * rangeBlock, rangeBlock, 9 * rangeBlock, 2 * rangeBlock}}),
+			[]int64{4 * rangeBlock, rangeBlock, 9 * rangeBlock, 2 * rangeBlock}, true},
+		{"overlapping layers of both, merged", over(size, layer{Size: size, Spans: []int64{0, 2 * rangeBlock}}),
+			over(size, layer{Size: size, Spans: []int64{rangeBlock, 2 * rangeBlock}}, layer{Size: size, Spans: []int64{3 * rangeBlock, rangeBlock}}),
+			[]int64{0, 4 * rangeBlock}, true},
+		{"a layer that cut the file", liveFile, over(size, layer{Size: 50 * rangeBlock, Spans: []int64{rangeBlock, rangeBlock}}, layer{Size: size}),
+			[]int64{rangeBlock, rangeBlock, 50 * rangeBlock, 50 * rangeBlock}, true},
+		{"a base shorter than the version", over(size-10, layer{Size: size, Spans: []int64{size - rangeBlock, rangeBlock}}), liveFile, nil, false},
+		{"a stored version", resolved{State: liveFile.State, FromLog: true, Content: &contentRef{Size: size}}, liveFile, nil, false},
+	} {
+		got, ok := differOnly(c.x, c.y)
+		if ok != c.ok || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: %v %v, want %v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
