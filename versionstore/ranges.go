@@ -819,13 +819,16 @@ func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
 		return live.WriteFile(r.Path, r.State, io.NewSectionReader(pr, 0, r.State.Size))
 	}
 	// The bytes that change: r's spans that the file holds now, and the
-	// bytes it grew by since.
+	// bytes it grew by since. A file that grows back keeps no bytes past
+	// its end, but the rewind's turn must still hold the size it had
+	// (the first range record does), even when none of r's spans start
+	// before that end (a cut at a block boundary).
 	var ranges []int64
 	for i := 0; i+1 < len(r.Spans) && r.Spans[i] < cur.Size; i += 2 {
 		ranges = append(ranges, r.Spans[i], min(r.Spans[i]+r.Spans[i+1], cur.Size))
 	}
-	if cur.Size > r.State.Size {
-		ranges = append(ranges, r.State.Size, ckpt.ToTheEnd)
+	if cur.Size != r.State.Size {
+		ranges = append(ranges, min(cur.Size, r.State.Size), ckpt.ToTheEnd)
 	}
 	if len(ranges) > 0 {
 		c := ckpt.Capture{Path: r.Path, Prior: cur, Inode: ino, Open: func() (*os.File, error) { return live.Open(r.Path) }}

@@ -483,6 +483,46 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
+// A rewind that undoes a cut at a block boundary writes back only bytes
+// the file does not hold now: none of the record's spans overlap it, yet
+// the file grows. The rewind's turn must still hold the size it started
+// with, or undoing the rewind leaves the file grown.
+func TestRangeRewindInPlaceOfABlockAlignedCut(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	orig := make([]byte, 256*rangeBlock+100)
+	for i := range orig {
+		orig[i] = byte(i * 7 / 13)
+	}
+	os.WriteFile(p, orig, 0o640)
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordRange(t, s, tree, "big", 128*rangeBlock, ckpt.ToTheEnd)
+	os.Truncate(p, 128*rangeBlock)
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterT1, _ := os.ReadFile(p)
+	r1, err := s.Rewind(t1.Num-1, tree, RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+		t.Fatalf("t1 rewound: big has %d bytes, want %d", len(b), len(orig))
+	}
+	if b, err := versionBytes(t, s, r1.Turn.Num-1, "big", tree); err != nil || !bytes.Equal(b, afterT1) {
+		t.Fatalf("big before the rewind: %d bytes (%v), want %d", len(b), err, len(afterT1))
+	}
+	if _, err := s.Rewind(r1.Turn.Num-1, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, afterT1) {
+		t.Fatalf("that rewind undone: big has %d bytes, want %d", len(b), len(afterT1))
+	}
+}
+
 // Two resolutions over one live file differ only where their layers put
 // spans or cut the file: only there does a comparison read.
 func TestDifferOnlyTheLayers(t *testing.T) {
