@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
 )
 
 // passthrough.go owns FUSE passthrough outside the handle itself: the
@@ -140,3 +141,26 @@ func (r *Root) openFlags(h fs.FileHandle) uint32 {
 // keepCache says whether the kernel keeps file pages (Options.KeepCache):
 // only while no write bypasses the page cache.
 func (r *Root) keepCache() bool { return r.opts.KeepCache && !r.opts.WritePassthrough }
+
+// WritesPast reports whether the file at the root-relative path is open
+// for writing through FUSE passthrough: its writes reach the backing file
+// without the daemon, so a rewind replaces such a file rather than change
+// it in place (ckpt.Tree.PatchFile).
+func (r *Root) WritesPast(path string) bool {
+	p, ok := ckpt.Clean(path)
+	if !ok {
+		return false
+	}
+	r.ptMu.Lock()
+	nodes := make([]*Node, 0, len(r.ptWriters))
+	for n := range r.ptWriters {
+		nodes = append(nodes, n)
+	}
+	r.ptMu.Unlock()
+	for _, n := range nodes {
+		if q, ok := n.path(); ok && q == p {
+			return true
+		}
+	}
+	return false
+}

@@ -787,11 +787,12 @@ func (pr *patchedReader) complete(base bool) bool {
 
 // undoRange undoes range record r on the live tree: the file at its path
 // gets r's size, r's spans and r's mode and owner back. A file with one
-// name, that the daemon may write, is changed in place (its inode stays):
-// only the bytes that change are recorded first, as a range record of the
-// rewind's turn when the file is big, so undoing a 4 KiB write into a
-// 1 GiB file costs about 4 KiB. Any other file is replaced by a new inode,
-// its current state recorded whole first. A path that is no regular file
+// name, that the daemon may write and that no process writes past it
+// (FUSE passthrough: Tree.PatchFile refuses), is changed in place, its
+// inode kept: only the bytes that change are recorded first, as a range
+// record of the rewind's turn when the file is big, so undoing a 4 KiB
+// write into a 1 GiB file costs about 4 KiB. Any other file is replaced
+// by a new inode, its current state recorded whole first. A path that is no regular file
 // now, or one too short to hold the bytes outside r's spans, is left to
 // an older record or the fix-up pass (as undo is lenient). Done twice, it
 // leaves the same bytes.
@@ -812,11 +813,17 @@ func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
 		// resolves the path.
 		return nil
 	}
-	if ino.Nlink > 1 || !writableBy(cur, os.Geteuid()) {
+	// replace writes a new inode instead: for a file with several names,
+	// one the daemon may not write, or one a process writes past the
+	// daemon (into the inode, whatever the rewind does).
+	replace := func() error {
 		if err := s.captureIno(live, r.Path, cur, ino, who); err != nil {
 			return err
 		}
 		return live.WriteFile(r.Path, r.State, io.NewSectionReader(pr, 0, r.State.Size))
+	}
+	if ino.Nlink > 1 || !writableBy(cur, os.Geteuid()) {
+		return replace()
 	}
 	// The bytes that change: r's spans that the file holds now, and the
 	// bytes it grew by since. A file that grows back keeps no bytes past
@@ -837,7 +844,11 @@ func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
 		}
 	}
 	if len(r.Spans) > 0 || cur.Size != r.State.Size {
-		if err := live.PatchFile(r.Path, r.State.Size, r.Spans, pr); err != nil {
+		err := live.PatchFile(r.Path, r.State.Size, r.Spans, pr)
+		if errors.Is(err, ckpt.ErrWrittenPast) {
+			return replace() // after the range record: a whole one follows
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -554,3 +554,57 @@ func TestDifferOnlyTheLayers(t *testing.T) {
 		}
 	}
 }
+
+// writtenPastTree is a tree whose files are all open for writing past the
+// daemon: PatchFile refuses them.
+type writtenPastTree struct{ *backing.Tree }
+
+func (writtenPastTree) PatchFile(string, int64, []int64, io.ReaderAt) error {
+	return ckpt.ErrWrittenPast
+}
+
+// A file a process writes past the daemon is not changed in place: the
+// rewind replaces it (the writer keeps writing into the old inode), and
+// the rewind still rewinds and undoes exactly.
+func TestRangeRewindReplacesAFileWrittenPast(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	orig := fill(64*rangeBlock, 'a')
+	os.WriteFile(p, orig, 0o644)
+	held, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordRange(t, s, tree, "big", 10*rangeBlock, 11*rangeBlock)
+	held.WriteAt(fill(rangeBlock, 'b'), 10*rangeBlock)
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(p)
+	res, err := s.Rewind(t1.Num-1, writtenPastTree{tree}, RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+		t.Fatalf("after the rewind: first difference at %d", firstDiff(b, orig))
+	}
+	if inodeOf(t, p) == fdInode(t, held) {
+		t.Fatal("the rewind changed the file a process writes past the daemon in place")
+	}
+	// The writer's next write goes into the old inode, not the rewound file.
+	held.WriteAt(fill(rangeBlock, 'c'), 0)
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+		t.Fatalf("a write past the daemon after the rewind changed it: first difference at %d", firstDiff(b, orig))
+	}
+	if _, err := s.Rewind(res.Turn.Num-1, writtenPastTree{tree}, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, after) {
+		t.Fatalf("the rewind undone: first difference at %d", firstDiff(b, after))
+	}
+}

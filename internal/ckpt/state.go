@@ -287,6 +287,9 @@ type Tree interface {
 	// inode: the bytes of spans (offset, length pairs) are read from r at
 	// their own offsets and written there, then the file is cut or
 	// extended to size. Called again after a crash part-way, it completes.
+	// It changes nothing and returns ErrWrittenPast when a process holds
+	// the file open for writing past the caller (FUSE passthrough): those
+	// writes would land in the changed file.
 	PatchFile(path string, size int64, spans []int64, r io.ReaderAt) error
 	// Chmod sets exactly mode on path (not following a final symlink).
 	Chmod(path string, mode uint32) error
@@ -308,6 +311,10 @@ type Tree interface {
 	// everything below it.
 	Walk(dir string, skip func(path string, isDir bool) bool, fn func(path string, st State, sp Stamp) error) error
 }
+
+// ErrWrittenPast: Tree.PatchFile refused a file that a process holds open
+// for writing past the caller; it can only be replaced whole.
+var ErrWrittenPast = errors.New("the file is open for writing past the daemon")
 
 // LinkNamer is implemented by a Tree that knows cheaply the names of the
 // files with more than one link (the mounted overlay does): LinkNames

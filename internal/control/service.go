@@ -32,6 +32,9 @@ type Gate interface {
 	// returns the names it knows of inode ino (ckpt.LinkNamer).
 	NoteLink(ino uint64, path string)
 	LinkNames(ino uint64) []string
+	// WritesPast reports whether the file at path is open for writing
+	// through FUSE passthrough, whose writes bypass the overlay.
+	WritesPast(path string) bool
 }
 
 // Service implements the control commands on top of the history store. It
@@ -480,6 +483,9 @@ func (t invalidatingTree) WriteFile(p string, st ckpt.State, r io.Reader) error 
 }
 
 func (t invalidatingTree) PatchFile(p string, size int64, spans []int64, r io.ReaderAt) error {
+	if t.gate.WritesPast(p) {
+		return ckpt.ErrWrittenPast
+	}
 	defer t.gate.Invalidate(p)
 	return t.Tree.PatchFile(p, size, spans, r)
 }

@@ -36,6 +36,7 @@ func (g *fakeGate) Invalidate(p string) {
 
 func (g *fakeGate) Moved(from, to string, exchange bool) {}
 func (g *fakeGate) NoteLink(ino uint64, p string)        {}
+func (g *fakeGate) WritesPast(p string) bool             { return false }
 func (g *fakeGate) LinkNames(ino uint64) []string        { return nil }
 
 type fixture struct {
