@@ -279,3 +279,81 @@ func TestRangeCaptureOtherChanges(t *testing.T) {
 		t.Fatal("after turnctl undo the files differ from turn 4's")
 	}
 }
+
+// A rewind undoes a range-kept file's writes in place (the inode stays,
+// a reader holding it sees the bytes come back). A process that holds
+// the file open for writing through FUSE passthrough across a rewind
+// writes into the old inode, not into the rewound tree: such a writer's
+// turn holds the file whole, and undoing that replaces the file (and
+// PatchFile refuses a file written past the daemon, see
+// versionstore's TestRangeRewindReplacesAFileWrittenPast).
+func TestRangeRewindInPlaceOnAMount(t *testing.T) {
+	needTurnctl(t)
+	dir := t.TempDir()
+	const size = 2 << 20
+	big := filepath.Join(dir, "big.bin")
+	orig := xfstest.WriteSeeded(t, big, size, 11)
+	m := mountProject(t, dir)
+	mbig := filepath.Join(m.Dir, "big.bin")
+	ino := func() uint64 {
+		var st unix.Stat_t
+		if err := unix.Stat(mbig, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	ino0 := ino()
+
+	// Turn 1: a 4 KiB write in place (a range record), rewound in place.
+	m.turnctl(t, "begin", "--label", "write")
+	xfstest.WriteAt(t, mbig, 1<<20, []byte(strings.Repeat("A", 4096)))
+	m.turnctl(t, "end")
+	afterWrite := xfstest.FileSum(t, mbig)
+	reader, err := os.Open(mbig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	m.turnctl(t, "rewind", "0")
+	if got := xfstest.FileSum(t, mbig); got != orig {
+		t.Fatal("after the rewind to 0 the file is not what it was")
+	}
+	if ino() != ino0 {
+		t.Fatalf("the rewind replaced the file (inode %d, was %d): it should change it in place", ino(), ino0)
+	}
+	b := make([]byte, 4)
+	if _, err := reader.ReadAt(b, 1<<20); err != nil || string(b) == "AAAA" {
+		t.Fatalf("a reader holding the file reads %q (%v) after the rewind, want the bytes from before", b, err)
+	}
+	m.turnctl(t, "undo")
+	if got := xfstest.FileSum(t, mbig); got != afterWrite {
+		t.Fatal("after the undo the file is not what the write made it")
+	}
+
+	// A writer through passthrough (the file truncated and written back
+	// whole in this turn) holds it open across a rewind to 0.
+	m.turnctl(t, "begin", "--label", "rewrite")
+	data, err := os.ReadFile(mbig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(mbig, os.O_RDWR|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	m.turnctl(t, "rewind", "0")
+	if got := xfstest.FileSum(t, mbig); got != orig {
+		t.Fatal("after the second rewind to 0 the file is not what it was")
+	}
+	if _, err := w.WriteAt([]byte("past the daemon"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := xfstest.FileSum(t, mbig); got != orig {
+		t.Fatal("a passthrough writer held across the rewind wrote into the rewound file")
+	}
+}
