@@ -851,6 +851,11 @@ func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
 		if err != nil {
 			return err
 		}
+		// A write by a daemon without CAP_FSETID clears a set-user-ID
+		// or set-group-ID bit: the mode is read again.
+		if now, err := live.Lstat(r.Path); err == nil && now.Type == ckpt.Regular {
+			cur.Mode = now.Mode
+		}
 	}
 	return s.setFileMeta(live, r.Path, cur, r.State, who)
 }

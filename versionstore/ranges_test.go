@@ -608,3 +608,49 @@ func TestRangeRewindReplacesAFileWrittenPast(t *testing.T) {
 		t.Fatalf("the rewind undone: first difference at %d", firstDiff(b, after))
 	}
 }
+
+// suidClearingTree clears the set-user-ID bit of a file it patches, as
+// the kernel does for a writer without CAP_FSETID (a user's daemon).
+type suidClearingTree struct{ *backing.Tree }
+
+func (t suidClearingTree) PatchFile(p string, size int64, spans []int64, r io.ReaderAt) error {
+	if err := t.Tree.PatchFile(p, size, spans, r); err != nil {
+		return err
+	}
+	st, err := t.Tree.Lstat(p)
+	if err != nil {
+		return err
+	}
+	return t.Tree.Chmod(p, st.Mode&^unix.S_ISUID)
+}
+
+// An in-place undo puts back a set-user-ID bit its own writes cleared,
+// in its own step: the fix-up pass finds nothing left to do.
+func TestRangeRewindInPlaceKeepsSetUID(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	os.WriteFile(p, fill(64*rangeBlock, 'a'), 0o755)
+	unix.Chmod(p, 0o4755)
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordRange(t, s, tree, "big", 3*rangeBlock, 4*rangeBlock)
+	xf, _ := os.OpenFile(p, os.O_WRONLY, 0)
+	xf.WriteAt(fill(rangeBlock, 'b'), 3*rangeBlock)
+	xf.Close()
+	unix.Chmod(p, 0o4755) // a root writer keeps it; make sure
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fixups.Load()
+	if _, err := s.Rewind(t1.Num-1, suidClearingTree{tree}, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(p); fi.Mode()&os.ModeSetuid == 0 || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("after the rewind big's mode is %v, want setuid 0755", fi.Mode())
+	}
+	if n := fixups.Load() - before; n != 0 {
+		t.Fatalf("the fix-up pass took %d actions, want 0", n)
+	}
+}
