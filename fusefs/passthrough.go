@@ -72,13 +72,7 @@ func setPassthrough(out *fuse.OpenOut, id int32) {
 // the new turn must hold their prior state before any such write lands.
 // Called with the gate held exclusively.
 func (r *Root) recapturePassthroughWriters() {
-	r.ptMu.Lock()
-	nodes := make([]*Node, 0, len(r.ptWriters))
-	for n := range r.ptWriters {
-		nodes = append(nodes, n)
-	}
-	r.ptMu.Unlock()
-	for _, n := range nodes {
+	for _, n := range r.ptWriterNodes() {
 		if eno := n.captureContentLocked(boundaryCtx); eno != 0 {
 			p, _ := n.path()
 			r.logf("ckptfs: turn boundary: cannot capture %q, open for writing through passthrough: %v (a rewind to before its next writes cannot give its bytes back)", p, eno)
@@ -151,16 +145,21 @@ func (r *Root) WritesPast(path string) bool {
 	if !ok {
 		return false
 	}
-	r.ptMu.Lock()
-	nodes := make([]*Node, 0, len(r.ptWriters))
-	for n := range r.ptWriters {
-		nodes = append(nodes, n)
-	}
-	r.ptMu.Unlock()
-	for _, n := range nodes {
+	for _, n := range r.ptWriterNodes() {
 		if q, ok := n.path(); ok && q == p {
 			return true
 		}
 	}
 	return false
+}
+
+// ptWriterNodes lists the nodes open for writing through passthrough.
+func (r *Root) ptWriterNodes() []*Node {
+	r.ptMu.Lock()
+	defer r.ptMu.Unlock()
+	nodes := make([]*Node, 0, len(r.ptWriters))
+	for n := range r.ptWriters {
+		nodes = append(nodes, n)
+	}
+	return nodes
 }

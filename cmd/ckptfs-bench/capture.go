@@ -157,6 +157,12 @@ func (h *history) capture(ctx context.Context) error {
 		fs := filepath.Dir(cx.Dir())
 		sides = append(sides, side{"Cx", cx, filepath.Join(cx.Dir(), "capture"), func() (int64, error) { return fsUsed(fs) }})
 	}
+	// settled is the space used once the daemon is idle and synced.
+	settled := func(s side) (int64, error) {
+		syscall.Sync()
+		h.idleOn(s.t)
+		return s.used()
+	}
 	files := []struct {
 		name string
 		size int64
@@ -182,13 +188,9 @@ func (h *history) capture(ctx context.Context) error {
 	for rep := 0; rep < h.reps; rep++ {
 		for i, f := range files {
 			for _, s := range sides {
-				syscall.Sync()
-				h.idleOn(s.t)
 				var before int64
-				if rep == 0 {
-					if before, err = s.used(); err != nil {
-						return err
-					}
+				if before, err = settled(s); err != nil {
+					return err
 				}
 				if err := s.t.Begin(ctx); err != nil {
 					return err
@@ -204,9 +206,7 @@ func (h *history) capture(ctx context.Context) error {
 				}
 				h.record(captureStep(f.name), s.config, sm)
 				if rep == 0 {
-					syscall.Sync()
-					h.idleOn(s.t)
-					after, err := s.used()
+					after, err := settled(s)
 					if err != nil {
 						return err
 					}
@@ -214,11 +214,8 @@ func (h *history) capture(ctx context.Context) error {
 					if s.config == "Cx" {
 						how = "XFS, reflink=1: statfs"
 					}
-					st := storedRow{Op: fmt.Sprintf("first 4 KiB write of a turn into a %s file [%s; %s]", f.name, s.config, how), Changed: 4096, Stored: after - before}
-					st.PerByte = float64(st.Stored) / float64(st.Changed)
-					h.b.res.Stored = append(h.b.res.Stored, st)
+					st := h.noteStored(fmt.Sprintf("first 4 KiB write of a turn into a %s file [%s; %s]", f.name, s.config, how), 4096, after-before)
 					stored[s.config] = append(stored[s.config], st.Stored)
-					h.b.logf("history  stored: %s: %d bytes", st.Op, st.Stored)
 				}
 			}
 		}
@@ -228,9 +225,7 @@ func (h *history) capture(ctx context.Context) error {
 	// full size: its retention policy forgets the turn before.)
 	for _, s := range sides[:1] {
 		for rep := 0; rep < h.reps; rep++ {
-			syscall.Sync()
-			h.idleOn(s.t)
-			before, err := s.used()
+			before, err := settled(s)
 			if err != nil {
 				return err
 			}
@@ -258,16 +253,11 @@ func (h *history) capture(ctx context.Context) error {
 			}
 			h.record(rewindStep(files[0].name), s.config, sm)
 			if rep == 0 {
-				syscall.Sync()
-				h.idleOn(s.t)
-				after, err := s.used()
+				after, err := settled(s)
 				if err != nil {
 					return err
 				}
-				st := storedRow{Op: fmt.Sprintf("rewind of a 4 KiB write into a %s file (both turns) [%s]", files[0].name, s.config), Changed: 4096, Stored: after - before}
-				st.PerByte = float64(st.Stored) / float64(st.Changed)
-				h.b.res.Stored = append(h.b.res.Stored, st)
-				h.b.logf("history  stored: %s: %d bytes", st.Op, st.Stored)
+				h.noteStored(fmt.Sprintf("rewind of a 4 KiB write into a %s file (both turns) [%s]", files[0].name, s.config), 4096, after-before)
 			}
 		}
 	}
@@ -282,6 +272,15 @@ func (h *history) capture(ctx context.Context) error {
 		h.b.res.Capture = append(h.b.res.Capture, r)
 	}
 	return nil
+}
+
+// noteStored adds a row to the bytes-stored figure.
+func (h *history) noteStored(op string, changed, stored int64) storedRow {
+	st := storedRow{Op: op, Changed: changed, Stored: stored}
+	st.PerByte = float64(st.Stored) / float64(st.Changed)
+	h.b.res.Stored = append(h.b.res.Stored, st)
+	h.b.logf("history  stored: %s: %d bytes", st.Op, st.Stored)
+	return st
 }
 
 func captureStep(file string) string { return "first 4 KiB write of a turn into a " + file + " file" }
