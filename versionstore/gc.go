@@ -273,6 +273,9 @@ func (s *Store) mark(stop func() bool, progress Progress) (*gcMark, error) {
 		}
 		for _, a := range plan {
 			m.addRef(a.Content)
+			for _, l := range a.Layers {
+				m.addRef(l.Bytes)
+			}
 		}
 	} else if err != pebble.ErrNotFound {
 		return nil, pebbleErr(err)

@@ -296,6 +296,7 @@ type linkNode struct {
 const (
 	actSplit = "split" // give Path an inode of its own, with its bytes and State's mode and owner
 	actLink  = "link"  // make Path a name of the inode at From
+	actPatch = "patch" // make the file at Path the version Layers tell over its bytes (patchTo)
 )
 
 // planLinks computes the link pass of a rewind to right after event stop

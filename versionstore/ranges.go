@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -71,15 +72,19 @@ import (
 // it; the second may read bytes the first one's write already changed.
 // Its record comes later in the log, so the first's bytes win.
 //
-// A rewind's reverse pass undoes a range record in place (undoRange):
-// the spans are written back into the live file, and the bytes this
-// changes are recorded first, as a range record of the rewind's own turn,
-// so undoing a small write into a big file costs what the write did. The
-// fix-up pass and restores resolve as above and store the whole version first, as they
-// do for bytes at another live path (planRestore), so every action
-// still carries its bytes. Cat, diff, export, revert, log -S and views
-// read through patchedReader. GC, verify and du count a range record's
-// chunks like any other record's.
+// A rewind's reverse pass undoes a range record in place (undoRange,
+// patchTo): the spans are written back into the live file, and the bytes
+// this changes are recorded first, as a range record of the rewind's own
+// turn, so undoing a small write into a big file costs what the write
+// did. The fix-up pass and restores do the same with every layer of a
+// version whose base is the live file at its own path (an actPatch
+// action, which carries the layers: the bytes outside them are the
+// version's already, and are never written); a version over another
+// path's bytes or over stored bytes is stored whole first, as bytes at
+// another live path are (planRestore), so every action still carries
+// its bytes. Cat, diff, export, revert, log -S and views read through
+// patchedReader. GC (a journal's layers too), verify and du count a
+// range record's chunks like any other record's.
 
 // rangeMin is the smallest file whose content is captured by ranges.
 // Below it a whole copy costs at most a few milliseconds (about 1 ms a
@@ -684,31 +689,7 @@ func differOnly(x, y resolved) ([]int64, bool) {
 	if !okx || !oky || px != py || bx != by {
 		return nil, false
 	}
-	cut := min(bx, x.State.Size)
-	var spans [][2]int64
-	for _, l := range append(append([]layer(nil), lx...), ly...) {
-		cut = min(cut, l.Size)
-		for i := 0; i+1 < len(l.Spans); i += 2 {
-			spans = append(spans, [2]int64{l.Spans[i], l.Spans[i] + l.Spans[i+1]})
-		}
-	}
-	if cut < x.State.Size {
-		spans = append(spans, [2]int64{cut, x.State.Size})
-	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
-	var out []int64
-	for _, sp := range spans {
-		lo, hi := sp[0], min(sp[1], x.State.Size)
-		if lo >= hi {
-			continue
-		}
-		if n := len(out); n > 0 && lo <= out[n-2]+out[n-1] {
-			out[n-1] = max(out[n-1], hi-out[n-2])
-			continue
-		}
-		out = append(out, lo, hi-lo)
-	}
-	return out, true
+	return changedBy(bx, x.State.Size, append(slices.Clone(lx), ly...)), true
 }
 
 // sameAt compares the bytes of x and y in ranges (offset, length pairs)
@@ -786,78 +767,122 @@ func (pr *patchedReader) complete(base bool) bool {
 }
 
 // undoRange undoes range record r on the live tree: the file at its path
-// gets r's size, r's spans and r's mode and owner back. A file with one
-// name, that the daemon may write and that no process writes past it
-// (FUSE passthrough: Tree.PatchFile refuses), is changed in place, its
-// inode kept: only the bytes that change are recorded first, as a range
-// record of the rewind's turn when the file is big, so undoing a 4 KiB
-// write into a 1 GiB file costs about 4 KiB. Any other file is replaced
-// by a new inode, its current state recorded whole first. A path that is no regular file
-// now, or one too short to hold the bytes outside r's spans, is left to
-// an older record or the fix-up pass (as undo is lenient). Done twice, it
-// leaves the same bytes.
+// gets r's size, r's spans and r's mode and owner back (patchTo). A path
+// that is no regular file now, or one too short to hold the bytes outside
+// r's spans, is left to an older record or the fix-up pass (as undo is
+// lenient). Done twice, it leaves the same bytes.
 func (s *Store) undoRange(r *record, live ckpt.Tree, who ckpt.Program) error {
-	cur, ino, err := live.LstatInode(r.Path)
+	_, err := s.patchTo(live, r.Path, r.State, []layer{layerOf(r)}, who)
+	return err
+}
+
+// patchTo makes the regular file at path the version that layers (oldest
+// first) tell over its current bytes, of st's size, mode and owner; done
+// is false, and nothing changed, when the file cannot be that base (no
+// regular file, or too short to hold the bytes outside the layers). A
+// file with one name, that the daemon may write and that no process
+// writes past it (FUSE passthrough: Tree.PatchFile refuses), is changed
+// in place, its inode kept: only the bytes that change are recorded
+// first, as a range record of the open turn when the file is big, so
+// undoing a 4 KiB write into a 1 GiB file costs about 4 KiB. Any other
+// file is replaced by a new inode, its current state recorded whole
+// first. It writes only bytes the layers hold, so done twice (a redo
+// after a crash part-way) it leaves the same bytes.
+func (s *Store) patchTo(live ckpt.Tree, path string, st ckpt.State, layers []layer, who ckpt.Program) (done bool, err error) {
+	cur, ino, err := live.LstatInode(path)
 	if err != nil || cur.Type != ckpt.Regular {
-		return err
+		return false, err
 	}
-	f, err := live.Open(r.Path)
+	f, err := live.Open(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
-	pr := s.newPatchedReader(r.State.Size, []layer{layerOf(r)}, f, cur.Size)
+	pr := s.newPatchedReader(st.Size, layers, f, cur.Size)
 	if !pr.complete(true) {
 		// The file is too short to be the base (it changed while
-		// unmounted, or an undo before was lenient): the fix-up pass
-		// resolves the path.
-		return nil
+		// unmounted, or an undo before was lenient).
+		return false, nil
 	}
 	// replace writes a new inode instead: for a file with several names,
 	// one the daemon may not write, or one a process writes past the
 	// daemon (into the inode, whatever the rewind does).
-	replace := func() error {
-		if err := s.captureIno(live, r.Path, cur, ino, who); err != nil {
-			return err
+	replace := func() (bool, error) {
+		if err := s.captureIno(live, path, cur, ino, who); err != nil {
+			return false, err
 		}
-		return live.WriteFile(r.Path, r.State, io.NewSectionReader(pr, 0, r.State.Size))
+		return true, live.WriteFile(path, st, io.NewSectionReader(pr, 0, st.Size))
 	}
 	if ino.Nlink > 1 || !writableBy(cur, os.Geteuid()) {
 		return replace()
 	}
-	// The bytes that change: r's spans that the file holds now, and the
-	// bytes it grew by since. A file that grows back keeps no bytes past
-	// its end, but the rewind's turn must still hold the size it had
-	// (the first range record does), even when none of r's spans start
-	// before that end (a cut at a block boundary).
+	writes := changedBy(cur.Size, st.Size, layers)
+	// The bytes that change: those writes that the file holds now, and
+	// the bytes past the new size. A file that grows keeps no bytes past
+	// its end, but the open turn must still hold the size it had (the
+	// first range record does), even when no write starts before that
+	// end (a cut at a block boundary undone).
 	var ranges []int64
-	for i := 0; i+1 < len(r.Spans) && r.Spans[i] < cur.Size; i += 2 {
-		ranges = append(ranges, r.Spans[i], min(r.Spans[i]+r.Spans[i+1], cur.Size))
+	for i := 0; i+1 < len(writes) && writes[i] < cur.Size; i += 2 {
+		ranges = append(ranges, writes[i], min(writes[i]+writes[i+1], cur.Size))
 	}
-	if cur.Size != r.State.Size {
-		ranges = append(ranges, min(cur.Size, r.State.Size), ckpt.ToTheEnd)
+	if cur.Size != st.Size {
+		ranges = append(ranges, min(cur.Size, st.Size), ckpt.ToTheEnd)
 	}
 	if len(ranges) > 0 {
-		c := ckpt.Capture{Path: r.Path, Prior: cur, Inode: ino, Open: func() (*os.File, error) { return live.Open(r.Path) }}
+		c := ckpt.Capture{Path: path, Prior: cur, Inode: ino, Open: func() (*os.File, error) { return live.Open(path) }}
 		if err := s.recordRanges(c, ranges, who); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if len(r.Spans) > 0 || cur.Size != r.State.Size {
-		err := live.PatchFile(r.Path, r.State.Size, r.Spans, pr)
+	if len(writes) > 0 || cur.Size != st.Size {
+		err := live.PatchFile(path, st.Size, writes, pr)
 		if errors.Is(err, ckpt.ErrWrittenPast) {
 			return replace() // after the range record: a whole one follows
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		// A write by a daemon without CAP_FSETID clears a set-user-ID
 		// or set-group-ID bit: the mode is read again.
-		if now, err := live.Lstat(r.Path); err == nil && now.Type == ckpt.Regular {
+		if now, err := live.Lstat(path); err == nil && now.Type == ckpt.Regular {
 			cur.Mode = now.Mode
 		}
 	}
-	return s.setFileMeta(live, r.Path, cur, r.State, who)
+	return true, s.setFileMeta(live, path, cur, st, who)
+}
+
+// changedBy is where a version of size bytes that layers tell over a
+// base of base bytes may differ from the base: the layers' spans, and
+// what lies past the smallest size the base or a layer cut the file to
+// (ascending offset, length pairs, merged, cut at size). Everywhere else
+// the version has the base's bytes.
+func changedBy(base, size int64, layers []layer) []int64 {
+	cut := min(base, size)
+	var spans [][2]int64
+	for _, l := range layers {
+		cut = min(cut, l.Size)
+		for i := 0; i+1 < len(l.Spans); i += 2 {
+			spans = append(spans, [2]int64{l.Spans[i], l.Spans[i] + l.Spans[i+1]})
+		}
+	}
+	if cut < size {
+		spans = append(spans, [2]int64{cut, size})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
+	var out []int64
+	for _, sp := range spans {
+		lo, hi := sp[0], min(sp[1], size)
+		if lo >= hi {
+			continue
+		}
+		if n := len(out); n > 0 && lo <= out[n-2]+out[n-1] {
+			out[n-1] = max(out[n-1], hi-out[n-2])
+			continue
+		}
+		out = append(out, lo, hi-lo)
+	}
+	return out
 }
 
 // writableBy reports whether a process of effective user euid may open a

@@ -365,10 +365,7 @@ func TestRangeLayersOfTwoTurnsSurviveAnOfflineChange(t *testing.T) {
 func TestRangeRewindInPlace(t *testing.T) {
 	s, tree, root := rangeFixture(t)
 	p := filepath.Join(root, "big")
-	orig := make([]byte, 256*rangeBlock+100)
-	for i := range orig {
-		orig[i] = byte(i * 7 / 13)
-	}
+	orig := patterned(256*rangeBlock+100, 7, 13)
 	os.WriteFile(p, orig, 0o640)
 	// Held open across every rewind, its inode cannot be reused by a
 	// file that replaced it.
@@ -490,10 +487,7 @@ func firstDiff(a, b []byte) int {
 func TestRangeRewindInPlaceOfABlockAlignedCut(t *testing.T) {
 	s, tree, root := rangeFixture(t)
 	p := filepath.Join(root, "big")
-	orig := make([]byte, 256*rangeBlock+100)
-	for i := range orig {
-		orig[i] = byte(i * 7 / 13)
-	}
+	orig := patterned(256*rangeBlock+100, 7, 13)
 	os.WriteFile(p, orig, 0o640)
 	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
 		t.Fatal(err)
@@ -653,4 +647,88 @@ func TestRangeRewindInPlaceKeepsSetUID(t *testing.T) {
 	if n := fixups.Load() - before; n != 0 {
 		t.Fatalf("the fix-up pass took %d actions, want 0", n)
 	}
+}
+
+// The fix-up pass (a rewind over a history longer than its changes, and
+// every restore of a path) puts a range-kept file back in place too: the
+// layers over the live file are written, not the whole version, and the
+// file keeps its inode.
+func TestRangeFixupPatchesInPlace(t *testing.T) {
+	for _, how := range []string{"net rewind", "restore"} {
+		t.Run(how, func(t *testing.T) {
+			if how == "net rewind" {
+				defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
+				replayLimit = func(int) uint64 { return 0 }
+			}
+			s, tree, root := rangeFixture(t)
+			p := filepath.Join(root, "big")
+			orig := patterned(256*rangeBlock+7, 5, 11)
+			os.WriteFile(p, orig, 0o644)
+			os.WriteFile(filepath.Join(root, "small"), []byte("s"), 0o644)
+			held, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			var first uint64
+			for i, off := range []int64{100 * rangeBlock, 7*rangeBlock + 3, 250 * rangeBlock} {
+				if _, err := s.Begin(ckpt.KindAgent, fmt.Sprint("t", i), ""); err != nil {
+					t.Fatal(err)
+				}
+				recordRange(t, s, tree, "big", off, off+rangeBlock)
+				f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+				f.WriteAt(fill(rangeBlock, byte('x'+i)), off)
+				f.Close()
+				tn, err := s.End("")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if first == 0 {
+					first = tn.Num
+				}
+			}
+			after, _ := os.ReadFile(p)
+			opts := RewindOptions{}
+			if how == "restore" {
+				opts.Paths = []string{"big"}
+			}
+			seq := s.nextSeq
+			res, err := s.Rewind(first-1, tree, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+				t.Fatalf("big: first difference at %d", firstDiff(b, orig))
+			}
+			if inodeOf(t, p) != fdInode(t, held) {
+				t.Fatal("big was replaced, not patched in place")
+			}
+			var kept int64
+			s.scanEvents(seq, s.nextSeq, func(r *record) (bool, error) {
+				if r.Content != nil {
+					kept += r.Content.Size
+				}
+				return true, nil
+			})
+			if kept > 6*rangeBlock {
+				t.Fatalf("the rewind kept %d bytes for three 4 KiB writes", kept)
+			}
+			if _, err := s.Rewind(res.Turn.Num-1, tree, opts); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(p); !bytes.Equal(b, after) {
+				t.Fatalf("the rewind undone: first difference at %d", firstDiff(b, after))
+			}
+		})
+	}
+}
+
+// patterned is n bytes that differ from block to block: byte i is
+// i*mul/div.
+func patterned(n, mul, div int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i * mul / div)
+	}
+	return b
 }

@@ -94,6 +94,8 @@ type action struct {
 	Op      string      `json:"o,omitempty"`
 	From    string      `json:"f,omitempty"`
 	Expect  *ckpt.Inode `json:"e,omitempty"`
+	// Layers: an actPatch's range records, put over the file at Path.
+	Layers []layer `json:"ly,omitempty"`
 }
 
 func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
@@ -220,6 +222,15 @@ func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 		case "":
 			crashpoint.Hit("rewind.fixup")
 			if err = s.ensure(live, a.Path, a.State, a.Content, a.Live, who); err == nil {
+				crashpoint.Hit("rewind.fixup.done")
+			}
+		case actPatch:
+			crashpoint.Hit("rewind.fixup")
+			var done bool
+			if done, err = s.patchTo(live, a.Path, a.State, a.Layers, who); err == nil && !done {
+				err = fmt.Errorf("%w: the file changed during the rewind", ErrCorrupt)
+			}
+			if err == nil {
 				crashpoint.Hit("rewind.fixup.done")
 			}
 		case actSplit:

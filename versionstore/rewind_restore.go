@@ -165,7 +165,12 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 		} else if k == "" {
 			continue // already as it was
 		}
-		if a.State.Type == ckpt.Regular && (a.Live != "" && a.Live != p || r.Patch != nil) {
+		if a.State.Type == ckpt.Regular && r.Patch != nil && r.Patch.Live == p && r.Patch.BaseSize == cur.Size && cur.Type == ckpt.Regular {
+			// Range records over the file at the same path: it is
+			// patched in place (its bytes outside the records are the
+			// version's already), as the reverse pass does.
+			a = action{Op: actPatch, Path: p, State: r.State, Layers: r.Patch.Layers}
+		} else if a.State.Type == ckpt.Regular && (a.Live != "" && a.Live != p || r.Patch != nil) {
 			// The bytes lie at another live path, which an earlier action
 			// may change, or are told by range records over a later
 			// version: keep them in the store first, so that every action
