@@ -140,7 +140,12 @@ func (s *Store) saveProgress(j *rewindJournal) error {
 	return s.commit(b, pebble.Sync)
 }
 
-// savePlan saves the journal with a new plan (Actions).
+// savePlan saves the journal with a new plan (Actions), synced to disk
+// (once a plan, as journalAndRun does): a power loss may lose the open
+// turn's records and the progress, but the tree keeps what the actions
+// did. Recover must then redo this plan, whose actions are idempotent,
+// and not plan again from the log, which no longer tells the changed
+// paths (a file the rewind wrote at a name the log follows a rename to).
 func (s *Store) savePlan(j *rewindJournal) error {
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -148,7 +153,13 @@ func (s *Store) savePlan(j *rewindJournal) error {
 	j.Mark = s.nextSeq
 	s.mu.Unlock()
 	putJournal(b, j, true)
-	return s.commit(b, pebble.Sync)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	if err := s.wal.SyncWAL(); err != nil {
+		return fmt.Errorf("versionstore: %w", err)
+	}
+	return nil
 }
 
 // putJournal writes j into b and, with plan, its Actions apart
