@@ -63,7 +63,10 @@
 // A write racing with the boundary itself may be seen by that capture in
 // part (passthrough writes do not wait for the daemon's lock); writes that
 // returned before the boundary began, and writes issued after it returned,
-// land in their own turns.
+// land in their own turns. A backing file registered for passthrough by a
+// read-only open stays registered while the kernel remembers the inode:
+// later read-only opens then cost the daemon no syscall, and a handle
+// opens its own fd only for an operation that needs one (a lock, fsync).
 //
 // A node's path is its position in go-fuse's tree. A regular file with
 // several links is captured under every name the overlay knows of it

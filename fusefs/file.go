@@ -8,6 +8,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // file.go owns the open-file handle: its kinds (served by the daemon or
@@ -19,7 +21,9 @@ import (
 type file struct {
 	n        *Node
 	mu       sync.Mutex
-	fd       int
+	fd       int // -1 until fdOf opens it (lazy), and once released
+	lazy     int // the open flags fdOf reopens the file with; 0: fd is set
+	released bool
 	writable bool
 	kind     int // which Node counter this handle is in
 }
@@ -57,16 +61,17 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (f
 		return nil, syscall.ENOENT
 	}
 	pt := n.ptReaders > 0 || n.ptWriters > 0 || (wantPT && n.readers == 0 && n.writers == 0)
-	if pt && n.ptReaders+n.ptWriters == 0 {
+	if pt && n.ptID == 0 {
 		// The inode's first passthrough handle registers the backing
-		// file every later one shares, until the last is released.
+		// file every later one shares, until the last is released (or,
+		// registered read-only, until the node is forgotten).
 		srv := n.r.backing.Load()
 		if srv == nil {
 			pt = false
 		} else if id, eno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)}); eno != 0 {
 			pt = false // served by the daemon instead
 		} else {
-			n.ptID = id
+			n.ptID, n.ptLinger = id, !f.writable
 		}
 	}
 	if pt {
@@ -95,14 +100,51 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (f
 	return f, 0
 }
 
-func (f *file) fdOf() int { return f.fd }
+// openLingering opens a read-only passthrough handle on the backing ID
+// the node keeps registered (ptLinger), without opening the file: its fd
+// is opened by the first operation that needs one (fdOf). ok is false when
+// the node has none, or daemon-served handles are open.
+func (n *Node) openLingering(ctx context.Context, flags int) (fs.FileHandle, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ptID == 0 || !n.ptLinger || n.readers+n.writers > 0 {
+		return nil, false
+	}
+	n.ptReaders++
+	notePassthrough(ctx, n.ptID)
+	return &ptFile{&file{n: n, fd: -1, lazy: flags | unix.O_CLOEXEC, kind: kindPTReader}}, true
+}
+
+// fdOf is the handle's fd of the backing file, opened now if the handle
+// was opened without one (-1 if that fails, or after release).
+func (f *file) fdOf() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd < 0 && f.lazy != 0 && !f.released {
+		if fd, err := backing.Reopen(f.n.fd, f.lazy); err == nil {
+			f.fd = fd
+		}
+	}
+	return f.fd
+}
+
+// statFd is an fd to fstat the file by: the handle's if it has one open,
+// else the node's (the same inode), without opening one.
+func (f *file) statFd() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd >= 0 {
+		return f.fd
+	}
+	return f.n.fd
+}
 
 func (f *file) release() {
 	f.mu.Lock()
-	fd := f.fd
-	f.fd = -1
+	fd, done := f.fd, f.released
+	f.fd, f.released = -1, true
 	f.mu.Unlock()
-	if fd < 0 {
+	if done {
 		return
 	}
 	n := f.n
@@ -122,7 +164,7 @@ func (f *file) release() {
 		}
 		n.r.ptMu.Unlock()
 	}
-	if (f.kind == kindPTReader || f.kind == kindPTWriter) && n.ptReaders+n.ptWriters == 0 {
+	if (f.kind == kindPTReader || f.kind == kindPTWriter) && n.ptReaders+n.ptWriters == 0 && !n.ptLinger {
 		// The kernel has closed every passthrough file of the inode
 		// (RELEASE follows the close), so it holds the backing file
 		// no more.
@@ -132,7 +174,9 @@ func (f *file) release() {
 		n.ptID = 0
 	}
 	n.mu.Unlock()
-	unix.Close(fd)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
 }
 
 func (f *file) Release(ctx context.Context) syscall.Errno {

@@ -16,7 +16,7 @@ import (
 // reads, and writes, fallocate and copy_file_range, each captured first.
 
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := unix.Pread(f.fd, dest, off)
+	n, err := unix.Pread(f.fdOf(), dest, off)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -34,19 +34,19 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if eno := f.n.captureRangeLocked(ctx, off, off+int64(len(data))); eno != 0 {
 		return 0, eno
 	}
-	n, err := unix.Pwrite(f.fd, data, off)
+	n, err := unix.Pwrite(f.fdOf(), data, off)
 	if err != nil {
 		return 0, errno(err)
 	}
 	if killRequested(ctx) {
-		killSuidgid(f.fd) // the content capture above covered the mode too
+		killSuidgid(f.fdOf()) // the content capture above covered the mode too
 	}
 	return uint32(n), 0
 }
 
 func (f *file) Flush(ctx context.Context) syscall.Errno {
 	// Flush may come once per dup'd fd: close a dup, not the file.
-	nfd, err := unix.Dup(f.fd)
+	nfd, err := unix.Dup(f.fdOf())
 	if err != nil {
 		return errno(err)
 	}
@@ -58,13 +58,13 @@ const fsyncFdatasync = 1
 
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if flags&fsyncFdatasync != 0 {
-		return errno(unix.Fdatasync(f.fd))
+		return errno(unix.Fdatasync(f.fdOf()))
 	}
-	return errno(unix.Fsync(f.fd))
+	return errno(unix.Fsync(f.fdOf()))
 }
 
 func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
-	n, err := unix.Seek(f.fd, int64(off), int(whence))
+	n, err := unix.Seek(f.fdOf(), int64(off), int(whence))
 	return uint64(n), errno(err)
 }
 
@@ -75,7 +75,7 @@ func (f *file) Allocate(ctx context.Context, off uint64, size uint64, mode uint3
 	if eno := f.n.captureSelf(ctx, false, allocRange(mode, int64(off), int64(size))); eno != 0 {
 		return eno
 	}
-	return errno(backing.Retry(func() error { return unix.Fallocate(f.fd, mode, int64(off), int64(size)) }))
+	return errno(backing.Retry(func() error { return unix.Fallocate(f.fdOf(), mode, int64(off), int64(size)) }))
 }
 
 // allocRange is the range of bytes fallocate with mode may change: none
@@ -93,7 +93,7 @@ func allocRange(mode uint32, off, size int64) *ckpt.ByteRange {
 }
 
 func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	st, err := backing.Fstat(f.fd)
+	st, err := backing.Fstat(f.statFd())
 	if err != nil {
 		return errno(err)
 	}

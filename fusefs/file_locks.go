@@ -20,7 +20,7 @@ const (
 func (f *file) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
 	flk := syscall.Flock_t{}
 	lk.ToFlockT(&flk)
-	eno := errno(syscall.FcntlFlock(uintptr(f.fd), ofdGetlk, &flk))
+	eno := errno(syscall.FcntlFlock(uintptr(f.fdOf()), ofdGetlk, &flk))
 	out.FromFlockT(&flk)
 	return eno
 }
@@ -49,7 +49,7 @@ func (f *file) setLock(lk *fuse.FileLock, flags uint32, blocking bool) syscall.E
 		if !blocking {
 			op |= syscall.LOCK_NB
 		}
-		return errno(syscall.Flock(f.fd, op))
+		return errno(syscall.Flock(f.fdOf(), op))
 	}
 	flk := syscall.Flock_t{}
 	lk.ToFlockT(&flk)
@@ -57,5 +57,5 @@ func (f *file) setLock(lk *fuse.FileLock, flags uint32, blocking bool) syscall.E
 	if blocking {
 		op = ofdSetlkw
 	}
-	return errno(syscall.FcntlFlock(uintptr(f.fd), op, &flk))
+	return errno(syscall.FcntlFlock(uintptr(f.fdOf()), op, &flk))
 }

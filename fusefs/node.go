@@ -33,7 +33,13 @@ type Node struct {
 	writers   int   // open writable handles served by the daemon
 	ptReaders int   // open handles using FUSE passthrough (read-only)
 	ptWriters int   // writable handles using FUSE passthrough
-	ptID      int32 // their shared backing ID (while ptReaders+ptWriters > 0)
+	ptID      int32 // their shared backing ID (while ptReaders+ptWriters > 0, or ptLinger)
+	// ptLinger: ptID was registered from a read-only handle and stays
+	// registered until the node is forgotten, so that the next
+	// passthrough open of the file costs no syscall (a registration from
+	// a writable one goes with its last handle: it would keep the file
+	// open for writing, and its execution refused with ETXTBSY).
+	ptLinger bool
 
 	// used orders nodes by their last lookup for fdrelief.go (Root.useSeq
 	// when go-fuse last handed the node to the kernel); 0 until go-fuse
@@ -142,6 +148,12 @@ func (n *Node) OnForget() {
 	n.mu.Lock()
 	fd := n.fd
 	n.fd = -1
+	if n.ptID != 0 && n.ptReaders+n.ptWriters == 0 {
+		if srv := n.r.backing.Load(); srv != nil {
+			srv.UnregisterBackingFd(n.ptID)
+		}
+		n.ptID, n.ptLinger = 0, false
+	}
 	n.mu.Unlock()
 	if fd >= 0 {
 		unix.Close(fd)
@@ -176,8 +188,8 @@ func (n *Node) childAt(ctx context.Context, name string, out *fuse.EntryOut) (*f
 
 func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	fd := n.fd
-	if h, ok := f.(interface{ fdOf() int }); ok {
-		fd = h.fdOf()
+	if h, ok := f.(interface{ statFd() int }); ok {
+		fd = h.statFd()
 	}
 	st, err := backing.Fstat(fd)
 	if err != nil {

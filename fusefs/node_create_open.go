@@ -206,6 +206,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	flags &^= unix.O_TRUNC
 	acc := flags & unix.O_ACCMODE
 	if acc == unix.O_RDONLY && !trunc {
+		if n.r.opts.ReadPassthrough {
+			if h, ok := n.openLingering(ctx, int(flags)); ok {
+				return h, n.r.openFlags(h), 0
+			}
+		}
 		fd, err := backing.Reopen(n.fd, int(flags))
 		if err != nil {
 			return nil, 0, errno(err)

@@ -2,12 +2,17 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Files created, truncated or already written in a turn are written through
@@ -161,4 +166,89 @@ func TestPassthroughMixedOpensUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("%d opens of mixed kinds, none failed", ops)
+}
+
+// A file read through passthrough once keeps its backing file registered
+// while the kernel remembers it: later read-only opens cost the daemon no
+// open of its own (no fd, no registration), and a handle opens its fd only
+// for what needs one, such as a lock, which stays its own (an OFD lock per
+// handle). A file written through passthrough keeps nothing open for
+// writing once closed: it executes at once (no ETXTBSY).
+func TestPassthroughReopensOpenNothing(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	m.turnctl(t, "begin")
+	p := filepath.Join(m.Dir, "tool")
+	src, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, src, 0o755); err != nil { // created in the turn: a passthrough writer
+		t.Fatal(err)
+	}
+	if err := exec.Command(p).Run(); err != nil {
+		t.Fatalf("run the file just written: %v", err)
+	}
+	if _, err := os.ReadFile(p); err != nil { // registers the file read-only
+		t.Fatal(err)
+	}
+	// openFDs counts the daemon's fds of the backing file that are not
+	// O_PATH (a node's own fd is).
+	backingFile := filepath.Join(dir, "tool")
+	openFDs := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range ents {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); l != backingFile {
+				continue
+			}
+			info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+			for _, line := range strings.Split(string(info), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "flags:" {
+					if fl, _ := strconv.ParseInt(f[1], 8, 64); fl&unix.O_PATH == 0 {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	var held []*os.File
+	for range 20 {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		held = append(held, f)
+	}
+	if n := openFDs(); n != 0 {
+		t.Errorf("20 read-only opens of a file read before: the daemon holds %d fds of it, want 0", n)
+	}
+	b := make([]byte, 4)
+	if _, err := held[3].ReadAt(b, 0); err != nil || string(b) != string(src[:4]) {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	// A lock needs the handle's own fd: opened then, and its own.
+	if err := unix.Flock(int(held[0].Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock: %v", err)
+	}
+	if err := unix.Flock(int(held[1].Fd()), unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+		t.Fatalf("a second handle's flock: %v, want EWOULDBLOCK", err)
+	}
+	if n := openFDs(); n < 1 || n > 2 {
+		t.Errorf("after the locks the daemon holds %d fds of the file, want 1 or 2", n)
+	}
+	m.turnctl(t, "end")
+	// Written again through passthrough, closed, run at once.
+	if err := os.WriteFile(p, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(p).Run(); err != nil {
+		t.Fatalf("run the file written again: %v", err)
+	}
 }
