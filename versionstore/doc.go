@@ -226,8 +226,16 @@
 //     and does not exchange twice. The last phase (the fix-up pass, or
 //     the whole rewind when the events since the target far outnumber
 //     the paths that differ) is a plan whose every action carries its
-//     bytes in the store, so that no action depends on what an earlier
-//     one changed. After a power loss the rewind still completes exactly,
+//     bytes in the store (or, patching a file in place, only the bytes
+//     its layers hold), so that no action depends on what an earlier one
+//     changed; the plan is fsynced before its first action. A power loss
+//     may keep the tree's changes and lose the progress saved since the
+//     last fsync, so that Recover redoes steps over a tree they already
+//     changed: a redone step leaves its own result, steps on unrelated
+//     paths do not interfere, and the reverse pass fsyncs its progress
+//     before a step touches a path related to one a step touched since
+//     the last fsync (stepPaths), and an exchange or rename back before
+//     its syscall. After a power loss the rewind still completes exactly,
 //     but the captures of the rewind turn itself may be lost (rule 4), so
 //     that one rewind may not be undoable.
 //  6. A rename or exchange is recorded before the syscall, with a pending

@@ -183,16 +183,24 @@ func fixupPlan(seed int64, c *fixupCase) (target uint64, paths []string) {
 	return target, paths
 }
 
-// The fix-up pass (alone: every rewind goes straight to it) and restores
-// of paths, over random histories of range records (files patched in
-// place, or replaced when hard-linked), killed or the power lost at a
-// random crash point, and the recovery killed now and then: the
-// recovered tree is what the rewind without a crash leaves, and after a
-// kill -9 the recovered rewind undoes exactly (a power loss may lose the
-// open turn's records, SPEC §4, but never the tree the rewind makes).
+// The fix-up pass (alone: every rewind goes straight to it, or after the
+// reverse pass) and restores of paths, over random histories of range
+// records (files patched in place, or replaced when hard-linked), killed
+// or the power lost at a random crash point, and the recovery killed now
+// and then: the recovered tree is what the rewind without a crash leaves,
+// and after a kill -9 the recovered rewind undoes exactly (a power loss
+// may lose the open turn's records, SPEC §4, but never the tree the
+// rewind makes).
 func TestRangeFixupCrashesRandom(t *testing.T) {
-	defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
-	replayLimit = func(int) uint64 { return 0 }
+	t.Run("fix-up pass alone", func(t *testing.T) {
+		defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
+		replayLimit = func(int) uint64 { return 0 }
+		fixupCrashesRandom(t)
+	})
+	t.Run("reverse pass first", fixupCrashesRandom)
+}
+
+func fixupCrashesRandom(t *testing.T) {
 	// CKPTFS_LONG: 400 histories, each of those whose plan patches a
 	// file killed at every hit (about 80 s).
 	seeds, crashes, long := int64(40), 6, os.Getenv("CKPTFS_LONG") != ""

@@ -273,6 +273,7 @@ func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
 	// The progress counts the events to undo, not those the jumps skip.
 	from, skip, skipped := j.Next, uint64(0), uint64(0)
+	var steps stepPaths
 	for _, jp := range j.Jumps {
 		if jp.At <= from && jp.To >= j.Stop {
 			skip += jp.At - jp.To
@@ -342,6 +343,11 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 		} else if rec.Op == opRename || rec.Op == opExchange {
 			j.written = nil // paths moved: trust nothing written so far
 		}
+		if steps.touch(rec) {
+			if err := s.wal.SyncWAL(); err != nil {
+				return fmt.Errorf("versionstore: %w", err)
+			}
+		}
 		crashpoint.Hit("rewind.step")
 		if err := s.undo(rec, live, who, j.Mark); err != nil {
 			return fmt.Errorf("versionstore: rewind: undo event %d (%s %s): %w", rec.Seq, rec.Op, rec.Path, err)
@@ -353,6 +359,51 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 		}
 	}
 	return nil
+}
+
+// stepPaths tells when the reverse pass must sync its progress. A power
+// loss may keep the tree's changes and lose the log's tail, progress
+// included, so that Recover redoes steps over a tree they already
+// changed. One step redone over its own result leaves it (each is
+// idempotent), and steps on unrelated paths do not interfere; but a step
+// redone after a later one changed the same path (or one above or below
+// it) may undo that one's work: undoing the create of a new e, after the
+// undo of an older rename put the first e back, would remove it. So
+// before a step touches a path related to one a step touched since the
+// last sync, the progress so far goes to the disk.
+type stepPaths struct {
+	touched map[string]bool // paths the steps since the last sync touched
+	above   map[string]bool // and every directory above them
+}
+
+// touch notes the paths of the step about to run (rec's path, and its
+// destination for a move) and reports whether the progress must be
+// synced first.
+func (sp *stepPaths) touch(rec *record) (sync bool) {
+	paths := []string{rec.Path}
+	if rec.To != "" {
+		paths = append(paths, rec.To)
+	}
+	for _, p := range paths {
+		if sp.touched[p] || sp.above[p] {
+			sync = true
+		}
+		for d := p; !sync && d != ""; {
+			d = parentOf(d)
+			sync = sp.touched[d]
+		}
+	}
+	if sync || sp.touched == nil {
+		sp.touched, sp.above = map[string]bool{}, map[string]bool{}
+	}
+	for _, p := range paths {
+		sp.touched[p] = true
+		for d := p; d != ""; {
+			d = parentOf(d)
+			sp.above[d] = true
+		}
+	}
+	return sync
 }
 
 // rangeBaseLost reports whether range record rec resolves to bytes

@@ -138,6 +138,13 @@ func (s *Store) rename(live ckpt.Tree, from, to string, exchange bool, who ckpt.
 			return err
 		}
 		s.namesMoved()
+		// A redo tells an exchange done by its record (movedSince): the
+		// record must not be lost to a power loss that keeps the
+		// exchange.
+		if err := s.wal.SyncWAL(); err != nil {
+			commit(false)
+			return fmt.Errorf("versionstore: %w", err)
+		}
 		crashpoint.Hit("rewind.exchange.recorded")
 		err = live.Exchange(from, to)
 		crashpoint.Hit("rewind.exchange.done")
@@ -149,6 +156,10 @@ func (s *Store) rename(live ckpt.Tree, from, to string, exchange bool, who ckpt.
 		return err
 	}
 	s.namesMoved()
+	if err := s.wal.SyncWAL(); err != nil { // as for an exchange, above
+		commit(false)
+		return fmt.Errorf("versionstore: %w", err)
+	}
 	crashpoint.Hit("rewind.rename.recorded")
 	err = live.Rename(from, to)
 	crashpoint.Hit("rewind.rename.done")
