@@ -732,3 +732,70 @@ func patterned(n, mul, div int) []byte {
 	}
 	return b
 }
+
+// A rewind that patches a big file in place needs room for the bytes it
+// writes, not for the file: a 4 KiB write into a 64 MiB file rewinds,
+// whole tree or the one path, with 16 MiB free (it was refused, the
+// whole file counted).
+func TestRangeRewindInPlaceNeedsRoomForTheChangeOnly(t *testing.T) {
+	for _, how := range []string{"rewind", "restore"} {
+		t.Run(how, func(t *testing.T) {
+			fsDir := t.TempDir()
+			if err := unix.Mount("tmpfs", fsDir, "tmpfs", 0, "size=112m,mode=0700"); err != nil {
+				t.Skipf("cannot mount a tmpfs: %v", err)
+			}
+			t.Cleanup(func() { unix.Unmount(fsDir, unix.MNT_DETACH) })
+			root, dir := filepath.Join(fsDir, how+"-tree"), filepath.Join(fsDir, how+"-store")
+			os.Mkdir(root, 0o755)
+			s, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tree, err := backing.Open(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tree.Close()
+			p := filepath.Join(root, "big")
+			orig := patterned(64<<20, 3, 7)
+			if err := os.WriteFile(p, orig, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+				t.Fatal(err)
+			}
+			recordRange(t, s, tree, "big", 40<<20, 40<<20+rangeBlock)
+			f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+			f.WriteAt(fill(rangeBlock, 'z'), 40<<20)
+			f.Close()
+			t1, err := s.End("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Statfs_t
+			unix.Statfs(fsDir, &st)
+			free := int64(st.Bavail) * st.Bsize
+			filler := filepath.Join(fsDir, how+"-filler")
+			ff, err := os.Create(filler)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Fallocate(int(ff.Fd()), 0, 0, free-16<<20); err != nil {
+				t.Fatal(err)
+			}
+			ff.Close()
+			defer os.Remove(filler)
+			opts := RewindOptions{}
+			if how == "restore" {
+				opts.Paths = []string{"big"}
+			}
+			if _, err := s.Rewind(t1.Num-1, tree, opts); err != nil {
+				t.Fatalf("with 16 MiB free: %v", err)
+			}
+			if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+				t.Fatalf("big: first difference at %d", firstDiff(b, orig))
+			}
+		})
+	}
+}

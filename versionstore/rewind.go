@@ -210,6 +210,13 @@ func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
 		if c.Kind == ckpt.Renamed || c.Kind == ckpt.ModeOnly || c.Kind == ckpt.Relinked {
 			continue
 		}
+		if w, ok := patchedBytes(c); ok {
+			// Patched in place (patchTo): the layers' bytes are
+			// written, and kept first.
+			tree += w + max(0, c.After.Size-c.Before.Size)
+			store += storedSize(w)
+			continue
+		}
 		if c.After.Type == ckpt.Regular && !(atticClones && c.after.Content != nil && c.after.Content.Attic != "") {
 			tree += c.After.Size
 		}
@@ -238,6 +245,22 @@ func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
 		return fail(units.Bytes(store)+" into the store", storeFree)
 	}
 	return nil
+}
+
+// patchedBytes is how many bytes a rewind writes into a regular file it
+// patches in place (range records over the same file: patchTo), ok false
+// for any other change. (A file patchTo must replace after all, one with
+// several names, is counted as patched.)
+func patchedBytes(c Change) (n int64, ok bool) {
+	pt := c.after.Patch
+	if c.After.Type != ckpt.Regular || c.Before.Type != ckpt.Regular || pt == nil || pt.Live != c.Path || pt.BaseSize != c.Before.Size {
+		return 0, false
+	}
+	w := changedBy(pt.BaseSize, c.After.Size, pt.Layers)
+	for i := 1; i < len(w); i += 2 {
+		n += w[i]
+	}
+	return n, true
 }
 
 func sameRef(a, b *contentRef) bool {
