@@ -166,3 +166,38 @@ func TestRangeRewindInPlaceCrashes(t *testing.T) {
 		c.tree.Close()
 	}
 }
+
+// A restore that patches files in place, killed at its first action and
+// then a file cut while unmounted: Recover leaves that file as it is (the
+// layers no longer rest on it) and finishes the others; it does not fail,
+// which would stop every later mount.
+func TestRangePatchOfAFileCutSinceACrash(t *testing.T) {
+	c := newInPlaceCase(t)
+	paths := []string{"big", "cut", "grown"}
+	p, err := untilCrash(t, "rewind.fixup@1", func() error {
+		_, err := c.s.Rewind(c.target, c.tree, RewindOptions{Paths: paths})
+		return err
+	})
+	if p == "" {
+		t.Fatalf("no crash: %v", err)
+	}
+	s2, _ := killClone(t, c.mem)
+	c.s.Close()
+	defer s2.Close()
+	defer c.tree.Close()
+	if err := os.Truncate(filepath.Join(c.root, "big"), 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Recover(c.tree); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	if fi, _ := os.Stat(filepath.Join(c.root, "big")); fi.Size() != 100 {
+		t.Errorf("big has %d bytes, want the 100 it was cut to", fi.Size())
+	}
+	got := takeSnapshot(t, c.root)
+	for _, p := range []string{"cut", "grown"} {
+		if got[p] != c.want[p] {
+			t.Errorf("%s not restored", p)
+		}
+	}
+}

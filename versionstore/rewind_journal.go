@@ -237,11 +237,11 @@ func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 			}
 		case actPatch:
 			crashpoint.Hit("rewind.fixup")
-			var done bool
-			if done, err = s.patchTo(live, a.Path, a.State, a.Layers, who); err == nil && !done {
-				err = fmt.Errorf("%w: the file changed during the rewind", ErrCorrupt)
-			}
-			if err == nil {
+			// A file that is no longer the base the layers were planned
+			// over (changed while unmounted, after a crash cut the
+			// rewind) is left as it is, as a version never seen is: a
+			// refusal here would stop every later mount.
+			if _, err = s.patchTo(live, a.Path, a.State, a.Layers, who); err == nil {
 				crashpoint.Hit("rewind.fixup.done")
 			}
 		case actSplit:
