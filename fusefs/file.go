@@ -116,11 +116,16 @@ func (n *Node) openLingering(ctx context.Context, flags int) (fs.FileHandle, boo
 }
 
 // fdOf is the handle's fd of the backing file, opened now if the handle
-// was opened without one (-1 if that fails, or after release).
+// was opened without one (-1 if that fails, or after release). A handle
+// opened with its fd (lazy 0: every daemon-served one) keeps it for its
+// life, and its reads and writes take no lock for it.
 func (f *file) fdOf() int {
+	if f.lazy == 0 {
+		return f.fd
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fd < 0 && f.lazy != 0 && !f.released {
+	if f.fd < 0 && !f.released {
 		if fd, err := backing.Reopen(f.n.fd, f.lazy); err == nil {
 			f.fd = fd
 		}
@@ -128,13 +133,22 @@ func (f *file) fdOf() int {
 	return f.fd
 }
 
-// statFd is an fd to fstat the file by: the handle's if it has one open,
-// else the node's (the same inode), without opening one.
-func (f *file) statFd() int {
+// openFd is the handle's fd if it has one open, -1 if not, without
+// opening one.
+func (f *file) openFd() int {
+	if f.lazy == 0 {
+		return f.fd
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fd >= 0 {
-		return f.fd
+	return f.fd
+}
+
+// statFd is an fd to fstat the file by: the handle's if it has one open,
+// else the node's (the same inode).
+func (f *file) statFd() int {
+	if fd := f.openFd(); fd >= 0 {
+		return fd
 	}
 	return f.n.fd
 }

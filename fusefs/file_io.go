@@ -34,19 +34,24 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if eno := f.n.captureRangeLocked(ctx, off, off+int64(len(data))); eno != 0 {
 		return 0, eno
 	}
-	n, err := unix.Pwrite(f.fdOf(), data, off)
+	fd := f.fdOf()
+	n, err := unix.Pwrite(fd, data, off)
 	if err != nil {
 		return 0, errno(err)
 	}
 	if killRequested(ctx) {
-		killSuidgid(f.fdOf()) // the content capture above covered the mode too
+		killSuidgid(fd) // the content capture above covered the mode too
 	}
 	return uint32(n), 0
 }
 
 func (f *file) Flush(ctx context.Context) syscall.Errno {
+	fd := f.openFd()
+	if fd < 0 {
+		return 0 // a handle that never opened its fd: nothing to pass on
+	}
 	// Flush may come once per dup'd fd: close a dup, not the file.
-	nfd, err := unix.Dup(f.fdOf())
+	nfd, err := unix.Dup(fd)
 	if err != nil {
 		return errno(err)
 	}
