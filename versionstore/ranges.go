@@ -667,15 +667,21 @@ func (f *patchedFile) Close() error {
 // file: that file's path and size, and the layers put over it (none for
 // the live file itself).
 func overLive(r resolved) (path string, base int64, layers []layer, ok bool) {
-	switch {
-	case r.Data != nil || r.Lost:
+	if r.Data != nil || r.Lost || r.livePath() == "" || r.Patch == nil && (r.FromLog || r.Content != nil) {
 		return "", 0, nil, false
-	case r.Patch != nil:
-		return r.Patch.Live, r.Patch.BaseSize, r.Patch.Layers, r.Patch.Live != ""
-	case !r.FromLog && r.Content == nil:
-		return r.Live, r.State.Size, nil, r.Live != ""
 	}
-	return "", 0, nil, false
+	if r.Patch != nil {
+		layers = r.Patch.Layers
+	}
+	return r.livePath(), r.liveSize(), layers, true
+}
+
+// patchesLive reports whether r, the version of regular file p, is told by
+// range records over the live file at p as it is now (cur): patchTo can
+// make it in place.
+func patchesLive(r resolved, p string, cur ckpt.State) bool {
+	path, base, layers, ok := overLive(r)
+	return ok && len(layers) > 0 && path == p && base == cur.Size && r.State.Type == ckpt.Regular && cur.Type == ckpt.Regular
 }
 
 // differOnly reports whether x and y (of one size) rest on the same live

@@ -252,10 +252,10 @@ func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
 // for any other change. (A file patchTo must replace after all, one with
 // several names, is counted as patched.)
 func patchedBytes(c Change) (n int64, ok bool) {
-	pt := c.after.Patch
-	if c.After.Type != ckpt.Regular || c.Before.Type != ckpt.Regular || pt == nil || pt.Live != c.Path || pt.BaseSize != c.Before.Size {
+	if !patchesLive(c.after, c.Path, c.Before) {
 		return 0, false
 	}
+	pt := c.after.Patch
 	w := changedBy(pt.BaseSize, c.After.Size, pt.Layers)
 	for i := 1; i < len(w); i += 2 {
 		n += w[i]

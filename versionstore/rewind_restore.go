@@ -165,7 +165,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 		} else if k == "" {
 			continue // already as it was
 		}
-		if a.State.Type == ckpt.Regular && r.Patch != nil && r.Patch.Live == p && r.Patch.BaseSize == cur.Size && cur.Type == ckpt.Regular {
+		if patchesLive(r, p, cur) {
 			// Range records over the file at the same path: it is
 			// patched in place (its bytes outside the records are the
 			// version's already), as the reverse pass does.

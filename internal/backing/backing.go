@@ -466,7 +466,11 @@ func (t *Tree) PatchFile(p string, size int64, spans []int64, r io.ReaderAt) err
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return &os.PathError{Op: "open", Path: p, Err: syscall.EINVAL}
 	}
-	buf := make([]byte, 0, 1<<20)
+	var total int64
+	for i := 1; i < len(spans); i += 2 {
+		total += spans[i]
+	}
+	buf := make([]byte, 0, min(total, 1<<20)) // a rewind patches many files by a few blocks
 	for i := 0; i+1 < len(spans); i += 2 {
 		for off, end := spans[i], spans[i]+spans[i+1]; off < end; {
 			b := buf[:min(int64(cap(buf)), end-off)]
