@@ -799,3 +799,71 @@ func TestRangeRewindInPlaceNeedsRoomForTheChangeOnly(t *testing.T) {
 		})
 	}
 }
+
+// A revert of a turn that wrote into a big file no later turn changed
+// patches the file in place: the same inode, the store keeps only the
+// bytes the revert overwrites, and undoing the revert is exact too.
+func TestRangeRevertPatchesInPlace(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	p := filepath.Join(root, "big")
+	orig := patterned(256*rangeBlock+100, 7, 13)
+	os.WriteFile(p, orig, 0o640)
+	held, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "big", fill(rangeBlock, 'x'), 100*rangeBlock+5)
+	t1, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterT1, _ := os.ReadFile(p)
+	if _, err := s.Begin(ckpt.KindAgent, "t2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(ckpt.Capture{Path: "other"}, ckpt.Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "other"), []byte("later"), 0o644)
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+
+	seq := s.nextSeq
+	res, err := s.Revert(t1.Num, tree, RevertOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {
+		t.Fatalf("reverted: big has %d bytes, first difference at %d", len(b), firstDiff(b, orig))
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "other")); string(b) != "later" {
+		t.Fatalf("the revert changed a later turn's file: %q", b)
+	}
+	if got, was := inodeOf(t, p), fdInode(t, held); got != was {
+		t.Fatalf("reverted: big is inode %d, want %d (patched in place)", got, was)
+	}
+	var kept int64
+	s.scanEvents(seq, s.nextSeq, func(r *record) (bool, error) {
+		if r.Content != nil {
+			kept += r.Content.Size
+		}
+		return true, nil
+	})
+	if kept > 2*rangeBlock {
+		t.Fatalf("the revert kept %d bytes, want at most %d (what it overwrote)", kept, 2*rangeBlock)
+	}
+	if _, err := s.Rewind(res.Turn.Num-1, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, afterT1) {
+		t.Fatalf("the revert undone: big has %d bytes, first difference at %d", len(b), firstDiff(b, afterT1))
+	}
+	if fi, _ := os.Lstat(p); fi.Mode().Perm() != 0o640 {
+		t.Fatalf("the revert undone: mode %v", fi.Mode().Perm())
+	}
+}

@@ -130,7 +130,11 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	for i, it := range items {
 		opts.Progress.report("storing", int64(i), int64(len(items)))
 		a := action{Path: it.path, State: it.target.State, Content: it.target.Content}
-		if it.target.State.Type == ckpt.Regular && !it.hasMrg && a.Content == nil && it.target.Live == it.path {
+		if !it.hasMrg && patchesLive(it.target, it.path, it.cur.State) {
+			// Range records over the file as it is at the same path (no
+			// later turn changed it): patched in place, as a restore does.
+			a = action{Op: actPatch, Path: it.path, State: it.target.State, Layers: it.target.Patch.Layers}
+		} else if it.target.State.Type == ckpt.Regular && !it.hasMrg && a.Content == nil && it.target.Live == it.path {
 			a.Live = it.path // the same file: its mode or owner changes
 		} else if it.target.State.Type == ckpt.Regular {
 			var src io.Reader
