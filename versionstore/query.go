@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 
@@ -457,6 +458,30 @@ func (s *Store) OpenChange(c Change, after bool, live ckpt.Tree) (io.ReadCloser,
 		return s.open(c.after, live)
 	}
 	return s.open(c.before, live)
+}
+
+// ChangedRanges reports, for a change of a regular file whose two sides
+// rest on the same live file (range records over it on one side or
+// both), the only ranges where the sides' bytes may differ: ascending,
+// merged offset, length pairs up to the larger size. Outside them both
+// sides hold the same bytes. ok is false when the sides are not known
+// to share bytes so (each must then be read whole).
+func (s *Store) ChangedRanges(c Change) (ranges []int64, ok bool) {
+	x, y := c.before, c.after
+	if x.State.Type != ckpt.Regular || y.State.Type != ckpt.Regular {
+		return nil, false
+	}
+	px, bx, lx, okx := overLive(x)
+	py, by, ly, oky := overLive(y)
+	if !okx || !oky || px != py || bx != by {
+		return nil, false
+	}
+	lo, hi := min(x.State.Size, y.State.Size), max(x.State.Size, y.State.Size)
+	layers := append(slices.Clone(lx), ly...)
+	if lo < hi {
+		layers = append(layers, layer{Size: lo}) // a cut: [lo, hi) differs
+	}
+	return changedBy(bx, hi, layers), true
 }
 
 // compare classifies the difference between two resolved states ("" if

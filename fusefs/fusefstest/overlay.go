@@ -56,6 +56,33 @@ func (o *Overlay) Write(p, data string) {
 	}
 }
 
+// WriteAt writes data at off of the existing regular file p, recording
+// the prior bytes of that range only where the store keeps the file by
+// ranges (versionstore.Options.RangeFrom), as the overlay's write does.
+func (o *Overlay) WriteAt(p string, off int64, data string) {
+	o.T.Helper()
+	st, ino, err := o.Tree.LstatInode(p)
+	if err != nil {
+		o.T.Fatal(err)
+	}
+	end := off + int64(len(data))
+	if o.Store.NeedsRange(p, off, end) {
+		c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: end},
+			Open: func() (*os.File, error) { return o.Tree.Open(p) }}
+		if err := o.Store.Record(c, ckpt.Program{PID: 1, Comm: o.Comm}); err != nil {
+			o.T.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(o.Dir, p), os.O_WRONLY, 0)
+	if err != nil {
+		o.T.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte(data), off); err != nil {
+		o.T.Fatal(err)
+	}
+}
+
 // Mkdir creates the directory p.
 func (o *Overlay) Mkdir(p string) {
 	o.T.Helper()

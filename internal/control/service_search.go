@@ -160,6 +160,18 @@ func (s *Service) pickaxe(cs []versionstore.Change, text []byte) (bool, error) {
 		if c.Kind == ckpt.ModeOnly || c.Kind == ckpt.Relinked {
 			continue // the same bytes
 		}
+		if ranges, ok := s.store.ChangedRanges(c); ok && !overlapsItself(text) {
+			differ, ok, err := s.occurrencesDifferIn(c, ranges, text)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				if differ {
+					return true, nil
+				}
+				continue
+			}
+		}
 		before, ok, err := s.occurrences(c, false, text)
 		if err != nil {
 			return false, err
@@ -200,6 +212,85 @@ func (s *Service) occurrences(c versionstore.Change, after bool, text []byte) (n
 		return 0, false, fmt.Errorf("reading %s: %w", c.Path, err)
 	}
 	return n, true, nil
+}
+
+// occurrencesDifferIn is pickaxe's question for a change whose sides
+// hold the same bytes outside ranges (a write into a big file): it reads
+// only the ranges, widened (occurrencesDiffer). ok is false when a side
+// cannot be read at an offset; the caller then reads both whole.
+func (s *Service) occurrencesDifferIn(c versionstore.Change, ranges []int64, text []byte) (differ, ok bool, err error) {
+	var sides [2]io.ReaderAt
+	for i, after := range []bool{false, true} {
+		rc, err := s.store.OpenChange(c, after, s.tree)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, versionstore.ErrNotCaptured) {
+			return false, false, nil
+		}
+		if err != nil {
+			return false, false, err
+		}
+		defer rc.Close()
+		ra, isRA := rc.(io.ReaderAt)
+		if !isRA {
+			return false, false, nil
+		}
+		sides[i] = ra
+	}
+	differ, err = occurrencesDiffer(sides[0], sides[1], c.Before.Size, c.After.Size, ranges, text)
+	if err != nil {
+		return false, false, fmt.Errorf("reading %s: %w", c.Path, err)
+	}
+	return differ, true, nil
+}
+
+// occurrencesDiffer reports whether text occurs a different number of
+// times in a (size na) and b (size nb), which hold the same bytes outside
+// ranges (ascending offset, length pairs, up to the larger size). It
+// reads only the ranges, each widened by len(text)-1 bytes on both sides.
+// text must not overlap itself (overlapsItself): then its occurrences
+// never overlap, an occurrence that touches a range lies within the
+// widened range, and every other one is in both files, counted in both or
+// in neither.
+func occurrencesDiffer(a, b io.ReaderAt, na, nb int64, ranges []int64, text []byte) (bool, error) {
+	w := int64(len(text) - 1)
+	var windows [][2]int64
+	for i := 0; i+1 < len(ranges); i += 2 {
+		lo, hi := max(0, ranges[i]-w), ranges[i]+ranges[i+1]+w
+		if n := len(windows); n > 0 && lo <= windows[n-1][1] {
+			windows[n-1][1] = max(windows[n-1][1], hi)
+			continue
+		}
+		windows = append(windows, [2]int64{lo, hi})
+	}
+	count := func(r io.ReaderAt, size int64, win [2]int64) (int, error) {
+		if hi := min(win[1], size); win[0] < hi {
+			return countIn(io.NewSectionReader(r, win[0], hi-win[0]), text)
+		}
+		return 0, nil
+	}
+	delta := 0
+	for _, win := range windows {
+		ca, err := count(a, na, win)
+		if err != nil {
+			return false, err
+		}
+		cb, err := count(b, nb, win)
+		if err != nil {
+			return false, err
+		}
+		delta += ca - cb
+	}
+	return delta != 0, nil
+}
+
+// overlapsItself reports whether two occurrences of text can overlap: a
+// proper prefix of it is also its suffix ("aa", "abab").
+func overlapsItself(text []byte) bool {
+	for k := 1; k < len(text); k++ {
+		if bytes.Equal(text[:k], text[len(text)-k:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // countIn counts the occurrences of text (not empty) in r as
