@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -261,6 +262,67 @@ func (h *history) capture(ctx context.Context) error {
 			}
 		}
 	}
+	// On C again: a turn writes a text into the big file; log -S finds
+	// that turn (the newest), then a revert undoes it. Both compare the
+	// versions only where the turn wrote.
+	for _, s := range sides[:1] {
+		for rep := 0; rep < h.reps; rep++ {
+			before, err := settled(s)
+			if err != nil {
+				return err
+			}
+			out, err := h.b.turnctlCmd(ctx, s.t.Dir(), "--json", "begin")
+			if err != nil {
+				return err
+			}
+			t, err := parseBegin(out)
+			if err != nil {
+				return err
+			}
+			text := fmt.Sprintf("ckptfs-bench pickaxe %d;", rep)
+			b := append([]byte(text), block[len(text):]...)
+			if err := pwrite(filepath.Join(s.dir, "0"), b, int64(rep+1)*(3<<20)); err != nil {
+				return err
+			}
+			if err := s.t.End(ctx); err != nil {
+				return err
+			}
+			sm, err := timedOn(s.t, func() error {
+				out, err := h.b.turnctlCmd(ctx, s.t.Dir(), "--json", "log", "-n", "1", "-S", text)
+				if err != nil {
+					return err
+				}
+				var reply struct {
+					Turns []struct {
+						Num int `json:"num"`
+					} `json:"turns"`
+				}
+				if json.Unmarshal([]byte(out), &reply) != nil || len(reply.Turns) != 1 || reply.Turns[0].Num != t {
+					return fmt.Errorf("log -S %q did not find turn %d: %s", text, t, out)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			h.record(pickaxeStep(files[0].name), s.config, sm)
+			sm, err = timedOn(s.t, func() error {
+				_, err := h.b.turnctlCmd(ctx, s.t.Dir(), "revert", "--quiet", strconv.Itoa(t))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			h.record(revertStep(files[0].name), s.config, sm)
+			if rep == 0 {
+				after, err := settled(s)
+				if err != nil {
+					return err
+				}
+				h.noteStored(fmt.Sprintf("revert of a 4 KiB write into a %s file (both turns) [%s]", files[0].name, s.config), 4096, after-before)
+			}
+		}
+	}
 	for _, s := range sides {
 		r := captureRow{Config: s.config, Big: files[0].name}
 		r.BigS = summarizeSamples(h.b.res.historyRow(captureStep(files[0].name)).Samples[s.config])
@@ -286,6 +348,12 @@ func (h *history) noteStored(op string, changed, stored int64) storedRow {
 func captureStep(file string) string { return "first 4 KiB write of a turn into a " + file + " file" }
 
 func rewindStep(file string) string { return "rewind of a turn's 4 KiB write into a " + file + " file" }
+
+func pickaxeStep(file string) string {
+	return "log -S of a text a turn wrote into a " + file + " file"
+}
+
+func revertStep(file string) string { return "revert of a turn's 4 KiB write into a " + file + " file" }
 
 // timedOn runs fn and charges t's daemon CPU to it.
 func timedOn(t *ckptfsTarget, fn func() error) (sample, error) {

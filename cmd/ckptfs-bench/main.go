@@ -243,7 +243,8 @@ Workloads (--only takes names or numbers):
      capture  the first 4 KiB write of a turn into a 1 GiB and a 1 MiB
               file, on C and on Cx: ckptfs over a loop-mounted XFS image
               made with reflink=1 under WORK/Cx (captures clone; needs
-              mkfs.xfs), with the space each capture took
+              mkfs.xfs), with the space each capture took; then on C the
+              rewind, log -S and revert of such a turn
      ui       C only: turnctl ui's page in headless chromium: first paint
               and interactive timeline of 1000+ turns, first page of a
               20k-file turn with a diff (needs chromium)
