@@ -76,14 +76,15 @@ import (
 // patchTo): the spans are written back into the live file, and the bytes
 // this changes are recorded first, as a range record of the rewind's own
 // turn, so undoing a small write into a big file costs what the write
-// did. The fix-up pass and restores do the same with every layer of a
-// version whose base is the live file at its own path (an actPatch
+// did. The fix-up pass, restores and reverts do the same with every
+// layer of a version whose base is the live file at its own path (an actPatch
 // action, which carries the layers: the bytes outside them are the
 // version's already, and are never written); a version over another
 // path's bytes or over stored bytes is stored whole first, as bytes at
 // another live path are (planRestore), so every action still carries
-// its bytes. Cat, diff, export, revert, log -S and views read through
-// patchedReader. GC (a journal's layers too), verify and du count a
+// its bytes. Cat, diff, export, revert's merges and views read through
+// patchedReader; comparisons (differOnly) and log -S (ChangedRanges)
+// read two versions over one live file only where their layers differ. GC (a journal's layers too), verify and du count a
 // range record's chunks like any other record's.
 
 // rangeMin is the smallest file whose content is captured by ranges.

@@ -735,10 +735,11 @@ func patterned(n, mul, div int) []byte {
 
 // A rewind that patches a big file in place needs room for the bytes it
 // writes, not for the file: a 4 KiB write into a 64 MiB file rewinds,
-// whole tree or the one path, with 16 MiB free (it was refused, the
-// whole file counted).
+// whole tree or the one path, or reverted, with 16 MiB free (it was
+// refused, the whole file counted; a revert passed the check, then
+// failed with the store full as it copied the file whole).
 func TestRangeRewindInPlaceNeedsRoomForTheChangeOnly(t *testing.T) {
-	for _, how := range []string{"rewind", "restore"} {
+	for _, how := range []string{"rewind", "restore", "revert"} {
 		t.Run(how, func(t *testing.T) {
 			fsDir := t.TempDir()
 			if err := unix.Mount("tmpfs", fsDir, "tmpfs", 0, "size=112m,mode=0700"); err != nil {
@@ -790,7 +791,12 @@ func TestRangeRewindInPlaceNeedsRoomForTheChangeOnly(t *testing.T) {
 			if how == "restore" {
 				opts.Paths = []string{"big"}
 			}
-			if _, err := s.Rewind(t1.Num-1, tree, opts); err != nil {
+			if how == "revert" {
+				_, err = s.Revert(t1.Num, tree, RevertOptions{})
+			} else {
+				_, err = s.Rewind(t1.Num-1, tree, opts)
+			}
+			if err != nil {
 				t.Fatalf("with 16 MiB free: %v", err)
 			}
 			if b, _ := os.ReadFile(p); !bytes.Equal(b, orig) {

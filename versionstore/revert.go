@@ -123,9 +123,10 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if err := s.checkRewindSpace(planned, live); err != nil {
 		return res, err
 	}
-	// Every action carries its bytes in the store, so that no action
-	// depends on a path an earlier one changed (and a redo after a crash
-	// stands on its own).
+	// Every action carries its bytes in the store (or, patching a file
+	// in place, the layers that tell the only bytes it writes), so that
+	// no action depends on a path an earlier one changed (and a redo
+	// after a crash stands on its own).
 	actions := make([]action, 0, len(items))
 	for i, it := range items {
 		opts.Progress.report("storing", int64(i), int64(len(items)))

@@ -3,6 +3,9 @@ package control
 import (
 	"bytes"
 	"context"
+	"math/rand"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"ckptfs/fusefs/fusefstest"
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 	"ckptfs/versionstore"
 )
@@ -160,4 +164,164 @@ func TestPickaxeOverRangeRecords(t *testing.T) {
 			t.Errorf("log -S %q: turns %v, want %v", text, got, want)
 		}
 	}
+}
+
+// TestChangedRangesAreTheTurnsOwn: each of five turns writes one block
+// of a file kept by ranges; a turn's two sides both carry the later
+// turns' layers, yet only its own block may differ (log -S over a file
+// written every turn reads each turn's writes, not all later ones too).
+func TestChangedRangesAreTheTurnsOwn(t *testing.T) {
+	store, err := versionstore.Open("/store", versionstore.Options{FS: vfs.NewMem(), RangeFrom: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ov := fusefstest.New(t, t.TempDir(), store)
+	f := &fixture{t: t, ov: ov, gate: &fakeGate{}, svc: NewService(store, ov.Tree, &fakeGate{}), ctx: context.Background()}
+	f.begin("made")
+	ov.Write("big", strings.Repeat("x", 1<<20))
+	f.end()
+	var turns []uint64
+	for k := 0; k < 5; k++ {
+		turns = append(turns, f.begin("w"))
+		ov.WriteAt("big", int64(k)*100000, "y")
+		f.end()
+	}
+	// Each turn's two sides share the later turns' layers: only the
+	// turn's own block may differ.
+	for k, n := range turns {
+		cs, err := store.TurnChanges(n, ov.Tree)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("turn %d: %d changes, %v", n, len(cs), err)
+		}
+		r, ok := store.ChangedRanges(cs[0])
+		if want := []int64{int64(k) * 100000 &^ 4095, 4096}; !ok || !slices.Equal(r, want) {
+			t.Errorf("turn %d: ChangedRanges %v %v, want %v", n, r, ok, want)
+		}
+	}
+}
+
+// TestPickaxeRandom: over random histories of writes (some ending or
+// starting at a block's edge), cuts, growths and rewrites of a file kept
+// by ranges, the last turn open or closed, log -S's answer for each turn
+// and each text (some that can overlap themselves) is bytes.Count's over
+// the file's bytes before and after the turn, and so is the answer from
+// the changed ranges alone wherever that is taken. CKPTFS_LONG: 600
+// histories.
+func TestPickaxeRandom(t *testing.T) {
+	seeds := int64(60)
+	if os.Getenv("CKPTFS_LONG") != "" {
+		seeds = 600
+	}
+	fast, checked := 0, 0
+	texts := []string{"ab", "abc", "aab", "cab", "b", "abcab", "aa", "aba", "bca", "acbb"}
+	for seed := int64(1); seed <= seeds; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		store, err := versionstore.Open("/store", versionstore.Options{FS: vfs.NewMem(), RangeFrom: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ov := fusefstest.New(t, t.TempDir(), store)
+		f := &fixture{t: t, ov: ov, gate: &fakeGate{}, svc: NewService(store, ov.Tree, &fakeGate{}), ctx: context.Background()}
+		rnd := func(n int) string {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = "abc"[rng.Intn(3)]
+			}
+			return string(b)
+		}
+		abs := filepath.Join(ov.Dir, "big")
+		snap := map[uint64][]byte{}
+		n0 := f.begin("made")
+		ov.Write("big", rnd(8192+rng.Intn(40000)))
+		f.end()
+		snap[n0], _ = os.ReadFile(abs)
+		nturns := 2 + rng.Intn(5)
+		var open uint64
+		for k := 0; k < nturns; k++ {
+			n := f.begin("t")
+			for step := 0; step < 1+rng.Intn(4); step++ {
+				st, ino, _ := ov.Tree.LstatInode("big")
+				switch op := rng.Intn(10); {
+				case op < 6:
+					off := int64(rng.Intn(int(st.Size) + 100))
+					d := rnd(1 + rng.Intn(40))
+					switch rng.Intn(3) {
+					case 0:
+						off &^= 4095
+					case 1:
+						off = off&^4095 + 4096 - int64(len(d))
+					}
+					ov.WriteAt("big", max(0, off), d)
+				case op < 9:
+					sz := int64(rng.Intn(int(st.Size) + 5000))
+					if store.NeedsRange("big", min(sz, st.Size), ckpt.ToTheEnd) {
+						c := ckpt.Capture{Path: "big", Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: min(sz, st.Size), End: ckpt.ToTheEnd},
+							Open: func() (*os.File, error) { return ov.Tree.Open("big") }}
+						if err := store.Record(c, ckpt.Program{PID: 1, Comm: "test"}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := os.Truncate(abs, sz); err != nil {
+						t.Fatal(err)
+					}
+					if sz > st.Size { // fill the hole with text sometimes
+						if rng.Intn(2) == 0 {
+							ov.WriteAt("big", st.Size, rnd(int(sz-st.Size)))
+						}
+					}
+				default:
+					ov.Write("big", rnd(8192+rng.Intn(40000)))
+				}
+			}
+			if k == nturns-1 && rng.Intn(2) == 0 {
+				open = n
+			} else {
+				f.end()
+			}
+			snap[n], _ = os.ReadFile(abs)
+		}
+		for n := n0 + 1; n <= n0+uint64(nturns); n++ {
+			var cs []versionstore.Change
+			if n == open {
+				cs, err = store.Changes(n-1, versionstore.Now, ov.Tree)
+			} else {
+				cs, err = store.TurnChanges(n, ov.Tree)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				if c.Path != "big" || c.Kind == ckpt.ModeOnly {
+					continue
+				}
+				for _, text := range texts {
+					want := bytes.Count(snap[n-1], []byte(text)) != bytes.Count(snap[n], []byte(text))
+					got, err := f.svc.pickaxe([]versionstore.Change{c}, []byte(text))
+					if err != nil {
+						t.Fatal(err)
+					}
+					checked++
+					if got != want {
+						t.Fatalf("seed %d turn %d text %q: pickaxe %v want %v", seed, n, text, got, want)
+					}
+					if ranges, ok := store.ChangedRanges(c); ok && !overlapsItself([]byte(text)) {
+						d, ok, err := f.svc.occurrencesDifferIn(c, ranges, []byte(text))
+						if err != nil || !ok {
+							t.Fatalf("seed %d: fast path %v %v", seed, ok, err)
+						}
+						fast++
+						if d != want {
+							t.Fatalf("seed %d turn %d text %q: fast %v want %v", seed, n, text, d, want)
+						}
+					}
+				}
+			}
+		}
+		if open != 0 {
+			f.end()
+		}
+		store.Close()
+	}
+	t.Logf("%d checked, %d by the fast path", checked, fast)
 }

@@ -156,11 +156,12 @@ func (s *Service) keep(t ckpt.Turn, req turnctl.LogRequest, prefixes []string, r
 // whose bytes are not known on a side (never captured, or a live file
 // that vanished while read) is passed over.
 func (s *Service) pickaxe(cs []versionstore.Change, text []byte) (bool, error) {
+	windowed := !overlapsItself(text)
 	for _, c := range cs {
 		if c.Kind == ckpt.ModeOnly || c.Kind == ckpt.Relinked {
 			continue // the same bytes
 		}
-		if ranges, ok := s.store.ChangedRanges(c); ok && !overlapsItself(text) {
+		if ranges, ok := s.store.ChangedRanges(c); ok && windowed {
 			differ, ok, err := s.occurrencesDifferIn(c, ranges, text)
 			if err != nil {
 				return false, err
