@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"bytes"
+	"container/heap"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
@@ -535,7 +537,24 @@ type patchedReader struct {
 	cum      [][]int64     // each layer's spans' offsets in its bytes
 	base     io.ReaderAt   // nil: none
 	baseSize int64
+	once     sync.Once
+	runs     []run // where each byte comes from (flatten), made at the first locate
 }
+
+// run is a stretch of a patched version whose bytes come from one place,
+// up to end (from the previous run's end): a layer's bytes (layer >= 0;
+// the run's first byte at off in them), the base at the same offset
+// (layerBase), or nowhere (layerNone: the version is corrupt there).
+type run struct {
+	end   int64
+	layer int
+	off   int64
+}
+
+const (
+	layerBase = -1
+	layerNone = -2
+)
 
 // newPatchedReader reads a version of size bytes: layers (oldest first)
 // over base, which holds baseSize bytes.
@@ -557,34 +576,146 @@ func (s *Store) newPatchedReader(size int64, layers []layer, base io.ReaderAt, b
 	return pr
 }
 
-// locate finds where the byte at pos (< size) comes from: a layer's
-// bytes at off (layer >= 0) or the base at pos (layer -1), and for how
-// many bytes from there on that stays so.
-func (pr *patchedReader) locate(pos int64) (layer int, off, n int64, err error) {
-	n = pr.size - pos
-	for i, l := range pr.layers {
-		k := sort.Search(len(l.Spans)/2, func(k int) bool { return l.Spans[2*k]+l.Spans[2*k+1] > pos })
-		if k < len(l.Spans)/2 {
-			start, length := l.Spans[2*k], l.Spans[2*k+1]
-			if start <= pos {
-				return i, pr.cum[i][k] + pos - start, min(n, start+length-pos), nil
-			}
-			n = min(n, start-pos)
-		}
-		// Not put back by this layer: the byte was there, unchanged,
-		// at the next layer's start (or in the base).
+// flatten computes runs. A byte at pos is the oldest layer's that holds
+// it in a span, if pos is below the size of every layer after the first
+// up to that one (a layer's size is the file's at its record: a byte at
+// or past it was not there then, so no older layer can take it from a
+// newer one); a byte no layer holds is the base's, if pos is below every
+// layer's size after the first and the base's (none without a base).
+// Anything else is in no record. It costs O(n log n) in the spans of all
+// layers, so that a version over 17,000 layers (a turn of random writes
+// into one file) reads in time of its bytes, not of bytes times layers.
+func (pr *patchedReader) flatten() {
+	// lim[i]: the bound of the bytes layer i may give; lim[len] the
+	// base's.
+	lim := make([]int64, len(pr.layers)+1)
+	bound := pr.size
+	for i := range pr.layers {
+		lim[i] = bound
 		next := pr.baseSize
 		if i+1 < len(pr.layers) {
 			next = pr.layers[i+1].Size
 		} else if pr.base == nil {
 			next = 0
 		}
-		if pos >= next {
-			return 0, 0, 0, fmt.Errorf("%w: byte %d of a range-captured version is in no record", ErrCorrupt, pos)
-		}
-		n = min(n, next-pos)
+		bound = min(bound, next)
 	}
-	return -1, pos, n, nil
+	lim[len(pr.layers)] = bound
+	var pieces []spanPiece
+	for i, l := range pr.layers {
+		for k := 0; k+1 < len(l.Spans); k += 2 {
+			if start, end := l.Spans[k], min(l.Spans[k]+l.Spans[k+1], pr.size); start < end {
+				pieces = append(pieces, spanPiece{start, end, i, pr.cum[i][k/2]})
+			}
+		}
+	}
+	sort.Slice(pieces, func(a, b int) bool { return pieces[a].start < pieces[b].start })
+	// A sweep over the boundaries with the pieces that cover the current
+	// position in a heap, oldest layer first.
+	active := &pieceHeap{}
+	emit := func(from, to int64, layer int, off int64) {
+		if from >= to {
+			return
+		}
+		if layer >= 0 && to > lim[layer] || layer == layerBase && to > lim[len(pr.layers)] {
+			cut := lim[len(pr.layers)]
+			if layer >= 0 {
+				cut = lim[layer]
+			}
+			if from < cut {
+				pr.addRun(cut, layer, off)
+			}
+			pr.addRun(to, layerNone, 0)
+			return
+		}
+		pr.addRun(to, layer, off)
+	}
+	pos, next := int64(0), 0
+	for pos < pr.size {
+		for next < len(pieces) && pieces[next].start <= pos {
+			heap.Push(active, pieces[next])
+			next++
+		}
+		for active.Len() > 0 && (*active)[0].end <= pos {
+			heap.Pop(active)
+		}
+		to := pr.size
+		if next < len(pieces) {
+			to = min(to, pieces[next].start)
+		}
+		if active.Len() == 0 {
+			emit(pos, to, layerBase, pos)
+			pos = to
+			continue
+		}
+		top := (*active)[0]
+		to = min(to, top.end)
+		emit(pos, to, top.layer, top.off+pos-top.start)
+		pos = to
+	}
+}
+
+// addRun appends a run, merging it into the last when it continues it.
+func (pr *patchedReader) addRun(end int64, layer int, off int64) {
+	if n := len(pr.runs); n > 0 {
+		last := &pr.runs[n-1]
+		start := int64(0)
+		if n > 1 {
+			start = pr.runs[n-2].end
+		}
+		if last.layer == layer && (layer == layerNone || last.off+last.end-start == off) {
+			last.end = end
+			return
+		}
+	}
+	pr.runs = append(pr.runs, run{end, layer, off})
+}
+
+// spanPiece is one span of a layer: [start, end) of the version, whose
+// first byte is at off in the layer's bytes.
+type spanPiece struct {
+	start, end int64
+	layer      int
+	off        int64
+}
+
+// pieceHeap orders the pieces covering a position by layer, then by end.
+type pieceHeap []spanPiece
+
+func (h pieceHeap) Len() int { return len(h) }
+func (h pieceHeap) Less(a, b int) bool {
+	return h[a].layer < h[b].layer || h[a].layer == h[b].layer && h[a].end < h[b].end
+}
+func (h pieceHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *pieceHeap) Push(x any)   { *h = append(*h, x.(spanPiece)) }
+func (h *pieceHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// locate finds where the byte at pos (< size) comes from: a layer's
+// bytes at off (layer >= 0) or the base at pos (layer -1), and for how
+// many bytes from there on that stays so.
+func (pr *patchedReader) locate(pos int64) (layer int, off, n int64, err error) {
+	pr.once.Do(pr.flatten)
+	k := sort.Search(len(pr.runs), func(k int) bool { return pr.runs[k].end > pos })
+	if k == len(pr.runs) {
+		return 0, 0, 0, fmt.Errorf("%w: byte %d of a range-captured version is past its end", ErrCorrupt, pos)
+	}
+	r := pr.runs[k]
+	start := int64(0)
+	if k > 0 {
+		start = pr.runs[k-1].end
+	}
+	switch r.layer {
+	case layerNone:
+		return 0, 0, 0, fmt.Errorf("%w: byte %d of a range-captured version is in no record", ErrCorrupt, pos)
+	case layerBase:
+		return layerBase, pos, r.end - pos, nil
+	}
+	return r.layer, r.off + pos - start, r.end - pos, nil
 }
 
 func (pr *patchedReader) ReadAt(p []byte, off int64) (int, error) {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -871,5 +873,72 @@ func TestRangeRevertPatchesInPlace(t *testing.T) {
 	}
 	if fi, _ := os.Lstat(p); fi.Mode().Perm() != 0o640 {
 		t.Fatalf("the revert undone: mode %v", fi.Mode().Perm())
+	}
+}
+
+// locateScan is locate as one pass over the layers per byte: the
+// reference the flattened runs must agree with.
+func (pr *patchedReader) locateScan(pos int64) (layer int, off int64, err error) {
+	for i, l := range pr.layers {
+		k := sort.Search(len(l.Spans)/2, func(k int) bool { return l.Spans[2*k]+l.Spans[2*k+1] > pos })
+		if k < len(l.Spans)/2 && l.Spans[2*k] <= pos {
+			return i, pr.cum[i][k] + pos - l.Spans[2*k], nil
+		}
+		next := pr.baseSize
+		if i+1 < len(pr.layers) {
+			next = pr.layers[i+1].Size
+		} else if pr.base == nil {
+			next = 0
+		}
+		if pos >= next {
+			return 0, 0, ErrCorrupt
+		}
+	}
+	return -1, pos, nil
+}
+
+// TestPatchedReaderRuns: over random layers (sizes, spans that overlap
+// across layers, with a base or none), every byte's source by the
+// flattened runs is the scan's, and each run's length keeps to it.
+func TestPatchedReaderRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for iter := 0; iter < 3000; iter++ {
+		size := int64(rng.IntN(200))
+		var layers []layer
+		for range rng.IntN(12) {
+			l := layer{Size: int64(rng.IntN(220))}
+			for pos := int64(rng.IntN(30)); pos < l.Size; pos += int64(1 + rng.IntN(40)) {
+				n := min(int64(1+rng.IntN(25)), l.Size-pos)
+				l.Spans = append(l.Spans, pos, n)
+				pos += n
+			}
+			layers = append(layers, l)
+		}
+		var base io.ReaderAt
+		baseSize := int64(0)
+		if rng.IntN(3) > 0 {
+			base, baseSize = bytes.NewReader(nil), int64(rng.IntN(220))
+		}
+		pr := (&Store{}).newPatchedReader(size, layers, base, baseSize)
+		for pos := int64(0); pos < size; {
+			wl, woff, werr := pr.locateScan(pos)
+			l, off, n, err := pr.locate(pos)
+			if (err != nil) != (werr != nil) || err == nil && (l != wl || off != woff) {
+				t.Fatalf("iter %d, byte %d: locate = %d, %d, %v; the scan says %d, %d, %v", iter, pos, l, off, err, wl, woff, werr)
+			}
+			if err != nil {
+				pos++
+				continue
+			}
+			if n <= 0 || pos+n > size {
+				t.Fatalf("iter %d, byte %d: a run of %d bytes", iter, pos, n)
+			}
+			for q := pos + 1; q < pos+n; q++ {
+				if ql, qoff, qerr := pr.locateScan(q); qerr != nil || ql != l || (l >= 0 && qoff != off+q-pos) || (l < 0 && qoff != q) {
+					t.Fatalf("iter %d: the run from %d (%d bytes) is not one source at %d", iter, pos, n, q)
+				}
+			}
+			pos += n
+		}
 	}
 }

@@ -157,7 +157,8 @@ type ViewFile struct {
 	mark  uint64     // the newest event when r was resolved
 	f     *os.File   // the live file (r.livePath()) or the attic file, once opened
 	ch    *chunksAt
-	pr    *patchedFile // a range-captured version over a stored base
+	pr    *patchedFile   // a range-captured version over a stored base
+	plr   *patchedReader // or over the live file f
 }
 
 // OpenView opens the regular file entry e of sn (taken by ViewAt) for
@@ -261,7 +262,10 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 	var n int
 	var err error
 	if f.r.Patch != nil {
-		n, err = f.s.newPatchedReader(f.size, f.r.Patch.Layers, f.f, f.r.Patch.BaseSize).ReadAt(p, off)
+		if f.plr == nil {
+			f.plr = f.s.newPatchedReader(f.size, f.r.Patch.Layers, f.f, f.r.Patch.BaseSize)
+		}
+		n, err = f.plr.ReadAt(p, off)
 	} else {
 		n, err = f.f.ReadAt(p, off)
 	}
@@ -358,7 +362,7 @@ func (f *ViewFile) closeFile() {
 		f.pr.Close()
 		f.pr = nil
 	}
-	f.ch = nil
+	f.ch, f.plr = nil, nil
 }
 
 // Close releases the file's fds.
