@@ -4,13 +4,16 @@ package main
 // first 4 KiB write of a turn into a big file and into a 1 MiB file, on
 // C (the work directory's filesystem: on ext4 the capture copies the
 // file into the store) and on Cx, ckptfs over a project on a loop-mounted
-// XFS image made with reflink=1 (the capture clones it into the attic).
+// XFS image made with reflink=1 (the capture clones it into the attic);
+// then, on C, the rewind, log -S and revert of such a turn, and the read
+// of a file as it was before a turn that wrote all of it at random.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -323,6 +326,13 @@ func (h *history) capture(ctx context.Context) error {
 			}
 		}
 	}
+	// On C: a turn of random 4 KiB writes over all of a 64 MiB file (a
+	// range record per write until its 256 KiB regions fill: thousands
+	// of layers), then turnctl cat of the file as it was before the
+	// turn, checked against its bytes then.
+	if err := h.catOfManyLayers(ctx, sides[0].t, sides[0].dir); err != nil {
+		return err
+	}
 	for _, s := range sides {
 		r := captureRow{Config: s.config, Big: files[0].name}
 		r.BigS = summarizeSamples(h.b.res.historyRow(captureStep(files[0].name)).Samples[s.config])
@@ -335,6 +345,69 @@ func (h *history) capture(ctx context.Context) error {
 	}
 	return nil
 }
+
+// catOfManyLayers is the last part of the capture figure (see there).
+func (h *history) catOfManyLayers(ctx context.Context, t *ckptfsTarget, dir string) error {
+	const size, block = 64 << 20, 4096
+	p := filepath.Join(dir, "layers")
+	for rep := 0; rep < h.reps; rep++ {
+		if err := t.Begin(ctx); err != nil {
+			return err
+		}
+		if err := writeRandom(p, size, uint64(40+rep), false); err != nil {
+			return err
+		}
+		if err := t.End(ctx); err != nil {
+			return err
+		}
+		want, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out, err := h.b.turnctlCmd(ctx, dir, "--json", "begin")
+		if err != nil {
+			return err
+		}
+		n, err := parseBegin(out)
+		if err != nil {
+			return err
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		rng := rand.New(rand.NewPCG(uint64(rep), 41))
+		buf := make([]byte, block)
+		for i, k := range rng.Perm(size / block) {
+			buf[0], buf[1] = byte(i), byte(i>>8)
+			if _, err := f.WriteAt(buf, int64(k)*block); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := t.End(ctx); err != nil {
+			return err
+		}
+		var got string
+		sm, err := timedOn(t, func() error {
+			got, err = h.b.turnctlCmd(ctx, dir, "cat", strconv.Itoa(n-1), "layers")
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if got != string(want) {
+			return fmt.Errorf("turnctl cat %d layers: %d bytes, not the file's %d before turn %d", n-1, len(got), len(want), n)
+		}
+		h.record(manyLayersStep, "C", sm)
+	}
+	return nil
+}
+
+const manyLayersStep = "cat of a 64 MiB file before a turn of random 4 KiB writes over all of it"
 
 // noteStored adds a row to the bytes-stored figure.
 func (h *history) noteStored(op string, changed, stored int64) storedRow {

@@ -244,7 +244,8 @@ Workloads (--only takes names or numbers):
               file, on C and on Cx: ckptfs over a loop-mounted XFS image
               made with reflink=1 under WORK/Cx (captures clone; needs
               mkfs.xfs), with the space each capture took; then on C the
-              rewind, log -S and revert of such a turn
+              rewind, log -S and revert of such a turn, and cat of a 64 MiB
+              file before a turn of random writes over all of it
      ui       C only: turnctl ui's page in headless chromium: first paint
               and interactive timeline of 1000+ turns, first page of a
               20k-file turn with a diff (needs chromium)
