@@ -366,16 +366,7 @@ func TestRangeLayersOfTwoTurnsSurviveAnOfflineChange(t *testing.T) {
 // mode change are undone the same way.
 func TestRangeRewindInPlace(t *testing.T) {
 	s, tree, root := rangeFixture(t)
-	p := filepath.Join(root, "big")
-	orig := patterned(256*rangeBlock+100, 7, 13)
-	os.WriteFile(p, orig, 0o640)
-	// Held open across every rewind, its inode cannot be reused by a
-	// file that replaced it.
-	held, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
+	p, orig, held := heldBigFile(t, root)
 	who := ckpt.Program{Comm: "test"}
 	turn := func(name string, change func(f *os.File)) ckpt.Turn {
 		t.Helper()
@@ -453,6 +444,24 @@ func TestRangeRewindInPlace(t *testing.T) {
 	// bytes it overwrites (the 5000 appended).
 	r3 := rewind("t3 rewound", t3.Num-1, afterT1, 0o640, 2*rangeBlock)
 	rewind("that rewind undone", r3.Num-1, afterT3, 0o600, 300*rangeBlock)
+}
+
+// heldBigFile writes root/big (256 blocks and 100 bytes, mode 0640) and
+// holds it open until the test ends: its inode cannot be reused by a
+// file that replaced it, so an inode kept is a file changed in place.
+func heldBigFile(t *testing.T, root string) (p string, orig []byte, held *os.File) {
+	t.Helper()
+	p = filepath.Join(root, "big")
+	orig = patterned(256*rangeBlock+100, 7, 13)
+	if err := os.WriteFile(p, orig, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	return p, orig, held
 }
 
 func fdInode(t *testing.T, f *os.File) uint64 {
@@ -813,14 +822,7 @@ func TestRangeRewindInPlaceNeedsRoomForTheChangeOnly(t *testing.T) {
 // bytes the revert overwrites, and undoing the revert is exact too.
 func TestRangeRevertPatchesInPlace(t *testing.T) {
 	s, tree, root := rangeFixture(t)
-	p := filepath.Join(root, "big")
-	orig := patterned(256*rangeBlock+100, 7, 13)
-	os.WriteFile(p, orig, 0o640)
-	held, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
+	p, orig, held := heldBigFile(t, root)
 	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
 		t.Fatal(err)
 	}

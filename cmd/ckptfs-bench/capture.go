@@ -224,105 +224,82 @@ func (h *history) capture(ctx context.Context) error {
 			}
 		}
 	}
-	// The rewind of one such turn on C: the write into the big file
-	// undone. (Cx's store, on a small image, counts its clones at their
-	// full size: its retention policy forgets the turn before.)
-	for _, s := range sides[:1] {
-		for rep := 0; rep < h.reps; rep++ {
-			before, err := settled(s)
-			if err != nil {
+	// On C, per repetition: a turn's 4 KiB write into the big file and
+	// the rewind to before it; then a turn that writes a text into the
+	// file, log -S finding that turn (the newest), and the revert of it.
+	// Each compares or writes the versions only where the turn wrote.
+	// (Cx's store, on a small image, counts its clones at their full
+	// size: its retention policy forgets the turn before.)
+	c := sides[0]
+	writeTurn := func(b []byte, off int64) (int, error) {
+		t, err := h.beginTurn(ctx) // on C
+		if err != nil {
+			return 0, err
+		}
+		if err := pwrite(filepath.Join(c.dir, "0"), b, off); err != nil {
+			return 0, err
+		}
+		return t, c.t.End(ctx)
+	}
+	timed := func(step string, args ...string) (out string, err error) {
+		sm, err := timedOn(c.t, func() error {
+			out, err = h.b.turnctlCmd(ctx, c.t.Dir(), args...)
+			return err
+		})
+		if err == nil {
+			h.record(step, c.config, sm)
+		}
+		return out, err
+	}
+	grown := func(what string, before int64) error {
+		after, err := settled(c)
+		if err == nil {
+			h.noteStored(fmt.Sprintf("%s of a 4 KiB write into a %s file (both turns) [%s]", what, files[0].name, c.config), 4096, after-before)
+		}
+		return err
+	}
+	for rep := 0; rep < h.reps; rep++ {
+		before, err := settled(c)
+		if err != nil {
+			return err
+		}
+		t, err := writeTurn(block, int64(rep+1)*(1<<20))
+		if err != nil {
+			return err
+		}
+		if _, err := timed(rewindStep(files[0].name), "rewind", "--quiet", strconv.Itoa(t-1)); err != nil {
+			return err
+		}
+		if rep == 0 {
+			if err := grown("rewind", before); err != nil {
 				return err
-			}
-			out, err := h.b.turnctlCmd(ctx, s.t.Dir(), "--json", "begin")
-			if err != nil {
-				return err
-			}
-			t, err := parseBegin(out)
-			if err != nil {
-				return err
-			}
-			p := filepath.Join(s.dir, "0")
-			if err := pwrite(p, block, int64(rep+1)*(1<<20)); err != nil {
-				return err
-			}
-			if err := s.t.End(ctx); err != nil {
-				return err
-			}
-			sm, err := timedOn(s.t, func() error {
-				_, err := h.b.turnctlCmd(ctx, s.t.Dir(), "rewind", "--quiet", strconv.Itoa(t-1))
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			h.record(rewindStep(files[0].name), s.config, sm)
-			if rep == 0 {
-				after, err := settled(s)
-				if err != nil {
-					return err
-				}
-				h.noteStored(fmt.Sprintf("rewind of a 4 KiB write into a %s file (both turns) [%s]", files[0].name, s.config), 4096, after-before)
 			}
 		}
-	}
-	// On C again: a turn writes a text into the big file; log -S finds
-	// that turn (the newest), then a revert undoes it. Both compare the
-	// versions only where the turn wrote.
-	for _, s := range sides[:1] {
-		for rep := 0; rep < h.reps; rep++ {
-			before, err := settled(s)
-			if err != nil {
+		if before, err = settled(c); err != nil {
+			return err
+		}
+		text := fmt.Sprintf("ckptfs-bench pickaxe %d;", rep)
+		if t, err = writeTurn(append([]byte(text), block[len(text):]...), int64(rep+1)*(3<<20)); err != nil {
+			return err
+		}
+		out, err := timed(pickaxeStep(files[0].name), "--json", "log", "-n", "1", "-S", text)
+		if err != nil {
+			return err
+		}
+		var reply struct {
+			Turns []struct {
+				Num int `json:"num"`
+			} `json:"turns"`
+		}
+		if json.Unmarshal([]byte(out), &reply) != nil || len(reply.Turns) != 1 || reply.Turns[0].Num != t {
+			return fmt.Errorf("log -S %q did not find turn %d: %s", text, t, out)
+		}
+		if _, err := timed(revertStep(files[0].name), "revert", "--quiet", strconv.Itoa(t)); err != nil {
+			return err
+		}
+		if rep == 0 {
+			if err := grown("revert", before); err != nil {
 				return err
-			}
-			out, err := h.b.turnctlCmd(ctx, s.t.Dir(), "--json", "begin")
-			if err != nil {
-				return err
-			}
-			t, err := parseBegin(out)
-			if err != nil {
-				return err
-			}
-			text := fmt.Sprintf("ckptfs-bench pickaxe %d;", rep)
-			b := append([]byte(text), block[len(text):]...)
-			if err := pwrite(filepath.Join(s.dir, "0"), b, int64(rep+1)*(3<<20)); err != nil {
-				return err
-			}
-			if err := s.t.End(ctx); err != nil {
-				return err
-			}
-			sm, err := timedOn(s.t, func() error {
-				out, err := h.b.turnctlCmd(ctx, s.t.Dir(), "--json", "log", "-n", "1", "-S", text)
-				if err != nil {
-					return err
-				}
-				var reply struct {
-					Turns []struct {
-						Num int `json:"num"`
-					} `json:"turns"`
-				}
-				if json.Unmarshal([]byte(out), &reply) != nil || len(reply.Turns) != 1 || reply.Turns[0].Num != t {
-					return fmt.Errorf("log -S %q did not find turn %d: %s", text, t, out)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			h.record(pickaxeStep(files[0].name), s.config, sm)
-			sm, err = timedOn(s.t, func() error {
-				_, err := h.b.turnctlCmd(ctx, s.t.Dir(), "revert", "--quiet", strconv.Itoa(t))
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			h.record(revertStep(files[0].name), s.config, sm)
-			if rep == 0 {
-				after, err := settled(s)
-				if err != nil {
-					return err
-				}
-				h.noteStored(fmt.Sprintf("revert of a 4 KiB write into a %s file (both turns) [%s]", files[0].name, s.config), 4096, after-before)
 			}
 		}
 	}
@@ -330,7 +307,7 @@ func (h *history) capture(ctx context.Context) error {
 	// range record per write until its 256 KiB regions fill: thousands
 	// of layers), then turnctl cat of the file as it was before the
 	// turn, checked against its bytes then.
-	if err := h.catOfManyLayers(ctx, sides[0].t, sides[0].dir); err != nil {
+	if err := h.catOfManyLayers(ctx, c.dir); err != nil {
 		return err
 	}
 	for _, s := range sides {
@@ -347,7 +324,8 @@ func (h *history) capture(ctx context.Context) error {
 }
 
 // catOfManyLayers is the last part of the capture figure (see there).
-func (h *history) catOfManyLayers(ctx context.Context, t *ckptfsTarget, dir string) error {
+func (h *history) catOfManyLayers(ctx context.Context, dir string) error {
+	t := h.c
 	const size, block = 64 << 20, 4096
 	p := filepath.Join(dir, "layers")
 	for rep := 0; rep < h.reps; rep++ {
@@ -364,11 +342,7 @@ func (h *history) catOfManyLayers(ctx context.Context, t *ckptfsTarget, dir stri
 		if err != nil {
 			return err
 		}
-		out, err := h.b.turnctlCmd(ctx, dir, "--json", "begin")
-		if err != nil {
-			return err
-		}
-		n, err := parseBegin(out)
+		n, err := h.beginTurn(ctx)
 		if err != nil {
 			return err
 		}
