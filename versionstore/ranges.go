@@ -79,15 +79,17 @@ import (
 // this changes are recorded first, as a range record of the rewind's own
 // turn, so undoing a small write into a big file costs what the write
 // did. The fix-up pass, restores and reverts do the same with every
-// layer of a version whose base is the live file at its own path (an actPatch
-// action, which carries the layers: the bytes outside them are the
-// version's already, and are never written); a version over another
+// layer of a version whose base is the live file at its own path (an
+// actPatch action, which carries the layers: the bytes outside them are
+// the version's already, and are never written); a version over another
 // path's bytes or over stored bytes is stored whole first, as bytes at
 // another live path are (planRestore), so every action still carries
 // its bytes. Cat, diff, export, revert's merges and views read through
-// patchedReader; comparisons (differOnly) and log -S (ChangedRanges)
-// read two versions over one live file only where their layers differ. GC (a journal's layers too), verify and du count a
-// range record's chunks like any other record's.
+// patchedReader, which flattens its layers into runs once; comparisons
+// (differOnly) and log -S (ChangedRanges) read two versions over one
+// live file only where their layers differ. GC (a journal's layers
+// too), verify and du count a range record's chunks like any other
+// record's.
 
 // rangeMin is the smallest file whose content is captured by ranges.
 // Below it a whole copy costs at most a few milliseconds (about 1 ms a
