@@ -2,7 +2,7 @@ package versionstore
 
 import (
 	"bytes"
-	"container/heap"
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -603,7 +603,14 @@ func (pr *patchedReader) flatten() {
 		bound = min(bound, next)
 	}
 	lim[len(pr.layers)] = bound
-	var pieces []spanPiece
+	if pr.base == nil {
+		lim[len(pr.layers)] = 0 // with no layers too: no byte is known
+	}
+	n := 0
+	for _, l := range pr.layers {
+		n += len(l.Spans) / 2
+	}
+	pieces := make([]spanPiece, 0, n)
 	for i, l := range pr.layers {
 		for k := 0; k+1 < len(l.Spans); k += 2 {
 			if start, end := l.Spans[k], min(l.Spans[k]+l.Spans[k+1], pr.size); start < end {
@@ -611,10 +618,10 @@ func (pr *patchedReader) flatten() {
 			}
 		}
 	}
-	sort.Slice(pieces, func(a, b int) bool { return pieces[a].start < pieces[b].start })
+	slices.SortFunc(pieces, func(a, b spanPiece) int { return cmp.Compare(a.start, b.start) })
 	// A sweep over the boundaries with the pieces that cover the current
 	// position in a heap, oldest layer first.
-	active := &pieceHeap{}
+	var active pieceHeap
 	emit := func(from, to int64, layer int, off int64) {
 		if from >= to {
 			return
@@ -635,25 +642,35 @@ func (pr *patchedReader) flatten() {
 	pos, next := int64(0), 0
 	for pos < pr.size {
 		for next < len(pieces) && pieces[next].start <= pos {
-			heap.Push(active, pieces[next])
+			active.push(pieces[next])
 			next++
 		}
-		for active.Len() > 0 && (*active)[0].end <= pos {
-			heap.Pop(active)
+		for len(active) > 0 && active[0].end <= pos {
+			active.pop()
 		}
 		to := pr.size
 		if next < len(pieces) {
 			to = min(to, pieces[next].start)
 		}
-		if active.Len() == 0 {
+		if len(active) == 0 {
 			emit(pos, to, layerBase, pos)
 			pos = to
 			continue
 		}
-		top := (*active)[0]
+		top := active[0]
 		to = min(to, top.end)
 		emit(pos, to, top.layer, top.off+pos-top.start)
 		pos = to
+	}
+}
+
+// dropChunks lets go of the chunk each layer's reader holds decoded: a
+// reader kept between reads (a view's) keeps only its runs.
+func (pr *patchedReader) dropChunks() {
+	for _, at := range pr.at {
+		if c, ok := at.(*chunksAt); ok {
+			c.buf = nil
+		}
 	}
 }
 
@@ -681,20 +698,44 @@ type spanPiece struct {
 	off        int64
 }
 
-// pieceHeap orders the pieces covering a position by layer, then by end.
+// pieceHeap orders the pieces covering a position by layer, then by end
+// (a binary heap, typed: no allocation per piece).
 type pieceHeap []spanPiece
 
-func (h pieceHeap) Len() int { return len(h) }
-func (h pieceHeap) Less(a, b int) bool {
+func (h pieceHeap) less(a, b int) bool {
 	return h[a].layer < h[b].layer || h[a].layer == h[b].layer && h[a].end < h[b].end
 }
-func (h pieceHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *pieceHeap) Push(x any)   { *h = append(*h, x.(spanPiece)) }
-func (h *pieceHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *pieceHeap) push(x spanPiece) {
+	*h = append(*h, x)
+	for i := len(*h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		(*h)[i], (*h)[p] = (*h)[p], (*h)[i]
+		i = p
+	}
+}
+
+func (h *pieceHeap) pop() {
+	n := len(*h) - 1
+	(*h)[0] = (*h)[n]
+	*h = (*h)[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h.less(c+1, c) {
+			c++
+		}
+		if !h.less(c, i) {
+			break
+		}
+		(*h)[i], (*h)[c] = (*h)[c], (*h)[i]
+		i = c
+	}
 }
 
 // locate finds where the byte at pos (< size) comes from: a layer's

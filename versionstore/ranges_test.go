@@ -909,7 +909,10 @@ func TestPatchedReaderRuns(t *testing.T) {
 		var layers []layer
 		for range rng.IntN(12) {
 			l := layer{Size: int64(rng.IntN(220))}
-			for pos := int64(rng.IntN(30)); pos < l.Size; pos += int64(1 + rng.IntN(40)) {
+			if rng.IntN(8) == 0 {
+				l.Size = 0 // a file that was empty
+			}
+			for pos := int64(rng.IntN(30)); pos < l.Size; pos += int64(rng.IntN(40)) { // spans may touch
 				n := min(int64(1+rng.IntN(25)), l.Size-pos)
 				l.Spans = append(l.Spans, pos, n)
 				pos += n
@@ -924,6 +927,9 @@ func TestPatchedReaderRuns(t *testing.T) {
 		pr := (&Store{}).newPatchedReader(size, layers, base, baseSize)
 		for pos := int64(0); pos < size; {
 			wl, woff, werr := pr.locateScan(pos)
+			if len(layers) == 0 && base == nil {
+				werr = ErrCorrupt // the scan would read a nil base
+			}
 			l, off, n, err := pr.locate(pos)
 			if (err != nil) != (werr != nil) || err == nil && (l != wl || off != woff) {
 				t.Fatalf("iter %d, byte %d: locate = %d, %d, %v; the scan says %d, %d, %v", iter, pos, l, off, err, wl, woff, werr)

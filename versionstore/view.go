@@ -266,6 +266,7 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 			f.plr = f.s.newPatchedReader(f.size, f.r.Patch.Layers, f.f, f.r.Patch.BaseSize)
 		}
 		n, err = f.plr.ReadAt(p, off)
+		f.plr.dropChunks()
 	} else {
 		n, err = f.f.ReadAt(p, off)
 	}
