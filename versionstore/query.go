@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"sync"
 
@@ -462,42 +461,12 @@ func (s *Store) OpenChange(c Change, after bool, live ckpt.Tree) (io.ReadCloser,
 
 // ChangedRanges reports, for a change of a regular file whose two sides
 // rest on the same live file (range records over it on one side or
-// both), the only ranges where the sides' bytes may differ: ascending,
-// merged offset, length pairs up to the larger size: a turn's own
-// writes, not those of the turns after it. Outside them both sides hold
-// the same bytes. ok is false when the sides are not known
-// to share bytes so (each must then be read whole).
+// both), the only ranges where the sides' bytes may differ (differIn): a
+// turn's own writes, not those of the turns after it. ok is false when
+// the sides are not known to share bytes so (each must then be read
+// whole).
 func (s *Store) ChangedRanges(c Change) (ranges []int64, ok bool) {
-	x, y := c.before, c.after
-	if x.State.Type != ckpt.Regular || y.State.Type != ckpt.Regular {
-		return nil, false
-	}
-	px, bx, lx, okx := overLive(x)
-	py, by, ly, oky := overLive(y)
-	if !okx || !oky || px != py || bx != by {
-		return nil, false
-	}
-	// The layers both sides end with (the records of later turns) tell
-	// one version both rest on: each side is its own layers over it, and
-	// differs from it only where they may.
-	for len(lx) > 0 && len(ly) > 0 && sameLayer(lx[len(lx)-1], ly[len(ly)-1]) {
-		bx = lx[len(lx)-1].Size
-		lx, ly = lx[:len(lx)-1], ly[:len(ly)-1]
-	}
-	lo, hi := min(x.State.Size, y.State.Size), max(x.State.Size, y.State.Size)
-	layers := append(slices.Clone(lx), ly...)
-	if lo < hi {
-		layers = append(layers, layer{Size: lo}) // a cut: [lo, hi) differs
-	}
-	return changedBy(bx, hi, layers), true
-}
-
-// sameLayer reports whether a and b put back the same bytes.
-func sameLayer(a, b layer) bool {
-	if a.Size != b.Size || !slices.Equal(a.Spans, b.Spans) || (a.Bytes == nil) != (b.Bytes == nil) {
-		return false
-	}
-	return a.Bytes == nil || sameRef(a.Bytes, b.Bytes)
+	return differIn(c.before, c.after)
 }
 
 // compare classifies the difference between two resolved states ("" if
@@ -558,7 +527,7 @@ func (s *Store) sameBytes(x, y resolved, live ckpt.Tree) (bool, error) {
 	if !x.FromLog && !y.FromLog && x.Live == y.Live {
 		return true, nil
 	}
-	if suspect, ok := differOnly(x, y); ok {
+	if suspect, ok := differIn(x, y); ok {
 		return s.sameAt(x, y, suspect, live)
 	}
 	ra, err := s.open(x, live)

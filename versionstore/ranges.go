@@ -86,10 +86,9 @@ import (
 // another live path are (planRestore), so every action still carries
 // its bytes. Cat, diff, export, revert's merges and views read through
 // patchedReader, which flattens its layers into runs once; comparisons
-// (differOnly) and log -S (ChangedRanges) read two versions over one
-// live file only where their layers differ. GC (a journal's layers
-// too), verify and du count a range record's chunks like any other
-// record's.
+// and log -S read two versions over one live file only where their own
+// layers differ (differIn). GC (a journal's layers too), verify and du
+// count a range record's chunks like any other record's.
 
 // rangeMin is the smallest file whose content is captured by ranges.
 // Below it a whole copy costs at most a few milliseconds (about 1 ms a
@@ -859,18 +858,41 @@ func patchesLive(r resolved, p string, cur ckpt.State) bool {
 	return ok && len(layers) > 0 && path == p && base == cur.Size && r.State.Type == ckpt.Regular && cur.Type == ckpt.Regular
 }
 
-// differOnly reports whether x and y (of one size) rest on the same live
-// file, read at the same size, and if so the only ranges where their
-// bytes may differ: their layers' spans, and what lies past the smallest
-// size a layer cut the file to (ascending offset, length pairs, merged).
-// Everywhere else both are the live file's bytes.
-func differOnly(x, y resolved) ([]int64, bool) {
+// differIn reports whether x and y, regular files, rest on the same
+// live file, read at the same size, and if so the only ranges where their
+// bytes may differ (ascending offset, length pairs, merged, up to the
+// larger size): their own layers' spans, and what lies past the smallest
+// size one of them cut the file to. The layers both end with (the records
+// of a later turn, when x and y are a turn's two sides) tell one version
+// both rest on, and drop out: each differs from it only where its own
+// layers may. Everywhere else both have the same bytes.
+func differIn(x, y resolved) ([]int64, bool) {
+	if x.State.Type != ckpt.Regular || y.State.Type != ckpt.Regular {
+		return nil, false
+	}
 	px, bx, lx, okx := overLive(x)
 	py, by, ly, oky := overLive(y)
 	if !okx || !oky || px != py || bx != by {
 		return nil, false
 	}
-	return changedBy(bx, x.State.Size, append(slices.Clone(lx), ly...)), true
+	for len(lx) > 0 && len(ly) > 0 && sameLayer(lx[len(lx)-1], ly[len(ly)-1]) {
+		bx = lx[len(lx)-1].Size
+		lx, ly = lx[:len(lx)-1], ly[:len(ly)-1]
+	}
+	lo, hi := min(x.State.Size, y.State.Size), max(x.State.Size, y.State.Size)
+	layers := append(slices.Clone(lx), ly...)
+	if lo < hi {
+		layers = append(layers, layer{Size: lo}) // a cut: [lo, hi) differs
+	}
+	return changedBy(bx, hi, layers), true
+}
+
+// sameLayer reports whether a and b put back the same bytes.
+func sameLayer(a, b layer) bool {
+	if a.Size != b.Size || !slices.Equal(a.Spans, b.Spans) || (a.Bytes == nil) != (b.Bytes == nil) {
+		return false
+	}
+	return a.Bytes == nil || sameRef(a.Bytes, b.Bytes)
 }
 
 // sameAt compares the bytes of x and y in ranges (offset, length pairs)

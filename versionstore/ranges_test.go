@@ -528,8 +528,9 @@ func TestRangeRewindInPlaceOfABlockAlignedCut(t *testing.T) {
 	}
 }
 
-// Two resolutions over one live file differ only where their layers put
-// spans or cut the file: only there does a comparison read.
+// Two resolutions over one live file differ only where their own layers
+// put spans or cut the file (not the layers both carry): only there does
+// a comparison or log -S read.
 func TestDifferOnlyTheLayers(t *testing.T) {
 	const size = 100 * rangeBlock
 	liveFile := resolved{State: ckpt.State{Type: ckpt.Regular, Size: size}, Live: "f"}
@@ -552,8 +553,11 @@ func TestDifferOnlyTheLayers(t *testing.T) {
 			[]int64{rangeBlock, rangeBlock, 50 * rangeBlock, 50 * rangeBlock}, true},
 		{"a base shorter than the version", over(size-10, layer{Size: size, Spans: []int64{size - rangeBlock, rangeBlock}}), liveFile, nil, false},
 		{"a stored version", resolved{State: liveFile.State, FromLog: true, Content: &contentRef{Size: size}}, liveFile, nil, false},
+		{"a later layer both carry drops out", over(size, layer{Size: size, Spans: []int64{0, rangeBlock}}, layer{Size: size, Spans: []int64{8 * rangeBlock, rangeBlock}}),
+			over(size, layer{Size: size, Spans: []int64{2 * rangeBlock, rangeBlock}}, layer{Size: size, Spans: []int64{8 * rangeBlock, rangeBlock}}),
+			[]int64{0, rangeBlock, 2 * rangeBlock, rangeBlock}, true},
 	} {
-		got, ok := differOnly(c.x, c.y)
+		got, ok := differIn(c.x, c.y)
 		if ok != c.ok || fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%s: %v %v, want %v %v", c.name, got, ok, c.want, c.ok)
 		}
