@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -163,6 +164,80 @@ func TestPickaxeOverRangeRecords(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("log -S %q: turns %v, want %v", text, got, want)
 		}
+	}
+}
+
+// decoyTree opens path as a copy of it whose k-th open holds k more
+// copies of mark at far: a search that reads a file kept by ranges
+// beyond the turn's own blocks counts them, and sees the two sides differ.
+type decoyTree struct {
+	ckpt.Tree
+	t          *testing.T
+	path, mark string
+	far        int64
+	opens      int
+}
+
+func (d *decoyTree) Open(p string) (*os.File, error) {
+	f, err := d.Tree.Open(p)
+	if err != nil || p != d.path {
+		return f, err
+	}
+	defer f.Close()
+	d.opens++
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	for k := 0; k < d.opens; k++ {
+		copy(data[d.far+int64(k*len(d.mark)):], d.mark)
+	}
+	c := filepath.Join(d.t.TempDir(), "decoy")
+	if err := os.WriteFile(c, data, 0o600); err != nil {
+		return nil, err
+	}
+	return os.Open(c)
+}
+
+// TestPickaxeReadsOnlyTheTurnsBlocks: log -S over a file kept by ranges
+// reads the blocks each turn wrote and the text's length around them,
+// nothing else of the file (the live file both sides rest on differs at
+// every open beyond them here, so a search that read more would find
+// every turn).
+func TestPickaxeReadsOnlyTheTurnsBlocks(t *testing.T) {
+	store, err := versionstore.Open("/store", versionstore.Options{FS: vfs.NewMem(), RangeFrom: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	ov := fusefstest.New(t, t.TempDir(), store)
+	f := &fixture{t: t, ov: ov, gate: &fakeGate{}, svc: NewService(store, ov.Tree, &fakeGate{}), ctx: context.Background()}
+	f.begin("made")
+	ov.Write("big", strings.Repeat("filler ", 100000)) // 700 kB
+	f.end()
+	one := f.begin("a needle")
+	ov.WriteAt("big", 10000, "needle")
+	f.end()
+	f.begin("no needle")
+	ov.WriteAt("big", 20000, "thread")
+	f.end()
+	decoy := &decoyTree{Tree: ov.Tree, t: t, path: "big", mark: "needle", far: 600000}
+	f.svc = NewService(store, decoy, &fakeGate{})
+	// -n 1: the newest turn that changed the count, before the search
+	// reaches the turn that made the file (read whole: it has no before).
+	rep, err := f.svc.Log(f.ctx, turnctl.LogRequest{N: 1, Pickaxe: "needle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, tn := range rep.Turns {
+		got = append(got, tn.Num)
+	}
+	if want := []uint64{one}; !slices.Equal(got, want) {
+		t.Errorf("log -n 1 -S needle: turns %v, want %v", got, want)
+	}
+	if decoy.opens < 2 {
+		t.Errorf("the search opened the live file %d times: the test needs it read for both sides", decoy.opens)
 	}
 }
 
