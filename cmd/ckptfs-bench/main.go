@@ -231,7 +231,7 @@ Workloads (--only takes names or numbers):
 	for _, wl := range workloads {
 		fmt.Fprintf(w, "  %2d %-8s %s\n", wl.num, wl.name, wl.desc)
 	}
-	fmt.Fprintf(w, `     session  the agent session: 12 turns over a clone of this repository
+	fmt.Fprintf(w, `     session  the agent session: 13 turns over a clone of this repository
               on N, C (a fresh mount per session) and G (shadow git)
      history  C only: turn boundary vs tree size, shadow git (G), log/show,
               rewind, navigation and turnctl ui (below), rename and delete of a 1 GiB file (and on N),

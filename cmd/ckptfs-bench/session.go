@@ -1,8 +1,8 @@
 package main
 
-// The agent session (issue 20, doc/BENCH.md "A real agent session"): twelve
-// scripted turns of a coding agent over a clone of this repository with its
-// git history, on N (a native directory), C (a fresh ckptfs mount over the
+// The agent session (issue 20, doc/BENCH.md "A real agent session"):
+// thirteen scripted turns of a coding agent over a clone of this
+// repository with its git history, on N (a native directory), C (a fresh ckptfs mount over the
 // clone, turnctl begin/end around every turn, in the timed wall) and G (a
 // native directory whose every turn ends in `git add -A && git commit` into
 // a shadow git dir, also timed), interleaved and repeated.
@@ -46,6 +46,7 @@ go build ./...`},
 	{"go test (small pkg)", `go test -count=1 ./internal/units/ >/dev/null`},
 	{"gofmt", `gofmt -l . >/dev/null; gofmt -w internal/units fusefs`},
 	{"go vet", `go vet ./...`},
+	{"git status ×5 (warm)", `for i in 1 2 3 4 5; do git status >/dev/null; done`},
 	{"git status + commit", `git status >/dev/null; git diff --stat >/dev/null
 git add -A && git commit -q -m "session $STAMP"`},
 	{"git checkout + commit", `git checkout -q -b feature HEAD~10
