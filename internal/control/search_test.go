@@ -122,18 +122,24 @@ func TestOverlapsItself(t *testing.T) {
 	}
 }
 
-// TestPickaxeOverRangeRecords: log -S over turns that wrote into a file
-// kept by ranges finds the turns that changed the count, for a text that
-// may overlap itself (read whole) and one that cannot (read around the
-// ranges only).
-func TestPickaxeOverRangeRecords(t *testing.T) {
+// newRangeFixture is a fixture whose store keeps files of 4 KiB and more
+// by ranges.
+func newRangeFixture(t *testing.T) (*fixture, *versionstore.Store) {
 	store, err := versionstore.Open("/store", versionstore.Options{FS: vfs.NewMem(), RangeFrom: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	ov := fusefstest.New(t, t.TempDir(), store)
-	f := &fixture{t: t, ov: ov, gate: &fakeGate{}, svc: NewService(store, ov.Tree, &fakeGate{}), ctx: context.Background()}
+	return &fixture{t: t, ov: ov, gate: &fakeGate{}, svc: NewService(store, ov.Tree, &fakeGate{}), ctx: context.Background()}, store
+}
+
+// TestPickaxeOverRangeRecords: log -S over turns that wrote into a file
+// kept by ranges finds the turns that changed the count, for a text that
+// may overlap itself (read whole) and one that cannot (read around the
+// ranges only).
+func TestPickaxeOverRangeRecords(t *testing.T) {
+	f, _ := newRangeFixture(t)
 	f.begin("made")
 	f.ov.Write("big", strings.Repeat("filler needle aaa ", 20000)) // 360 kB
 	f.end()
@@ -205,13 +211,8 @@ func (d *decoyTree) Open(p string) (*os.File, error) {
 // every open beyond them here, so a search that read more would find
 // every turn).
 func TestPickaxeReadsOnlyTheTurnsBlocks(t *testing.T) {
-	store, err := versionstore.Open("/store", versionstore.Options{FS: vfs.NewMem(), RangeFrom: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	ov := fusefstest.New(t, t.TempDir(), store)
-	f := &fixture{t: t, ov: ov, gate: &fakeGate{}, svc: NewService(store, ov.Tree, &fakeGate{}), ctx: context.Background()}
+	f, store := newRangeFixture(t)
+	ov := f.ov
 	f.begin("made")
 	ov.Write("big", strings.Repeat("filler ", 100000)) // 700 kB
 	f.end()
@@ -246,13 +247,8 @@ func TestPickaxeReadsOnlyTheTurnsBlocks(t *testing.T) {
 // turns' layers, yet only its own block may differ (log -S over a file
 // written every turn reads each turn's writes, not all later ones too).
 func TestChangedRangesAreTheTurnsOwn(t *testing.T) {
-	store, err := versionstore.Open("/store", versionstore.Options{FS: vfs.NewMem(), RangeFrom: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ov := fusefstest.New(t, t.TempDir(), store)
-	f := &fixture{t: t, ov: ov, gate: &fakeGate{}, svc: NewService(store, ov.Tree, &fakeGate{}), ctx: context.Background()}
+	f, store := newRangeFixture(t)
+	ov := f.ov
 	f.begin("made")
 	ov.Write("big", strings.Repeat("x", 1<<20))
 	f.end()
