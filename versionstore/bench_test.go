@@ -41,7 +41,7 @@ func BenchmarkCapture(b *testing.B) {
 					if err := s.append(r, ckpt.Program{Comm: "bench"}, true); err != nil {
 						b.Fatal(err)
 					}
-					s.wal.SyncWAL()
+					s.syncWAL()
 				}
 			}
 		})

@@ -78,7 +78,8 @@ var (
 )
 
 // contentRef says where the bytes of one stored file version are: a list
-// of chunks, or a file in the attic (kept by hard link, not copied).
+// of chunks, or a file in the attic (kept by hard link, not copied), or
+// (Part) a part of a span file in the attic (spans.go).
 type contentRef struct {
 	Size   int64  `json:"n"`
 	Chunks []byte `json:"h,omitempty"` // concatenated SHA-256 sums
@@ -89,6 +90,11 @@ type contentRef struct {
 	// deleted, which the attic exists to avoid). Zero: not recorded.
 	Ino   uint64 `json:"i,omitempty"`
 	MTime int64  `json:"t,omitempty"`
+	// Part: the bytes are Size bytes at Off in the span file Attic,
+	// whose CRC-32C is Sum (only a range record's bytes are kept so).
+	Part bool   `json:"p,omitempty"`
+	Off  int64  `json:"o,omitempty"`
+	Sum  uint32 `json:"c,omitempty"`
 }
 
 // putContent reads r to the end and stores it as chunks, committing chunk
@@ -202,6 +208,13 @@ func decodeChunk(val []byte) ([]byte, error) {
 
 // openContent streams a stored version.
 func (s *Store) openContent(ref *contentRef) (io.ReadCloser, error) {
+	if ref.Part {
+		b, err := s.readPart(ref)
+		if err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
 	if ref.Attic != "" {
 		f, err := s.openAttic(ref)
 		if err != nil {
@@ -213,7 +226,8 @@ func (s *Store) openContent(ref *contentRef) (io.ReadCloser, error) {
 }
 
 // openAttic opens a version kept as an attic file, checking that it is
-// the file recorded (size, inode, mtime).
+// the file recorded (size, inode, mtime; of a span file, that it holds
+// the part). Only readPart reads a part, at its offset.
 func (s *Store) openAttic(ref *contentRef) (*os.File, error) {
 	if s.attic == nil {
 		return nil, fmt.Errorf("%w: attic file %s but no attic", ErrCorrupt, ref.Attic)
@@ -228,7 +242,10 @@ func (s *Store) openAttic(ref *contentRef) (*os.File, error) {
 		return nil, fmt.Errorf("%w: attic file %s: %v", ErrCorrupt, ref.Attic, err)
 	}
 	switch {
-	case st.Size != ref.Size:
+	case ref.Part && st.Size < ref.Off+ref.Size:
+		f.Close()
+		return nil, fmt.Errorf("%w: span file %s ends at %d, before the bytes recorded at %d", ErrCorrupt, ref.Attic, st.Size, ref.Off+ref.Size)
+	case !ref.Part && st.Size != ref.Size:
 		f.Close()
 		return nil, fmt.Errorf("%w: attic file %s changed size (%d, recorded %d)", ErrCorrupt, ref.Attic, st.Size, ref.Size)
 	case ref.Ino != 0 && st.Ino != ref.Ino:

@@ -37,7 +37,7 @@
 //
 // # Content
 //
-// Prior bytes are kept in one of two ways:
+// Prior bytes are kept in one of four ways:
 //
 //   - chunks: content-defined chunks (a gear rolling hash, about 128 KiB
 //     each), keyed by their SHA-256, zstd-compressed when that helps, stored
@@ -62,6 +62,12 @@
 //     mtime recorded), so every reader, Verify, GC and du treat it alike.
 //     Whether the store clones is learnt by the first attempt and
 //     remembered; a failed clone falls back to the copy.
+//   - a part of a span file in the attic (spans.go): the bytes of a range
+//     record of a few blocks (at most rangeBatchMax), one pwrite into the
+//     turn's span file, which holds the records' bytes one after another
+//     (contentRef.Part, Off). Each part carries a CRC-32C checked at every
+//     read and by Verify; the file grows while its turn is open, so only
+//     its inode is recorded. A store without an attic keeps them as chunks.
 //
 // # Rewind
 //
@@ -197,7 +203,8 @@
 //     "written to the kernel", not "flushed to disk": a capture survives a
 //     kill -9 of the daemon at once, and costs a write(2), not an fsync.
 //  2. Chunk data is committed without sync before the event that refers to
-//     it, or in the event's own batch (a range record of a few blocks);
+//     it, or in the event's own batch (a range record of a few blocks
+//     where the store has no attic);
 //     the event's synced commit comes later in the same WAL and so
 //     makes the chunks durable with it. Content of 4 MiB and more is
 //     instead written as sorted tables and ingested (ingest.go): the
@@ -212,10 +219,19 @@
 //     event survives a power loss once its turn ends (rule 4), so its
 //     bytes must too, as an ingested table's do (rule 2). A crash before
 //     the commit leaves an unreferenced attic file for the next GC.
+//     A span file's part is written before the event that names it is
+//     committed (crash point record.spans), and the file's name was made
+//     durable (the attic directory fsynced) when the file was made; a gc
+//     leaves the span file in use, which no event may name yet.
 //  4. Begin and End (and so every turn boundary) commit the turn record
 //     and then fsync every WAL file (SyncWAL): a closed turn survives a
 //     power loss. A WAL file being closed by Pebble (rotation) is fsynced
 //     too. A power loss can lose only events of the turn that was open.
+//     Every such sync point fsyncs the span file in use first (syncWAL),
+//     and a turn boundary then lets go of it (rotateSyncWAL), so a turn's
+//     parts are durable before its events are. An event of the open turn
+//     that a WAL rotation made durable early may name a part that a power
+//     loss lost: reading it fails its size or sum check (ErrCorrupt).
 //  5. A rewind first opens its turn and writes its journal (synced and
 //     fsynced), then changes the tree step by step, saving its progress
 //     after each step. Every step is idempotent, so Recover, run before the

@@ -461,7 +461,7 @@ func (s *Store) sweepAttic(m *gcMark, rep *ckpt.GCReport, stop func() bool, paus
 				return err
 			}
 			for _, name := range batch {
-				if m.attic[name] {
+				if m.attic[name] || s.spanInUse(name) {
 					continue
 				}
 				var st unix.Stat_t

@@ -173,7 +173,7 @@ func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
 				return h, err
 			}
 		}
-		if err := s.wal.SyncWAL(); err != nil {
+		if err := s.syncWAL(); err != nil {
 			return h, fmt.Errorf("versionstore: turns merged, but the log could not be synced to disk: %w", err)
 		}
 	}
@@ -274,7 +274,7 @@ func (s *Store) forgetToLocked(to uint64, reason string) (ckpt.HistoryStart, err
 	s.start = h
 	s.mu.Unlock()
 	crashpoint.Hit("forget.committed")
-	if err := s.wal.SyncWAL(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return h.HistoryStart, fmt.Errorf("versionstore: history start moved, but the log could not be synced to disk: %w", err)
 	}
 	return h.HistoryStart, nil

@@ -101,7 +101,7 @@ func (s *Store) SaveManifest(live ckpt.Tree, skip func(string, bool) bool, patte
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return err
 	}
-	return s.wal.SyncWAL()
+	return s.syncWAL()
 }
 
 // ManifestPatterns reports whether a manifest is saved, and the exclude
@@ -316,7 +316,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		s.programs = map[string]bool{}
 		res.Turn = *t
 	}
-	return res, s.wal.SyncWAL()
+	return res, s.syncWAL()
 }
 
 // treeEntry is one path of the tree as a walk found it.

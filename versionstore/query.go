@@ -520,7 +520,7 @@ func (s *Store) sameBytes(x, y resolved, live ckpt.Tree) (bool, error) {
 		if x.Content.Attic == "" && y.Content.Attic == "" {
 			return bytes.Equal(x.Content.Chunks, y.Content.Chunks), nil
 		}
-		if x.Content.Attic != "" && x.Content.Attic == y.Content.Attic {
+		if x.Content.Attic != "" && x.Content.Attic == y.Content.Attic && x.Content.Off == y.Content.Off {
 			return true, nil
 		}
 	}

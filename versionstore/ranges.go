@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
+	"ckptfs/internal/crashpoint"
 )
 
 // ranges.go: range capture. The first write or truncate of a turn into a
@@ -415,14 +416,25 @@ func (s *Store) recordRange(p string, c ckpt.Capture, plan rangePlan, who ckpt.P
 		s.noteGrowth(ref.Size)
 		return s.append(r, who, true)
 	}
-	// A few blocks: their chunks go into the event's own batch, one
-	// synced commit for both (a write into a database is one of these).
+	// A few blocks (a write into a database is one of these): into the
+	// span file in use where there is an attic, else their chunks into
+	// the event's own batch, one synced commit for both.
 	buf := make([]byte, total)
 	if _, err := io.ReadFull(src, buf); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			err = errRangeShort
 		}
 		return err
+	}
+	if s.attic != nil {
+		ref, err := s.putSpans(buf)
+		if err != nil {
+			return err
+		}
+		crashpoint.Hit("record.spans")
+		r.Content = ref
+		s.noteGrowth(total)
+		return s.append(r, who, true)
 	}
 	ref := &contentRef{Size: total}
 	var puts [][2][]byte
@@ -563,7 +575,10 @@ func (s *Store) newPatchedReader(size int64, layers []layer, base io.ReaderAt, b
 	pr := &patchedReader{size: size, layers: layers, base: base, baseSize: baseSize}
 	for _, l := range layers {
 		var at io.ReaderAt
-		if l.Bytes != nil {
+		switch {
+		case l.Bytes != nil && l.Bytes.Part:
+			at = &partAt{s: s, ref: l.Bytes}
+		case l.Bytes != nil:
 			at = &chunksAt{s: s, sums: l.Bytes.Chunks}
 		}
 		cum := make([]int64, 0, len(l.Spans)/2)
@@ -663,11 +678,14 @@ func (pr *patchedReader) flatten() {
 	}
 }
 
-// dropChunks lets go of the chunk each layer's reader holds decoded: a
-// reader kept between reads (a view's) keeps only its runs.
+// dropChunks lets go of the bytes each layer's reader holds: a reader
+// kept between reads (a view's) keeps only its runs.
 func (pr *patchedReader) dropChunks() {
 	for _, at := range pr.at {
-		if c, ok := at.(*chunksAt); ok {
+		switch c := at.(type) {
+		case *chunksAt:
+			c.buf = nil
+		case *partAt:
 			c.buf = nil
 		}
 	}
@@ -799,6 +817,8 @@ func (s *Store) openPatched(r resolved, live ckpt.Tree) (*patchedFile, error) {
 	var closer io.Closer
 	switch {
 	case pt.None:
+	case pt.Content != nil && pt.Content.Part:
+		base = &partAt{s: s, ref: pt.Content}
 	case pt.Content != nil && pt.Content.Attic != "":
 		f, err := s.openAttic(pt.Content)
 		if err != nil {

@@ -264,7 +264,7 @@ func patchedBytes(c Change) (n int64, ok bool) {
 }
 
 func sameRef(a, b *contentRef) bool {
-	return a.Size == b.Size && a.Attic == b.Attic && string(a.Chunks) == string(b.Chunks)
+	return a.Size == b.Size && a.Attic == b.Attic && a.Off == b.Off && string(a.Chunks) == string(b.Chunks)
 }
 
 // back returns the name p had at the start (the longest, innermost move

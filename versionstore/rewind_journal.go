@@ -122,7 +122,7 @@ func (s *Store) journalAndRun(j *rewindJournal, turn, target uint64, live ckpt.T
 	if err := s.putJournal(j, turn, target); err != nil {
 		return err
 	}
-	if err := s.wal.SyncWAL(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return fmt.Errorf("versionstore: %w", err)
 	}
 	crashpoint.Hit("rewind.journaled")
@@ -156,7 +156,7 @@ func (s *Store) savePlan(j *rewindJournal) error {
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return err
 	}
-	if err := s.wal.SyncWAL(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return fmt.Errorf("versionstore: %w", err)
 	}
 	return nil
@@ -344,7 +344,7 @@ func (s *Store) replay(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error
 			j.written = nil // paths moved: trust nothing written so far
 		}
 		if steps.touch(rec) {
-			if err := s.wal.SyncWAL(); err != nil {
+			if err := s.syncWAL(); err != nil {
 				return fmt.Errorf("versionstore: %w", err)
 			}
 		}
@@ -651,5 +651,5 @@ func (s *Store) finishJournal(j *rewindJournal) (ckpt.Turn, error) {
 		return t, fmt.Errorf("versionstore: %w", err)
 	}
 	crashpoint.Hit("rewind.finished")
-	return t, s.wal.SyncWAL()
+	return t, s.syncWAL()
 }

@@ -141,7 +141,7 @@ func (s *Store) rename(live ckpt.Tree, from, to string, exchange bool, who ckpt.
 		// A redo tells an exchange done by its record (movedSince): the
 		// record must not be lost to a power loss that keeps the
 		// exchange.
-		if err := s.wal.SyncWAL(); err != nil {
+		if err := s.syncWAL(); err != nil {
 			commit(false)
 			return fmt.Errorf("versionstore: %w", err)
 		}
@@ -156,7 +156,7 @@ func (s *Store) rename(live ckpt.Tree, from, to string, exchange bool, who ckpt.
 		return err
 	}
 	s.namesMoved()
-	if err := s.wal.SyncWAL(); err != nil { // as for an exchange, above
+	if err := s.syncWAL(); err != nil { // as for an exchange, above
 		commit(false)
 		return fmt.Errorf("versionstore: %w", err)
 	}

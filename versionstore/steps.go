@@ -111,7 +111,7 @@ func (s *Store) Step(tool, label string) (st ckpt.Step, ok bool, err error) {
 	}
 	crashpoint.Hit("step.committed")
 	s.resetTouched()
-	if err := s.wal.SyncWAL(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		err = fmt.Errorf("versionstore: step %d.%d ended, but the log could not be synced to disk: %w", st.Turn, st.Num, err)
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return st, true, err

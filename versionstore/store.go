@@ -105,6 +105,12 @@ type Store struct {
 
 	ingestDir string        // where tables to ingest are written ("": none)
 	ingestSeq atomic.Uint64 // names them
+
+	// spanMu guards spanFile, the span file in use (spans.go), and the
+	// reservations in it; spanWriters counts those not yet written.
+	spanMu      sync.Mutex
+	spanFile    *spanFile
+	spanWriters sync.WaitGroup
 }
 
 const (
@@ -263,7 +269,7 @@ func (s *Store) load() error {
 			return err
 		}
 		b.Close()
-		if err := s.wal.SyncWAL(); err != nil {
+		if err := s.syncWAL(); err != nil {
 			return err
 		}
 	case err != nil:
@@ -412,7 +418,10 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	err := s.db.Flush()
+	err := s.rotateSpans()
+	if ferr := s.db.Flush(); err == nil {
+		err = ferr
+	}
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}

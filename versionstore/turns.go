@@ -57,7 +57,7 @@ func (s *Store) Begin(kind ckpt.Kind, text, ref string) (ckpt.Turn, error) {
 	s.programs = map[string]bool{}
 	opened := *t
 	opened.Prompt = prompt
-	if err := s.wal.SyncWAL(); err != nil {
+	if err := s.rotateSyncWAL(); err != nil {
 		err = fmt.Errorf("versionstore: turn %d opened, but the log could not be synced to disk: %w", t.Num, err)
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return opened, err
@@ -200,7 +200,7 @@ func (s *Store) End(ref string) (ckpt.Turn, error) {
 	s.cur = nil
 	s.resetTouched()
 	s.programs = map[string]bool{}
-	if err := s.wal.SyncWAL(); err != nil {
+	if err := s.rotateSyncWAL(); err != nil {
 		err = fmt.Errorf("versionstore: turn %d closed, but the log could not be synced to disk: %w", t.Num, err)
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()
 		return t, err

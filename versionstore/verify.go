@@ -41,13 +41,20 @@ func (s *Store) Verify() (ckpt.VerifyReport, error) {
 	s.mu.Lock()
 	end := s.nextSeq
 	s.mu.Unlock()
+	spanFiles := map[string]bool{} // counted once each
 	err = s.scanEvents(1, end, func(r *record) (bool, error) {
 		if r.Content == nil {
 			return true, nil
 		}
 		if r.Content.Attic != "" {
-			rep.Attic++
-			rc, err := s.openContent(r.Content)
+			if !r.Content.Part || !spanFiles[r.Content.Attic] {
+				rep.Attic++
+			}
+			if r.Content.Part {
+				spanFiles[r.Content.Attic] = true
+				rep.Bytes += r.Content.Size
+			}
+			rc, err := s.openContent(r.Content) // a part's sum is checked here
 			if err != nil {
 				rep.Corrupt = append(rep.Corrupt, fmt.Sprintf("turn %d %s: %v", r.Turn, r.Path, err))
 			} else {

@@ -157,6 +157,7 @@ type ViewFile struct {
 	mark  uint64     // the newest event when r was resolved
 	f     *os.File   // the live file (r.livePath()) or the attic file, once opened
 	ch    *chunksAt
+	pa    *partAt        // the bytes as a part of a span file
 	pr    *patchedFile   // a range-captured version over a stored base
 	plr   *patchedReader // or over the live file f
 }
@@ -308,6 +309,11 @@ func (f *ViewFile) readStored(p []byte, off int64) (int, error) {
 		return f.pr.ReadAt(p, off)
 	case r.Content == nil:
 		return 0, fmt.Errorf("%w: %s: no bytes recorded for a regular file", ErrCorrupt, f.path)
+	case r.Content.Part:
+		if f.pa == nil {
+			f.pa = &partAt{s: f.s, ref: r.Content}
+		}
+		return f.pa.ReadAt(p, off)
 	case r.Content.Attic != "":
 		if f.f == nil {
 			af, err := f.s.openAttic(r.Content)

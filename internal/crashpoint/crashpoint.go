@@ -44,6 +44,7 @@ const TraceEnv = "CKPTFS_CRASH_TRACE"
 var Points = []string{
 	// versionstore: recording (hit by the overlay and by rewinds alike).
 	"record.cloned",    // a capture's clone is in the attic and fsynced, its record not committed
+	"record.spans",     // a range record's bytes are in the span file in use, its record not committed
 	"record.committed", // a capture's record is committed; the change is not yet made
 	"rename.recorded",  // RecordRename committed the record and its pending mark
 	"rename.confirmed", // commit(true) deleted the pending mark (synced)

@@ -1,0 +1,186 @@
+package versionstore
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
+)
+
+// spanTurn writes tag at each offset of big in a turn of its own, and
+// returns the turn's number and the file's bytes at its end.
+func spanTurn(t *testing.T, s *Store, tree *backing.Tree, root, tag string, offs ...int64) (uint64, []byte) {
+	t.Helper()
+	if _, err := s.Begin(ckpt.KindAgent, tag, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range offs {
+		writeAt(t, s, tree, root, "big", []byte(tag), off)
+	}
+	tn, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn.Num, b
+}
+
+// TestSpanFiles: where the store has an attic, the bytes of a turn's
+// range records go into one span file of that turn, written once (no
+// chunks); every version reads back exactly, verify checks the bytes
+// against their sums, and a forgotten turn's span file is collected.
+func TestSpanFiles(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	v0 := lines(4000, "orig") // 64000 bytes: sixteen blocks
+	os.WriteFile(filepath.Join(root, "big"), v0, 0o644)
+	n1, v1 := spanTurn(t, s, tree, root, "AAAA", 16, 20000, 40000)
+	n2, v2 := spanTurn(t, s, tree, root, "BBBB", 17, 60000)
+	n3, v3 := spanTurn(t, s, tree, root, "CCCC", 30000)
+	if names := atticNames(t, s); len(names) != 3 {
+		t.Fatalf("attic %v, want a span file per turn", names)
+	}
+	if rep, err := s.Verify(); err != nil || len(rep.Corrupt) > 0 || rep.Attic != 3 || rep.Chunks != 0 || rep.Bytes != 6*4096 {
+		t.Fatalf("verify: %+v %v, want 3 span files of 6 blocks and no chunks", rep, err)
+	}
+	for n, want := range map[uint64][]byte{n1 - 1: v0, n1: v1, n2: v2, n3: v3} {
+		if got, err := versionBytes(t, s, n, "big", tree); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("end of turn %d: %v", n, err)
+		}
+	}
+	// Forgetting the first two turns: history starts at the end of n2,
+	// which only n3's records still tell.
+	if _, err := s.Forget([]uint64{n1 - 1, n1}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GC(GCOptions{NoPolicy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if names := atticNames(t, s); len(names) != 1 {
+		t.Errorf("attic %v after the first turns were forgotten, want the last turn's span file", names)
+	}
+	checkNoGarbage(t, s)
+	if got, err := versionBytes(t, s, n2, "big", tree); err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("end of turn %d after gc: %v", n2, err)
+	}
+}
+
+// TestSpanFileDamageIsCaught: a byte changed in a span file, or the file
+// cut short, makes the versions that need it fail with ErrCorrupt, and
+// verify name them; never wrong bytes.
+func TestSpanFileDamageIsCaught(t *testing.T) {
+	for _, damage := range []string{"byte", "cut"} {
+		t.Run(damage, func(t *testing.T) {
+			s, tree, root := rangeFixture(t)
+			os.WriteFile(filepath.Join(root, "big"), lines(2000, "orig"), 0o644)
+			n, _ := spanTurn(t, s, tree, root, "AAAA", 16, 20000)
+			names := atticNames(t, s)
+			if len(names) != 1 {
+				t.Fatalf("attic %v, want one span file", names)
+			}
+			p := filepath.Join(s.dir, "attic", names[0])
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch damage {
+			case "byte":
+				b[len(b)-1] ^= 1
+			case "cut":
+				b = b[:len(b)-1]
+			}
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := versionBytes(t, s, n-1, "big", tree); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("before turn %d: err %v, want ErrCorrupt", n, err)
+			}
+			rep, err := s.Verify()
+			if err != nil || len(rep.Corrupt) != 1 {
+				t.Errorf("verify: %+v %v, want the damaged record named", rep, err)
+			}
+		})
+	}
+}
+
+// TestSpanFileKillBeforeRecord: a kill after the span bytes were written
+// but before their event was committed leaves the path not captured (the
+// next write captures it again) and bytes no event names, which gc
+// removes with their span file.
+func TestSpanFileKillBeforeRecord(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	v0 := lines(2000, "orig")
+	os.WriteFile(filepath.Join(root, "big"), v0, 0o644)
+	if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	point, err := untilCrash(t, "record.spans", func() error {
+		recordRange(t, s, tree, "big", 16, 20)
+		return nil
+	})
+	if point != "record.spans" || err != nil {
+		t.Fatalf("capture: killed at %q (%v), want record.spans", point, err)
+	}
+	dir := s.dir
+	s.Close()
+	s, err = Open(dir, Options{RangeFrom: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if !s.NeedsRange("big", 16, 20) {
+		t.Fatal("big counts as captured, but its record was never committed")
+	}
+	writeAt(t, s, tree, root, "big", []byte("AAAA"), 16)
+	tn, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := versionBytes(t, s, tn.Num-1, "big", tree); err != nil || !bytes.Equal(got, v0) {
+		t.Fatalf("before the turn: %v", err)
+	}
+	if names := atticNames(t, s); len(names) != 2 {
+		t.Fatalf("attic %v, want the killed capture's span file and the next one", names)
+	}
+	if _, err := s.GC(GCOptions{NoPolicy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if names := atticNames(t, s); len(names) != 1 {
+		t.Errorf("attic %v after gc, want only the span file an event names", names)
+	}
+	checkNoGarbage(t, s)
+}
+
+// TestGCLeavesTheSpanFileInUse: bytes written into the span file in use
+// whose event is not committed yet (a capture in flight) are not
+// garbage: gc leaves the file until the turn lets go of it.
+func TestGCLeavesTheSpanFileInUse(t *testing.T) {
+	s, _, _ := rangeFixture(t)
+	if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.putSpans([]byte("in flight")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GC(GCOptions{NoPolicy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if names := atticNames(t, s); len(names) != 1 {
+		t.Fatalf("attic %v after gc, want the span file in use", names)
+	}
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GC(GCOptions{NoPolicy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if names := atticNames(t, s); len(names) != 0 {
+		t.Errorf("attic %v after the turn ended, want the unnamed span file gone", names)
+	}
+}
