@@ -209,6 +209,9 @@ func (r *crashRounds) mount(spec string) string {
 	if spec != "" {
 		env = append(env, crashpoint.Env+"="+spec, crashpoint.TraceEnv+"="+r.trace)
 	}
+	// Files of 8 KiB and more written in place are kept by ranges (the
+	// ops' big files are).
+	env = append(env, "CKPTFS_RANGE_MIN=8192")
 	cmd := exec.Command(ckptfsBin, "mount", "--store", r.store, r.dir)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
@@ -477,7 +480,7 @@ func (r *crashRounds) ops(n int) {
 			return filepath.Join(r.dir, rel())
 		}
 		p := filepath.Join(r.dir, rel())
-		switch op := rng.Intn(10); op {
+		switch op := rng.Intn(11); op {
 		case 0, 1:
 			data := make([]byte, rng.Intn(3000))
 			if rng.Intn(8) == 0 {
@@ -497,6 +500,16 @@ func (r *crashRounds) ops(n int) {
 			unix.Renameat2(unix.AT_FDCWD, pick(), unix.AT_FDCWD, pick(), unix.RENAME_EXCHANGE)
 		case 9:
 			os.Chmod(pick(), []os.FileMode{0o600, 0o644, 0o755}[rng.Intn(3)])
+		case 10:
+			// A write in place: of a big file, a range record.
+			if f, err := os.OpenFile(pick(), os.O_WRONLY, 0); err == nil {
+				data := make([]byte, 1+rng.Intn(10000))
+				rng.Read(data)
+				if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+					f.WriteAt(data, rng.Int63n(st.Size()+1))
+				}
+				f.Close()
+			}
 		}
 	}
 }
