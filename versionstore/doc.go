@@ -227,11 +227,14 @@
 //     and then fsync every WAL file (SyncWAL): a closed turn survives a
 //     power loss. A WAL file being closed by Pebble (rotation) is fsynced
 //     too. A power loss can lose only events of the turn that was open.
-//     Every such sync point fsyncs the span file in use first (syncWAL),
-//     and a turn boundary then lets go of it (rotateSyncWAL), so a turn's
-//     parts are durable before its events are. An event of the open turn
-//     that a WAL rotation made durable early may name a part that a power
-//     loss lost: reading it fails its size or sum check (ErrCorrupt).
+//     Whatever makes events durable fsyncs the span file in use first: a
+//     sync point (syncWAL; a turn boundary then lets go of the file,
+//     rotateSyncWAL), a WAL file's close, a memtable flush (FlushBegin),
+//     and the reopen after a kill -9, before Pebble replays the log
+//     (syncLeftSpans). Only the kernel's own writeback can make an event
+//     of the open turn durable before its part (as it can before an
+//     attic link's name): after a power loss such an event's part fails
+//     its size or sum check (ErrCorrupt), never reads back wrong.
 //  5. A rewind first opens its turn and writes its journal (synced and
 //     fsynced), then changes the tree step by step, saving its progress
 //     after each step. Every step is idempotent, so Recover, run before the

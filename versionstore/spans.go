@@ -2,9 +2,14 @@ package versionstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -20,19 +25,22 @@ import (
 // a table and again by compactions; in a span file they are written once,
 // by one pwrite.
 //
-// A span file is in use from its first record until the next turn
-// boundary (rotateSpans), so that the files of a forgotten turn go with
-// it. Records of concurrent captures reserve their places in it, and
+// A span file is in use from its first record until the next Begin or
+// End (rotateSpans), so that the files of a forgotten turn mostly go
+// with it (a turn opened by a capture or by the offline check shares the
+// file of the turn before). Records of concurrent captures reserve their places in it, and
 // write there without a lock of the file.
 //
 // Durability: a span file's bytes are written before the event that names
-// them is committed, so both survive a kill -9 once Record returns. Every
-// point that makes events durable against a power loss (syncWAL) first
-// fsyncs the span file in use (its name was made durable when it was
-// made), and a rotation fsyncs it before it lets go of it: events that
-// survive a power loss name bytes that do too, except those of the open
-// turn that a log rotation made durable early, whose bytes then fail
-// their check (size or sum), never read back wrong.
+// them is committed, so both survive a kill -9 once Record returns.
+// Whatever makes events durable against a power loss fsyncs the span
+// file in use first (its name was made durable when it was made): every
+// sync point (syncWAL), a rotation before it lets go of the file, the
+// close of a WAL file and a memtable flush (hooks set in Open), and the
+// reopen after a kill -9 (syncLeftSpans, before Pebble replays the log).
+// Only the kernel's own writeback of the log can make an event of the
+// open turn durable before its part; after a power loss that part fails
+// its check (size or sum), never reads back wrong.
 //
 // A gc cannot remove a span file between a part's write and its event's
 // commit (the capture holds contentMu shared throughout), and leaves the
@@ -118,22 +126,92 @@ func (s *Store) newSpanFile() (*spanFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("versionstore: attic: span file: %w", err)
 	}
+	if err := s.noteSpanFile(name); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return &spanFile{name: name, f: f, ino: st.Ino}, nil
 }
 
 // syncWAL makes every event committed so far survive a power loss: the
 // span file in use first (its bytes written so far), then Pebble's log.
-// Lock order: s.mu (some callers hold it), then spanMu.
 func (s *Store) syncWAL() error {
+	if err := s.syncSpanInUse(); err != nil {
+		return err
+	}
+	return s.wal.SyncWAL()
+}
+
+// syncSpanInUse fsyncs the span file in use, if any. Lock order: s.mu or
+// Pebble's own locks (some callers hold them), then spanMu; nothing
+// that holds spanMu waits for them.
+func (s *Store) syncSpanInUse() error {
 	s.spanMu.Lock()
+	defer s.spanMu.Unlock()
 	if sf := s.spanFile; sf != nil {
 		if err := sf.f.Sync(); err != nil {
-			s.spanMu.Unlock()
 			return fmt.Errorf("versionstore: span file %s: %w", sf.name, err)
 		}
 	}
-	s.spanMu.Unlock()
-	return s.wal.SyncWAL()
+	return nil
+}
+
+// spanNote is the file in the store directory that names the span file
+// last made. It is not synced: it serves the reopen after a kill -9,
+// which keeps the page cache (syncLeftSpans).
+const spanNote = "spans"
+
+// syncLeftSpans fsyncs the span file that spanNote names, before Pebble
+// opens: a killed daemon left it unsynced, and replaying its log makes
+// the events that name it durable.
+func (s *Store) syncLeftSpans() error {
+	if s.dirf == nil || s.attic == nil {
+		return nil
+	}
+	nf, err := openAt(s.dirf, spanNote)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("versionstore: %s: %w", spanNote, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(nf, 64))
+	nf.Close()
+	if err != nil {
+		return fmt.Errorf("versionstore: %s: %w", spanNote, err)
+	}
+	name := strings.TrimSpace(string(b))
+	if _, err := strconv.ParseUint(name, 16, 64); err != nil {
+		return nil // not a name this code wrote
+	}
+	fd, err := unix.Openat(int(s.attic.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err == unix.ENOENT {
+		return nil // collected since
+	}
+	if err != nil {
+		return fmt.Errorf("versionstore: span file %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("versionstore: span file %s: %w", name, err)
+	}
+	return nil
+}
+
+// noteSpanFile writes name into spanNote (not synced).
+func (s *Store) noteSpanFile(name string) error {
+	if s.dirf == nil {
+		return nil
+	}
+	fd, err := unix.Openat(int(s.dirf.Fd()), spanNote, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("versionstore: %s: %w", spanNote, err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(name+"\n")); err != nil {
+		return fmt.Errorf("versionstore: %s: %w", spanNote, err)
+	}
+	return nil
 }
 
 // rotateSyncWAL is syncWAL at a turn boundary: the span file in use is

@@ -21,8 +21,8 @@ import (
 // formatVersion is the on-disk format this code writes. A store with a
 // higher version is refused; an older one is marked with this version
 // when opened, since this code may write what older code cannot read
-// (2: range records, ranges.go).
-const formatVersion = 2
+// (2: range records, ranges.go; 3: their bytes in span files, spans.go).
+const formatVersion = 3
 
 // Options configure Open.
 type Options struct {
@@ -170,7 +170,14 @@ func Open(dir string, opts Options) (*Store, error) {
 			s.makeBallast(ballastSize(total)) // best effort (space.go)
 		}
 	}
+	// Before Pebble replays (and flushes) the log a killed daemon left:
+	// the parts its events name must be durable first (spans.go).
+	if err := s.syncLeftSpans(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
 	s.wal = newWalFS(vfs.OnDiskFull(fs, s.onDiskFull))
+	s.wal.beforeClose = s.syncSpanInUse
 	popts := &pebble.Options{
 		FS:                 s.wal,
 		FormatMajorVersion: pebble.FormatNewest,
@@ -181,6 +188,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
 			quietLogger{}.Errorf("corruption: %s", info.Path)
 			s.noteErr(fmt.Errorf("%w: %s: %v", ErrCorrupt, info.Path, info.Details))
+		}, FlushBegin: func(pebble.FlushInfo) {
+			// A flush makes the events it writes durable: their parts first.
+			if err := s.syncSpanInUse(); err != nil {
+				s.noteErr(err)
+			}
 		}},
 		MemTableSize: 32 << 20,
 	}

@@ -28,6 +28,9 @@ type walFS struct {
 	vfs.FS
 	mu   sync.Mutex
 	open map[*walFile]struct{}
+	// beforeClose runs before a WAL being closed is fsynced: what its
+	// events name must be durable first (the span file in use).
+	beforeClose func() error
 }
 
 func newWalFS(fs vfs.FS) *walFS { return &walFS{FS: fs, open: map[*walFile]struct{}{}} }
@@ -96,7 +99,13 @@ func (f *walFile) Close() error {
 	f.fs.mu.Lock()
 	delete(f.fs.open, f)
 	f.fs.mu.Unlock()
-	serr := f.File.Sync()
+	var serr error
+	if h := f.fs.beforeClose; h != nil {
+		serr = h()
+	}
+	if serr == nil {
+		serr = f.File.Sync()
+	}
 	cerr := f.File.Close()
 	if serr != nil {
 		return serr
