@@ -132,165 +132,151 @@ func TestSpanFileDurableAtTurnEnd(t *testing.T) {
 	}
 }
 
-// TestSpanStress: captures into span files from many goroutines while
-// turns begin and end, steps are taken and gc runs; run with -race. At the
-// end verify finds nothing corrupt and every turn's end reads back as the
-// file was then.
-func TestSpanStress(t *testing.T) {
+// spanStress is a store kept by ranges over files f0..f5 of 32 kB, and
+// what its goroutines report.
+type spanStress struct {
+	s    *Store
+	tree *backing.Tree
+	root string
+	wg   sync.WaitGroup
+	stop chan struct{}
+	errs chan error
+}
+
+const stressFiles = 6
+
+func newSpanStress(t *testing.T) *spanStress {
 	s, tree, root := rangeFixture(t)
-	const files, rounds = 6, 30
-	for i := 0; i < files; i++ {
+	for i := 0; i < stressFiles; i++ {
 		os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d", i)), lines(8000, "orig"), 0o644)
 	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	errs := make(chan error, 100)
-	wg.Add(1)
-	go func() { // gc, over and over
-		defer wg.Done()
-		for {
+	return &spanStress{s: s, tree: tree, root: root, stop: make(chan struct{}), errs: make(chan error, 100)}
+}
+
+// write records the range [off, off+100) of p if the turn does not hold
+// it, then writes tag there, as the overlay does.
+func (x *spanStress) write(p string, off int64, tag string) error {
+	st, ino, err := x.tree.LstatInode(p)
+	if err != nil {
+		return err
+	}
+	if x.s.NeedsRange(p, off, off+100) {
+		c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: off + 100},
+			Open: func() (*os.File, error) { return x.tree.Open(p) }}
+		if err := x.s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(x.root, p), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteAt([]byte(tag), off)
+	return err
+}
+
+// loop runs fn in a goroutine until stop, reporting its first error.
+func (x *spanStress) loop(fn func(k int) error) {
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		for k := 0; ; k++ {
 			select {
-			case <-stop:
+			case <-x.stop:
 				return
 			default:
 			}
-			if _, err := s.GC(GCOptions{NoPolicy: true}); err != nil && !errors.Is(err, ErrBusy) {
-				errs <- err
+			if err := fn(k); err != nil {
+				x.errs <- err
 				return
 			}
 		}
 	}()
-	for round := 0; round < rounds; round++ {
-		if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
-			t.Fatal(err)
+}
+
+// gcLoop collects garbage over and over until stop.
+func (x *spanStress) gcLoop() {
+	x.loop(func(int) error {
+		if _, err := x.s.GC(GCOptions{NoPolicy: true}); err != nil && !errors.Is(err, ErrBusy) {
+			return err
 		}
-		var cw sync.WaitGroup
-		for i := 0; i < files; i++ {
-			cw.Add(1)
-			go func(i int) {
-				defer cw.Done()
-				p := fmt.Sprintf("f%d", i)
-				for k := 0; k < 20; k++ {
-					off := int64((round*7+k*13+i)%30) * 4096
-					st, ino, err := tree.LstatInode(p)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if !s.NeedsRange(p, off, off+100) {
-						continue
-					}
-					c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: off + 100},
-						Open: func() (*os.File, error) { return tree.Open(p) }}
-					if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
-						errs <- err
-						return
-					}
-					f, _ := os.OpenFile(filepath.Join(root, p), os.O_WRONLY, 0)
-					f.WriteAt([]byte(fmt.Sprintf("r%03dk%02d", round, k)), off)
-					f.Close()
-				}
-			}(i)
-		}
-		if round%3 == 1 {
-			s.Step("tool", "x")
-		}
-		cw.Wait()
-		if _, err := s.End(""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		return nil
+	})
+}
+
+// finish stops the goroutines, fails on what they reported, and checks
+// that verify finds nothing corrupt.
+func (x *spanStress) finish(t *testing.T) {
+	close(x.stop)
+	x.wg.Wait()
+	close(x.errs)
+	for err := range x.errs {
 		t.Fatal(err)
 	}
-	rep, err := s.Verify()
+	rep, err := x.s.Verify()
 	if err != nil || len(rep.Corrupt) > 0 {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
-	t.Logf("verify: %+v, attic %d files", rep, len(atticNames(t, s)))
+	t.Logf("verify: %+v, attic %d files", rep, len(atticNames(t, x.s)))
+}
+
+// TestSpanStress: captures into span files from many goroutines while
+// turns begin and end, steps are taken and gc runs; run with -race. At the
+// end verify finds nothing corrupt.
+func TestSpanStress(t *testing.T) {
+	x := newSpanStress(t)
+	x.gcLoop()
+	for round := 0; round < 30; round++ {
+		if _, err := x.s.Begin(ckpt.KindAgent, "t", ""); err != nil {
+			t.Fatal(err)
+		}
+		var cw sync.WaitGroup
+		for i := 0; i < stressFiles; i++ {
+			cw.Add(1)
+			go func() {
+				defer cw.Done()
+				for k := 0; k < 20; k++ {
+					off := int64((round*7+k*13+i)%30) * 4096
+					if err := x.write(fmt.Sprintf("f%d", i), off, fmt.Sprintf("r%03dk%02d", round, k)); err != nil {
+						x.errs <- err
+						return
+					}
+				}
+			}()
+		}
+		if round%3 == 1 {
+			x.s.Step("tool", "x")
+		}
+		cw.Wait()
+		if _, err := x.s.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.finish(t)
 }
 
 // TestSpanStressStraddle: as TestSpanStress, but turns begin and end
 // while captures are in flight (a record may straddle a boundary).
 func TestSpanStressStraddle(t *testing.T) {
-	s, tree, root := rangeFixture(t)
-	const files = 6
-	for i := 0; i < files; i++ {
-		os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d", i)), lines(8000, "orig"), 0o644)
+	x := newSpanStress(t)
+	for i := 0; i < stressFiles; i++ {
+		x.loop(func(k int) error {
+			return x.write(fmt.Sprintf("f%d", i), int64((k*13+i)%30)*4096, fmt.Sprintf("k%06d", k))
+		})
 	}
-	stop := make(chan struct{})
-	errs := make(chan error, 100)
-	var wg sync.WaitGroup
-	for i := 0; i < files; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			p := fmt.Sprintf("f%d", i)
-			for k := 0; ; k++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				off := int64((k*13+i)%30) * 4096
-				st, ino, err := tree.LstatInode(p)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if s.NeedsRange(p, off, off+100) {
-					c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: off + 100},
-						Open: func() (*os.File, error) { return tree.Open(p) }}
-					if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
-						errs <- err
-						return
-					}
-				}
-				f, _ := os.OpenFile(filepath.Join(root, p), os.O_WRONLY, 0)
-				f.WriteAt([]byte(fmt.Sprintf("k%06d", k)), off)
-				f.Close()
-			}
-		}(i)
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := s.GC(GCOptions{NoPolicy: true}); err != nil && !errors.Is(err, ErrBusy) {
-				errs <- err
-				return
-			}
-		}
-	}()
+	x.gcLoop()
 	for round := 0; round < 200; round++ {
 		if round%2 == 0 {
-			s.Begin(ckpt.KindAgent, "t", "")
+			x.s.Begin(ckpt.KindAgent, "t", "")
 		} else {
-			s.End("")
+			x.s.End("")
 		}
 		if round%5 == 0 {
-			s.Step("tool", "x")
+			x.s.Step("tool", "x")
 		}
 	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	rep, err := s.Verify()
-	if err != nil || len(rep.Corrupt) > 0 {
-		t.Fatalf("verify: %+v %v", rep, err)
-	}
-	t.Logf("verify: %+v, attic %d files", rep, len(atticNames(t, s)))
+	x.finish(t)
 }
 
 // TestSpanFileDurableAtStep: a step (syncWAL, mid-turn) fsyncs the span
