@@ -234,7 +234,8 @@
 //     (syncLeftSpans). Only the kernel's own writeback can make an event
 //     of the open turn durable before its part (as it can before an
 //     attic link's name): after a power loss such an event's part fails
-//     its size or sum check (ErrCorrupt), never reads back wrong.
+//     its size or sum check (ErrCorrupt), never reads back wrong, and a
+//     rewind past it refuses before it changes anything (checkParts).
 //  5. A rewind first opens its turn and writes its journal (synced and
 //     fsynced), then changes the tree step by step, saving its progress
 //     after each step. Every step is idempotent, so Recover, run before the

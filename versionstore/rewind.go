@@ -103,6 +103,11 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	if err != nil {
 		return res, err
 	}
+	if opts.Paths == nil {
+		if err := s.checkParts(stop); err != nil {
+			return res, err
+		}
+	}
 	var actions []action
 	var lost []string
 	shared := false

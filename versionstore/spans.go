@@ -271,6 +271,25 @@ func (s *Store) readPart(ref *contentRef) ([]byte, error) {
 	return b, nil
 }
 
+// checkParts reads every part that the events after seq name, checking
+// its sum: a rewind undoes each of those events, and refuses before it
+// changes anything when a part is damaged (one a power loss took, see
+// the durability note above), rather than stop half-way through.
+func (s *Store) checkParts(seq uint64) error {
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	return s.scanEvents(seq+1, end, func(r *record) (bool, error) {
+		if r.Content == nil || !r.Content.Part {
+			return true, nil
+		}
+		if _, err := s.readPart(r.Content); err != nil {
+			return false, fmt.Errorf("turn %d's record of %s: %w", r.Turn, r.Path, err)
+		}
+		return true, nil
+	})
+}
+
 // partAt reads a ref into a span file at any offset: its bytes are read
 // and checked whole at the first read (a range record's are at most
 // rangeBatchMax).

@@ -184,3 +184,64 @@ func TestGCLeavesTheSpanFileInUse(t *testing.T) {
 		t.Errorf("attic %v after the turn ended, want the unnamed span file gone", names)
 	}
 }
+
+// TestRewindRefusesOverALostPart: a power loss can lose a part of the
+// turn that was open while its event survives (the kernel wrote the log
+// back first). A rewind past it refuses before it changes anything,
+// leaving no journal to recover; a restore of the other paths works.
+func TestRewindRefusesOverALostPart(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	v0 := lines(4000, "orig")
+	for _, p := range []string{"a", "b"} {
+		os.WriteFile(filepath.Join(root, p), v0, 0o644)
+	}
+	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := c.Num
+	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "a", []byte("AAAA"), 16)
+	lost := atticNames(t, s)
+	if err := s.rotateSpans(); err != nil { // b's part in a file of its own
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "b", []byte("BBBB"), 16)
+	if len(lost) != 1 {
+		t.Fatalf("attic %v, want a's span file", lost)
+	}
+	if err := os.Truncate(filepath.Join(s.dir, "attic", lost[0]), 0); err != nil {
+		t.Fatal(err)
+	}
+	a1, _ := os.ReadFile(filepath.Join(root, "a"))
+	b1, _ := os.ReadFile(filepath.Join(root, "b"))
+	if _, err := s.Rewind(closed, tree, RewindOptions{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("rewind over the lost part: %v, want ErrCorrupt", err)
+	}
+	for p, want := range map[string][]byte{"a": a1, "b": b1} {
+		if got, _ := os.ReadFile(filepath.Join(root, p)); !bytes.Equal(got, want) {
+			t.Errorf("the refused rewind changed %s", p)
+		}
+	}
+	dir := s.dir
+	s.Close()
+	s, err = Open(dir, Options{RangeFrom: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if ok, err := s.Recover(tree); ok || err != nil {
+		t.Fatalf("recover after the refusal: journal %v, %v; want none", ok, err)
+	}
+	if _, err := s.Rewind(closed, tree, RewindOptions{Paths: []string{"b"}}); err != nil {
+		t.Fatalf("restore of b: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "b")); !bytes.Equal(got, v0) {
+		t.Error("the restore of b did not bring its bytes back")
+	}
+}
