@@ -28,8 +28,8 @@ import (
 // A span file is in use from its first record until the next Begin or
 // End (rotateSpans), so that the files of a forgotten turn mostly go
 // with it (a turn opened by a capture or by the offline check shares the
-// file of the turn before). Records of concurrent captures reserve their places in it, and
-// write there without a lock of the file.
+// file of the turn before). Concurrent captures reserve their places in
+// it, and write there without a lock of the file.
 //
 // Durability: a span file's bytes are written before the event that names
 // them is committed, so both survive a kill -9 once Record returns.
@@ -40,7 +40,8 @@ import (
 // reopen after a kill -9 (syncLeftSpans, before Pebble replays the log).
 // Only the kernel's own writeback of the log can make an event of the
 // open turn durable before its part; after a power loss that part fails
-// its check (size or sum), never reads back wrong.
+// its check (size or sum), never reads back wrong, and a rewind past it
+// refuses before it changes anything (checkParts).
 //
 // A gc cannot remove a span file between a part's write and its event's
 // commit (the capture holds contentMu shared throughout), and leaves the
@@ -90,11 +91,15 @@ func (s *Store) reserveSpans(n int64) (*spanFile, int64, error) {
 			return nil, 0, err
 		}
 		s.spanMu.Lock()
-		if s.spanFile == nil {
-			s.spanFile = nf
-		} else { // a racing capture started one
+		if s.spanFile != nil { // a racing capture started one
 			nf.f.Close()
 			unix.Unlinkat(int(s.attic.Fd()), nf.name, 0)
+		} else if err := s.noteSpanFile(nf.name); err != nil {
+			s.spanMu.Unlock()
+			nf.f.Close() // its name goes with the next gc
+			return nil, 0, err
+		} else {
+			s.spanFile = nf
 		}
 	}
 	sf := s.spanFile
@@ -125,10 +130,6 @@ func (s *Store) newSpanFile() (*spanFile, error) {
 	if err := s.attic.Sync(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("versionstore: attic: span file: %w", err)
-	}
-	if err := s.noteSpanFile(name); err != nil {
-		f.Close()
-		return nil, err
 	}
 	return &spanFile{name: name, f: f, ino: st.Ino}, nil
 }
@@ -198,7 +199,9 @@ func (s *Store) syncLeftSpans() error {
 	return nil
 }
 
-// noteSpanFile writes name into spanNote (not synced).
+// noteSpanFile writes name into spanNote (not synced), as the span file
+// in use is installed (spanMu held): a racing capture's file, made and
+// removed, is never noted.
 func (s *Store) noteSpanFile(name string) error {
 	if s.dirf == nil {
 		return nil
