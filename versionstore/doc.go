@@ -229,13 +229,14 @@
 //     too. A power loss can lose only events of the turn that was open.
 //     Whatever makes events durable fsyncs the span file in use first: a
 //     sync point (syncWAL; a turn boundary then lets go of the file,
-//     rotateSyncWAL), a WAL file's close, a memtable flush (FlushBegin),
-//     and the reopen after a kill -9, before Pebble replays the log
-//     (syncLeftSpans). Only the kernel's own writeback can make an event
-//     of the open turn durable before its part (as it can before an
-//     attic link's name): after a power loss such an event's part fails
-//     its size or sum check (ErrCorrupt), never reads back wrong, and a
-//     rewind past it refuses before it changes anything (checkParts).
+//     rotateSyncWAL), a WAL file's close (which comes before any memtable
+//     flush), and the reopen after a kill -9, before Pebble replays the
+//     log (syncLeftSpans). Only the kernel's own writeback can make an
+//     event of the open turn durable before its part (as it can before an
+//     attic link's name): after a power loss such a part fails its size
+//     or sum check (ErrCorrupt), never reads back wrong, and a rewind,
+//     restore or revert that would read it, or a lost attic file, refuses
+//     before it changes anything (checkKept).
 //  5. A rewind first opens its turn and writes its journal (synced and
 //     fsynced), then changes the tree step by step, saving its progress
 //     after each step. Every step is idempotent, so Recover, run before the

@@ -173,6 +173,9 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if err != nil {
 		return res, err
 	}
+	if err := s.checkActions(actions); err != nil {
+		return res, err
+	}
 	label := opts.Label
 	if label == "" {
 		label = "revert of " + PointWord(n)

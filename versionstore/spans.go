@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"log"
 	"os"
 	"strconv"
 	"strings"
@@ -40,8 +41,8 @@ import (
 // reopen after a kill -9 (syncLeftSpans, before Pebble replays the log).
 // Only the kernel's own writeback of the log can make an event of the
 // open turn durable before its part; after a power loss that part fails
-// its check (size or sum), never reads back wrong, and a rewind past it
-// refuses before it changes anything (checkParts).
+// its check (size or sum), never reads back wrong, and a rewind over it
+// refuses before it changes anything (checkKept, rewind.go).
 //
 // A gc cannot remove a span file between a part's write and its event's
 // commit (the capture holds contentMu shared throughout), and leaves the
@@ -136,11 +137,25 @@ func (s *Store) newSpanFile() (*spanFile, error) {
 
 // syncWAL makes every event committed so far survive a power loss: the
 // span file in use first (its bytes written so far), then Pebble's log.
+// It fails if a sync of the span file before a WAL file's close did.
 func (s *Store) syncWAL() error {
 	if err := s.syncSpanInUse(); err != nil {
 		return err
 	}
+	if p := s.spanSyncErr.Swap(nil); p != nil {
+		return *p
+	}
 	return s.wal.SyncWAL()
+}
+
+// syncBeforeWALClose is the WAL's beforeClose hook: Pebble calls it on a
+// committing goroutine (which may hold s.mu) and cannot take an error
+// there, so a failure is kept for the next syncWAL to return.
+func (s *Store) syncBeforeWALClose() {
+	if err := s.syncSpanInUse(); err != nil {
+		log.Printf("versionstore: %v", err)
+		s.spanSyncErr.Store(&err)
+	}
 }
 
 // syncSpanInUse fsyncs the span file in use, if any. Lock order: s.mu or
@@ -207,11 +222,14 @@ func (s *Store) noteSpanFile(name string) error {
 		return nil
 	}
 	fd, err := unix.Openat(int(s.dirf.Fd()), spanNote, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return fmt.Errorf("versionstore: %s: %w", spanNote, err)
+	if err == nil {
+		_, err = unix.Write(fd, []byte(name+"\n"))
+		unix.Close(fd)
 	}
-	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(name+"\n")); err != nil {
+	if err == unix.ENOSPC {
+		return fmt.Errorf("%w: %v", ckpt.ErrStoreFull, err)
+	}
+	if err != nil {
 		return fmt.Errorf("versionstore: %s: %w", spanNote, err)
 	}
 	return nil
@@ -272,25 +290,6 @@ func (s *Store) readPart(ref *contentRef) ([]byte, error) {
 		return nil, fmt.Errorf("%w: span file %s at %d: checksum mismatch", ErrCorrupt, ref.Attic, ref.Off)
 	}
 	return b, nil
-}
-
-// checkParts reads every part that the events after seq name, checking
-// its sum: a rewind undoes each of those events, and refuses before it
-// changes anything when a part is damaged (one a power loss took, see
-// the durability note above), rather than stop half-way through.
-func (s *Store) checkParts(seq uint64) error {
-	s.mu.Lock()
-	end := s.nextSeq
-	s.mu.Unlock()
-	return s.scanEvents(seq+1, end, func(r *record) (bool, error) {
-		if r.Content == nil || !r.Content.Part {
-			return true, nil
-		}
-		if _, err := s.readPart(r.Content); err != nil {
-			return false, fmt.Errorf("turn %d's record of %s: %w", r.Turn, r.Path, err)
-		}
-		return true, nil
-	})
 }
 
 // partAt reads a ref into a span file at any offset: its bytes are read

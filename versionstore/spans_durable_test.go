@@ -317,3 +317,31 @@ func TestSpanFileDurableAtFlush(t *testing.T) {
 		t.Errorf("%d dirty pages after a flush", n)
 	}
 }
+
+// TestSpanSyncFailureAtWALClose: when the span file's fsync fails as
+// Pebble closes a WAL file (on a committing goroutine that may hold s.mu,
+// where Pebble cannot take an error), nothing panics or hangs, and the
+// next sync point reports the failure.
+func TestSpanSyncFailureAtWALClose(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	os.WriteFile(filepath.Join(root, "big"), lines(4000, "orig"), 0o644)
+	if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, s, tree, root, "big", []byte("AAAA"), 16)
+	s.spanMu.Lock()
+	s.spanFile.f.Close() // its next fsync fails, as after a writeback error
+	s.spanMu.Unlock()
+	s.mu.Lock() // as Close holds it around its flush
+	err := s.db.Flush()
+	s.mu.Unlock()
+	if err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if s.spanSyncErr.Load() == nil {
+		t.Fatal("the failed sync before the WAL's close was not kept")
+	}
+	if _, _, err := s.Step("tool", "x"); err == nil {
+		t.Error("a step after a failed span file sync succeeded")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
@@ -185,15 +187,14 @@ func TestGCLeavesTheSpanFileInUse(t *testing.T) {
 	}
 }
 
-// TestRewindRefusesOverALostPart: a power loss can lose a part of the
-// turn that was open while its event survives (the kernel wrote the log
-// back first). A rewind past it refuses before it changes anything,
-// leaving no journal to recover; a restore of the other paths works.
-func TestRewindRefusesOverALostPart(t *testing.T) {
-	s, tree, root := rangeFixture(t)
-	v0 := lines(4000, "orig")
+// lostPartFixture: a turn "closed" over files a and b, then a turn
+// "open" that wrote into a and b (range records, each in a span file of
+// its own), and a's span file cut to nothing, as a power loss can leave
+// the part of an event the kernel wrote back first.
+func lostPartFixture(t *testing.T) (s *Store, tree *backing.Tree, root string, closed, open uint64) {
+	s, tree, root = rangeFixture(t)
 	for _, p := range []string{"a", "b"} {
-		os.WriteFile(filepath.Join(root, p), v0, 0o644)
+		os.WriteFile(filepath.Join(root, p), lines(4000, "orig"), 0o644)
 	}
 	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
 		t.Fatal(err)
@@ -202,8 +203,8 @@ func TestRewindRefusesOverALostPart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := c.Num
-	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
+	o, err := s.Begin(ckpt.KindAgent, "open", "")
+	if err != nil {
 		t.Fatal(err)
 	}
 	writeAt(t, s, tree, root, "a", []byte("AAAA"), 16)
@@ -218,30 +219,117 @@ func TestRewindRefusesOverALostPart(t *testing.T) {
 	if err := os.Truncate(filepath.Join(s.dir, "attic", lost[0]), 0); err != nil {
 		t.Fatal(err)
 	}
-	a1, _ := os.ReadFile(filepath.Join(root, "a"))
-	b1, _ := os.ReadFile(filepath.Join(root, "b"))
-	if _, err := s.Rewind(closed, tree, RewindOptions{}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("rewind over the lost part: %v, want ErrCorrupt", err)
+	return s, tree, root, c.Num, o.Num
+}
+
+// refusedCleanly checks that a command that failed with ErrCorrupt
+// changed none of the files and left no journal for Recover.
+func refusedCleanly(t *testing.T, s *Store, tree *backing.Tree, root string, err error, before map[string][]byte) {
+	t.Helper()
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("err %v, want ErrCorrupt", err)
 	}
-	for p, want := range map[string][]byte{"a": a1, "b": b1} {
+	for p, want := range before {
 		if got, _ := os.ReadFile(filepath.Join(root, p)); !bytes.Equal(got, want) {
-			t.Errorf("the refused rewind changed %s", p)
+			t.Errorf("the refused command changed %s", p)
 		}
 	}
 	dir := s.dir
 	s.Close()
-	s, err = Open(dir, Options{RangeFrom: 1})
+	s2, oerr := Open(dir, Options{RangeFrom: 1})
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	t.Cleanup(func() { s2.Close() })
+	if ok, rerr := s2.Recover(tree); ok || rerr != nil {
+		t.Fatalf("recover after the refusal: journal %v, %v; want none", ok, rerr)
+	}
+}
+
+// TestRefusalsOverALostPart: a rewind past a lost part, a restore of its
+// path and a revert of its turn refuse before they change anything,
+// leaving no journal (they used to stop half-way, and Recover then
+// failed at every start); a restore of another path works.
+func TestRefusalsOverALostPart(t *testing.T) {
+	files := func(root string) map[string][]byte {
+		m := map[string][]byte{}
+		for _, p := range []string{"a", "b"} {
+			m[p], _ = os.ReadFile(filepath.Join(root, p))
+		}
+		return m
+	}
+	t.Run("rewind", func(t *testing.T) {
+		s, tree, root, closed, _ := lostPartFixture(t)
+		before := files(root)
+		_, err := s.Rewind(closed, tree, RewindOptions{})
+		refusedCleanly(t, s, tree, root, err, before)
+	})
+	t.Run("restore", func(t *testing.T) {
+		s, tree, root, closed, _ := lostPartFixture(t)
+		before := files(root)
+		if _, err := s.Rewind(closed, tree, RewindOptions{Paths: []string{"b"}}); err != nil {
+			t.Fatalf("restore of b: %v", err)
+		}
+		if !bytes.Equal(files(root)["b"], lines(4000, "orig")) {
+			t.Fatal("the restore of b did not bring its bytes back")
+		}
+		before["b"] = files(root)["b"]
+		_, err := s.Rewind(closed, tree, RewindOptions{Paths: []string{"a"}})
+		refusedCleanly(t, s, tree, root, err, before)
+	})
+	t.Run("revert", func(t *testing.T) {
+		s, tree, root, _, open := lostPartFixture(t)
+		if _, err := s.End(""); err != nil {
+			t.Fatal(err)
+		}
+		before := files(root)
+		_, err := s.Revert(open, tree, RevertOptions{})
+		refusedCleanly(t, s, tree, root, err, before)
+	})
+}
+
+// TestRewindRefusesOverALostAtticFile: as for a lost part, a rewind that
+// would read an attic file a power loss took (its link's name was not
+// durable yet) refuses before it changes anything.
+func TestRewindRefusesOverALostAtticFile(t *testing.T) {
+	s, tree, root := rangeFixture(t)
+	os.WriteFile(filepath.Join(root, "a"), lines(4000, "orig"), 0o644)
+	os.WriteFile(filepath.Join(root, "b"), lines(10, "b"), 0o644)
+	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.End("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
-	if ok, err := s.Recover(tree); ok || err != nil {
-		t.Fatalf("recover after the refusal: journal %v, %v; want none", ok, err)
+	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.Rewind(closed, tree, RewindOptions{Paths: []string{"b"}}); err != nil {
-		t.Fatalf("restore of b: %v", err)
+	// b is deleted: its prior bytes kept by a hard link into the attic.
+	st, ino, err := tree.LstatInode("b")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(filepath.Join(root, "b")); !bytes.Equal(got, v0) {
-		t.Error("the restore of b did not bring its bytes back")
+	var linked string
+	cb := ckpt.Capture{Path: "b", Prior: st, Inode: ino,
+		Open: func() (*os.File, error) { return tree.Open("b") },
+		Link: func(dir *os.File, name string) error {
+			linked = name
+			return unix.Linkat(unix.AT_FDCWD, filepath.Join(root, "b"), int(dir.Fd()), name, 0)
+		}}
+	if err := s.Record(cb, ckpt.Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(root, "b"))
+	writeAt(t, s, tree, root, "a", []byte("AAAA"), 16)
+	if linked == "" {
+		t.Fatal("b was not linked into the attic")
+	}
+	os.Remove(filepath.Join(s.dir, "attic", linked)) // the power loss took its name
+	a1, _ := os.ReadFile(filepath.Join(root, "a"))
+	_, err = s.Rewind(c.Num, tree, RewindOptions{})
+	refusedCleanly(t, s, tree, root, err, map[string][]byte{"a": a1})
+	if _, err := os.Lstat(filepath.Join(root, "b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused rewind made b again (%v)", err)
 	}
 }

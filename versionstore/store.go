@@ -111,6 +111,7 @@ type Store struct {
 	spanMu      sync.Mutex
 	spanFile    *spanFile
 	spanWriters sync.WaitGroup
+	spanSyncErr atomic.Pointer[error] // a failed sync before a WAL close
 }
 
 const (
@@ -177,7 +178,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.wal = newWalFS(vfs.OnDiskFull(fs, s.onDiskFull))
-	s.wal.beforeClose = s.syncSpanInUse
+	// A memtable is flushed only after its WAL was rotated, so this hook
+	// also runs before a flush makes the memtable's events durable.
+	s.wal.beforeClose = s.syncBeforeWALClose
 	popts := &pebble.Options{
 		FS:                 s.wal,
 		FormatMajorVersion: pebble.FormatNewest,
@@ -188,11 +191,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
 			quietLogger{}.Errorf("corruption: %s", info.Path)
 			s.noteErr(fmt.Errorf("%w: %s: %v", ErrCorrupt, info.Path, info.Details))
-		}, FlushBegin: func(pebble.FlushInfo) {
-			// A flush makes the events it writes durable: their parts first.
-			if err := s.syncSpanInUse(); err != nil {
-				s.noteErr(err)
-			}
 		}},
 		MemTableSize: 32 << 20,
 	}

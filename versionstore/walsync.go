@@ -30,7 +30,7 @@ type walFS struct {
 	open map[*walFile]struct{}
 	// beforeClose runs before a WAL being closed is fsynced: what its
 	// events name must be durable first (the span file in use).
-	beforeClose func() error
+	beforeClose func()
 }
 
 func newWalFS(fs vfs.FS) *walFS { return &walFS{FS: fs, open: map[*walFile]struct{}{}} }
@@ -99,13 +99,10 @@ func (f *walFile) Close() error {
 	f.fs.mu.Lock()
 	delete(f.fs.open, f)
 	f.fs.mu.Unlock()
-	var serr error
 	if h := f.fs.beforeClose; h != nil {
-		serr = h()
+		h()
 	}
-	if serr == nil {
-		serr = f.File.Sync()
-	}
+	serr := f.File.Sync()
 	cerr := f.File.Close()
 	if serr != nil {
 		return serr
