@@ -279,20 +279,30 @@ func TestSpanStressStraddle(t *testing.T) {
 	x.finish(t)
 }
 
-// TestSpanFileDurableAtStep: a step (syncWAL, mid-turn) fsyncs the span
-// file in use.
-func TestSpanFileDurableAtStep(t *testing.T) {
+// spanInFlight opens a turn and makes one range record of a 16 kB file,
+// and returns the store and the path of the span file in use.
+func spanInFlight(t *testing.T) (*Store, string) {
 	s, tree, root := rangeFixture(t)
 	os.WriteFile(filepath.Join(root, "big"), lines(4000, "orig"), 0o644)
 	if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
 		t.Fatal(err)
 	}
 	writeAt(t, s, tree, root, "big", []byte("AAAA"), 16)
+	names := atticNames(t, s)
+	if len(names) != 1 {
+		t.Fatalf("attic %v, want the span file in use", names)
+	}
+	return s, filepath.Join(s.dir, "attic", names[0])
+}
+
+// TestSpanFileDurableAtStep: a step (syncWAL, mid-turn) fsyncs the span
+// file in use.
+func TestSpanFileDurableAtStep(t *testing.T) {
+	s, span := spanInFlight(t)
 	if _, _, err := s.Step("tool", "x"); err != nil {
 		t.Fatal(err)
 	}
-	names := atticNames(t, s)
-	if n := dirtyPages(t, filepath.Join(s.dir, "attic", names[0])); n != 0 {
+	if n := dirtyPages(t, span); n != 0 {
 		t.Errorf("%d dirty pages after a step", n)
 	}
 }
@@ -300,20 +310,14 @@ func TestSpanFileDurableAtStep(t *testing.T) {
 // TestSpanFileDurableAtFlush: a flush of Pebble's memtable makes the
 // events in it durable, mid-turn: the span file in use is fsynced first.
 func TestSpanFileDurableAtFlush(t *testing.T) {
-	s, tree, root := rangeFixture(t)
-	os.WriteFile(filepath.Join(root, "big"), lines(4000, "orig"), 0o644)
-	if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
-		t.Fatal(err)
-	}
-	writeAt(t, s, tree, root, "big", []byte("AAAA"), 16)
-	names := atticNames(t, s)
-	if n := dirtyPages(t, filepath.Join(s.dir, "attic", names[0])); n == 0 {
+	s, span := spanInFlight(t)
+	if n := dirtyPages(t, span); n == 0 {
 		t.Skip("the span file's pages were written back already")
 	}
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if n := dirtyPages(t, filepath.Join(s.dir, "attic", names[0])); n != 0 {
+	if n := dirtyPages(t, span); n != 0 {
 		t.Errorf("%d dirty pages after a flush", n)
 	}
 }
@@ -323,12 +327,7 @@ func TestSpanFileDurableAtFlush(t *testing.T) {
 // where Pebble cannot take an error), nothing panics or hangs, and the
 // next sync point reports the failure.
 func TestSpanSyncFailureAtWALClose(t *testing.T) {
-	s, tree, root := rangeFixture(t)
-	os.WriteFile(filepath.Join(root, "big"), lines(4000, "orig"), 0o644)
-	if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
-		t.Fatal(err)
-	}
-	writeAt(t, s, tree, root, "big", []byte("AAAA"), 16)
+	s, _ := spanInFlight(t)
 	s.spanMu.Lock()
 	s.spanFile.f.Close() // its next fsync fails, as after a writeback error
 	s.spanMu.Unlock()
