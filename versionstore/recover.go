@@ -16,7 +16,10 @@ import (
 // recorded but never confirmed.
 
 // Recover finishes a rewind that a crash interrupted. It reports whether
-// there was one. Call it before the tree is served again.
+// there was one. Call it before the tree is served again. A rewind that
+// stops on bytes it cannot read is rolled back instead (or its rollback
+// finished): Recover then returns a *RolledBackError, and the tree is as
+// it was before that rewind.
 func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	crashpoint.Hit("recover.start")
 	s.dropLinkIndex()
@@ -52,9 +55,12 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 		if _, err := s.finishJournal(j); err != nil {
 			return true, err
 		}
+		if j.Rollback != "" {
+			return true, &RolledBackError{Turn: j.Turn, Cause: journaledCause(j.Rollback)}
+		}
 		return true, nil
 	}
-	if err := s.runJournal(j, live, ckpt.Program{Comm: "ckptfs-recover"}); err != nil {
+	if err := s.runJournalOrRollBack(j, live, ckpt.Program{Comm: "ckptfs-recover"}); err != nil {
 		return true, err
 	}
 	if err := s.noteRewound(j); err != nil {

@@ -54,6 +54,10 @@ type rewindJournal struct {
 	// finished, later rewinds may skip its turn (noteRewound). False in
 	// journals written before it was kept: no such note.
 	Whole bool `json:"whole,omitempty"`
+	// Rollback, when not "", makes this journal the rollback of its
+	// turn's own records, and says what stopped the rewind it undoes
+	// (rewind_rollback.go).
+	Rollback string `json:"rollback,omitempty"`
 	// Jumps are the reverse pass's shortcuts over earlier rewinds
 	// (rewindJumps), newest first: when Next reaches a jump's At, the
 	// pass goes on from its To. They are planned once, before the first
@@ -126,7 +130,7 @@ func (s *Store) journalAndRun(j *rewindJournal, turn, target uint64, live ckpt.T
 		return fmt.Errorf("versionstore: %w", err)
 	}
 	crashpoint.Hit("rewind.journaled")
-	return s.runJournal(j, live, who)
+	return s.runJournalOrRollBack(j, live, who)
 }
 
 // saveProgress saves the journal but for its plan, which is unchanged.

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -58,10 +59,12 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 		logf = func(string, ...any) {}
 	}
 	var err error
-	if res.Recovered, err = st.Recover(tree); err != nil {
+	var rolled *versionstore.RolledBackError
+	if res.Recovered, err = st.Recover(tree); errors.As(err, &rolled) {
+		logf("an interrupted rewind could not finish: %v", err)
+	} else if err != nil {
 		return res, fmt.Errorf("finishing an interrupted rewind: %w", err)
-	}
-	if res.Recovered {
+	} else if res.Recovered {
 		logf("finished an interrupted rewind")
 	}
 	if rel, err := filepath.Rel(root, storeDir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {

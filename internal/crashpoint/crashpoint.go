@@ -65,6 +65,7 @@ var Points = []string{
 	"rewind.links",             // before one action of the link pass (a split or a link)
 	"rewind.links.done",        // the action is done, progress not yet saved
 	"rewind.noted",             // the finished rewind is noted for later rewinds to skip, its turn still open
+	"rewind.rollback",          // a rewind stopped on unreadable bytes; its rollback is journaled and synced, nothing undone yet
 	"rewind.ended",             // the rewind turn is closed, the journal not yet deleted
 	"rewind.finished",          // the journal is deleted
 	"recover.start",            // Recover begins, before the pending marks are settled
