@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -165,11 +166,23 @@ func (n *Node) captureRangeLocked(ctx context.Context, off, end int64) syscall.E
 	return n.captureSelf(ctx, false, &ckpt.ByteRange{Off: off, End: end})
 }
 
+// captureRangeThrough is captureRangeLocked for a write through handle f:
+// a readable handle serves the capture's reads of the prior bytes, which
+// then opens nothing.
+func (n *Node) captureRangeThrough(ctx context.Context, f *file, off, end int64) (eno syscall.Errno) {
+	rd := -1
+	if f.readable && f.lazy == 0 {
+		rd = f.fd
+	}
+	n.r.settled(func() { eno = n.captureSelfSettled(ctx, false, &ckpt.ByteRange{Off: off, End: end}, rd) })
+	return eno
+}
+
 // captureSelf captures the node under every path it has (all names of a
 // hard-linked file that the overlay has seen). A node in no directory
 // (unlinked while open) is not in the tree and needs no capture.
 func (n *Node) captureSelf(ctx context.Context, metaOnly bool, rng *ckpt.ByteRange) (eno syscall.Errno) {
-	n.r.settled(func() { eno = n.captureSelfSettled(ctx, metaOnly, rng) })
+	n.r.settled(func() { eno = n.captureSelfSettled(ctx, metaOnly, rng, -1) })
 	return eno
 }
 
@@ -181,7 +194,9 @@ func (r *Root) needs(p string, metaOnly bool, rng *ckpt.ByteRange) bool {
 	return r.rec.NeedsCapture(p, metaOnly)
 }
 
-func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.ByteRange) syscall.Errno {
+// captureSelfSettled is captureSelf once settled; rd, if not -1, is a
+// readable fd of the node's file that stays open until it returns.
+func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.ByteRange, rd int) syscall.Errno {
 	r := n.r
 	mode := n.StableAttr().Mode & unix.S_IFMT
 	isDir := mode == unix.S_IFDIR
@@ -219,6 +234,9 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.
 		}
 		c := r.captureFor(p, n.fd, &st, metaOnly)
 		c.Range = rng
+		if rd >= 0 && rng != nil {
+			c.ReadAt = preadFrom(rd)
+		}
 		if linkable(mode) && st.Nlink > 1 {
 			c.Links = r.otherNames(paths, p)
 		}
@@ -237,4 +255,26 @@ func (r *Root) holds(p string, st *backing.Stat) bool {
 	}
 	at, err := backing.Lstatat(r.root.fd, p)
 	return err == nil && idOf(&at) == idOf(st)
+}
+
+// preadFrom reads fd at an offset as io.ReaderAt does: short only at the
+// end of the file (io.EOF).
+func preadFrom(fd int) func(p []byte, off int64) (int, error) {
+	return func(p []byte, off int64) (int, error) {
+		done := 0
+		for done < len(p) {
+			n, err := unix.Pread(fd, p[done:], off+int64(done))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return done, err
+			}
+			if n == 0 {
+				return done, io.EOF
+			}
+			done += n
+		}
+		return done, nil
+	}
 }

@@ -25,7 +25,8 @@ type file struct {
 	lazy     int // the open flags fdOf reopens the file with; 0: fd is set
 	released bool
 	writable bool
-	kind     int // which Node counter this handle is in
+	readable bool // O_RDWR without O_DIRECT: a capture may read through fd
+	kind     int  // which Node counter this handle is in
 }
 
 const (
@@ -53,7 +54,7 @@ type ptFile struct{ *file }
 // A writable open of an inode the store's attic has claimed fails with
 // ENOENT (see attic.go); fd is closed then.
 func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (fs.FileHandle, syscall.Errno) {
-	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY}
+	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, readable: flags&unix.O_ACCMODE == unix.O_RDWR && flags&unix.O_DIRECT == 0}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if f.writable && n.claimedLocked() {

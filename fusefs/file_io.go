@@ -31,7 +31,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	r := f.n.r
 	r.gate.RLock()
 	defer r.gate.RUnlock()
-	if eno := f.n.captureRangeLocked(ctx, off, off+int64(len(data))); eno != 0 {
+	if eno := f.n.captureRangeThrough(ctx, f, off, off+int64(len(data))); eno != 0 {
 		return 0, eno
 	}
 	fd := f.fdOf()

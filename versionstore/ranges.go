@@ -395,15 +395,21 @@ func (s *Store) recordRange(p string, c ckpt.Capture, plan rangePlan, who ckpt.P
 	if total == 0 {
 		return s.append(r, who, true)
 	}
-	if c.Open == nil {
+	var from io.ReaderAt
+	switch {
+	case c.ReadAt != nil:
+		from = readerAtFunc(c.ReadAt)
+	case c.Open != nil:
+		f, err := c.Open()
+		if err != nil {
+			return fmt.Errorf("versionstore: read prior bytes of %q: %w", c.Path, err)
+		}
+		defer f.Close()
+		from = f
+	default:
 		return fmt.Errorf("versionstore: capture of %q has no way to read its bytes", c.Path)
 	}
-	f, err := c.Open()
-	if err != nil {
-		return fmt.Errorf("versionstore: read prior bytes of %q: %w", c.Path, err)
-	}
-	defer f.Close()
-	src := &spanReader{f: f, spans: spans}
+	src := &spanReader{f: from, spans: spans}
 	if total > rangeBatchMax {
 		ref, err := s.putContent(src, total)
 		if err != nil {
@@ -419,7 +425,9 @@ func (s *Store) recordRange(p string, c ckpt.Capture, plan rangePlan, who ckpt.P
 	// A few blocks (a write into a database is one of these): into the
 	// span file in use where there is an attic, else their chunks into
 	// the event's own batch, one synced commit for both.
-	buf := make([]byte, total)
+	bp := bufPool.Get().(*[]byte) // rangeBatchMax <= its size
+	defer bufPool.Put(bp)
+	buf := (*bp)[:total]
 	if _, err := io.ReadFull(src, buf); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			err = errRangeShort
@@ -458,10 +466,15 @@ func (s *Store) recordRange(p string, c ckpt.Capture, plan rangePlan, who ckpt.P
 // event's batch; more go through putContent's own batches first.
 const rangeBatchMax = 256 << 10
 
+// readerAtFunc is a ReadAt function as an io.ReaderAt.
+type readerAtFunc func(p []byte, off int64) (int, error)
+
+func (f readerAtFunc) ReadAt(p []byte, off int64) (int, error) { return f(p, off) }
+
 // spanReader reads the bytes of spans (offset, length pairs) of f one
 // after another; a span f does not hold to its end is errRangeShort.
 type spanReader struct {
-	f     *os.File
+	f     io.ReaderAt
 	spans []int64
 	done  int64 // of spans[0:2]
 }

@@ -170,6 +170,11 @@ type Capture struct {
 	// Open returns a fresh read-only handle on the prior bytes (Regular,
 	// !MetaOnly). The store reads it to the end and closes it.
 	Open func() (*os.File, error)
+	// ReadAt, if set, reads the prior bytes at an offset (as
+	// io.ReaderAt) through a handle the caller holds open for the
+	// mutation: a range capture reads its few blocks with it instead of
+	// opening the file again.
+	ReadAt func(p []byte, off int64) (int, error)
 	// Link, if set, hard-links the file's inode to name inside dir, so the
 	// store keeps the prior bytes without copying them. It is offered only
 	// when the caller is about to remove its own name for the inode
