@@ -131,7 +131,7 @@ func (s *Store) putContent(r io.Reader, sizeHint int64) (*contentRef, error) {
 		ref.Chunks = append(ref.Chunks, sum[:]...)
 		ref.Size += int64(l)
 		key := chunkKey(sum)
-		if !s.hasChunk(key) {
+		if !s.hasChunk(key) || s.checkReused.Load() && !s.soundChunk(sum[:]) {
 			if err := sink.add(key, encodeChunk(chunk)); err != nil {
 				return nil, err
 			}
@@ -169,6 +169,13 @@ func (s *Store) hasChunk(key []byte) bool {
 	}
 	closer.Close()
 	return true
+}
+
+// soundChunk reports whether the chunk of sum is stored and holds its
+// bytes.
+func (s *Store) soundChunk(sum []byte) bool {
+	_, err := s.getChunk(sum)
+	return err == nil
 }
 
 // getChunk returns the plain bytes of a chunk, checking its sum.

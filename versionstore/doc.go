@@ -261,8 +261,9 @@
 //     that one rewind may not be undoable. A step that fails on bytes it
 //     cannot read (a chunk, which checkKept does not read ahead) has the
 //     rewind rolled back: a second journal in the same turn undoes the
-//     turn's own records (rewind_rollback.go). After a power loss the
-//     rollback undoes only the changes whose records survived.
+//     turn's own records (rewind_rollback.go), which the rewind's captures
+//     keep readable by checking any chunk they reuse. After a power loss
+//     the rollback undoes only the changes whose records survived.
 //  6. A rename or exchange is recorded before the syscall, with a pending
 //     mark in the same synced batch, and dropped again if the syscall
 //     fails (commit(false)); success deletes the mark, synced too, before

@@ -19,22 +19,32 @@ import (
 // leave the tree half-restored and the journal behind, which Recover
 // would run again, and fail again, at every start: the project could not
 // be mounted. Instead, the turn's own records, which hold the prior state
-// of every path the rewind changed so far (captured as it went, so
-// readable), are undone by a second journal in the same turn: a rollback,
-// a whole-tree rewind to the point just before the turn's first record.
-// The turn then ends, its label saying so, and the caller gets a
-// *RolledBackError. A rollback that fails in turn keeps its journal: the
-// next Recover tries it again.
+// of every path the rewind changed so far, are undone by a second journal
+// in the same turn: a rollback, a whole-tree rewind to the point just
+// before the turn's first record. Those records are readable: while a
+// rewind runs, a capture that would reuse a stored chunk checks it and
+// stores the bytes again if it is damaged (checkReused). The turn then
+// ends, relabelled and without a Target, and the caller gets a
+// *RolledBackError. A rollback that a crash cuts short is finished by the
+// next Recover; one that meets unreadable bytes in turn ends the turn as
+// it is (Incomplete), since no later start could do better.
 
 // RolledBackError says that a rewind, restore or revert stopped half-way
 // on bytes it could not read, and that what it had changed was undone:
-// the tree is as it was before it. It matches ErrCorrupt.
+// the tree is as it was before it; or, with Incomplete, that undoing it
+// failed too (bytes lost twice over), so the tree is left partly
+// rewound and the turn ended rather than leave a journal no start could
+// finish. It matches ErrCorrupt.
 type RolledBackError struct {
-	Turn  uint64 // the rewind's turn, ended with nothing changed
-	Cause error  // what stopped it
+	Turn       uint64 // the rewind's turn, ended
+	Cause      error  // what stopped it
+	Incomplete error  // what stopped the rollback; nil if it ran to its end
 }
 
 func (e *RolledBackError) Error() string {
+	if e.Incomplete != nil {
+		return fmt.Sprintf("%v; it stopped half-way, and undoing what it had changed failed too (%v): the tree is left partly rewound (turn %d)", e.Cause, e.Incomplete, e.Turn)
+	}
 	return fmt.Sprintf("%v; it stopped half-way, and what it had changed is undone (turn %d)", e.Cause, e.Turn)
 }
 
@@ -49,52 +59,71 @@ func (c journaledCause) Is(target error) bool { return target == ErrCorrupt }
 
 // runJournalOrRollBack runs j. If j fails on bytes it cannot read
 // (ErrCorrupt), it rolls back what j's turn changed and returns a
-// *RolledBackError once the rollback has run to its end (the turn ended,
-// the journal dropped). A rollback journal (one Recover found) is run to
-// its end the same way.
+// *RolledBackError once the rollback has ended (the turn ended, the
+// journal dropped). A rollback journal (one Recover found) is run to its
+// end the same way. While it runs, captures check the chunks they reuse
+// (checkReused), so that the rollback does not meet the same damage.
 func (s *Store) runJournalOrRollBack(j *rewindJournal, live ckpt.Tree, who ckpt.Program) error {
+	s.checkReused.Store(true)
+	defer s.checkReused.Store(false)
 	err := s.runJournal(j, live, who)
-	var cause error = journaledCause(j.Rollback)
 	switch {
 	case err == nil && j.Rollback == "":
 		return nil
-	case err != nil && (j.Rollback != "" || !errors.Is(err, ErrCorrupt)):
+	case err != nil && j.Rollback == "" && !errors.Is(err, ErrCorrupt):
 		return err
-	case err != nil:
-		cause = err
+	case err != nil && j.Rollback == "":
 		r, jerr := s.rollbackJournal(j, err)
 		if jerr != nil {
 			return fmt.Errorf("%w; undoing what it had changed could not start: %v", err, jerr)
 		}
-		if rerr := s.runJournal(r, live, who); rerr != nil {
-			return fmt.Errorf("%w; undoing what it had changed failed too: %v", err, rerr)
-		}
-		j = r
+		j, err = r, s.runJournal(r, live, who)
 	}
-	if cur, ok := s.Current(); ok && cur.Num == j.Turn {
-		if err := s.relabel(j.Turn, cur.Label+": stopped half-way on unreadable bytes, undone"); err != nil {
-			return err
+	rb := &RolledBackError{Turn: j.Turn, Cause: journaledCause(j.Rollback)}
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			return fmt.Errorf("%w; undoing what it had changed failed too: %v", rb.Cause, err)
+		}
+		// Bytes the rollback needs are lost as well: nothing a later
+		// start could do would differ. End the turn as it is.
+		rb.Incomplete = err
+		if cur, ok := s.Current(); ok && cur.Num == j.Turn {
+			if err := s.relabel(j.Turn, cur.Label+", not all undone"); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := s.finishJournal(j); err != nil {
 		return err
 	}
-	return &RolledBackError{Turn: j.Turn, Cause: cause}
+	return rb
 }
 
 // rollbackJournal journals, in place of j, the rollback of j's turn (the
-// open one): every record the turn made is undone.
+// open one): every record the turn made is undone. The same batch
+// relabels the turn and drops its Target: the tree does not end as
+// there.
 func (s *Store) rollbackJournal(j *rewindJournal, cause error) (*rewindJournal, error) {
-	cur, ok := s.Current()
-	if !ok || cur.Num != j.Turn {
+	b := s.db.NewBatch()
+	defer b.Close()
+	s.mu.Lock()
+	if s.cur == nil || s.cur.Num != j.Turn {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("versionstore: turn %d is not open", j.Turn)
 	}
-	s.mu.Lock()
-	last := s.nextSeq - 1
+	t := *s.cur
+	r := &rewindJournal{Target: j.Target, Turn: j.Turn, Next: s.nextSeq - 1, Stop: t.FirstSeq - 1,
+		LinkPass: true, Rollback: cause.Error(), Mark: s.nextSeq, progress: j.progress}
+	t.Label = ckpt.LabelOf(t.Label + ": stopped half-way on unreadable bytes, undone")
+	t.Target, t.TargetStep = nil, 0
+	putJournal(b, r, true)
+	putJSON(b, turnKey(t.Num), t)
+	err := s.commit(b, pebble.Sync)
+	if err == nil {
+		s.cur = &t
+	}
 	s.mu.Unlock()
-	r := &rewindJournal{Target: j.Target, Turn: j.Turn, Next: last, Stop: cur.FirstSeq - 1,
-		LinkPass: true, Rollback: cause.Error(), progress: j.progress}
-	if err := s.putJournal(r, r.Turn, r.Target); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if err := s.syncWAL(); err != nil {

@@ -190,3 +190,135 @@ func TestRecoverRollsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestRewindCapturesDoNotReuseADamagedChunk: the chunk of y's v0 is
+// damaged (present, wrong bytes), and w, created in the open turn, is a
+// copy of y's v0. The rewind removes w first, capturing its bytes: the
+// capture must not take the damaged chunk for w's (a rollback would then
+// read it and fail too, w's bytes lost); it stores the sound bytes again,
+// which repairs y's version, and the rewind completes exactly.
+func TestRewindCapturesDoNotReuseADamagedChunk(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	y0 := []byte("y v0 " + strings.Repeat("y", 9000))
+	writeFile(t, filepath.Join(root, "y"), y0)
+	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
+		t.Fatal(err)
+	}
+	closed, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
+		t.Fatal(err)
+	}
+	captureFile(t, s, tree, "y")
+	writeFile(t, filepath.Join(root, "y"), []byte("y v1"))
+	captureFile(t, s, tree, "w")               // absent
+	writeFile(t, filepath.Join(root, "w"), y0) // cp of the old y
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	// Bit rot: the chunk is there, its bytes are not those of its sum.
+	bad := append([]byte{codecRaw}, y0...)
+	bad[10] ^= 1
+	if err := s.db.Set(chunkKey(sha256Of(y0)), bad, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Rewind(closed.Num, tree, RewindOptions{}); err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "y")); !bytes.Equal(got, y0) {
+		t.Errorf("y after the rewind: %d bytes, want its %d of v0", len(got), len(y0))
+	}
+	if _, err := os.Lstat(filepath.Join(root, "w")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("w after the rewind: %v, want it gone", err)
+	}
+	if rep, err := s.Verify(); err != nil || len(rep.Corrupt) > 0 {
+		t.Errorf("verify after the rewind: %+v %v", rep, err)
+	}
+}
+
+// TestRolledBackRewindIsNoFork: a whole-tree rewind that was rolled back
+// left the tree as the turn before it did, not as at its target: the
+// timeline (Turn.Parent, what log --graph, the UI's lanes and the JSON
+// "parent" draw) must continue from the previous turn, not fork at the
+// target. The turn keeps Target, so Rewound() says its end state is the
+// target's.
+func TestRolledBackRewindIsNoFork(t *testing.T) {
+	s, tree, _, closed, _ := rollbackFixture(t)
+	_, err := s.Rewind(closed, tree, RewindOptions{})
+	var rb *RolledBackError
+	if !errors.As(err, &rb) {
+		t.Fatalf("err %v, want a RolledBackError", err)
+	}
+	tn, err := s.Turn(rb.Turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := tn.Parent(); tn.Rewound() || p != tn.Prev() {
+		t.Errorf("rolled back turn %d (%q, target %v): Rewound %v, parent %d; want no rewind, parent %d",
+			tn.Num, tn.Label, *tn.Target, tn.Rewound(), p, tn.Prev())
+	}
+}
+
+// TestRollbackKilledBeforeItsEnd: the rollback's label is written with
+// its journal, so a rollback that a kill cut short and Recover finished
+// says "undone" once.
+func TestRollbackKilledBeforeItsEnd(t *testing.T) {
+	s, tree, _, closed, _ := rollbackFixture(t)
+	if got, err := untilCrash(t, "rewind.ended", func() error {
+		_, err := s.Rewind(closed, tree, RewindOptions{})
+		return err
+	}); got == "" {
+		t.Fatalf("not killed: %v", err)
+	}
+	dir := s.dir
+	s.Close()
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	_, err = s2.Recover(tree)
+	var rb *RolledBackError
+	if !errors.As(err, &rb) {
+		t.Fatalf("recover: %v", err)
+	}
+	tn, _ := s2.Turn(rb.Turn)
+	if n := strings.Count(tn.Label, "undone"); n != 1 {
+		t.Errorf("label %q says undone %d times", tn.Label, n)
+	}
+}
+
+// TestRollbackThatFailsEndsTheTurn: when the rollback meets unreadable
+// bytes too, nothing a later start could do would differ: the turn ends
+// as it is ("not all undone"), no journal is left, and the error says
+// the tree is left partly rewound.
+func TestRollbackThatFailsEndsTheTurn(t *testing.T) {
+	s, tree, root, closed, _ := rollbackFixture(t)
+	ct := &corruptTree{Tree: tree, k: 1, always: true} // z's restore, then every write of stored bytes
+	_, err := s.Rewind(closed, ct, RewindOptions{})
+	var rb *RolledBackError
+	if !errors.As(err, &rb) || rb.Incomplete == nil || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("err %v, want an incomplete RolledBackError", err)
+	}
+	if cur, ok := s.Current(); ok {
+		t.Errorf("turn %d left open", cur.Num)
+	}
+	tn, err := s.Turn(rb.Turn)
+	if err != nil || !strings.Contains(tn.Label, "not all undone") {
+		t.Errorf("the turn: %q %v", tn.Label, err)
+	}
+	if _, closer, err := s.db.Get(keyJournal); err != pebble.ErrNotFound {
+		if err == nil {
+			closer.Close()
+		}
+		t.Errorf("a journal is left (%v)", err)
+	}
+	if ok, err := s.Recover(tree); ok || err != nil {
+		t.Errorf("recover: journal %v, %v; want none", ok, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "y")); string(got) != "y v1" {
+		t.Errorf("y: %.8q, want it as before (its restore failed)", got)
+	}
+}

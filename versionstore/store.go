@@ -55,6 +55,10 @@ type Store struct {
 	// rewindWaiting counts rewinds waiting for rewindMu: a gc holding it
 	// stops at its next batch (gc.go).
 	rewindWaiting atomic.Int32
+	// checkReused: a rewind is running (alone), and a capture that finds
+	// a chunk stored already checks its bytes, storing them again if
+	// they are damaged: a rollback reads what the rewind captured.
+	checkReused atomic.Bool
 	// merges counts the merges (merge.go) since the store was opened.
 	merges atomic.Uint64
 	// grown counts the content bytes kept since growth was last
