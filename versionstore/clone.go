@@ -112,7 +112,7 @@ func (s *Store) cloneFile(fd int, src *os.File, name string) (*contentRef, error
 	if testHookClone != nil {
 		err = testHookClone(err)
 	}
-	s.learnClone(src, err)
+	s.learnClone(int(src.Fd()), err)
 	if err != nil {
 		return nil, err
 	}
@@ -134,12 +134,40 @@ func (s *Store) cloneFile(fd int, src *os.File, name string) (*contentRef, error
 	return &contentRef{Size: st.Size, Attic: name, Ino: st.Ino, MTime: st.Mtim.Nano()}, nil
 }
 
+// probeClone learns whether the attic's filesystem clones by cloning a
+// block between two unnamed files in the attic (O_TMPFILE: nothing is
+// left behind), so that the first writable open of a big file after the
+// store opens may already capture it by a clone and go through
+// passthrough (CapturesByClone), not only the opens after the first
+// clone. Where the probe cannot tell, the first capture still does.
+func (s *Store) probeClone() {
+	dir := int(s.attic.Fd())
+	src, err := unix.Openat(dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return
+	}
+	defer unix.Close(src)
+	dst, err := unix.Openat(dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return
+	}
+	defer unix.Close(dst)
+	if _, err := unix.Pwrite(src, make([]byte, 4096), 0); err != nil {
+		return
+	}
+	err = unix.IoctlFileClone(dst, src)
+	if testHookClone != nil {
+		err = testHookClone(err)
+	}
+	s.learnClone(src, err)
+}
+
 // testHookClone, in tests, replaces the clone's outcome.
 var testHookClone func(error) error
 
-// learnClone remembers what a clone's outcome (err) says about the store's
-// filesystem, and logs the first answer.
-func (s *Store) learnClone(src *os.File, err error) {
+// learnClone remembers what the outcome (err) of a clone from the file
+// src says about the store's filesystem, and logs the first answer.
+func (s *Store) learnClone(src int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -150,7 +178,7 @@ func (s *Store) learnClone(src *os.File, err error) {
 		s.cloneState = cloneYes
 	case errors.Is(err, unix.EXDEV):
 		var st unix.Stat_t
-		if unix.Fstat(int(src.Fd()), &st) == nil && !s.cloneXDev[st.Dev] {
+		if unix.Fstat(src, &st) == nil && !s.cloneXDev[st.Dev] {
 			if s.cloneXDev == nil {
 				s.cloneXDev = map[uint64]bool{}
 			}

@@ -283,6 +283,10 @@ func TestCloneFailureNeverFailsTheCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if s.cloneState != cloneYes {
+		t.Fatalf("after opening a store on XFS with reflink=1, clone state %d; want the probe's cloneYes", s.cloneState)
+	}
+	s.cloneState = cloneUnknown // as where the probe could not tell
 	root := filepath.Join(mnt, "proj")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
@@ -355,5 +359,40 @@ func TestRewindOfClonedBytesNeedsNoRoom(t *testing.T) {
 	}
 	if xfstest.FileSum(t, filepath.Join(root, "f")) != want {
 		t.Fatal("after the rewind f is not its prior bytes")
+	}
+}
+
+// TestCloneProbeAtOpen: a store on a filesystem of a kind that may clone
+// learns at its opening, by a probe that leaves no file behind, whether
+// it does: a probe answered EOPNOTSUPP (XFS without reflink) turns
+// cloning off before any capture, one that works turns it on.
+func TestCloneProbeAtOpen(t *testing.T) {
+	mnt := xfstest.Mount(t, xfstest.MinSize)
+	if !xfstest.Clones(mnt) {
+		t.Skip("the XFS image does not clone (kernel without reflink?)")
+	}
+	defer func() { testHookClone = nil }()
+	for _, c := range []struct {
+		fail  error
+		state int
+	}{{unix.EOPNOTSUPP, cloneNo}, {nil, cloneYes}} {
+		testHookClone = func(err error) error {
+			if c.fail != nil {
+				return c.fail
+			}
+			return err
+		}
+		dir := filepath.Join(mnt, fmt.Sprint("store", c.state))
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.cloneState != c.state || s.CapturesByClone(s.atticDev, cloneMin) != (c.state == cloneYes) {
+			t.Errorf("probe answered %v: state %d, want %d", c.fail, s.cloneState, c.state)
+		}
+		s.Close()
+		if ents, err := os.ReadDir(filepath.Join(dir, "attic")); err != nil || len(ents) != 0 {
+			t.Errorf("the probe left %v in the attic (%v)", ents, err)
+		}
 	}
 }

@@ -368,6 +368,9 @@ func (s *Store) learnAttic() {
 		return
 	}
 	s.atticDev, s.atticClones = st.Dev, cloningFS[int64(fs.Type)]
+	if s.atticClones {
+		s.probeClone()
+	}
 }
 
 // errRangeShort: the file ended before a span the range capture was to
