@@ -117,7 +117,7 @@ func ckptfsOver(ctx context.Context, b *bench, dir, log, name string) (*ckptfsTa
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &ckptfsTarget{b: b, store: filepath.Join(dir, ".ckptfs")}
+	c := &ckptfsTarget{b: b, store: filepath.Join(dir, ".ckptfs"), inTree: true}
 	c.daemon = daemon{name: name, mnt: dir, cmd: exec.Command(b.o.ckptfs, "mount", "-f", dir), log: log}
 	c.unmount = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

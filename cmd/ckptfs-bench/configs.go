@@ -257,6 +257,22 @@ type ckptfsTarget struct {
 	store  string
 	socket string          // the control socket ("": rundir's for the mount)
 	client *turnctl.Client // the control socket, dialed at the first turn
+	// inTree: the store is the mount's own DIR/.ckptfs, hidden by the
+	// mount, on a filesystem of the bench's own (an XFS image).
+	inTree bool
+}
+
+// storeUsage is the space the store takes (the blocks of its files); ok
+// is false for a store inside the tree, hidden by the mount (on an XFS
+// image): there a statfs would also count XFS's copy-on-write
+// preallocation around each block written into a cloned file (its
+// cowextsize, 128 KiB), which XFS frees only once the inode leaves the
+// cache, and the daemon holds it.
+func (c *ckptfsTarget) storeUsage() (n int64, ok bool) {
+	if c.inTree {
+		return 0, false
+	}
+	return storeBytes(c.store), true
 }
 
 // Begin and End speak the control protocol (turnctl/doc.go) as an agent's

@@ -19,8 +19,12 @@ import (
 // cleanup does it too, on failure or Ctrl-C: everything is registered).
 func (b *bench) runOnXFS(ctx context.Context, wl *workload) error {
 	base := filepath.Join(b.o.work, "X")
-	// Each configuration's copy of the file, C's clones, the XFS log.
+	// Each configuration's copy of the file, C's clones, the XFS log; for
+	// SQLite, also C's history of a database per turn (sparse image).
 	size := 4*b.sz.randBytes + 1<<30
+	if wl.global != nil && wl.name == "sqlite-xfs" {
+		size = 8 << 30
+	}
 	x, err := mountXFS(ctx, b, base, size)
 	if err != nil {
 		return fmt.Errorf("XFS (reflink=1) unavailable: %w", err)

@@ -98,10 +98,11 @@ func globalSqlite(ctx context.Context, g *global) error {
 	return nil
 }
 
-// sqliteStep is the timed turn in journal mode mode.
-func sqliteStep(mode string) step {
+// sqliteStep is the timed turn in journal mode mode; suffix ends its
+// name.
+func sqliteStep(mode, suffix string) step {
 	return step{
-		name: fmt.Sprintf("sqlite %d×%d updates, %s", sqliteTxns, sqlitePer, mode),
+		name: fmt.Sprintf("sqlite %d×%d updates, %s%s", sqliteTxns, sqlitePer, mode, suffix),
 		prep: func(ctx context.Context, e *env) error { return prepSqlite(ctx, e, mode) },
 		run: func(ctx context.Context, e *env) error {
 			_, err := e.command(ctx, e.dir, nil, "python3", "-c", sqliteUpdate, "sqlite.db", mode,
@@ -110,6 +111,16 @@ func sqliteStep(mode string) step {
 		},
 		post: func(ctx context.Context, e *env) error { return postSqlite(ctx, e, mode) },
 	}
+}
+
+// teardownSqlite removes the database and its journal files.
+func teardownSqlite(ctx context.Context, e *env) error {
+	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
+		if err := removeIfExists(e.p("sqlite.db" + suffix)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // prepSqlite builds the repetition's databases (once, natively, as the
@@ -159,7 +170,7 @@ func prepSqlite(ctx context.Context, e *env, mode string) error {
 	if cpu := cpuSeconds(c.DaemonPID()); cpu >= 0 {
 		settle(c.DaemonPID(), cpu, 30*time.Second)
 	}
-	s.before[e.t.Name()] = storeBytes(c.store)
+	s.before[e.t.Name()], _ = c.storeUsage()
 	return nil
 }
 
@@ -170,7 +181,11 @@ func postSqlite(ctx context.Context, e *env, mode string) error {
 	if c == nil {
 		return nil
 	}
-	grown := storeBytes(c.store) - e.sqlite.before[e.t.Name()]
+	now, ok := c.storeUsage()
+	if !ok {
+		return nil
+	}
+	grown := now - e.sqlite.before[e.t.Name()]
 	pages, size, err := pagesChanged(e.sqlite.template(mode), e.p("sqlite.db"))
 	if err != nil {
 		return err

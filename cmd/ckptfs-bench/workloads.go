@@ -207,16 +207,13 @@ var workloads = []*workload{
 			{name: "rand write 4k, XFS reflink", run: func(ctx context.Context, e *env) error { return runRandom(ctx, e, true) }},
 		}},
 	{num: 12, name: "sqlite", desc: "python3 sqlite3: 100 transactions of 100 row updates into a 200 MB database made before the turn; rollback journal, WAL",
-		global: globalSqlite,
-		steps:  []step{sqliteStep(sqliteModes[0]), sqliteStep(sqliteModes[1])},
-		teardown: func(ctx context.Context, e *env) error {
-			for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
-				if err := removeIfExists(e.p("sqlite.db" + suffix)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
+		global:   globalSqlite,
+		steps:    []step{sqliteStep(sqliteModes[0], ""), sqliteStep(sqliteModes[1], "")},
+		teardown: teardownSqlite},
+	{num: 13, name: "sqlite-xfs", desc: "the SQLite updates on a loop-mounted XFS image made with reflink=1 (N, L, L+, C; needs mkfs.xfs)",
+		global: globalSqlite, onXFS: true,
+		steps:    []step{sqliteStep(sqliteModes[0], ", XFS reflink"), sqliteStep(sqliteModes[1], ", XFS reflink")},
+		teardown: teardownSqlite},
 	{num: 6, name: "build", desc: "go build of a vendored module (go-fuse, x/sys, pflag): cold, no-op",
 		skipQuick: true, global: globalBuild,
 		steps: []step{
