@@ -155,12 +155,7 @@ func TestRollbackIsExactRandom(t *testing.T) {
 				more, moreSnaps := m.buildHistory(rng, 1, 6)
 				turns, snaps = append(turns, more[1:]...), append(snaps, moreSnaps[1:]...)
 				k := rng.Intn(len(turns))
-				if _, err := s.Rewind(turns[k], m.tree, RewindOptions{}); err != nil {
-					t.Fatalf("%s: then a rewind to %d: %v", what, turns[k], err)
-				}
-				if d := diffSnap(snaps[k], takeSnapshot(t, root)); d != "" {
-					t.Fatalf("%s: then a rewind to %d:\n%s", what, turns[k], d)
-				}
+				rewindsExactly(t, what, s, m, turns[k], snaps[k])
 				turns, snaps = append(turns, s.Latest()), append(snaps, takeSnapshot(t, root))
 			}
 		})
@@ -212,14 +207,8 @@ func TestCrashPointsOfRollback(t *testing.T) {
 func crashPointsOfRollback(t *testing.T, power bool) {
 	crashes := 0
 	for seed := int64(1); seed <= 30; seed++ {
-		m, _, run, _, _, _, _ := rollbackCrashCase(t, seed)
-		stop := crashpoint.Trace()
-		err := run(m.store, m.tree)
-		trace := stop()
-		m.store.Close()
-		m.tree.Close()
-		var rb *RolledBackError
-		if !errors.As(err, &rb) {
+		trace, rb := rollbackTrace(t, seed)
+		if rb == nil {
 			continue
 		}
 		from := slices.Index(trace, "rewind.rollback")
@@ -258,17 +247,37 @@ func crashPointsOfRollback(t *testing.T, power bool) {
 				t.Errorf("%s: rolled back turn: %+v %v", what, tn, err)
 			}
 			k := int(seed+int64(n)) % len(turns)
-			if _, err := s2.Rewind(turns[k], m.tree, RewindOptions{}); err != nil {
-				t.Fatalf("%s: then a rewind to %d: %v", what, turns[k], err)
-			}
-			if d := diffSnap(snaps[k], takeSnapshot(t, m.root)); d != "" {
-				t.Fatalf("%s: then a rewind to %d:\n%s", what, turns[k], d)
-			}
+			rewindsExactly(t, what, s2, m, turns[k], snaps[k])
 			s2.Close()
 			m.tree.Close()
 		}
 	}
 	t.Logf("%d crashes", crashes)
+}
+
+// rollbackTrace runs seed's case through and returns the crash points
+// it hit and, if it was rolled back, the rolled back turn.
+func rollbackTrace(t *testing.T, seed int64) (trace []string, rolled *RolledBackError) {
+	m, _, run, _, _, _, _ := rollbackCrashCase(t, seed)
+	stop := crashpoint.Trace()
+	err := run(m.store, m.tree)
+	trace = stop()
+	m.store.Close()
+	m.tree.Close()
+	errors.As(err, &rolled)
+	return trace, rolled
+}
+
+// rewindsExactly checks that a rewind of s to turn, after what, makes
+// m's tree snap.
+func rewindsExactly(t *testing.T, what string, s *Store, m *sim, turn uint64, snap snapshot) {
+	t.Helper()
+	if _, err := s.Rewind(turn, m.tree, RewindOptions{}); err != nil {
+		t.Fatalf("%s: then a rewind to %d: %v", what, turn, err)
+	}
+	if d := diffSnap(snap, takeSnapshot(t, m.root)); d != "" {
+		t.Fatalf("%s: then a rewind to %d:\n%s", what, turn, d)
+	}
 }
 
 // phaseCount counts where corruptTree's failures landed, for the log.
@@ -281,14 +290,8 @@ var phaseCount = map[string]int{}
 func TestCrashThenRecoverRollsBack(t *testing.T) {
 	rolled := 0
 	for seed := int64(1); seed <= 30; seed++ {
-		m, _, run, _, _, _, _ := rollbackCrashCase(t, seed)
-		stop := crashpoint.Trace()
-		err := run(m.store, m.tree)
-		trace := stop()
-		m.store.Close()
-		m.tree.Close()
-		var rb *RolledBackError
-		if !errors.As(err, &rb) {
+		trace, rb := rollbackTrace(t, seed)
+		if rb == nil {
 			continue
 		}
 		to := slices.Index(trace, "rewind.rollback")
@@ -318,12 +321,7 @@ func TestCrashThenRecoverRollsBack(t *testing.T) {
 					t.Fatalf("%s: second recover: %v %v", what, did, err)
 				}
 				k := int(seed+int64(n)) % len(turns)
-				if _, err := s2.Rewind(turns[k], m.tree, RewindOptions{}); err != nil {
-					t.Fatalf("%s: then a rewind to %d: %v", what, turns[k], err)
-				}
-				if d := diffSnap(snaps[k], takeSnapshot(t, m.root)); d != "" {
-					t.Fatalf("%s: then a rewind to %d:\n%s", what, turns[k], d)
-				}
+				rewindsExactly(t, what, s2, m, turns[k], snaps[k])
 				s2.Close()
 				m.tree.Close()
 			}

@@ -25,16 +25,7 @@ func rollbackFixture(t *testing.T) (s *Store, tree *backing.Tree, root string, c
 	for _, p := range []string{"x", "y", "z"} {
 		writeFile(t, filepath.Join(root, p), v0(p))
 	}
-	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.End("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
-		t.Fatal(err)
-	}
+	c := closedThenOpen(t, s)
 	for i, p := range []string{"x", "y", "z"} {
 		captureFile(t, s, tree, p)
 		writeFile(t, filepath.Join(root, p), []byte(p+" v1"))
@@ -136,13 +127,7 @@ func TestRewindRollsBackOverALostChunk(t *testing.T) {
 				_, err = s.Revert(closed+1, tree, RevertOptions{})
 			}
 			rolledBack(t, s, root, err, before)
-			dir := s.dir
-			s.Close()
-			s2, err := Open(dir, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s2.Close()
+			s2 := reopened(t, s)
 			if ok, err := s2.Recover(tree); ok || err != nil {
 				t.Fatalf("recover after the rollback: journal %v, %v; want none", ok, err)
 			}
@@ -172,13 +157,7 @@ func TestRecoverRollsBack(t *testing.T) {
 			if got == "" {
 				t.Fatalf("the rewind was not killed at %s: %v", point, err)
 			}
-			dir := s.dir
-			s.Close()
-			s2, err := Open(dir, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s2.Close()
+			s2 := reopened(t, s)
 			ok, err := s2.Recover(tree)
 			if !ok {
 				t.Fatalf("recover found no journal (%v)", err)
@@ -201,16 +180,7 @@ func TestRewindCapturesDoNotReuseADamagedChunk(t *testing.T) {
 	s, tree, root := offlineFixture(t)
 	y0 := []byte("y v0 " + strings.Repeat("y", 9000))
 	writeFile(t, filepath.Join(root, "y"), y0)
-	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
-		t.Fatal(err)
-	}
-	closed, err := s.End("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
-		t.Fatal(err)
-	}
+	closed := closedThenOpen(t, s)
 	captureFile(t, s, tree, "y")
 	writeFile(t, filepath.Join(root, "y"), []byte("y v1"))
 	captureFile(t, s, tree, "w")               // absent
@@ -272,14 +242,8 @@ func TestRollbackKilledBeforeItsEnd(t *testing.T) {
 	}); got == "" {
 		t.Fatalf("not killed: %v", err)
 	}
-	dir := s.dir
-	s.Close()
-	s2, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	_, err = s2.Recover(tree)
+	s2 := reopened(t, s)
+	_, err := s2.Recover(tree)
 	var rb *RolledBackError
 	if !errors.As(err, &rb) {
 		t.Fatalf("recover: %v", err)
@@ -321,4 +285,17 @@ func TestRollbackThatFailsEndsTheTurn(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(root, "y")); string(got) != "y v1" {
 		t.Errorf("y: %.8q, want it as before (its restore failed)", got)
 	}
+}
+
+// reopened closes s and opens its store again (closed at the test's end).
+func reopened(t *testing.T, s *Store) *Store {
+	t.Helper()
+	dir := s.dir
+	s.Close()
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	return s2
 }

@@ -295,16 +295,7 @@ func TestRewindRefusesOverALostAtticFile(t *testing.T) {
 	s, tree, root := rangeFixture(t)
 	os.WriteFile(filepath.Join(root, "a"), lines(4000, "orig"), 0o644)
 	os.WriteFile(filepath.Join(root, "b"), lines(10, "b"), 0o644)
-	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.End("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
-		t.Fatal(err)
-	}
+	c := closedThenOpen(t, s)
 	// b is deleted: its prior bytes kept by a hard link into the attic.
 	st, ino, err := tree.LstatInode("b")
 	if err != nil {
@@ -332,4 +323,21 @@ func TestRewindRefusesOverALostAtticFile(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "b")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused rewind made b again (%v)", err)
 	}
+}
+
+// closedThenOpen closes a turn "closed" over the tree as it is and opens
+// a turn "open" after it; it returns the closed turn.
+func closedThenOpen(t *testing.T, s *Store) ckpt.Turn {
+	t.Helper()
+	if _, err := s.Begin(ckpt.KindAgent, "closed", ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ckpt.KindAgent, "open", ""); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
