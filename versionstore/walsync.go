@@ -93,13 +93,6 @@ func (f *walFile) SyncTo(int64) (bool, error) {
 	return false, nil
 }
 
-// Preallocate does nothing. Pebble preallocates each new WAL to 110 % of
-// the memtable (35 MiB here) so that its frequent syncs need no metadata
-// update; this WAL is synced at sync points only, and the space would
-// count in the store from every rotation (a gc's flush) until the old
-// log is deleted.
-func (f *walFile) Preallocate(off, n int64) error { return nil }
-
 // Close fsyncs first: a rotated-away WAL may hold captures of the open turn
 // whose memtable is not yet flushed.
 func (f *walFile) Close() error {
