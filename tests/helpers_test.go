@@ -173,12 +173,16 @@ func forceUnmount(t *testing.T, dir string) {
 	}
 	done := make(chan error, 1)
 	go func() { _, err := runCkptfs("umount", dir); done <- err }()
+	hung := false
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
 		t.Errorf("ckptfs umount %s hung", dir)
+		hung = true
 	}
-	if rundir.IsMounted(dir) {
+	// A hung umount may have unmounted and left its daemon stuck in its
+	// shutdown: it must not outlive the test either.
+	if hung || rundir.IsMounted(dir) {
 		if pid > 0 {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
