@@ -218,6 +218,13 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.
 	if st.Nlink == 0 {
 		return 0 // no name holds it (a rewind removed it while open)
 	}
+	if rd >= 0 {
+		// The handle's fd is opened by name apart from the node's: it
+		// serves the capture only if it is the node's inode.
+		if hs, err := backing.Fstat(rd); err != nil || idOf(&hs) != idOf(&st) {
+			rd = -1
+		}
+	}
 	paths := n.paths(&st)
 	for i, p := range paths {
 		if r.excluded(p, isDir) || !r.needs(p, metaOnly, rng) {

@@ -58,7 +58,7 @@ func (s *Store) CapturesByClone(dev uint64, size int64) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cloneState == cloneYes && !s.cloneXDev[dev]
+	return s.cloneState == cloneYes && dev == s.atticDev && !s.cloneXDev[dev]
 }
 
 // atticOn reports whether the store's attic is on device dev.
@@ -112,7 +112,7 @@ func (s *Store) cloneFile(fd int, src *os.File, name string) (*contentRef, error
 	if testHookClone != nil {
 		err = testHookClone(err)
 	}
-	s.learnClone(int(src.Fd()), err)
+	s.learnClone(src, err)
 	if err != nil {
 		return nil, err
 	}
@@ -134,12 +134,13 @@ func (s *Store) cloneFile(fd int, src *os.File, name string) (*contentRef, error
 	return &contentRef{Size: st.Size, Attic: name, Ino: st.Ino, MTime: st.Mtim.Nano()}, nil
 }
 
-// probeClone learns whether the attic's filesystem clones by cloning a
-// block between two unnamed files in the attic (O_TMPFILE: nothing is
-// left behind), so that the first writable open of a big file after the
-// store opens may already capture it by a clone and go through
-// passthrough (CapturesByClone), not only the opens after the first
-// clone. Where the probe cannot tell, the first capture still does.
+// probeClone learns whether the attic's filesystem (XFS: learnAttic)
+// clones by cloning a block between two unnamed files in the attic
+// (O_TMPFILE: nothing is left behind), so that the first writable open
+// of a big file after the store opens may already capture it by a clone
+// and go through passthrough (CapturesByClone), not only the opens after
+// the first clone. Where the probe cannot tell, the first capture still
+// does. It logs nothing: offline commands open the store too.
 func (s *Store) probeClone() {
 	dir := int(s.attic.Fd())
 	src, err := unix.Openat(dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
@@ -159,15 +160,23 @@ func (s *Store) probeClone() {
 	if testHookClone != nil {
 		err = testHookClone(err)
 	}
-	s.learnClone(src, err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.cloneState != cloneUnknown:
+	case err == nil:
+		s.cloneState = cloneYes
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.ENOSYS):
+		s.cloneState = cloneNo
+	}
 }
 
 // testHookClone, in tests, replaces the clone's outcome.
 var testHookClone func(error) error
 
-// learnClone remembers what the outcome (err) of a clone from the file
-// src says about the store's filesystem, and logs the first answer.
-func (s *Store) learnClone(src int, err error) {
+// learnClone remembers what a clone's outcome (err) says about the store's
+// filesystem, and logs the first answer.
+func (s *Store) learnClone(src *os.File, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -178,7 +187,7 @@ func (s *Store) learnClone(src int, err error) {
 		s.cloneState = cloneYes
 	case errors.Is(err, unix.EXDEV):
 		var st unix.Stat_t
-		if unix.Fstat(src, &st) == nil && !s.cloneXDev[st.Dev] {
+		if unix.Fstat(int(src.Fd()), &st) == nil && !s.cloneXDev[st.Dev] {
 			if s.cloneXDev == nil {
 				s.cloneXDev = map[uint64]bool{}
 			}

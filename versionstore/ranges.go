@@ -353,7 +353,7 @@ func (s *Store) mayClone(dev uint64) bool {
 
 // Filesystems that may share extents between files (FICLONE), by statfs
 // magic: XFS, btrfs, bcachefs.
-var cloningFS = map[int64]bool{0x58465342: true, 0x9123683e: true, 0xca451a4e: true}
+var cloningFS = map[int64]bool{xfsMagic: true, 0x9123683e: true, 0xca451a4e: true}
 
 // learnAttic notes the attic's device, and whether its filesystem is of
 // a kind that may clone: elsewhere big files are range-captured from the
@@ -368,10 +368,15 @@ func (s *Store) learnAttic() {
 		return
 	}
 	s.atticDev, s.atticClones = st.Dev, cloningFS[int64(fs.Type)]
-	if s.atticClones {
+	if int64(fs.Type) == xfsMagic {
 		s.probeClone()
 	}
 }
+
+// xfsMagic is XFS's statfs magic. On XFS made with reflink=1 any regular
+// file clones; btrfs and bcachefs have per-file no-copy-on-write flags,
+// so that a probe between two new attic files says nothing of the tree's.
+const xfsMagic = 0x58465342
 
 // errRangeShort: the file ended before a span the range capture was to
 // read; the capture is taken whole instead.
