@@ -131,7 +131,13 @@ func (s *Store) putContent(r io.Reader, sizeHint int64) (*contentRef, error) {
 		ref.Chunks = append(ref.Chunks, sum[:]...)
 		ref.Size += int64(l)
 		key := chunkKey(sum)
-		if !s.hasChunk(key) || s.checkReused.Load() && !s.soundChunk(sum[:]) {
+		stored := false
+		if s.checkReused.Load() {
+			stored = s.soundChunk(sum[:]) // a damaged one is stored again
+		} else {
+			stored = s.hasChunk(key)
+		}
+		if !stored {
 			if err := sink.add(key, encodeChunk(chunk)); err != nil {
 				return nil, err
 			}
