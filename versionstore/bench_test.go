@@ -2,6 +2,8 @@ package versionstore
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -45,5 +47,46 @@ func BenchmarkCapture(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkTurnChangesOfRanges measures listing what a turn of many range
+// records into one file changed (what a turn end pays for fio's pass).
+func BenchmarkTurnChangesOfRanges(b *testing.B) {
+	s, tree, root := offlineFixture(b)
+	s.rangeFrom = 0
+	p := root + "/big"
+	f, _ := os.Create(p)
+	f.Truncate(256 << 20)
+	defer f.Close()
+	page := make([]byte, 4096)
+	for i := range page {
+		page[i] = 'x'
+	}
+	turn, _ := s.Begin(ckpt.KindAgent, "t", "")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 40000; i++ {
+		off := rng.Int64N(256<<20/4096) * 4096
+		st, ino, _ := tree.LstatInode("big")
+		if !s.NeedsRange("big", off, off+4096) {
+			f.WriteAt(page, off)
+			continue
+		}
+		c := ckpt.Capture{Path: "big", Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: off + 4096},
+			Open: func() (*os.File, error) { return tree.Open("big") }}
+		if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+			b.Fatal(err)
+		}
+		f.WriteAt(page, off)
+	}
+	if _, err := s.End(""); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cs, err := s.TurnChanges(turn.Num, tree)
+		if err != nil || len(cs) != 1 {
+			b.Fatal(err, len(cs))
+		}
 	}
 }

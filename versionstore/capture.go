@@ -443,8 +443,8 @@ func (s *Store) scan(from, to uint64, reverse bool, fn func(*record) (bool, erro
 			return err
 		}
 		r := &record{}
-		if err := json.Unmarshal(it.Value(), r); err != nil {
-			return fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)
+		if err := decodeRecord(seq, it.Value(), r); err != nil {
+			return err
 		}
 		r.Seq = seq
 		more, err := fn(r)
@@ -453,6 +453,14 @@ func (s *Store) scan(from, to uint64, reverse bool, fn func(*record) (bool, erro
 		}
 	}
 	return it.Error()
+}
+
+// decodeRecord decodes event seq's value into r.
+func decodeRecord(seq uint64, v []byte, r *record) error {
+	if err := r.UnmarshalJSON(v); err != nil {
+		return fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)
+	}
+	return nil
 }
 
 func sortStrings(a []string) {

@@ -9,7 +9,7 @@ import (
 	"ckptfs/internal/ckpt"
 )
 
-func offlineFixture(t *testing.T) (*Store, *backing.Tree, string) {
+func offlineFixture(t testing.TB) (*Store, *backing.Tree, string) {
 	t.Helper()
 	root := t.TempDir()
 	s, err := Open(t.TempDir(), Options{})

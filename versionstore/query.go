@@ -344,7 +344,7 @@ func (s *Store) changes(from, to uint64, live ckpt.Tree, ix *touchIndex) ([]Chan
 	// file changed while its directory had another name, since moved
 	// back, is a change under a name no event names.
 	var ml moveLog
-	err = s.scanEvents(lo+1, hi+1, func(r *record) (bool, error) {
+	err = s.scanNames(lo+1, hi+1, func(r *record) (bool, error) {
 		add(r.Path)
 		add(ml.back(r.Path))
 		if r.To != "" {
