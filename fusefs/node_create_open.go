@@ -234,7 +234,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if st, err := backing.Fstat(fd); err == nil {
 			n.r.settled(func() {
 				p, ok := n.path()
-				wantPT = ok && (n.r.priorRecorded(p, &st) || n.r.clonesUpFront(p, &st))
+				wantPT = ok && (n.r.priorRecorded(p, &st) || n.r.clonesUpFront(p, fd, &st))
 			})
 		}
 	}

@@ -16,12 +16,16 @@ import (
 
 // storeBytes is the disk space the store of a mounted project occupies,
 // its ballast aside (the store is hidden by the mount: the daemon's cwd).
-func storeBytes(t *testing.T, m *Mount) int64 {
+func storeBytes(t *testing.T, m *Mount) int64 { return storeSpace(t, m, true) }
+
+// storeSpace is storeBytes, with Pebble's logs (preallocated ahead of
+// use) or without them.
+func storeSpace(t *testing.T, m *Mount, logs bool) int64 {
 	t.Helper()
 	root := fmt.Sprintf("/proc/%d/cwd", m.PID(t))
 	var total int64
 	filepath.Walk(root+"/", func(p string, fi os.FileInfo, err error) error {
-		if err != nil || !fi.Mode().IsRegular() || filepath.Base(p) == "ballast" {
+		if err != nil || !fi.Mode().IsRegular() || filepath.Base(p) == "ballast" || (!logs && strings.HasSuffix(p, ".log")) {
 			return nil
 		}
 		total += fi.Sys().(*syscall.Stat_t).Blocks * 512

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -50,7 +51,8 @@ import (
 // more, has one name (a write through a hard link records every name of
 // the inode, whole), is not offered to the attic by link, and the store
 // would not clone it (a clone costs O(1) and lets its writes go through
-// passthrough). Once a path has a range record in the open turn, its later
+// passthrough; a file with btrfs's no-copy-on-write attribute refuses
+// every clone, so it is range-captured there too). Once a path has a range record in the open turn, its later
 // captures of content stay ranges.
 //
 // # Resolution
@@ -310,17 +312,23 @@ func (s *Store) planRange(p string, c ckpt.Capture, ranges []int64) (plan rangeP
 		return plan, false
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.cur != nil {
 		if ss := s.spans[p]; ss != nil && s.touched[p]&touchFull == 0 {
 			if len(ranges) == 2 {
 				lo, hi := ss.dense(ranges[0], ranges[1])
 				ranges = []int64{lo, hi}
 			}
-			return rangePlan{prior: ss.prior, inode: ss.inode, spans: ss.missingOf(ranges)}, true
+			plan = rangePlan{prior: ss.prior, inode: ss.inode, spans: ss.missingOf(ranges)}
+			s.mu.Unlock()
+			return plan, true
 		}
 	}
-	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 || s.mayClone(c.Inode.Dev) {
+	mayClone := s.mayClone(c.Inode.Dev)
+	s.mu.Unlock()
+	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 {
+		return plan, false
+	}
+	if mayClone && !(s.atticNoCOW && refusesClones(c)) {
 		return plan, false
 	}
 	plan = rangePlan{prior: c.Prior, first: true}
@@ -333,6 +341,21 @@ func (s *Store) planRange(p string, c ckpt.Capture, ranges []int64) (plan rangeP
 		plan.inode = &i
 	}
 	return plan, true
+}
+
+// refusesClones reports whether c's file has the no-copy-on-write
+// attribute, which fails every clone of it: its whole capture would be a
+// copy, so it is range-captured even where the store clones.
+func refusesClones(c ckpt.Capture) bool {
+	if c.Open == nil {
+		return false
+	}
+	f, err := c.Open()
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return backing.NoCopyOnWrite(int(f.Fd()))
 }
 
 // rangesOf is the byte range capture c is taken before the change of, as
@@ -368,6 +391,7 @@ func (s *Store) learnAttic() {
 		return
 	}
 	s.atticDev, s.atticClones = st.Dev, cloningFS[int64(fs.Type)]
+	s.atticNoCOW = s.atticClones && int64(fs.Type) != xfsMagic
 	if int64(fs.Type) == xfsMagic {
 		s.probeClone()
 	}

@@ -96,9 +96,11 @@ type Store struct {
 	// rangeFrom is the smallest file range-captured (Options.RangeFrom).
 	rangeFrom int64
 	// atticDev is the attic's device; atticClones: its filesystem is of
-	// a kind that may clone (ranges.go: learnAttic).
+	// a kind that may clone (ranges.go: learnAttic); atticNoCOW: one
+	// whose files may refuse every clone (btrfs, bcachefs: chattr +C).
 	atticDev    uint64
 	atticClones bool
+	atticNoCOW  bool
 	programs    map[string]bool // programs of the open turn
 	atticSeq    uint64
 	// cloneState: whether the attic's filesystem clones (clone.go), and

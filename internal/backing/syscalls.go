@@ -83,6 +83,17 @@ func Reopen(fd int, flags int) (int, error) {
 	return nfd, err
 }
 
+// NoCopyOnWrite reports whether the file open at fd (a real open: the
+// ioctl refuses an O_PATH fd) has the no-copy-on-write attribute (btrfs's
+// chattr +C), which makes every clone of it fail.
+func NoCopyOnWrite(fd int) bool {
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	return err == nil && flags&fsNoCOWFl != 0
+}
+
+// fsNoCOWFl is linux/fs.h's FS_NOCOW_FL, which x/sys/unix lacks.
+const fsNoCOWFl = 0x00800000
+
 // Stat is a stat result with the birth time, which tells a reused inode
 // number from the inode that had it before.
 type Stat struct {
