@@ -87,6 +87,9 @@ func (s *Store) reserveSpans(n int64) (*spanFile, int64, error) {
 	s.spanMu.Lock()
 	if s.spanFile == nil {
 		s.spanMu.Unlock()
+		if testHookNewSpanFile != nil {
+			testHookNewSpanFile()
+		}
 		nf, err := s.newSpanFile() // takes s.mu: not under spanMu
 		if err != nil {
 			return nil, 0, err
@@ -110,6 +113,9 @@ func (s *Store) reserveSpans(n int64) (*spanFile, int64, error) {
 	s.spanMu.Unlock()
 	return sf, off, nil
 }
+
+// testHookNewSpanFile, in tests, runs before a capture makes a span file.
+var testHookNewSpanFile func()
 
 // newSpanFile creates a span file, its name durable (the attic directory
 // fsynced) before any event can name it.

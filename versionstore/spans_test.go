@@ -341,3 +341,62 @@ func closedThenOpen(t *testing.T, s *Store) ckpt.Turn {
 	}
 	return c
 }
+
+// Two captures that both find no span file in use both make one: the
+// one installed first is used by both, the other is removed, and the
+// note (what a reopen after a kill -9 syncs) names the one in use, never
+// the removed one, whichever capture made its file last.
+func TestSpanNoteNamesTheFileInUse(t *testing.T) {
+	s, _, _ := rangeFixture(t)
+	if _, err := s.Begin(ckpt.KindAgent, "race", ""); err != nil {
+		t.Fatal(err)
+	}
+	// The first capture stops before making its file until the second
+	// has installed its own.
+	entered, release := make(chan struct{}), make(chan struct{})
+	first := true
+	testHookNewSpanFile = func() {
+		if first {
+			first = false
+			close(entered)
+			<-release
+		}
+	}
+	t.Cleanup(func() { testHookNewSpanFile = nil })
+	type result struct {
+		ref *contentRef
+		err error
+	}
+	late := make(chan result)
+	go func() {
+		ref, err := s.putSpans([]byte("late"))
+		late <- result{ref, err}
+	}()
+	<-entered
+	early, err := s.putSpans([]byte("early"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	r := <-late
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.ref.Attic != early.Attic {
+		t.Fatalf("the captures wrote to span files %s and %s: want the one in use", r.ref.Attic, early.Attic)
+	}
+	note, err := os.ReadFile(filepath.Join(s.dir, spanNote))
+	if err != nil || string(note) != early.Attic+"\n" {
+		t.Fatalf("note %q (%v), want %q: the span file in use", note, err, early.Attic)
+	}
+	names, err := s.attic.Readdirnames(-1)
+	if err != nil || len(names) != 1 || names[0] != early.Attic {
+		t.Fatalf("attic %v (%v), want only %s: the other capture's file removed", names, err, early.Attic)
+	}
+	for _, ref := range []*contentRef{early, r.ref} {
+		b, err := s.readPart(ref)
+		if err != nil || (string(b) != "early" && string(b) != "late") {
+			t.Fatalf("part %+v reads %q (%v)", ref, b, err)
+		}
+	}
+}
