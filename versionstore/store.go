@@ -161,7 +161,11 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("%w (%s)", ErrLocked, dir)
 		}
 		s.lock = lock
-		fs = vfs.Default
+		fs = privateFS{vfs.Default}
+		if err := privateDB(root + "/db"); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("versionstore: %w", err)
+		}
 		if err := os.MkdirAll(root+"/attic", 0o700); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("versionstore: %w", err)

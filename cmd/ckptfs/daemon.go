@@ -59,7 +59,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	raiseNoFile()
 	if p := os.Getenv("CKPTFS_CPUPROFILE"); p != "" {
 		// For profiling the daemon (doc/BENCH.md: profile before guessing).
-		if f, err := os.Create(p); err == nil {
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err == nil {
 			pprof.StartCPUProfile(f)
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
