@@ -101,3 +101,29 @@ func TestRevertService(t *testing.T) {
 		t.Fatalf("markers: %v %+v %q", err, rep, f.ov.Read("a.txt"))
 	}
 }
+
+// The later changes an undo says it kept are those of the later turns:
+// not the paths of a rename the undo itself made (both its names).
+func TestUndoKeptListsOnlyLaterChanges(t *testing.T) {
+	f := newFixture(t)
+	f.ov.Mkdir(".git")
+	f.ov.Write(".git/description", "d1")
+	f.ov.Write("notes.txt", "n\n")
+	f.begin("1")
+	f.ov.Rename("notes.txt", "NOTES.md")
+	f.end()
+	if _, err := f.svc.Rewind(f.ctx, turnctl.RewindRequest{Turn: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.ov.Write(".git/description", "d2") // no turn open: a manual turn
+	undo, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(undo.Kept, []string{".git/description"}) {
+		t.Fatalf("undo kept %q, want only .git/description (the later turn's change)", undo.Kept)
+	}
+	if f.ov.Read("NOTES.md") != "n\n" || f.ov.Read(".git/description") != "d2" {
+		t.Fatalf("after undo: NOTES.md %q, .git/description %q", f.ov.Read("NOTES.md"), f.ov.Read(".git/description"))
+	}
+}

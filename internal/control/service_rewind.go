@@ -91,9 +91,11 @@ func (s *Service) keptPaths(rep *turnctl.RewindReply, n uint64) error {
 			rep.Kept = append(rep.Kept, c.Path)
 		}
 	}
-	// Those the revert itself changed are not kept as they were.
+	// Those the revert itself changed (both names of a rename) are not
+	// kept as they were.
 	for _, c := range rep.Changes {
 		delete(seen, c.Path)
+		delete(seen, c.From)
 	}
 	kept := rep.Kept[:0]
 	for _, p := range rep.Kept {
