@@ -11,11 +11,14 @@
 //
 // named after the project directory's device and inode number (as seen
 // while it is not mounted), so that it follows the directory through a
-// rename on its filesystem. The file holds the directory's path and the
-// store's. A record whose directory path no longer matches is trusted
-// only while its store still exists (the project was moved); otherwise it
-// is a stale one of a directory since deleted, whose inode number was
-// reused, and is ignored.
+// rename on its filesystem. The file holds the directory's path, its
+// birth time and the store's path. A record whose birth time is not the
+// directory's is a stale one of a directory since deleted, whose inode
+// number was reused, and is ignored: its store is another project's
+// history. Where the filesystem tells no birth time (and for records
+// saved before they held one), a record whose directory path no longer
+// matches is trusted only while its store still exists (the project was
+// moved).
 package storeref
 
 import (
@@ -24,15 +27,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/rundir"
 )
 
 // Ref is one remembered store.
 type Ref struct {
-	Dir   string    `json:"dir"`   // the project directory when it was saved
+	Dir string `json:"dir"` // the project directory when it was saved
+	// Born is the project directory's birth time (ns since the epoch; 0:
+	// not known), which an inode number reused by a new directory does
+	// not share.
+	Born  int64     `json:"born,omitempty"`
 	Store string    `json:"store"` // the store directory, absolute
 	Saved time.Time `json:"saved"`
 }
@@ -52,15 +60,26 @@ func StateDir() (string, error) {
 // RecordPath is the record file of dir (not mounted: the device and
 // inode are the backing directory's).
 func RecordPath(dir string) (string, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
-		return "", err
+	p, _, err := recordOf(dir)
+	return p, err
+}
+
+// recordOf is RecordPath, and dir's birth time (0: not known).
+func recordOf(dir string) (string, int64, error) {
+	var x unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_INO|unix.STATX_BTIME, &x); err != nil {
+		return "", 0, err
 	}
 	sd, err := StateDir()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return filepath.Join(sd, fmt.Sprintf("%x-%x.json", st.Dev, st.Ino)), nil
+	var born int64
+	if x.Mask&unix.STATX_BTIME != 0 {
+		born = x.Btime.Sec*1e9 + int64(x.Btime.Nsec)
+	}
+	dev := unix.Mkdev(x.Dev_major, x.Dev_minor)
+	return filepath.Join(sd, fmt.Sprintf("%x-%x.json", dev, x.Ino)), born, nil
 }
 
 // Remember records store as dir's store (both absolute); the default
@@ -83,7 +102,11 @@ func RememberAt(p, dir, store string) error {
 		}
 		return nil
 	}
-	data, err := json.MarshalIndent(Ref{Dir: dir, Store: store, Saved: time.Now().UTC()}, "", "  ")
+	_, born, err := recordOf(dir)
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(Ref{Dir: dir, Born: born, Store: store, Saved: time.Now().UTC()}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -100,7 +123,7 @@ func RememberAt(p, dir, store string) error {
 // Lookup returns the record of dir (not mounted), if there is one that
 // is trusted (see the package doc).
 func Lookup(dir string) (Ref, bool) {
-	p, err := RecordPath(dir)
+	p, born, err := recordOf(dir)
 	if err != nil {
 		return Ref{}, false
 	}
@@ -111,6 +134,9 @@ func Lookup(dir string) (Ref, bool) {
 	var r Ref
 	if json.Unmarshal(data, &r) != nil || !filepath.IsAbs(r.Store) {
 		return Ref{}, false
+	}
+	if r.Born != 0 && born != 0 && r.Born != born {
+		return Ref{}, false // another directory's, with the inode reused
 	}
 	if r.Dir != dir && !exists(r.Store) {
 		return Ref{}, false

@@ -1,11 +1,13 @@
 package storeref
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRememberLookupResolve(t *testing.T) {
@@ -64,5 +66,45 @@ func TestRememberLookupResolve(t *testing.T) {
 	}
 	if _, ok := Lookup(dir); ok {
 		t.Error("a record is left after --store DIR/.ckptfs")
+	}
+}
+
+// A record of a deleted directory whose inode number a new directory got
+// is ignored even though its store is still there (it is the deleted
+// project's history): its birth time is not the new directory's.
+func TestRecordOfAReusedInodeIsIgnored(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	base := t.TempDir()
+	dir, store := filepath.Join(base, "new"), filepath.Join(base, "old-store")
+	for _, d := range []string{dir, store} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, born, err := recordOf(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if born == 0 {
+		t.Skip("this filesystem tells no birth time")
+	}
+	// What the deleted project's mount left: its path, its birth time.
+	old := Ref{Dir: filepath.Join(base, "deleted"), Born: born - 1e9, Store: store, Saved: time.Now()}
+	data, _ := json.Marshal(old)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Resolve(dir); err != nil || s != filepath.Join(dir, ".ckptfs") {
+		t.Fatalf("a new directory with a deleted one's inode number resolves to %q (%v), want its default store", s, err)
+	}
+	// The same record with the directory's own birth time is its move.
+	old.Born = born
+	data, _ = json.Marshal(old)
+	os.WriteFile(p, data, 0o600)
+	if s, err := Resolve(dir); err != nil || s != store {
+		t.Fatalf("a moved project resolves to %q (%v), want its store", s, err)
 	}
 }
