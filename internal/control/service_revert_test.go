@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -125,5 +126,37 @@ func TestUndoKeptListsOnlyLaterChanges(t *testing.T) {
 	}
 	if f.ov.Read("NOTES.md") != "n\n" || f.ov.Read(".git/description") != "d2" {
 		t.Fatalf("after undo: NOTES.md %q, .git/description %q", f.ov.Read("NOTES.md"), f.ov.Read(".git/description"))
+	}
+}
+
+// Once the turns before it are forgotten, the first kept turn's own
+// changes are gone: log counts none for it, as show lists none, even
+// where it had counted them before.
+func TestLogCountsNothingForTheFirstKeptTurn(t *testing.T) {
+	f := newFixture(t)
+	f.begin("1")
+	f.ov.Write("a.txt", "a\n")
+	f.end()
+	f.begin("2")
+	f.ov.Write("b.txt", "b\n")
+	f.end()
+	if _, err := f.svc.Log(f.ctx, turnctl.LogRequest{}); err != nil { // counts and caches
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Forget(f.ctx, turnctl.ForgetRequest{Turns: []string{"0"}}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := f.svc.Log(f.ctx, turnctl.LogRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range log.Turns {
+		show, err := f.svc.Show(f.ctx, turnctl.ShowRequest{Turn: fmt.Sprint(tn.Num)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tn.Stats == nil || tn.Stats.Files != len(show.Changes) {
+			t.Errorf("turn %d: log counts %+v, show lists %d changes", tn.Num, tn.Stats, len(show.Changes))
+		}
 	}
 }
