@@ -320,3 +320,31 @@ func TestRememberedStore(t *testing.T) {
 		t.Errorf("log --store where it is now: %d %q %q", code, out, errs)
 	}
 }
+
+// export patch of the first kept turn, whose own changes were forgotten
+// with the turns before it, says so in one line (not that the turn
+// before it was forgotten).
+func TestExportPatchOfTheFirstKeptTurn(t *testing.T) {
+	dir, store, ov := offlineProject(t)
+	for _, name := range []string{"a.txt", "b.txt"} {
+		if _, err := store.Begin(ckpt.KindAgent, name, ""); err != nil {
+			t.Fatal(err)
+		}
+		ov.Write(name, name+"\n")
+		if _, err := store.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.Forget([]uint64{0}, ckpt.ReasonForget); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	_, errs, code := tc(t, "-C", dir, "export", "patch", "1")
+	if code != 1 || errs != "turnctl: turn 1 is where history starts now: its own changes were forgotten with the turns before it, so it has no patch\n" {
+		t.Errorf("export patch 1: %d %q", code, errs)
+	}
+	out, errs, code := tc(t, "-C", dir, "export", "patch", "2")
+	if code != 0 || !strings.Contains(out, "+b.txt") {
+		t.Errorf("export patch 2: %d %q\n%s", code, errs, out)
+	}
+}
