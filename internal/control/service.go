@@ -260,21 +260,39 @@ var maxLineCountedFiles = 2000
 // summary is the one-line description `end` prints:
 //
 //	turn 4 closed: 3 files (+12 -4) by sed, go
+//	turn 5 closed: 2 files (+3 -1) by git; git: commit ec90ceb, 9 files in .git
+//
+// As in log and show, the counts leave out the files under .git, which
+// the part after "git:" sums up.
 func summary(t ckpt.Turn, linesPending bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "turn %d closed: ", t.Num)
+	var st ckpt.Stats
+	if t.Stats != nil {
+		st = *t.Stats
+		if st.Git != nil {
+			st.Files -= st.Git.Files
+			st.LinesAdded -= st.Git.LinesAdded
+			st.LinesDeleted -= st.Git.LinesDeleted
+		}
+	}
 	switch {
 	case t.Stats == nil:
 		b.WriteString("changes not counted")
 	case t.Stats.Files == 0 && t.Empty():
 		b.WriteString("no changes")
+	case st.Files == 0 && st.Git != nil:
+		b.WriteString("no files changed outside .git")
 	case linesPending:
-		fmt.Fprintf(&b, "%s (lines not counted: see turnctl show %d)", plural(t.Stats.Files, "file"), t.Num)
+		fmt.Fprintf(&b, "%s (lines not counted: see turnctl show %d)", plural(st.Files, "file"), t.Num)
 	default:
-		fmt.Fprintf(&b, "%s (+%d -%d)", plural(t.Stats.Files, "file"), t.Stats.LinesAdded, t.Stats.LinesDeleted)
+		fmt.Fprintf(&b, "%s (+%d -%d)", plural(st.Files, "file"), st.LinesAdded, st.LinesDeleted)
 	}
 	if len(t.Programs) > 0 {
 		fmt.Fprintf(&b, " by %s", strings.Join(t.Programs, ", "))
+	}
+	if st.Git != nil {
+		fmt.Fprintf(&b, "; git: %s", st.Git.Summary())
 	}
 	return b.String()
 }

@@ -92,6 +92,25 @@ func (f *fixture) history() {
 	f.end()
 }
 
+// end's summary counts what log and show count: the files under .git
+// apart, summed up after "git:".
+func TestEndSummaryPutsGitApart(t *testing.T) {
+	f := newFixture(t)
+	f.ov.Mkdir(".git")
+	f.begin("first")
+	f.ov.Write("a.txt", "one\n")
+	f.ov.Write(".git/index", "i\n")
+	f.ov.Write(".git/ORIG_HEAD", "h\n")
+	if rep, want := f.end(), "turn 2 closed: 1 file (+1 -0) by test; git: 2 files in .git"; rep.Summary != want {
+		t.Errorf("summary %q, want %q", rep.Summary, want)
+	}
+	f.begin("second")
+	f.ov.Write(".git/index", "j\n")
+	if rep, want := f.end(), "turn 3 closed: no files changed outside .git by test; git: 1 file in .git"; rep.Summary != want {
+		t.Errorf("summary %q, want %q", rep.Summary, want)
+	}
+}
+
 func TestBeginEndStats(t *testing.T) {
 	f := newFixture(t)
 	f.begin("first")
