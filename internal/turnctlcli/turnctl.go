@@ -327,7 +327,8 @@ given at begin or end), or a step of a turn (3.2: turnctl step).
 --json prints one JSON object whose keys are always all there ("" and []
 when empty, null for what does not exist, e.g. the end of an open turn),
 times in RFC 3339 UTC; doc/schema holds a JSON Schema for each command's.
-cat, hooks, hook-event and ui print no JSON (--json has no effect on them).
+cat, checkout, export, hooks, hook-event and ui print no JSON (--json has
+no effect on them).
 
 Options:
 %s
