@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -136,6 +137,7 @@ func TestAt(t *testing.T) {
 		}
 		sameTree(t, "the view of turn "+s+" against its checkout", want, tree(t, views[n]))
 		assertRootLike(t, views[n], co)
+		listsDots(t, views[n])
 	}
 	sameTree(t, "the project with views of every turn mounted", before, tree(t, m.Dir))
 	// Inodes: the hard links of turn 2 (h1, h2, h3) are one inode with
@@ -519,5 +521,16 @@ func TestAtOffline(t *testing.T) {
 	m = mountProject(t, m.Dir)
 	if out := m.turnctl(t, "log"); !strings.Contains(out, "changed while unmounted") {
 		t.Errorf("the change made while unmounted is not in the log:\n%s", out)
+	}
+}
+
+// listsDots checks that dir's listing (ls -a, which lists what the
+// filesystem gives) starts with "." and "..", as a local directory's does.
+func listsDots(t *testing.T, dir string) {
+	t.Helper()
+	out, err := exec.Command("ls", "-a", "-f", dir).Output()
+	names := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(names) < 2 || !slices.Contains(names, ".") || !slices.Contains(names, "..") {
+		t.Errorf("ls -a %s: %q (%v), want . and .. among them", dir, names, err)
 	}
 }

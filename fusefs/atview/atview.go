@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -259,6 +260,26 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	return 0
 }
 
+// Readdir lists a directory's children (built by OnAdd), by name, after
+// "." and "..", as the live mount and local filesystems list them
+// (go-fuse's default lists the children alone).
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	up := &n.Inode
+	if _, p := n.Parent(); p != nil {
+		up = p
+	}
+	kids := n.Children()
+	ents := make([]fuse.DirEntry, 0, len(kids)+2)
+	ents = append(ents,
+		fuse.DirEntry{Name: ".", Mode: fuse.S_IFDIR, Ino: n.StableAttr().Ino},
+		fuse.DirEntry{Name: "..", Mode: fuse.S_IFDIR, Ino: up.StableAttr().Ino})
+	for name, ch := range kids {
+		ents = append(ents, fuse.DirEntry{Name: name, Mode: ch.Mode(), Ino: ch.StableAttr().Ino})
+	}
+	slices.SortFunc(ents[2:], func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return fs.NewListDirStream(ents), 0
+}
+
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	e := n.v.entries[n.i]
 	if e.State.Type != ckpt.Symlink {
@@ -371,6 +392,7 @@ var (
 	_ = (fs.NodeOnAdder)((*node)(nil))
 	_ = (fs.NodeGetattrer)((*node)(nil))
 	_ = (fs.NodeReadlinker)((*node)(nil))
+	_ = (fs.NodeReaddirer)((*node)(nil))
 	_ = (fs.NodeOpener)((*node)(nil))
 	_ = (fs.NodeStatfser)((*node)(nil))
 	_ = (fs.FileReader)((*handle)(nil))
@@ -389,6 +411,6 @@ var (
 	_ = (fs.NodeRemovexattrer)((*node)(nil))
 )
 
-// Not implemented, so go-fuse's defaults answer: lookup and readdir (the
-// children built by OnAdd), getxattr and listxattr (no xattrs: they are
+// Not implemented, so go-fuse's defaults answer: lookup (the children
+// built by OnAdd), getxattr and listxattr (no xattrs: they are
 // not versioned), access (default_permissions: the kernel checks).
