@@ -90,6 +90,8 @@ func TestMountErrors(t *testing.T) {
 		{[]string{"mount", "--exclude", "!x", dir}, 2, "unsupported pattern"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"umount"}, 2, "expected one DIR"},
+		{[]string{"status", filepath.Join(dir, "missing")}, 1, "no such file"},
+		{[]string{"status", file}, 1, "not a directory"},
 	} {
 		out, err := runCkptfs(c.args...)
 		if exitCode(err) != c.code || !strings.Contains(out, c.want) || !strings.HasPrefix(out, "ckptfs: ") || strings.Count(out, "\n") != 1 {

@@ -75,6 +75,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		dir = filepath.Clean(d)
+		if fi, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("status: %v", err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("status: %s is not a directory", dir)
+		}
 	} else {
 		wd, err := os.Getwd()
 		if err != nil {
