@@ -139,6 +139,11 @@ func TestAt(t *testing.T) {
 		assertRootLike(t, views[n], co)
 		listsDots(t, views[n])
 	}
+	// status names a view for what it is, not an unmounted project.
+	want := "ckptfs: status: " + views[0] + " is a read-only view of " + m.Dir + " at the end of turn 0 (ckptfs mount --at); ckptfs status " + m.Dir + " tells of the project\n"
+	if out, err := runCkptfs("status", views[0]); exitCode(err) != 1 || out != want {
+		t.Errorf("ckptfs status of a view: exit %d, %q; want exit 1 and %q", exitCode(err), out, want)
+	}
 	sameTree(t, "the project with views of every turn mounted", before, tree(t, m.Dir))
 	// Inodes: the hard links of turn 2 (h1, h2, h3) are one inode with
 	// three links, as in its checkout.

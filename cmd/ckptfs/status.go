@@ -85,9 +85,15 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if v, ok := viewAround(wd); ok {
+			return viewStatusError(v)
+		}
 		if dir, err = rundir.FindMount(wd); err != nil {
 			return fmt.Errorf("status: %v (name a DIR)", err)
 		}
+	}
+	if v, ok := viewMount(dir); ok {
+		return viewStatusError(v)
 	}
 	rep := statusReport{Dir: dir, OwnerUID: -1}
 	var foreign error
@@ -297,4 +303,25 @@ func du(root string) int64 {
 		return nil
 	})
 	return total
+}
+
+// viewAround returns the view (ckptfs mount --at) that dir is in, if any.
+func viewAround(dir string) (rundir.Mount, bool) {
+	ms, _ := rundir.ViewTable()
+	for i := len(ms) - 1; i >= 0; i-- {
+		if rel, err := filepath.Rel(ms[i].Dir, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return ms[i], true
+		}
+	}
+	return rundir.Mount{}, false
+}
+
+// viewStatusError says that status was asked of a view, not a project.
+func viewStatusError(v rundir.Mount) error {
+	i := strings.LastIndexByte(v.Source, '@')
+	if i < 0 {
+		return fmt.Errorf("status: %s is a read-only view of a turn (ckptfs mount --at), not a project", v.Dir)
+	}
+	project, turn := v.Source[:i], v.Source[i+1:]
+	return fmt.Errorf("status: %s is a read-only view of %s at the end of turn %s (ckptfs mount --at); ckptfs status %s tells of the project", v.Dir, project, turn, project)
 }
