@@ -172,6 +172,9 @@ func (s *Store) resolveStep(n uint64, spec, k string) (uint64, error) {
 		return 0, err
 	}
 	if num > len(steps) {
+		if len(steps) == 1 {
+			return 0, detailf(ErrBadTurn, "turn %d has no step %d (it is one step, %d.1: no step boundary was marked in it)", n, num, n).also(ErrTurnNotFound)
+		}
 		return 0, detailf(ErrBadTurn, "turn %d has no step %d (its steps are %d.1-%d.%d; turnctl show %d lists them)", n, num, n, n, len(steps), n).also(ErrTurnNotFound)
 	}
 	if len(steps) == 1 {

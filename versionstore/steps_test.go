@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -200,5 +201,18 @@ func TestLastStepIsItsOwnPoint(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(root, f)); string(b) != want {
 			t.Fatalf("after reverting step 1.2, %s holds %q, want %q", f, b, want)
 		}
+	}
+}
+
+// A step past a turn's last says which steps there are, and a turn with
+// no step boundary is one step.
+func TestNoSuchStepSaysWhichThereAre(t *testing.T) {
+	s := NewTestStore(t)
+	s.Begin(ckpt.KindAgent, "", "")
+	recordBytes(t, s, "a", []byte("0"))
+	s.End("")
+	_, err := s.Resolve("1.9")
+	if err == nil || !strings.Contains(err.Error(), "turn 1 has no step 9 (it is one step, 1.1: no step boundary was marked in it)") {
+		t.Errorf("1.9: %v", err)
 	}
 }
