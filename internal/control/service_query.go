@@ -148,15 +148,17 @@ func (s *Service) Cat(ctx context.Context, req turnctl.CatRequest) (*turnctl.Cat
 	if err != nil {
 		return nil, s.wrap(err)
 	}
+	// What the path was is an answer, not a malformed request: no file
+	// there is "not found" (exit 1), whatever was there instead.
 	if st.Type != ckpt.Regular {
 		rc.Close()
 		switch st.Type {
 		case ckpt.Absent:
 			return nil, errorf(turnctl.CodeNotFound, "%s did not exist at the end of %s", p, versionstore.PointWord(n))
 		case ckpt.Symlink:
-			return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of %s: a symlink to %s", p, versionstore.PointWord(n), st.Target)
+			return nil, errorf(turnctl.CodeNotFound, "%s is not a file at the end of %s: a symlink to %s", p, versionstore.PointWord(n), st.Target)
 		}
-		return nil, errorf(turnctl.CodeBadRequest, "%s is not a file at the end of %s: a %s", p, versionstore.PointWord(n), typeName(st.Type))
+		return nil, errorf(turnctl.CodeNotFound, "%s is not a file at the end of %s: a %s", p, versionstore.PointWord(n), typeName(st.Type))
 	}
 	return &turnctl.CatReply{Turn: n, State: *wireState(st), Body: rc}, nil
 }

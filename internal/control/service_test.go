@@ -185,7 +185,7 @@ func TestShowDiffCat(t *testing.T) {
 	if _, err := f.svc.Cat(f.ctx, turnctl.CatRequest{Turn: "3", Path: "a.txt"}); !isCode(err, turnctl.CodeNotFound) {
 		t.Errorf("cat of an absent file: %v", err)
 	}
-	if _, err := f.svc.Cat(f.ctx, turnctl.CatRequest{Turn: "1", Path: "d"}); !isCode(err, turnctl.CodeBadRequest) {
+	if _, err := f.svc.Cat(f.ctx, turnctl.CatRequest{Turn: "1", Path: "d"}); !isCode(err, turnctl.CodeNotFound) { // no file there, as cat(1) says of a directory
 		t.Errorf("cat of a directory: %v", err)
 	}
 	_, err = f.svc.Show(f.ctx, turnctl.ShowRequest{Turn: "9"})

@@ -101,6 +101,10 @@ func TestShowDiffCatOffline(t *testing.T) {
 	if code != 1 || errs != "turnctl: a.txt did not exist at the end of turn 3\n" {
 		t.Errorf("cat of an absent file: %d %q", code, errs)
 	}
+	_, errs, code = tc(t, "-C", dir, "cat", "1", "sub")
+	if code != 1 || errs != "turnctl: sub is not a file at the end of turn 1: a directory\n" {
+		t.Errorf("cat of a directory: %d %q", code, errs)
+	}
 	_, errs, code = tc(t, "-C", dir, "show", "9")
 	if code != 2 || errs != "turnctl: no turn 9 (turns are 0-3)\n" {
 		t.Errorf("show 9: %d %q", code, errs)
