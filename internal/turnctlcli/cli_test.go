@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -253,6 +254,9 @@ func TestShowBinarySizesAndOwners(t *testing.T) {
 	}
 	if !strings.Contains(out, "owner 0:0 -> 1234:5678") {
 		t.Errorf("show 2 does not give the owner change:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^ *owner +owned +owner 0:0 -> 1234:5678`).MatchString(out) {
+		t.Errorf("show 2 does not call the owner change one:\n%s", out)
 	}
 }
 

@@ -193,7 +193,7 @@ func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 			path = printable(c.From) + " -> " + path
 		}
 		rows = append(rows, []cell{
-			{text: string(c.Kind), color: kindColor(c.Kind)},
+			{text: kindLabel(c), color: kindColor(c.Kind)},
 			{text: path},
 			{text: lines(c), color: ""},
 			{text: details(c), color: cDim},
@@ -210,6 +210,16 @@ func printable(p string) string {
 		return strconv.Quote(p)
 	}
 	return p
+}
+
+// kindLabel is the kind of change as the change lists print it: a change
+// of owner alone is "owner" (its kind, in JSON too, is "mode": only mode
+// or owner changed).
+func kindLabel(c turnctl.FileChange) string {
+	if c.Kind == ckpt.ModeOnly && c.Before != nil && c.After != nil && c.Before.Mode == c.After.Mode {
+		return "owner"
+	}
+	return string(c.Kind)
 }
 
 func kindColor(k ckpt.ChangeKind) string {
