@@ -141,7 +141,8 @@ func (g *gcFigures) closeMount(m *ckptfsTarget) {
 }
 
 // storeBytes is what versionstore's StoreBytes counts: the blocks of the
-// store's regular files, its ballast aside.
+// store's regular files, its ballast aside, and of Pebble's logs what
+// they hold (not their preallocation).
 func storeBytes(store string) int64 {
 	var total int64
 	ballast := filepath.Join(store, "ballast")
@@ -150,7 +151,11 @@ func storeBytes(store string) int64 {
 			return nil // files come and go while the daemon works
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
+			if strings.HasSuffix(p, ".log") {
+				total += min(st.Blocks*512, fi.Size())
+			} else {
+				total += st.Blocks * 512
+			}
 		}
 		return nil
 	})
