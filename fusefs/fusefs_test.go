@@ -43,7 +43,7 @@ func newFakeRec(t *testing.T) *fakeRec {
 	return &fakeRec{touched: map[string]uint8{}, linkDir: t.TempDir()}
 }
 
-func (f *fakeRec) CapturesByClone(dev uint64, size int64) bool { return false }
+func (f *fakeRec) CapturesByClone(fd int, dev uint64, size int64) bool { return false }
 
 func (f *fakeRec) NeedsRange(p string, off, end int64) bool { return f.NeedsCapture(p, false) }
 

@@ -98,13 +98,12 @@ func (r *Root) priorRecorded(p string, st *backing.Stat) bool {
 
 // clonesUpFront reports whether a writable open of p (a regular file with
 // one link, st, open at fd) should capture it now, by a clone, and write
-// through passthrough: the store clones a file of its size on its device,
-// and the file may be cloned. A file with btrfs's no-copy-on-write
-// attribute (chattr +C, common for VM images and databases) may not: the
-// capture at the open would copy it whole, where the daemon-served path
-// keeps only the ranges its writes overwrite.
+// through passthrough: the store would clone it (a file it cannot clone,
+// such as one whose btrfs no-copy-on-write flag is not the store's, would
+// be copied whole at the open, where the daemon-served path keeps only the
+// ranges its writes overwrite).
 func (r *Root) clonesUpFront(p string, fd int, st *backing.Stat) bool {
-	return writableThroughPassthrough(st) && r.rec.CapturesByClone(st.Dev, st.Size) && !backing.NoCopyOnWrite(fd)
+	return writableThroughPassthrough(st) && r.rec.CapturesByClone(fd, st.Dev, st.Size)
 }
 
 // writableThroughPassthrough: only a regular file with one name and no

@@ -41,11 +41,11 @@ type Recorder interface {
 	// Credit adds who to the open turn's programs: it opened for writing,
 	// through passthrough, a file whose prior state the turn holds.
 	Credit(who ckpt.Program) error
-	// CapturesByClone reports whether the capture of a regular file of
-	// size bytes on device dev would now be a clone (O(1), no space until
-	// the file diverges): a writable open then captures it up front and
-	// writes through passthrough.
-	CapturesByClone(dev uint64, size int64) bool
+	// CapturesByClone reports whether the capture of the regular file
+	// open at fd, of size bytes on device dev, would now be a clone (O(1),
+	// no space until the file diverges): a writable open then captures it
+	// up front and writes through passthrough.
+	CapturesByClone(fd int, dev uint64, size int64) bool
 }
 
 // Options configure the overlay.

@@ -48,11 +48,18 @@ const (
 	cloneNo
 )
 
-// CapturesByClone reports whether a capture of a regular file of size
-// bytes on device dev would be a clone: the store has cloned before (it
-// learns whether its filesystem can by the first attempt), the file is
-// large enough (cloneMin), and no clone from dev has failed.
-func (s *Store) CapturesByClone(dev uint64, size int64) bool {
+// CapturesByClone reports whether a capture of the regular file open at
+// fd (a real open), of size bytes on device dev, would be a clone: the
+// store has cloned before (it learns whether its filesystem can by the
+// first attempt), the file is large enough (cloneMin), on the attic's
+// device, no clone from dev has failed, and the file may be cloned into
+// the attic (refusesClones).
+func (s *Store) CapturesByClone(fd int, dev uint64, size int64) bool {
+	return s.capturesByClone(dev, size) && !s.refusesClonesFd(fd)
+}
+
+// capturesByClone is CapturesByClone without the file's own flags.
+func (s *Store) capturesByClone(dev uint64, size int64) bool {
 	if s.attic == nil || size < cloneMin {
 		return false
 	}

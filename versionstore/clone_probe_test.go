@@ -8,10 +8,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/xfstest"
 )
 
-// TestCapturesByCloneMeansAClone: CapturesByClone(dev, size) says a
+// TestCapturesByCloneMeansAClone: CapturesByClone(fd, dev, size) says a
 // capture of a file of dev would be a clone (the daemon then lets that
 // file's writer go through passthrough and captures it whole at the open
 // and at every turn boundary). The probe at Open learns about clones
@@ -26,11 +27,16 @@ func TestCapturesByCloneMeansAClone(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		tree := openTree(t, root)
 		writeRandom(t, filepath.Join(root, "big"), 2*cloneMin, 5)
-		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(root, "big"), &st); err != nil {
+		f, err := os.Open(filepath.Join(root, "big"))
+		if err != nil {
 			t.Fatal(err)
 		}
-		promised := s.CapturesByClone(st.Dev, st.Size)
+		defer f.Close()
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		promised := s.CapturesByClone(int(f.Fd()), st.Dev, st.Size)
 		captureFile(t, s, tree, "big")
 		ref := contentOf(t, s, 1, "big")
 		if promised && ref.Attic == "" {
@@ -62,4 +68,67 @@ func TestCapturesByCloneMeansAClone(t *testing.T) {
 		}
 		check(t, store, root)
 	})
+}
+
+// On btrfs a clone needs the same no-copy-on-write flag on both files.
+// With an attic that has it (a project, and so its DIR/.ckptfs, given
+// chattr +C, as VM images and databases often are), a file that has it
+// too is cloned, and one without it is refused a clone (and so kept by
+// ranges) rather than copied whole.
+func TestClonesFollowTheNoCOWFlag(t *testing.T) {
+	mnt := xfstest.MountBtrfs(t, xfstest.BtrfsMinSize)
+	if !xfstest.Clones(mnt) {
+		t.Skip("the btrfs image does not clone")
+	}
+	root := filepath.Join(mnt, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+C", root).CombinedOutput(); err != nil {
+		t.Skipf("chattr +C: %v %s", err, out)
+	}
+	if err := os.Mkdir(filepath.Join(root, "cow"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "-C", filepath.Join(root, "cow")).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -C: %v %s", err, out)
+	}
+	s, err := Open(filepath.Join(root, ".ckptfs"), Options{}) // inherits +C
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tree := openTree(t, root)
+	writeRandom(t, filepath.Join(root, "a"), 2*cloneMin, 1)
+	writeRandom(t, filepath.Join(root, "cow/b"), 2*cloneMin, 2)
+	s.Begin(ckpt.KindAgent, "", "")
+	captureFile(t, s, tree, "a")
+	if ref := contentOf(t, s, 1, "a"); ref == nil || ref.Attic == "" || s.cloneState != cloneYes {
+		t.Fatalf("a file with the attic's no-copy-on-write flag: %+v, clone state %d; want a clone", ref, s.cloneState)
+	}
+	promised := func(p string) bool {
+		f, err := os.Open(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var st unix.Stat_t
+		unix.Fstat(int(f.Fd()), &st)
+		return s.CapturesByClone(int(f.Fd()), st.Dev, st.Size)
+	}
+	if !promised("a") || promised("cow/b") {
+		t.Errorf("CapturesByClone: a %v (want true), cow/b %v (want false: its flag is not the attic's)", promised("a"), promised("cow/b"))
+	}
+	if !s.NeedsRange("cow/b", 0, 4096) {
+		t.Fatal("cow/b needs no range")
+	}
+	recordRange(t, s, tree, "cow/b", 0, 4096)
+	var ranged bool
+	s.scanEvents(0, s.Events(), func(r *record) (bool, error) {
+		ranged = ranged || (r.Path == "cow/b" && r.Op == opRange)
+		return true, nil
+	})
+	if !ranged {
+		t.Error("cow/b, whose clone the attic refuses, was not kept by ranges")
+	}
 }

@@ -387,7 +387,7 @@ func TestCloneProbeAtOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.cloneState != c.state || s.CapturesByClone(s.atticDev, cloneMin) != (c.state == cloneYes) {
+		if s.cloneState != c.state || s.capturesByClone(s.atticDev, cloneMin) != (c.state == cloneYes) {
 			t.Errorf("probe answered %v: state %d, want %d", c.fail, s.cloneState, c.state)
 		}
 		s.Close()

@@ -51,8 +51,8 @@ import (
 // more, has one name (a write through a hard link records every name of
 // the inode, whole), is not offered to the attic by link, and the store
 // would not clone it (a clone costs O(1) and lets its writes go through
-// passthrough; a file with btrfs's no-copy-on-write attribute refuses
-// every clone, so it is range-captured there too). Once a path has a range record in the open turn, its later
+// passthrough; a file whose btrfs no-copy-on-write flag is not the
+// attic's cannot be cloned into it, so it is range-captured there too). Once a path has a range record in the open turn, its later
 // captures of content stay ranges.
 //
 // # Resolution
@@ -328,7 +328,7 @@ func (s *Store) planRange(p string, c ckpt.Capture, ranges []int64) (plan rangeP
 	if c.Prior.Size < s.rangeFrom || c.Link != nil || len(c.Links) > 0 || c.Inode.Nlink > 1 {
 		return plan, false
 	}
-	if mayClone && !(s.atticNoCOW && refusesClones(c)) {
+	if mayClone && !s.refusesClones(c) {
 		return plan, false
 	}
 	plan = rangePlan{prior: c.Prior, first: true}
@@ -343,11 +343,12 @@ func (s *Store) planRange(p string, c ckpt.Capture, ranges []int64) (plan rangeP
 	return plan, true
 }
 
-// refusesClones reports whether c's file has the no-copy-on-write
-// attribute, which fails every clone of it: its whole capture would be a
-// copy, so it is range-captured even where the store clones.
-func refusesClones(c ckpt.Capture) bool {
-	if c.Open == nil {
+// refusesClones reports whether c's file cannot be cloned into the
+// attic: its no-copy-on-write flag is not the attic's (btrfs refuses a
+// clone between a file with it and one without). Its whole capture would
+// be a copy, so it is range-captured even where the store clones.
+func (s *Store) refusesClones(c ckpt.Capture) bool {
+	if !s.perFileCOW || c.Open == nil {
 		return false
 	}
 	f, err := c.Open()
@@ -355,7 +356,12 @@ func refusesClones(c ckpt.Capture) bool {
 		return false
 	}
 	defer f.Close()
-	return backing.NoCopyOnWrite(int(f.Fd()))
+	return s.refusesClonesFd(int(f.Fd()))
+}
+
+// refusesClonesFd is refusesClones for the file open at fd.
+func (s *Store) refusesClonesFd(fd int) bool {
+	return s.perFileCOW && backing.NoCopyOnWrite(fd) != s.atticNoCOW
 }
 
 // rangesOf is the byte range capture c is taken before the change of, as
@@ -391,7 +397,8 @@ func (s *Store) learnAttic() {
 		return
 	}
 	s.atticDev, s.atticClones = st.Dev, cloningFS[int64(fs.Type)]
-	s.atticNoCOW = s.atticClones && int64(fs.Type) != xfsMagic
+	s.perFileCOW = s.atticClones && int64(fs.Type) != xfsMagic
+	s.atticNoCOW = s.perFileCOW && backing.NoCopyOnWrite(int(s.attic.Fd()))
 	if int64(fs.Type) == xfsMagic {
 		s.probeClone()
 	}

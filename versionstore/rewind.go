@@ -210,7 +210,7 @@ func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
 	// Where the store clones, bytes kept in its attic on the tree's
 	// filesystem are written back by a clone (copy_file_range), and the
 	// rewind's own capture of a big file is a clone: neither needs room.
-	atticClones := s.atticOn(treeDev) && s.CapturesByClone(treeDev, cloneMin)
+	atticClones := s.atticOn(treeDev) && s.capturesByClone(treeDev, cloneMin)
 	var tree, store int64
 	for _, c := range changes {
 		if c.Kind == ckpt.Renamed || c.Kind == ckpt.ModeOnly || c.Kind == ckpt.Relinked {
@@ -226,7 +226,7 @@ func (s *Store) checkRewindSpace(changes []Change, live ckpt.Tree) error {
 		if c.After.Type == ckpt.Regular && !(atticClones && c.after.Content != nil && c.after.Content.Attic != "") {
 			tree += c.After.Size
 		}
-		if c.Before.Type == ckpt.Regular && !s.CapturesByClone(treeDev, c.Before.Size) {
+		if c.Before.Type == ckpt.Regular && !s.capturesByClone(treeDev, c.Before.Size) {
 			store += storedSize(c.Before.Size)
 		}
 	}

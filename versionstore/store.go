@@ -96,10 +96,13 @@ type Store struct {
 	// rangeFrom is the smallest file range-captured (Options.RangeFrom).
 	rangeFrom int64
 	// atticDev is the attic's device; atticClones: its filesystem is of
-	// a kind that may clone (ranges.go: learnAttic); atticNoCOW: one
-	// whose files may refuse every clone (btrfs, bcachefs: chattr +C).
+	// a kind that may clone (ranges.go: learnAttic); perFileCOW: one
+	// whose files have a no-copy-on-write flag (btrfs, bcachefs: chattr
+	// +C), which a clone's source and destination must share;
+	// atticNoCOW: the attic has it, so its new files do.
 	atticDev    uint64
 	atticClones bool
+	perFileCOW  bool
 	atticNoCOW  bool
 	programs    map[string]bool // programs of the open turn
 	atticSeq    uint64
