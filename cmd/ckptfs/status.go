@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -75,9 +76,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		dir = filepath.Clean(d)
-		if fi, err := os.Stat(dir); err != nil {
+		// A DIR that is not there is a typo; one that cannot be entered
+		// (another user's private mount, a dead mount) is reported on.
+		if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("status: %v", err)
-		} else if !fi.IsDir() {
+		} else if err == nil && !fi.IsDir() {
 			return fmt.Errorf("status: %s is not a directory", dir)
 		}
 	} else {
