@@ -105,6 +105,7 @@ func TestMountRefusesInsideMount(t *testing.T) {
 	refused(t, []string{deep + " is inside the ckptfs mount " + outer}, "mount", deep)
 	refused(t, []string{inner + " is inside the ckptfs mount " + outer}, "mount", link)
 	refused(t, []string{"store " + filepath.Join(inner, "st") + " is inside the ckptfs mount " + outer}, "mount", "--store", filepath.Join(inner, "st"), other)
+	refused(t, []string{m.Store + " is the history store of the ckptfs mount " + outer + " (hidden from it, not recorded)"}, "mount", m.Store)
 
 	for _, d := range []string{inner, deep, other} {
 		if rundir.IsMounted(d) {

@@ -236,6 +236,9 @@ func checkMountDir(dir string, stderr io.Writer) error {
 		return errors.New("mount: refusing to mount over /; name a project directory")
 	}
 	if outer, ok := ckptfsMountOf(filepath.Dir(dir)); ok {
+		if info, err := rundir.ReadInfo(outer); err == nil && info.Store == dir {
+			return fmt.Errorf("mount: %s is the history store of the ckptfs mount %s (hidden from it, not recorded): a store is not a project to mount", dir, outer)
+		}
 		return fmt.Errorf("mount: %s is inside the ckptfs mount %s, which records it already; to version %s on its own, run 'ckptfs umount %s' first", dir, outer, dir, outer)
 	}
 	if err := clearStaleMount(dir, stderr); err != nil {
