@@ -425,6 +425,11 @@ func (s *Store) scanEventsReverse(from, to uint64, fn func(*record) (bool, error
 }
 
 func (s *Store) scan(from, to uint64, reverse bool, fn func(*record) (bool, error)) error {
+	return s.scanDecoded(from, to, reverse, decodeRecord, fn)
+}
+
+// scanDecoded is scan with each event's value decoded by decode.
+func (s *Store) scanDecoded(from, to uint64, reverse bool, decode func(seq uint64, v []byte, r *record) error, fn func(*record) (bool, error)) error {
 	if from >= to {
 		return nil
 	}
@@ -443,7 +448,7 @@ func (s *Store) scan(from, to uint64, reverse bool, fn func(*record) (bool, erro
 			return err
 		}
 		r := &record{}
-		if err := decodeRecord(seq, it.Value(), r); err != nil {
+		if err := decode(seq, it.Value(), r); err != nil {
 			return err
 		}
 		r.Seq = seq

@@ -1,10 +1,6 @@
 package versionstore
 
-import (
-	"bytes"
-
-	"github.com/cockroachdb/pebble/v2"
-)
+import "bytes"
 
 // record_names.go owns the names-only read of an event: what a listing of
 // changed paths needs (its op, path and destination) without decoding the
@@ -15,33 +11,21 @@ import (
 // scanNames is scanEvents for callers that need only a record's Seq, Op,
 // Path and To: the records it passes have nothing else set.
 func (s *Store) scanNames(from, to uint64, fn func(*record) (bool, error)) error {
-	if from >= to {
+	return s.scanDecoded(from, to, false, decodeNamesOnly, fn)
+}
+
+// decodeNamesOnly fills r's Op, Path and To from event seq's value v, by
+// decodeNames or else the full decode.
+func decodeNamesOnly(seq uint64, v []byte, r *record) error {
+	if decodeNames(v, r) {
 		return nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(from), UpperBound: eventKey(to)})
-	if err != nil {
+	var full record
+	if err := decodeRecord(seq, v, &full); err != nil {
 		return err
 	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		seq, err := decodeU64Key(prefixEvent, it.Key())
-		if err != nil {
-			return err
-		}
-		r := &record{}
-		if !decodeNames(it.Value(), r) {
-			if err := decodeRecord(seq, it.Value(), r); err != nil {
-				return err
-			}
-			r = &record{Op: r.Op, Path: r.Path, To: r.To}
-		}
-		r.Seq = seq
-		more, err := fn(r)
-		if err != nil || !more {
-			return err
-		}
-	}
-	return it.Error()
+	r.Op, r.Path, r.To = full.Op, full.Path, full.To
+	return nil
 }
 
 // decodeNames fills r's Op, Path and To from an event's JSON when it can
