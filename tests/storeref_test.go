@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/rundir"
 )
@@ -60,4 +63,46 @@ func TestStoreIsRemembered(t *testing.T) {
 		t.Errorf("remount after --store of the moved store: %v\n%s", err, out)
 	}
 	m.Unmount(t)
+}
+
+// The record a mount saves ties the store to the project directory's
+// birth time, so that a new directory given a deleted project's inode
+// number does not mount that project's history: with the record made to
+// look like a deleted directory's (another path, another birth time) and
+// its store still there, a mount without --store starts DIR/.ckptfs.
+func TestStoreOfAReusedInodeIsNotMounted(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	proj, store := t.TempDir(), filepath.Join(t.TempDir(), "history")
+	var x unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, proj, 0, unix.STATX_BTIME, &x); err != nil || x.Mask&unix.STATX_BTIME == 0 {
+		t.Skip("no birth time here")
+	}
+	born := x.Btime.Sec*1e9 + int64(x.Btime.Nsec)
+	m := mountProject(t, proj, "--store", store)
+	m.Unmount(t)
+	recs, _ := filepath.Glob(filepath.Join(state, "ckptfs", "stores", "*.json"))
+	if len(recs) != 1 {
+		t.Fatalf("records: %v", recs)
+	}
+	data, err := os.ReadFile(recs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(data, &r); err != nil || r["born"] != float64(born) {
+		t.Fatalf("the record holds birth time %v, the directory's is %d:\n%s", r["born"], born, data)
+	}
+	r["born"], r["dir"] = born-1e9, filepath.Join(filepath.Dir(proj), "deleted")
+	data, _ = json.Marshal(r)
+	if err := os.WriteFile(recs[0], data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCkptfs("mount", proj)
+	if err == nil {
+		t.Cleanup(func() { runCkptfs("umount", proj) })
+	}
+	if err != nil || !strings.Contains(out, "(history in "+filepath.Join(proj, ".ckptfs")+")") {
+		t.Errorf("mount of a directory with another's record: %v\n%s", err, out)
+	}
 }

@@ -200,16 +200,16 @@ open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
 		return err
 	}
 	// The daemon spawned below (ready-fd) is given the store: its parent
-	// remembers it, once the mount is live (the record is named while
+	// remembers it, once the mount is live (its key is found while
 	// DIR is not mounted). A moved project's record follows it.
-	record, recErr := storeref.RecordPath(dir)
+	key, keyErr := storeref.KeyOf(dir)
 	remember := func() {
 		if o.readyFd >= 0 {
 			return
 		}
-		err := recErr
+		err := keyErr
 		if err == nil {
-			err = storeref.RememberAt(record, dir, o.store)
+			err = storeref.RememberAt(key, dir, o.store)
 		}
 		if err != nil && o.store != storeref.Default(dir) {
 			fmt.Fprintf(stderr, "ckptfs: warning: cannot remember the store of %s (%v): give --store %s again at the next mount\n", dir, err, o.store)

@@ -15,8 +15,9 @@
 // birth time and the store's path. A record whose birth time is not the
 // directory's is a stale one of a directory since deleted, whose inode
 // number was reused, and is ignored: its store is another project's
-// history. Where the filesystem tells no birth time (and for records
-// saved before they held one), a record whose directory path no longer
+// history. Where the filesystem tells no birth time or changes it (as
+// overlayfs does at a copy-up), and for records saved before they held
+// one, a record whose directory path no longer
 // matches is trusted only while its store still exists (the project was
 // moved).
 package storeref
@@ -57,56 +58,55 @@ func StateDir() (string, error) {
 	return filepath.Join(d, "stores"), nil
 }
 
-// RecordPath is the record file of dir (not mounted: the device and
-// inode are the backing directory's).
-func RecordPath(dir string) (string, error) {
-	p, _, err := recordOf(dir)
-	return p, err
+// Key is where dir's record is kept, and what ties the record to dir. It
+// is found while dir is not mounted: a mount's root shows neither the
+// backing directory's inode nor its birth time.
+type Key struct {
+	Path string // the record file
+	Born int64  // dir's birth time (ns since the epoch; 0: not known)
 }
 
-// recordOf is RecordPath, and dir's birth time (0: not known).
-func recordOf(dir string) (string, int64, error) {
+// KeyOf returns dir's Key (dir not mounted). On overlayfs a directory's
+// birth time changes when it is copied up (at the first change below it,
+// its inode staying), so none is kept there.
+func KeyOf(dir string) (Key, error) {
 	var x unix.Statx_t
 	if err := unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_INO|unix.STATX_BTIME, &x); err != nil {
-		return "", 0, err
+		return Key{}, err
 	}
 	sd, err := StateDir()
 	if err != nil {
-		return "", 0, err
+		return Key{}, err
 	}
-	var born int64
-	if x.Mask&unix.STATX_BTIME != 0 {
-		born = x.Btime.Sec*1e9 + int64(x.Btime.Nsec)
+	k := Key{Path: filepath.Join(sd, fmt.Sprintf("%x-%x.json", unix.Mkdev(x.Dev_major, x.Dev_minor), x.Ino))}
+	var fs unix.Statfs_t
+	if x.Mask&unix.STATX_BTIME != 0 && unix.Statfs(dir, &fs) == nil && fs.Type != unix.OVERLAYFS_SUPER_MAGIC {
+		k.Born = x.Btime.Sec*1e9 + int64(x.Btime.Nsec)
 	}
-	dev := unix.Mkdev(x.Dev_major, x.Dev_minor)
-	return filepath.Join(sd, fmt.Sprintf("%x-%x.json", dev, x.Ino)), born, nil
+	return k, nil
 }
 
 // Remember records store as dir's store (both absolute); the default
-// store removes the record instead. dir must not be mounted (its device
-// and inode are the backing directory's).
+// store removes the record instead. dir must not be mounted (KeyOf).
 func Remember(dir, store string) error {
-	p, err := RecordPath(dir)
+	k, err := KeyOf(dir)
 	if err != nil {
 		return err
 	}
-	return RememberAt(p, dir, store)
+	return RememberAt(k, dir, store)
 }
 
-// RememberAt is Remember with the record file found before (RecordPath,
-// while dir was not mounted yet).
-func RememberAt(p, dir, store string) error {
+// RememberAt is Remember with dir's Key found before (KeyOf, while dir was
+// not mounted yet).
+func RememberAt(k Key, dir, store string) error {
+	p := k.Path
 	if filepath.Clean(store) == Default(dir) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		return nil
 	}
-	_, born, err := recordOf(dir)
-	if err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(Ref{Dir: dir, Born: born, Store: store, Saved: time.Now().UTC()}, "", "  ")
+	data, err := json.MarshalIndent(Ref{Dir: dir, Born: k.Born, Store: store, Saved: time.Now().UTC()}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -123,11 +123,11 @@ func RememberAt(p, dir, store string) error {
 // Lookup returns the record of dir (not mounted), if there is one that
 // is trusted (see the package doc).
 func Lookup(dir string) (Ref, bool) {
-	p, born, err := recordOf(dir)
+	k, err := KeyOf(dir)
 	if err != nil {
 		return Ref{}, false
 	}
-	data, err := os.ReadFile(p)
+	data, err := os.ReadFile(k.Path)
 	if err != nil {
 		return Ref{}, false
 	}
@@ -135,7 +135,7 @@ func Lookup(dir string) (Ref, bool) {
 	if json.Unmarshal(data, &r) != nil || !filepath.IsAbs(r.Store) {
 		return Ref{}, false
 	}
-	if r.Born != 0 && born != 0 && r.Born != born {
+	if r.Born != 0 && k.Born != 0 && r.Born != k.Born {
 		return Ref{}, false // another directory's, with the inode reused
 	}
 	if r.Dir != dir && !exists(r.Store) {

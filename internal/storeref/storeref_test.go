@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRememberLookupResolve(t *testing.T) {
@@ -81,10 +83,11 @@ func TestRecordOfAReusedInodeIsIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p, born, err := recordOf(dir)
+	k, err := KeyOf(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, born := k.Path, k.Born
 	if born == 0 {
 		t.Skip("this filesystem tells no birth time")
 	}
@@ -106,5 +109,33 @@ func TestRecordOfAReusedInodeIsIgnored(t *testing.T) {
 	os.WriteFile(p, data, 0o600)
 	if s, err := Resolve(dir); err != nil || s != store {
 		t.Fatalf("a moved project resolves to %q (%v), want its store", s, err)
+	}
+}
+
+// On overlayfs a directory copied up (at the first change below it)
+// keeps its inode but gets a new birth time: its record is kept by the
+// old rule there, not dropped.
+func TestRecordSurvivesAnOverlayCopyUp(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	base := t.TempDir()
+	lower, upper, work, merged := filepath.Join(base, "l"), filepath.Join(base, "u"), filepath.Join(base, "w"), filepath.Join(base, "m")
+	for _, d := range []string{filepath.Join(lower, "proj"), upper, work, merged, filepath.Join(base, "store")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("overlay", merged, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work); err != nil {
+		t.Skipf("overlayfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(merged, unix.MNT_DETACH) })
+	dir, store := filepath.Join(merged, "proj"), filepath.Join(base, "store")
+	if err := Remember(dir, store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil { // the copy-up
+		t.Fatal(err)
+	}
+	if s, err := Resolve(dir); err != nil || s != store {
+		t.Errorf("after a copy-up the project resolves to %q (%v), want its store", s, err)
 	}
 }
