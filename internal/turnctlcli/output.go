@@ -216,7 +216,7 @@ func printable(p string) string {
 // of owner alone is "owner" (its kind, in JSON too, is "mode": only mode
 // or owner changed).
 func kindLabel(c turnctl.FileChange) string {
-	if c.Kind == ckpt.ModeOnly && c.Before != nil && c.After != nil && c.Before.Mode == c.After.Mode {
+	if b, a := c.Before, c.After; c.Kind == ckpt.ModeOnly && b != nil && a != nil && b.Mode == a.Mode && (b.UID != a.UID || b.GID != a.GID) {
 		return "owner"
 	}
 	return string(c.Kind)
