@@ -347,11 +347,15 @@ func TestExportPatchOfTheFirstKeptTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Close()
-	_, errs, code := tc(t, "-C", dir, "export", "patch", "1")
+	out, errs, code := tc(t, "-C", dir, "export", "patch", "1")
 	if code != 1 || errs != "turnctl: turn 1 is where history starts now: its own changes were forgotten with the turns before it, so it has no patch\n" {
 		t.Errorf("export patch 1: %d %q", code, errs)
 	}
-	out, errs, code := tc(t, "-C", dir, "export", "patch", "2")
+	out, _, code = tc(t, "-C", dir, "show", "1")
+	if code != 0 || !strings.Contains(out, "(history starts here: this turn's own changes were forgotten with the turns before it)") {
+		t.Errorf("show 1: %d\n%s", code, out)
+	}
+	out, errs, code = tc(t, "-C", dir, "export", "patch", "2")
 	if code != 0 || !strings.Contains(out, "+b.txt") {
 		t.Errorf("export patch 2: %d %q\n%s", code, errs, out)
 	}

@@ -80,6 +80,12 @@ func (o *showOptions) run(e *env, args []string) error {
 	if t.MergedFrom > 0 {
 		fmt.Fprintf(e.stdout, "(%s, forgotten: the changes since turn %d)\n", mergedText(t), t.Prev())
 	}
+	if t.Num > 0 && len(rep.Changes) == 0 {
+		// The first kept turn lists nothing: say why, not only that.
+		if lg, err := e.h.Log(e.ctx, turnctl.LogRequest{N: 1}); err == nil && lg.Start != nil && t.Num <= lg.Start.Turn {
+			fmt.Fprintf(e.stdout, "(history starts here: this turn's own changes were forgotten with the turns before it)\n")
+		}
+	}
 	e.printPrompt(t.Prompt)
 	if st := rep.Step; st != nil {
 		fmt.Fprintf(e.stdout, "step %d.%d%s: its changes only\n", st.Turn, st.Num, stepText(*st))
