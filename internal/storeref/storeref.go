@@ -17,9 +17,8 @@
 // number was reused, and is ignored: its store is another project's
 // history. Where the filesystem tells no birth time or changes it (as
 // overlayfs does at a copy-up), and for records saved before they held
-// one, a record whose directory path no longer
-// matches is trusted only while its store still exists (the project was
-// moved).
+// one, a record whose directory path no longer matches is trusted only
+// while its store still exists (the project was moved).
 package storeref
 
 import (
