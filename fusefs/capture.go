@@ -195,7 +195,9 @@ func (r *Root) needs(p string, metaOnly bool, rng *ckpt.ByteRange) bool {
 }
 
 // captureSelfSettled is captureSelf once settled; rd, if not -1, is a
-// readable fd of the node's file that stays open until it returns.
+// readable fd of the node's inode (a handle's: Open and Create open it
+// from the node's own fd or the node's from it) that stays open until it
+// returns.
 func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.ByteRange, rd int) syscall.Errno {
 	r := n.r
 	mode := n.StableAttr().Mode & unix.S_IFMT
@@ -217,13 +219,6 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.
 	}
 	if st.Nlink == 0 {
 		return 0 // no name holds it (a rewind removed it while open)
-	}
-	if rd >= 0 {
-		// The handle's fd is opened by name apart from the node's: it
-		// serves the capture only if it is the node's inode.
-		if hs, err := backing.Fstat(rd); err != nil || idOf(&hs) != idOf(&st) {
-			rd = -1
-		}
 	}
 	paths := n.paths(&st)
 	for i, p := range paths {

@@ -96,7 +96,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, errno(err)
 	}
-	pfd, err := backing.OpenPath(n.fd, name)
+	// The node's O_PATH fd is the created file's own inode, not whatever
+	// name now holds: a capture through the handle reads the node's file.
+	pfd, err := backing.Reopen(fd, unix.O_PATH)
 	if err != nil {
 		unix.Close(fd)
 		return nil, nil, 0, errno(err)
