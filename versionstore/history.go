@@ -267,17 +267,36 @@ func (s *Store) forgetToLocked(to uint64, reason string) (ckpt.HistoryStart, err
 	b.DeleteRange(eventKey(0), eventKey(last+1), nil)
 	h := historyInfo{HistoryStart: ckpt.HistoryStart{Turn: to, Reason: reason, At: time.Now().UTC(), Forgotten: old.Forgotten + forgotten}, Seq: t.LastSeq}
 	putJSON(b, keyHistory, h)
-	if err := s.commit(b, pebble.Sync); err != nil {
+	// The new start's own changes go with the turns before it: so do the
+	// counts cached for it. Under s.mu, as SetStats writes them, which
+	// refuses a turn at or before the start from then on.
+	s.mu.Lock()
+	err = s.commitStart(b, h, to)
+	s.mu.Unlock()
+	if err != nil {
 		return old.HistoryStart, err
 	}
-	s.mu.Lock()
-	s.start = h
-	s.mu.Unlock()
 	crashpoint.Hit("forget.committed")
 	if err := s.syncWAL(); err != nil {
 		return h.HistoryStart, fmt.Errorf("versionstore: history start moved, but the log could not be synced to disk: %w", err)
 	}
 	return h.HistoryStart, nil
+}
+
+// commitStart commits b, which moves history's start to h at turn to,
+// with turn to's cached counts emptied (s.mu held).
+func (s *Store) commitStart(b *pebble.Batch, h historyInfo, to uint64) error {
+	t, err := s.storedTurn(to)
+	if err != nil {
+		return err
+	}
+	t.Stats = &ckpt.Stats{}
+	putJSON(b, turnKey(to), t)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	s.start = h
+	return nil
 }
 
 // manifestInfo reads the saved manifest's header, if there is one.

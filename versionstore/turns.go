@@ -311,10 +311,15 @@ func (s *Store) Turns(limit int) ([]ckpt.Turn, error) {
 	return out, it.Error()
 }
 
-// SetStats stores the statistics of turn n.
+// SetStats stores the statistics of turn n. Those of a turn at or before
+// history's start are not stored: its own changes are forgotten (a count
+// made before the forget would be stale).
 func (s *Store) SetStats(n uint64, st ckpt.Stats) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.start.Turn > 0 && n <= s.start.Turn {
+		return nil
+	}
 	t, err := s.storedTurn(n)
 	if err != nil {
 		return err

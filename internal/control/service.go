@@ -433,13 +433,6 @@ func (s *Service) logReply(turns []ckpt.Turn) (*turnctl.LogReply, error) {
 	var err error
 	if h := s.store.HistoryStart(); h.Turn > 0 {
 		rep.Start = &h
-		// The first kept turn's own changes went with the turns before
-		// it (show lists none): the counts cached before are not its.
-		for i := range turns {
-			if turns[i].Num <= h.Turn {
-				turns[i].Stats = &ckpt.Stats{}
-			}
-		}
 	}
 	if rep.Pins, err = s.store.Pins(); err != nil {
 		return nil, s.wrap(err)
