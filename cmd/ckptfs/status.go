@@ -70,7 +70,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return usageError{"status: expected at most one DIR (try --help)"}
 	}
 	var dir string
-	if fs.NArg() == 1 {
+	if fs.NArg() == 0 {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		dir = wd
+	} else {
 		d, err := filepath.Abs(fs.Arg(0))
 		if err != nil {
 			return err
@@ -83,20 +89,16 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		} else if err == nil && !fi.IsDir() {
 			return fmt.Errorf("status: %s is not a directory", dir)
 		}
-	} else {
-		wd, err := os.Getwd()
+	}
+	if v, ok := viewAround(dir); ok {
+		return viewStatusError(v)
+	}
+	if fs.NArg() == 0 {
+		m, err := rundir.FindMount(dir)
 		if err != nil {
-			return err
-		}
-		if v, ok := viewAround(wd); ok {
-			return viewStatusError(v)
-		}
-		if dir, err = rundir.FindMount(wd); err != nil {
 			return fmt.Errorf("status: %v (name a DIR)", err)
 		}
-	}
-	if v, ok := viewMount(dir); ok {
-		return viewStatusError(v)
+		dir = m
 	}
 	rep := statusReport{Dir: dir, OwnerUID: -1}
 	var foreign error
