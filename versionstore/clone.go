@@ -169,13 +169,23 @@ func (s *Store) probeClone() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.cloneState != cloneUnknown:
-	case err == nil:
-		s.cloneState = cloneYes
-	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.ENOSYS):
-		s.cloneState = cloneNo
+	if st := cloneAnswer(err); s.cloneState == cloneUnknown {
+		s.cloneState = st
 	}
+}
+
+// cloneAnswer is what a clone's outcome says of the filesystem as a first
+// answer: it clones (no error), it cannot (EOPNOTSUPP: ext4, tmpfs, XFS
+// without reflink; ENOTTY, ENOSYS), or nothing (any other error is the
+// file's or the moment's).
+func cloneAnswer(err error) int {
+	switch {
+	case err == nil:
+		return cloneYes
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.ENOSYS):
+		return cloneNo
+	}
+	return cloneUnknown
 }
 
 // testHookClone, in tests, replaces the clone's outcome.
@@ -186,8 +196,8 @@ var testHookClone func(error) error
 func (s *Store) learnClone(src *os.File, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case err == nil:
+	switch answer := cloneAnswer(err); {
+	case answer == cloneYes:
 		if s.cloneState == cloneUnknown {
 			log.Printf("versionstore: the store's filesystem clones: prior bytes of files of %d MiB and more are reflinked", cloneMin>>20)
 		}
@@ -201,7 +211,7 @@ func (s *Store) learnClone(src *os.File, err error) {
 			s.cloneXDev[st.Dev] = true
 			log.Printf("versionstore: the store is not on the filesystem of device %d:%d: its files' prior bytes are copied", unix.Major(st.Dev), unix.Minor(st.Dev))
 		}
-	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOTTY), errors.Is(err, unix.ENOSYS):
+	case answer == cloneNo:
 		// Only as the first answer: after a clone succeeded, such an
 		// error is the file's (the capture copies), not the store's.
 		if s.cloneState == cloneUnknown {
