@@ -52,8 +52,9 @@ import (
 // the inode, whole), is not offered to the attic by link, and the store
 // would not clone it (a clone costs O(1) and lets its writes go through
 // passthrough; a file whose btrfs no-copy-on-write flag is not the
-// attic's cannot be cloned into it, so it is range-captured there too). Once a path has a range record in the open turn, its later
-// captures of content stay ranges.
+// attic's cannot be cloned into it, so it is range-captured there too).
+// Once a path has a range record in the open turn, its later captures of
+// content stay ranges.
 //
 // # Resolution
 //
