@@ -595,11 +595,9 @@ func exportPatch(e *env, spec string) error {
 	if t.Open {
 		return usagef("turn %d is still open: end it first", t.Num)
 	}
-	lg, err := e.h.Log(e.ctx, turnctl.LogRequest{N: 1})
-	if err != nil {
+	if start, err := e.startsHistory(t.Num); err != nil {
 		return err
-	}
-	if lg.Start != nil && t.Num <= lg.Start.Turn {
+	} else if start {
 		return fmt.Errorf("turn %d is where history starts now: its own changes were forgotten with the turns before it, so it has no patch", t.Num)
 	}
 	d, err := e.h.Diff(e.ctx, turnctl.DiffRequest{From: strconv.FormatUint(t.Prev(), 10), To: strconv.FormatUint(t.Num, 10)})

@@ -82,7 +82,7 @@ func (o *showOptions) run(e *env, args []string) error {
 	}
 	if t.Num > 0 && len(rep.Changes) == 0 {
 		// The first kept turn lists nothing: say why, not only that.
-		if lg, err := e.h.Log(e.ctx, turnctl.LogRequest{N: 1}); err == nil && lg.Start != nil && t.Num <= lg.Start.Turn {
+		if start, err := e.startsHistory(t.Num); err == nil && start {
 			fmt.Fprintf(e.stdout, "(history starts here: this turn's own changes were forgotten with the turns before it)\n")
 		}
 	}
@@ -142,4 +142,14 @@ func (e *env) printPrompt(prompt string) {
 		fmt.Fprintln(e.stdout, strings.TrimRight("    "+strings.Join(parts, "\t"), " \t"))
 	}
 	fmt.Fprintln(e.stdout)
+}
+
+// startsHistory reports whether turn n is where history starts now: its
+// own changes were forgotten with the turns before it.
+func (e *env) startsHistory(n uint64) (bool, error) {
+	lg, err := e.h.Log(e.ctx, turnctl.LogRequest{N: 1})
+	if err != nil {
+		return false, err
+	}
+	return lg.Start != nil && n <= lg.Start.Turn, nil
 }
