@@ -87,7 +87,7 @@ func (s *Store) StoreBytes() int64 {
 			return nil
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			if isWAL(p) {
+			if isWAL(p) && strings.HasPrefix(p, root+"db/") {
 				total += min(st.Blocks*512, fi.Size())
 			} else {
 				total += st.Blocks * 512

@@ -151,7 +151,7 @@ func storeBytes(store string) int64 {
 			return nil // files come and go while the daemon works
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			if strings.HasSuffix(p, ".log") {
+			if strings.HasSuffix(p, ".log") && strings.HasPrefix(p, filepath.Join(store, "db")+"/") {
 				total += min(st.Blocks*512, fi.Size())
 			} else {
 				total += st.Blocks * 512
