@@ -91,6 +91,17 @@ type Stats struct {
 	Git *GitStats `json:"git,omitempty"`
 }
 
+// OutsideGit returns s's files and lines less those inside GitDir (which
+// s.Git sums up): what log, show and end count.
+func (s Stats) OutsideGit() Stats {
+	if s.Git != nil {
+		s.Files -= s.Git.Files
+		s.LinesAdded -= s.Git.LinesAdded
+		s.LinesDeleted -= s.Git.LinesDeleted
+	}
+	return s
+}
+
 // GitDir is the directory, root-relative, whose changes GitStats sums up:
 // the project's own git repository.
 const GitDir = ".git"

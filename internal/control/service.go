@@ -269,12 +269,7 @@ func summary(t ckpt.Turn, linesPending bool) string {
 	fmt.Fprintf(&b, "turn %d closed: ", t.Num)
 	var st ckpt.Stats
 	if t.Stats != nil {
-		st = *t.Stats
-		if st.Git != nil {
-			st.Files -= st.Git.Files
-			st.LinesAdded -= st.Git.LinesAdded
-			st.LinesDeleted -= st.Git.LinesDeleted
-		}
+		st = t.Stats.OutsideGit()
 	}
 	switch {
 	case t.Stats == nil:

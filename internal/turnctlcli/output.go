@@ -279,9 +279,7 @@ func details(c turnctl.FileChange) string {
 // are left out (their summary line says how many there are).
 func (e *env) statsLine(st ckpt.Stats) string {
 	if !e.all && st.Git != nil {
-		st.Files -= st.Git.Files
-		st.LinesAdded -= st.Git.LinesAdded
-		st.LinesDeleted -= st.Git.LinesDeleted
+		st = st.OutsideGit()
 		if st.Files == 0 {
 			return "no files changed outside .git"
 		}
