@@ -292,11 +292,12 @@ type linkNode struct {
 	member, act, pin bool
 }
 
-// Link pass actions (action.Op).
+// Actions other than "make Path have State" (action.Op).
 const (
 	actSplit = "split" // give Path an inode of its own, with its bytes and State's mode and owner
 	actLink  = "link"  // make Path a name of the inode at From
 	actPatch = "patch" // make the file at Path the version Layers tell over its bytes (patchTo)
+	actMove  = "move"  // rename the object at From, if it is still inode Expect, to Path (moveBack)
 )
 
 // planLinks computes the link pass of a rewind to right after event stop

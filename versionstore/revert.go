@@ -70,7 +70,8 @@ type revertItem struct {
 	target resolved // what it becomes (its bytes: Content or Live)
 	merged []byte   // or these bytes (a merge)
 	hasMrg bool
-	from   string // a rename undone: the name the object leaves
+	from   string   // a rename undone: the name the object leaves
+	atFrom resolved // the object at from now
 }
 
 // Revert undoes what turn n changed, keeping what later turns changed.
@@ -154,6 +155,16 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 				if a.Content, err = s.putContent(src, a.State.Size); err != nil {
 					return res, err
 				}
+			}
+		}
+		if a.Op == "" && a.Live == "" {
+			move, err := s.movesBack(it, live)
+			if err != nil {
+				return res, err
+			}
+			if move {
+				ino := it.atFrom.Inode
+				a.Op, a.From, a.Expect = actMove, it.from, &ino
 			}
 		}
 		actions = append(actions, a)
@@ -315,7 +326,7 @@ func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertRe
 				put(&revertItem{path: lName, cur: ours, target: resolved{}})
 			}
 			if ours.State.Exists() {
-				it.from = lName
+				it.from, it.atFrom = lName, ours
 			}
 			it.path, it.cur = r, atR
 			put(it)
@@ -488,6 +499,19 @@ func (s *Store) mergeText(base, ours, theirs resolved, want ckpt.State, live ckp
 		return it, fmt.Sprintf("%d of its changed regions changed both by the turn and later", m.Conflicts), true, false, nil
 	}
 	return it, "", false, true, nil
+}
+
+// movesBack reports whether it undoes a rename by renaming the object
+// back: a directory's rename is not (its contents are planned path by
+// path), nor one whose bytes the revert changes (a merge, or later writes
+// undone).
+func (s *Store) movesBack(it *revertItem, live ckpt.Tree) (bool, error) {
+	t := it.target.State.Type
+	if it.from == "" || it.hasMrg || !t.Linkable() || it.atFrom.State.Type != t || !it.atFrom.Inode.Known() {
+		return false, nil
+	}
+	k, err := s.compare(it.atFrom, it.target, live)
+	return k == "" || k == ckpt.ModeOnly, err
 }
 
 // revertChanges lists what the items change, path by path, a rename undone

@@ -486,3 +486,123 @@ func TestRevertDirectories(t *testing.T) {
 		t.Fatalf("after the revert: %v (changes %v)", got, perPath(res.Changes))
 	}
 }
+
+// TestRevertMovesARenamedFileBack: a revert that undoes a rename renames
+// the file back (its inode, and so its other names, kept) and records a
+// rename, as the plan it reports says.
+func TestRevertMovesARenamedFileBack(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "notes.txt"), []byte("notes\n"), 0o640)
+	os.Mkdir(filepath.Join(root, "keep"), 0o755)
+	os.Link(filepath.Join(root, "notes.txt"), filepath.Join(root, "keep", "link"))
+	os.WriteFile(filepath.Join(root, "a.txt"), []byte("a\n"), 0o644)
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	m := &sim{t: t, rng: rand.New(rand.NewSource(1)), root: root, tree: tree, store: s}
+	turn := func(fn func()) uint64 {
+		s.Begin(ckpt.KindAgent, "", "")
+		fn()
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn.Num
+	}
+	ino := inodeOf(t, m.abs("notes.txt"))
+	n := turn(func() {
+		commit, err := s.RecordRename("notes.txt", "NOTES.md", false, ckpt.Program{Comm: "mv"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = os.Rename(m.abs("notes.txt"), m.abs("NOTES.md"))
+		commit(err == nil)
+	})
+	turn(func() {
+		m.captureAll("a.txt", false)
+		os.WriteFile(m.abs("a.txt"), []byte("a\nlater\n"), 0)
+	})
+	res, err := s.Revert(n, tree, RevertOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := takeSnapshot(t, root)
+	if _, ok := got["NOTES.md"]; ok || got["notes.txt"].Data != "notes\n" || got["notes.txt"].Mode != 0o640 || got["a.txt"].Data != "a\nlater\n" {
+		t.Fatalf("after the revert: %v", got)
+	}
+	if i := inodeOf(t, m.abs("notes.txt")); i != ino || inodeOf(t, m.abs("keep/link")) != ino {
+		t.Fatalf("notes.txt is inode %d, keep/link %d: want both %d", i, inodeOf(t, m.abs("keep/link")), ino)
+	}
+	kinds := func(cs []Change) string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, fmt.Sprintf("%s %s<-%s", c.Kind, c.Path, c.From))
+		}
+		return strings.Join(out, ", ")
+	}
+	const want = "renamed notes.txt<-NOTES.md"
+	if got := kinds(res.Changes); got != want {
+		t.Errorf("the revert reported %s, want %s", got, want)
+	}
+	done, err := s.TurnChanges(res.Turn.Num, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(done); got != want {
+		t.Errorf("the revert turn lists %s, want %s", got, want)
+	}
+}
+
+// TestMoveBackFallsBackToTheBytes: an actMove whose object is no longer at
+// From (the tree changed after the plan) makes Path from the stored bytes
+// and leaves From alone; one whose rename is done (a redo) sets only the
+// mode.
+func TestMoveBackFallsBackToTheBytes(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "from"), []byte("planned\n"), 0o644)
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	_, planned, err := tree.LstatInode("from")
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := s.putContent(strings.NewReader("planned\n"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ckpt.State{Type: ckpt.Regular, Mode: 0o600, Size: 8, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+	a := action{Op: actMove, Path: "to", From: "from", State: st, Content: content, Expect: &planned}
+	// Another file now at From (a new inode: the planned one is kept by a link).
+	os.Link(filepath.Join(root, "from"), filepath.Join(root, "held"))
+	os.Remove(filepath.Join(root, "from"))
+	os.WriteFile(filepath.Join(root, "from"), []byte("another\n"), 0o644)
+	s.Begin(ckpt.KindRevert, "", "")
+	defer s.End("")
+	if err := s.moveBack(tree, a, ckpt.Program{}); err != nil {
+		t.Fatal(err)
+	}
+	got := takeSnapshot(t, root)
+	if got["to"].Data != "planned\n" || got["to"].Mode != 0o600 || got["from"].Data != "another\n" {
+		t.Fatalf("after a move whose object left: %v", got)
+	}
+	if inodeOf(t, filepath.Join(root, "to")) == planned.Ino {
+		t.Fatal("to is the planned inode: it was not at From")
+	}
+	// A redo after the rename: Path is the planned inode already.
+	os.Remove(filepath.Join(root, "to"))
+	os.Rename(filepath.Join(root, "held"), filepath.Join(root, "to"))
+	if err := s.moveBack(tree, a, ckpt.Program{}); err != nil {
+		t.Fatal(err)
+	}
+	got = takeSnapshot(t, root)
+	if inodeOf(t, filepath.Join(root, "to")) != planned.Ino || got["to"].Mode != 0o600 || got["from"].Data != "another\n" {
+		t.Fatalf("after a redo: %v", got)
+	}
+}

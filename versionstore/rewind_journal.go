@@ -89,7 +89,8 @@ type jump struct {
 // action makes Path have State, with bytes from Content or the live path
 // Live (restore only); or, in the link pass (Op), gives Path an inode of
 // its own (actSplit, if it still has inode Expect) or makes it a name of
-// the inode at From (actLink).
+// the inode at From (actLink); or, in a revert, moves the object at From
+// back to Path (actMove).
 type action struct {
 	Path    string      `json:"p"`
 	State   ckpt.State  `json:"s"`
@@ -246,6 +247,11 @@ func (s *Store) runActions(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 			// rewind) is left as it is, as a version never seen is: a
 			// refusal here would stop every later mount.
 			if _, err = s.patchTo(live, a.Path, a.State, a.Layers, who); err == nil {
+				crashpoint.Hit("rewind.fixup.done")
+			}
+		case actMove:
+			crashpoint.Hit("rewind.fixup")
+			if err = s.moveBack(live, a, who); err == nil {
 				crashpoint.Hit("rewind.fixup.done")
 			}
 		case actSplit:
@@ -462,6 +468,40 @@ func (s *Store) split(live ckpt.Tree, path string, st ckpt.State, expect *ckpt.I
 	}
 	defer f.Close()
 	return live.WriteFile(path, st, f)
+}
+
+// moveBack carries out an actMove: a rename that a revert undoes, done
+// as a rename, so that the object keeps its inode (and the names it
+// shares it with). If the object at a.From is no longer inode a.Expect (or
+// a.Path is taken), a.Path is made from a.State and a.Content as a plain
+// action makes it, and the removal planned for a.From deals with that
+// name. A redo after the rename finds a.Path on inode a.Expect, and only
+// sets its mode and owner.
+func (s *Store) moveBack(live ckpt.Tree, a action, who ckpt.Program) error {
+	cur, ino, err := live.LstatInode(a.Path)
+	if err != nil {
+		return err
+	}
+	moved := cur.Type == a.State.Type && a.Expect != nil && ino.Same(*a.Expect)
+	if !moved && !cur.Exists() && a.Expect != nil {
+		fst, fino, err := live.LstatInode(a.From)
+		if err != nil {
+			return err
+		}
+		if fst.Type == a.State.Type && fino.Same(*a.Expect) {
+			if err := s.mkdirParents(live, a.Path, who); err != nil {
+				return err
+			}
+			if err := s.rename(live, a.From, a.Path, false, who); err != nil {
+				return err
+			}
+			moved = true
+		}
+	}
+	if moved {
+		return s.ensure(live, a.Path, a.State, nil, a.Path, who)
+	}
+	return s.ensure(live, a.Path, a.State, a.Content, "", who)
 }
 
 // remake replaces the symlink or node at path with a new one in state st,
