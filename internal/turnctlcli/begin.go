@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
 
@@ -14,7 +15,8 @@ var beginCmd = &command{
 	short: "open a new turn (closes any open one); prints its number",
 	long: `Every change that returned before begin belongs to the turn it closes (an
 agent's turn, or the automatic "manual" turn that collects changes made while
-no turn was open); every change after it, to the new turn.`,
+no turn was open); every change after it, to the new turn. A begin that closes
+a turn a begin opened (its end never came) says so on stderr.`,
 	mount: true,
 	opts:  func() options { return &beginOptions{} },
 }
@@ -38,6 +40,9 @@ func (o *beginOptions) run(e *env, args []string) error {
 	}
 	if e.json {
 		return e.printJSON(jBegin(rep))
+	}
+	if c := rep.Closed; c != nil && c.Kind == ckpt.KindAgent {
+		fmt.Fprintf(e.stderr, "turnctl begin: turn %d was still open (no turnctl end); closed it\n", c.Num)
 	}
 	fmt.Fprintln(e.stdout, rep.Turn.Num)
 	return nil

@@ -60,6 +60,24 @@ func TestBeginEndStatusOnline(t *testing.T) {
 	}
 }
 
+// TestBeginSaysItClosedAnOpenTurn: a begin whose turn's end never came
+// says on stderr that it closed it; its stdout stays the bare number. A
+// begin after changes made between turns says nothing.
+func TestBeginSaysItClosedAnOpenTurn(t *testing.T) {
+	e, out, errb, ov := onlineEnv(t)
+	ov.Write("between.go", "package a\n")
+	if err := (&beginOptions{}).run(e, nil); err != nil || out.String() != "2\n" || errb.Len() != 0 {
+		t.Fatalf("begin after changes between turns: %v %q %q", err, out, errb)
+	}
+	out.Reset()
+	if err := (&beginOptions{}).run(e, nil); err != nil || out.String() != "3\n" {
+		t.Fatalf("begin: %v %q", err, out)
+	}
+	if want := "turnctl begin: turn 2 was still open (no turnctl end); closed it\n"; errb.String() != want {
+		t.Errorf("begin over an open turn said %q on stderr, want %q", errb, want)
+	}
+}
+
 func TestRunOnline(t *testing.T) {
 	e, out, errb, _ := onlineEnv(t)
 	err := (&runOptions{}).run(e, []string{"sh", "-c", "pwd\n exit 3"})
