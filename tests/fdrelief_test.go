@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"ckptfs/internal/rundir"
 )
 
 // The daemon holds an fd per inode the kernel remembers; past its mark
@@ -140,7 +138,7 @@ func TestPrivateMountManyFilesStayUnderTheFDLimit(t *testing.T) {
 				env = append(env, "CKPTFS_FD_RELIEF="+mode)
 			}
 			p.mountLimited(t, limit, env...)
-			info, err := rundir.ReadInfo(p.Dir)
+			info, err := p.info()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -104,6 +104,9 @@ func setRuntimeDir(t *testing.T) string {
 		return d
 	}
 	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil { // a runtime directory is private (rundir)
+		t.Fatal(err)
+	}
 	t.Setenv("CKPTFS_RUNTIME_DIR", d)
 	runtimeDirs[t] = d
 	return d

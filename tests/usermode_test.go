@@ -84,7 +84,7 @@ type userProject struct {
 
 // newUserProject makes a project directory owned by the test user, in a
 // temporary directory the user can reach. The test's own runtime
-// directory is the user's, so rundir finds the user's mounts' info files.
+// directory is root's own; info reads the user's mounts' info files.
 func newUserProject(t *testing.T) *userProject {
 	t.Helper()
 	uid, gid := unprivileged(t)
@@ -105,9 +105,13 @@ func newUserProject(t *testing.T) *userProject {
 		}
 	}
 	os.Chmod(p.Dir, 0o755)
-	t.Setenv("CKPTFS_RUNTIME_DIR", p.Runtime)
+	setRuntimeDir(t) // root's own: the user's is theirs alone (rundir)
 	return p
 }
+
+// info reads the info file of the user's mount in the user's runtime
+// directory.
+func (p *userProject) info() (rundir.Info, error) { return rundir.ReadInfoIn(p.Runtime, p.Dir) }
 
 // cmd returns a command that runs as the test user in dir, with a fixed
 // environment (git dates, its own home and runtime directory).
@@ -185,7 +189,7 @@ func (p *userProject) cleanupMount(t *testing.T) {
 	t.Cleanup(func() {
 		if rundir.IsMounted(p.Dir) {
 			pid := 0
-			if info, err := rundir.ReadInfo(p.Dir); err == nil {
+			if info, err := p.info(); err == nil {
 				pid = info.PID
 			}
 			cmd := p.cmd("/", ckptfsBin, "umount", p.Dir)
@@ -237,7 +241,7 @@ func TestUserMount(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.Dir, "src")); !os.IsPermission(err) {
 		t.Errorf("root entered the private mount: %v", err)
 	}
-	info, err := rundir.ReadInfo(p.Dir)
+	info, err := p.info()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +356,6 @@ func TestForeignMount(t *testing.T) {
 	os.Mkdir(filepath.Join(shared, "sub"), 0o777)
 	os.Chmod(filepath.Join(shared, "sub"), 0o777)
 	mountProject(t, shared)
-	t.Setenv("CKPTFS_RUNTIME_DIR", p.Runtime) // mountProject set root's
 	rootOwned := fmt.Sprintf("turnctl: %s is mounted by uid 0 (root); ask its owner\n", shared)
 	for _, args := range [][]string{{"status"}, {"begin"}, {"-C", shared, "log"}} {
 		out, err := p.try(filepath.Join(shared, "sub"), turnctlBin, args...)

@@ -10,9 +10,12 @@ import (
 	"io"
 	"net"
 	"net/textproto"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
 )
@@ -39,8 +42,47 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the ckptfs daemon at %s: %w", path, err)
 	}
-	c.Close()
+	defer c.Close()
+	if err := checkPeer(c); err != nil {
+		return nil, fmt.Errorf("ckptfs daemon at %s: %w", path, err)
+	}
 	return NewClient(path), nil
+}
+
+// checkPeer refuses a socket whose other end is not run by the caller's
+// own user or by root: a daemon runs as the user who mounted, so any
+// other owner is someone else's process posing as the daemon, to which
+// no prompt or command may go.
+func checkPeer(c net.Conn) error {
+	cred, err := PeerCred(c)
+	if err != nil {
+		return fmt.Errorf("who is at the socket: %w", err)
+	}
+	if me := os.Geteuid(); int(cred.Uid) != me && cred.Uid != 0 {
+		return fmt.Errorf("the socket is served by uid %d (pid %d), not by you (uid %d) or root: not a ckptfs daemon of yours", cred.Uid, cred.Pid, me)
+	}
+	return nil
+}
+
+// PeerCred is what the kernel says (SO_PEERCRED) about the process at the
+// other end of a unix socket connection.
+func PeerCred(c net.Conn) (*unix.Ucred, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil, errors.New("not a unix socket connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
 }
 
 // NewClient returns a Client for the socket at path without connecting.
@@ -92,6 +134,10 @@ func (c *Client) roundTrip(ctx context.Context, name string, body []byte) (*resp
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.socket)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkPeer(conn); err != nil {
+		conn.Close()
 		return nil, err
 	}
 	// Cancelling ctx aborts whatever the call is waiting for.

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"net/textproto"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -115,3 +117,58 @@ func TestClientCancel(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 func hex(n int) string  { return strconv.FormatInt(int64(n), 16) }
+
+// TestClientRefusesAStrangersSocket: a socket served by another user
+// (one who made the runtime directory first and put their own listener
+// at the daemon's name) gets no request: the client refuses it before
+// sending anything.
+func TestClientRefusesAStrangersSocket(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("serving a socket as another user needs root")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o711)
+	os.Chmod(dir, 0o777)
+	sock := filepath.Join(dir, "s")
+	// A listening socket answers with the credentials its listen was
+	// made with: listen as uid 65534 for a moment.
+	if err := syscall.Setresuid(-1, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err := syscall.Setresuid(-1, 0, -1); err != nil {
+		panic(err) // the test binary must not go on as uid 65534
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			b, _ := io.ReadAll(c)
+			if len(b) > 0 {
+				got <- string(b)
+			}
+			c.Close()
+		}
+	}()
+	if _, err := Dial(sock); err == nil || !strings.Contains(err.Error(), "served by uid 65534") {
+		t.Errorf("Dial of a stranger's socket: %v", err)
+	}
+	_, err = NewClient(sock).Begin(context.Background(), BeginRequest{Label: "secret prompt"})
+	if err == nil || !strings.Contains(err.Error(), "not a ckptfs daemon of yours") {
+		t.Errorf("Begin on a stranger's socket: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case b := <-got:
+		t.Errorf("the stranger's socket got %q", b)
+	default:
+	}
+}

@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"ckptfs/turnctl"
 )
 
@@ -88,23 +86,9 @@ type peer struct {
 
 // peerOf reads SO_PEERCRED of a unix connection.
 func peerOf(c net.Conn) peer {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return peer{err: errors.New("not a unix socket connection")}
-	}
-	raw, err := uc.SyscallConn()
+	cred, err := turnctl.PeerCred(c)
 	if err != nil {
 		return peer{err: err}
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return peer{err: err}
-	}
-	if cerr != nil {
-		return peer{err: cerr}
 	}
 	return peer{uid: cred.Uid, pid: cred.Pid}
 }

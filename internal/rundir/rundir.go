@@ -14,7 +14,8 @@
 //	<runtime>/<16 hex digits>.sock   the control socket (mode 0600)
 //	<runtime>/<16 hex digits>.json   Info, written once the mount is live
 //
-// The runtime directory is per user, and a daemon answers its own user
+// The runtime directory is per user and must be that user's alone (Dir
+// refuses one that is not: private), and a daemon answers its own user
 // only: a mount that belongs to another user (Mount.UID) is reported as
 // such (ForeignError) instead of being looked for here.
 package rundir
@@ -68,7 +69,31 @@ func Dir() (string, error) {
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return "", fmt.Errorf("runtime directory: %w", err)
 	}
+	if err := private(d); err != nil {
+		return "", err
+	}
 	return d, nil
+}
+
+// private checks that the runtime directory d is the user's alone: a
+// directory (not a symlink to one), owned by the effective user, that no
+// one else may write to or search. Under a shared /tmp another user can
+// make /tmp/ckptfs-UID first; a socket there could then be replaced by
+// theirs, which would read every prompt sent to it.
+func private(d string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(d, &st); err != nil {
+		return fmt.Errorf("runtime directory: %w", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("runtime directory %s is not a directory (a symlink?); remove it, or set CKPTFS_RUNTIME_DIR", d)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("runtime directory %s belongs to uid %d, not to you (uid %d): someone else made it; remove it, or set CKPTFS_RUNTIME_DIR", d, st.Uid, os.Geteuid())
+	case st.Mode&0o077 != 0:
+		return fmt.Errorf("runtime directory %s has mode %04o: others may use it; chmod 700 it, or set CKPTFS_RUNTIME_DIR", d, st.Mode&0o7777)
+	}
+	return nil
 }
 
 // StateDir is where ckptfs keeps the user's files that outlive a mount
@@ -144,11 +169,22 @@ func WriteInfo(info Info) error {
 
 // ReadInfo reads the info file of a mounted directory.
 func ReadInfo(mountDir string) (Info, error) {
-	var info Info
 	p, err := InfoPath(mountDir)
 	if err != nil {
-		return info, err
+		return Info{}, err
 	}
+	return readInfo(p)
+}
+
+// ReadInfoIn reads the info file of the mount on the absolute path
+// mountDir in the runtime directory runtime (another user's, for a tool
+// acting as that user: see SocketIn).
+func ReadInfoIn(runtime, mountDir string) (Info, error) {
+	return readInfo(filepath.Join(runtime, name(mountDir)+".json"))
+}
+
+func readInfo(p string) (Info, error) {
+	var info Info
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return info, err
