@@ -332,7 +332,14 @@ func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 	if node(b.st) {
 		fmt.Fprintf(&w, "# ckptfs: skipped %s: a %s, which git patches cannot hold\n", gitQuote(newPath), b.st.Type)
 	}
-	if why := a.skip + b.skip; why != "" {
+	why := a.skip
+	if b.skip != "" && b.skip != why {
+		if why != "" {
+			why += "; "
+		}
+		why += b.skip
+	}
+	if why != "" {
 		fmt.Fprintf(&w, "# ckptfs: skipped %s: %s\n", gitQuote(newPath), why)
 		return w.String()
 	}

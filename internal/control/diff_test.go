@@ -120,3 +120,17 @@ func TestReadUpTo(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchNoteOfTwoLargeSides: a file too large to diff on both sides
+// gets one reason, not the same one twice.
+func TestPatchNoteOfTwoLargeSides(t *testing.T) {
+	st := ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: 9 << 20}
+	big := side{st: st, binary: true, skip: "larger than 8 MiB"}
+	if got, want := formatPatch("big.bin", "big.bin", big, big, nil), "# ckptfs: skipped big.bin: larger than 8 MiB\n"; !strings.HasSuffix(got, want) {
+		t.Errorf("patch of a large file:\n%s\nwant it to end in %q", got, want)
+	}
+	gone := side{st: st, binary: true, skip: "it vanished while being read"}
+	if got, want := formatPatch("big.bin", "big.bin", big, gone, nil), "# ckptfs: skipped big.bin: larger than 8 MiB; it vanished while being read\n"; !strings.HasSuffix(got, want) {
+		t.Errorf("patch of two sides skipped for two reasons:\n%s\nwant it to end in %q", got, want)
+	}
+}
