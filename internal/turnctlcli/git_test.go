@@ -155,3 +155,13 @@ func TestDiffLeavesGitOut(t *testing.T) {
 		t.Errorf("--json diff 1 2: %v\n%s", err, out)
 	}
 }
+
+// TestDryRunOfGitOnlyChanges: a rewind's dry run that would change only
+// files in .git says so in words that read.
+func TestDryRunOfGitOnlyChanges(t *testing.T) {
+	dir := gitProject(t)
+	out, errs, code := tc(t, "-C", dir, "rewind", "2", "--dry-run")
+	if code != 0 || !strings.HasPrefix(out, "rewind to turn 2 would change only files in .git:\n") {
+		t.Errorf("rewind 2 --dry-run: exit %d, %s%s", code, out, errs)
+	}
+}

@@ -65,7 +65,12 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	case len(rep.Changes) == 0:
 		fmt.Fprintf(e.stdout, "%s: nothing to change\n", what)
 	case rep.DryRun:
-		fmt.Fprintf(e.stdout, "%s would change %s:\n", what, e.statsLine(rep.Stats))
+		line := e.statsLine(rep.Stats)
+		if line == "no files changed outside .git" {
+			// "no files changed outside .git": the changes listed are in it.
+			line = "only files in .git"
+		}
+		fmt.Fprintf(e.stdout, "%s would change %s:\n", what, line)
 	case rep.Turn != nil:
 		fmt.Fprintf(e.stdout, "%s done as turn %d: %s\n", what, rep.Turn.Num, e.statsLine(rep.Stats))
 	}
