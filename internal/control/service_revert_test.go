@@ -166,3 +166,34 @@ func TestLogCountsNothingForTheFirstKeptTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestUndoRefusalNamesTheRewindBack: an undo refused because a later
+// change conflicts (git status rewrote the .git/index the rewind put
+// back) names the rewind that goes back to just before the undone turn,
+// and that rewind does.
+func TestUndoRefusalNamesTheRewindBack(t *testing.T) {
+	f := newFixture(t)
+	f.ov.Mkdir(".git")
+	f.ov.Write(".git/index", "v1") // manual turn 1
+	f.history()                    // turns 2-4
+	f.begin("index")
+	f.ov.Write(".git/index", "v3")
+	f.end()
+	rw, err := f.svc.Rewind(f.ctx, turnctl.RewindRequest{Turn: "2"})
+	if err != nil || f.ov.Read(".git/index") != "v1" {
+		t.Fatalf("rewind: %v, index %q", err, f.ov.Read(".git/index"))
+	}
+	f.ov.Write(".git/index", "v2") // no turn open: a manual turn
+	_, err = f.svc.Undo(f.ctx, turnctl.UndoRequest{})
+	back := rw.Turn.Num - 1
+	want := fmt.Sprintf("; turnctl rewind %d goes back to just before turn %d, dropping the later changes", back, rw.Turn.Num)
+	if !isCode(err, turnctl.CodeConflict) || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("undo over a conflicting .git/index: %v; want it to end in %q", err, want)
+	}
+	if _, err := f.svc.Rewind(f.ctx, turnctl.RewindRequest{Turn: fmt.Sprint(back)}); err != nil {
+		t.Fatal(err)
+	}
+	if f.ov.Read(".git/index") != "v3" {
+		t.Errorf("after the rewind the refusal named: index %q", f.ov.Read(".git/index"))
+	}
+}

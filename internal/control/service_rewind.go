@@ -193,6 +193,9 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p
 		if what == "revert" && !markers {
 			hint = "; --conflicts=markers writes conflicting lines of text files between markers"
 		}
+		if prev, perr := s.store.PrevPoint(n); what == "undo" && perr == nil {
+			hint = fmt.Sprintf("; turnctl rewind %s goes back to just before %s, dropping the later changes", versionstore.PointName(prev), versionstore.PointWord(n))
+		}
 		err = errorf(turnctl.CodeConflict, "%s of %s refused, nothing changed: later changes conflict in %s%s",
 			what, versionstore.PointWord(n), strings.Join(list, "; "), hint)
 	}
