@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/cheggaaa/pb/v3"
@@ -140,5 +142,49 @@ func (p *progressBar) update(rep *turnctl.ProgressReply) {
 func (p *progressBar) finish() {
 	if p != nil {
 		p.bar.Finish()
+	}
+}
+
+// watchChange is watchToEnd for a change of the tree, watch for its dry
+// run (which stops at an interrupt as any command does).
+func (e *env) watchChange(dry bool, what string, call func(ctx context.Context) error) error {
+	if dry {
+		return e.watch(what, call)
+	}
+	return e.watchToEnd(what, call)
+}
+
+// interrupts is where watchToEnd hears SIGINT, SIGTERM and SIGHUP (a
+// variable for the tests, which send on a channel of their own).
+var interrupts = func() (<-chan os.Signal, func()) {
+	c := make(chan os.Signal, 2)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return c, func() { signal.Stop(c) }
+}
+
+// watchToEnd is watch for a change of the tree that runs to its end once
+// begun (a rewind, undo, restore or revert: journaled, never stopped
+// half-way). A first interrupt says so and waits on; a second stops
+// waiting and exits 130, the change going on in the daemon (or, run
+// without one, finished from its journal by the next command or mount).
+func (e *env) watchToEnd(what string, call func(ctx context.Context) error) error {
+	sigs, stop := interrupts()
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- e.watch(what, call) }()
+	for told := false; ; {
+		select {
+		case err := <-done:
+			return err
+		case <-sigs:
+		}
+		if told {
+			if e.proj != nil && e.proj.mounted {
+				return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; the %s goes on in the daemon (turnctl log shows it done)", what)}
+			}
+			return &exitError{code: 130, msg: fmt.Sprintf("stopped: the %s is cut short, and the next turnctl command or mount finishes it from its journal", what)}
+		}
+		told = true
+		fmt.Fprintf(e.stderr, "\nturnctl: the %s cannot stop half-way: waiting for it to finish (interrupt again to stop waiting)\n", what)
 	}
 }

@@ -3,6 +3,7 @@ package turnctlcli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -216,5 +217,61 @@ func TestLongListsAreCut(t *testing.T) {
 	lines = strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if code != 0 || len(lines) != 1+listCut+1 || lines[len(lines)-1] != fmt.Sprintf("  ... and %d more (--all lists them all, as does turnctl show 4)", n-listCut) {
 		t.Errorf("undo of %d files: %d, %d lines:\n%s", n, code, len(lines), out)
+	}
+}
+
+// heldRewind is a daemon whose rewind runs until released.
+type heldRewind struct {
+	turnctl.Handler
+	started, release chan struct{}
+}
+
+func (h *heldRewind) Rewind(ctx context.Context, req turnctl.RewindRequest) (*turnctl.RewindReply, error) {
+	close(h.started)
+	<-h.release
+	return &turnctl.RewindReply{Target: 1, Changes: []turnctl.FileChange{}}, nil
+}
+
+// TestInterruptOfARewind: a first interrupt during a rewind says that it
+// cannot stop half-way and waits for its reply; a second stops waiting,
+// exit status 130, saying that it goes on in the daemon.
+func TestInterruptOfARewind(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	old := interrupts
+	interrupts = func() (<-chan os.Signal, func()) { return sigs, func() {} }
+	t.Cleanup(func() { interrupts = old })
+	const note = "\nturnctl: the rewind cannot stop half-way: waiting for it to finish (interrupt again to stop waiting)\n"
+	for _, twice := range []bool{false, true} {
+		h := &heldRewind{started: make(chan struct{}), release: make(chan struct{})}
+		var out, errb lockedBuffer
+		e := &env{ctx: context.Background(), stdout: &out, stderr: &errb, dash: -1, proj: &project{mounted: true}, h: h}
+		done := make(chan error, 1)
+		go func() { done <- (&rewindOptions{}).run(e, []string{"1"}) }()
+		<-h.started
+		sigs <- os.Interrupt
+		for deadline := time.Now().Add(10 * time.Second); errb.String() != note; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after an interrupt, stderr %q; want %q", errb.String(), note)
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the rewind's wait ended at the first interrupt: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if !twice {
+			close(h.release)
+			if err := <-done; err != nil || out.String() != "rewind to turn 1: nothing to change\n" {
+				t.Errorf("rewind after an interrupt: %v, %q", err, out.String())
+			}
+			continue
+		}
+		sigs <- os.Interrupt
+		err := <-done
+		var xe *exitError
+		if !errors.As(err, &xe) || xe.code != 130 || xe.msg != "stopped waiting; the rewind goes on in the daemon (turnctl log shows it done)" {
+			t.Errorf("second interrupt: %#v", err)
+		}
+		close(h.release)
 	}
 }

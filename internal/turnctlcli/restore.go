@@ -53,7 +53,7 @@ func (o *restoreOptions) run(e *env, args []string) error {
 		return err
 	}
 	var rep *turnctl.RewindReply
-	err = e.watch("restore", func(ctx context.Context) (err error) {
+	err = e.watchChange(o.dryRun, "restore", func(ctx context.Context) (err error) {
 		rep, err = e.h.Restore(ctx, turnctl.RestoreRequest{Turn: turns[0], Paths: rel, DryRun: o.dryRun})
 		return err
 	})

@@ -53,7 +53,7 @@ func (o *revertOptions) run(e *env, args []string) error {
 		return usagef("--conflicts must be refuse or markers, not %q", o.conflicts)
 	}
 	var rep *turnctl.RewindReply
-	err := e.watch("revert", func(ctx context.Context) (err error) {
+	err := e.watchChange(o.dryRun, "revert", func(ctx context.Context) (err error) {
 		rep, err = e.h.Revert(ctx, turnctl.RevertRequest{Turn: args[0], DryRun: o.dryRun, Conflicts: o.conflicts})
 		return err
 	})

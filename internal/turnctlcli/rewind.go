@@ -43,7 +43,7 @@ func (o *rewindOptions) run(e *env, args []string) error {
 		return err
 	}
 	var rep *turnctl.RewindReply
-	err := e.watch("rewind", func(ctx context.Context) (err error) {
+	err := e.watchChange(o.dryRun, "rewind", func(ctx context.Context) (err error) {
 		rep, err = e.h.Rewind(ctx, turnctl.RewindRequest{Turn: args[0], DryRun: o.dryRun})
 		return err
 	})

@@ -46,7 +46,7 @@ func (o *undoOptions) run(e *env, args []string) error {
 		return err
 	}
 	var rep *turnctl.RewindReply
-	err := e.watch("undo", func(ctx context.Context) (err error) {
+	err := e.watchChange(o.dryRun, "undo", func(ctx context.Context) (err error) {
 		rep, err = e.h.Undo(ctx, turnctl.UndoRequest{DryRun: o.dryRun})
 		return err
 	})
