@@ -335,7 +335,9 @@ func TestRmAndMvOfBigFilesOnAFullDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := mountProject(t, proj)
+	// A budget the image's default (a tenth of it) would not hold: the
+	// gc at the turn's end must not forget the turn this test rewinds.
+	m := mountProject(t, proj, "--keep-size", "1GiB")
 	before := copyTree(model)
 	m.turnctl(t, "begin", "--label", "remove and rename")
 	// Fill the disk, outside the project, up to 40 MiB free.

@@ -109,3 +109,40 @@ func TestGrownSignalsEachGrowthStep(t *testing.T) {
 		}
 	}
 }
+
+// TestGrownSignalsAtTheEndOfATurnThatKept: the end of a turn that kept
+// content signals Grown however little it kept (what the budget needs
+// forgotten may be forgettable only once the turn is closed); the end of
+// one that kept none does not.
+func TestGrownSignalsAtTheEndOfATurnThatKept(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	tree := openTree(t, root)
+	pending := func() bool {
+		select {
+		case <-s.Grown():
+			return true
+		default:
+			return false
+		}
+	}
+	writeFile(t, filepath.Join(root, "f"), []byte("some bytes"))
+	s.Begin(ckpt.KindAgent, "", "")
+	captureFile(t, s, tree, "f")
+	if pending() {
+		t.Fatal("a signal for 10 bytes kept, before the turn's end")
+	}
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	if !pending() {
+		t.Error("no signal at the end of a turn that kept bytes")
+	}
+	s.Begin(ckpt.KindAgent, "", "")
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	if pending() {
+		t.Error("a signal at the end of a turn that kept nothing")
+	}
+}

@@ -120,18 +120,29 @@ func (s *Store) storeSpace() (free int64, dev uint64, known bool) {
 const growthStep = 32 << 20
 
 // Grown signals, at most one signal pending, each time the store has
-// kept another growthStep of content since the last: the daemon's
-// background gc then looks at once whether the store passed its budget.
+// kept another growthStep of content since the last, and at the end of
+// a turn that kept any: the daemon's background gc then looks at once
+// whether the store passed its budget. (A look during a turn cannot
+// forget the open turn; what the budget needs forgotten may be there
+// only once it is closed.)
 func (s *Store) Grown() <-chan struct{} { return s.growth }
 
 // noteGrowth counts n bytes of content kept.
 func (s *Store) noteGrowth(n int64) {
+	if n > 0 {
+		s.keptInTurn.Store(true)
+	}
 	if s.grown.Add(n) >= growthStep {
 		s.grown.Store(0)
-		select {
-		case s.growth <- struct{}{}:
-		default:
-		}
+		s.signalGrowth()
+	}
+}
+
+// signalGrowth signals Grown, unless a signal is pending.
+func (s *Store) signalGrowth() {
+	select {
+	case s.growth <- struct{}{}:
+	default:
 	}
 }
 

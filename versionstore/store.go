@@ -62,9 +62,10 @@ type Store struct {
 	// merges counts the merges (merge.go) since the store was opened.
 	merges atomic.Uint64
 	// grown counts the content bytes kept since growth was last
-	// signalled (Grown).
-	grown  atomic.Int64
-	growth chan struct{}
+	// signalled (Grown); keptInTurn says the open turn kept some.
+	grown      atomic.Int64
+	keptInTurn atomic.Bool
+	growth     chan struct{}
 	// contentMu: a capture that keeps bytes holds it shared from before it
 	// looks for its chunks until its event is committed; a gc's deleting
 	// batch holds it exclusively (gc.go).

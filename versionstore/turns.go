@@ -200,6 +200,9 @@ func (s *Store) End(ref string) (ckpt.Turn, error) {
 	s.cur = nil
 	s.resetTouched()
 	s.programs = map[string]bool{}
+	if s.keptInTurn.Swap(false) {
+		s.signalGrowth()
+	}
 	if err := s.rotateSyncWAL(); err != nil {
 		err = fmt.Errorf("versionstore: turn %d closed, but the log could not be synced to disk: %w", t.Num, err)
 		s.lastErr, s.lastErrAt = err, time.Now().UTC()

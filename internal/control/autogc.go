@@ -13,9 +13,9 @@ import (
 
 // autogc.go: the daemon's background gc. It looks whether the policy has
 // work (the store over its budget, turns older than the windows) every
-// interval, and whenever the store has kept another growthStep of content
+// interval, whenever the store has kept another growthStep of content
 // (versionstore.Store.Grown: a fast writer passes its budget within an
-// interval), and then runs the store's GC on a thread of the lowest CPU
+// interval), and at the end of a turn that kept any, and then runs the store's GC on a thread of the lowest CPU
 // and I/O priority, sleeping between its batches: captures and turn
 // boundaries wait on it only for the few milliseconds a deleting batch
 // holds the store's content lock (versionstore/gc.go). When the store is
