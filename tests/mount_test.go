@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,10 @@ func TestMountUmount(t *testing.T) {
 	out, err := runCkptfs("status", dir)
 	if err != nil || !strings.Contains(out, "mounted: yes") || !strings.Contains(out, "reserve: ") {
 		t.Fatalf("status: %v\n%s", err, out)
+	}
+	// A directory inside the mount is the project's.
+	if out, err := runCkptfs("status", filepath.Join(dir, "sub")); err != nil || !strings.HasPrefix(out, "dir:     "+dir+"\nmounted: yes") {
+		t.Errorf("status of a directory inside the mount: %v\n%s", err, out)
 	}
 	out, err = runCkptfs("status", "--json", dir)
 	var st struct {
@@ -70,6 +75,12 @@ func TestMountUmount(t *testing.T) {
 	out, err = runCkptfs("status", dir)
 	if err != nil || !strings.Contains(out, "mounted: no") {
 		t.Fatalf("status after umount: %v\n%s", err, out)
+	}
+	// A directory that was never mounted has no store to size.
+	never := t.TempDir()
+	want := fmt.Sprintf("dir:     %s\nmounted: no\nstore:   none yet (ckptfs mount %s makes it at %s)\n", never, never, filepath.Join(never, ".ckptfs"))
+	if out, err := runCkptfs("status", never); err != nil || out != want {
+		t.Errorf("status of a directory never mounted: %v\n%s\nwant\n%s", err, out, want)
 	}
 }
 

@@ -93,12 +93,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if v, ok := viewAround(dir); ok {
 		return viewStatusError(v)
 	}
-	if fs.NArg() == 0 {
-		m, err := rundir.FindMount(dir)
-		if err != nil {
-			return fmt.Errorf("status: %v (name a DIR)", err)
-		}
+	// The project DIR is in: the mount around it, or DIR itself.
+	if m, err := rundir.FindMount(dir); err == nil {
 		dir = m
+	} else if fs.NArg() == 0 {
+		return fmt.Errorf("status: %v (name a DIR)", err)
 	}
 	rep := statusReport{Dir: dir, OwnerUID: -1}
 	var foreign error
@@ -182,7 +181,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if rep.FreeBytes >= 0 {
 		free = ", " + units.Bytes(rep.FreeBytes) + " free"
 	}
-	if rep.Store != "" {
+	if _, err := os.Lstat(rep.Store); rep.Store != "" && !rep.Mounted && errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(stdout, "store:   none yet (ckptfs mount %s makes it at %s)\n", rep.Dir, rep.Store)
+	} else if rep.Store != "" {
 		fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
 	}
 	if rep.ReserveBytes > 0 {
