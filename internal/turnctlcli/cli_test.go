@@ -156,6 +156,23 @@ func TestRewindOffline(t *testing.T) {
 	}
 }
 
+// TestBeginInAProjectNotMounted: begin in a directory of a project that
+// has a history but is not mounted names the project and how to mount
+// it; outside any project it says how to mount one.
+func TestBeginInAProjectNotMounted(t *testing.T) {
+	dir := testProject(t)
+	t.Chdir(filepath.Join(dir, "sub"))
+	want := "turnctl: " + dir + " is not mounted (mount it with: ckptfs mount " + dir + ")\n"
+	if _, errs, code := tc(t, "begin"); code != 1 || errs != want {
+		t.Errorf("begin in a project not mounted: exit %d, %q; want %q", code, errs, want)
+	}
+	t.Chdir(t.TempDir())
+	want = "turnctl: not inside a ckptfs mount (ckptfs mount DIR mounts a project; -C DIR names a mounted one)\n"
+	if _, errs, code := tc(t, "begin"); code != 1 || errs != want {
+		t.Errorf("begin outside any project: exit %d, %q; want %q", code, errs, want)
+	}
+}
+
 func TestUsageAndMountOnly(t *testing.T) {
 	dir := testProject(t)
 	// A project named with -C that is not mounted: say so, and how to

@@ -20,10 +20,11 @@ type project struct {
 	store   string // offline: the store directory
 }
 
-var errNotMounted = errors.New("not inside a ckptfs mount (use -C DIR)")
+var errNotMounted = errors.New("not inside a ckptfs mount (ckptfs mount DIR mounts a project; -C DIR names a mounted one)")
 
 // notMountedError is errNotMounted for a directory named with -C or
-// $CKPTFS_DIR: it says which, and how to mount it.
+// $CKPTFS_DIR, or a project with a history found around the current
+// directory: it says which, and how to mount it.
 type notMountedError struct{ dir string }
 
 func (e notMountedError) Error() string {
@@ -80,31 +81,45 @@ func findProject(g globals, needMount bool) (*project, error) {
 		if explicit {
 			return nil, notMountedError{start}
 		}
+		if root, _, found, _ := historyAround(start); found {
+			return nil, notMountedError{root}
+		}
 		return nil, errNotMounted
 	}
 	if g.store != "" {
 		p.root, p.store = start, absIn(cwd, g.store)
 		return p, nil
 	}
+	root, store, found, err := historyAround(start)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("%s is neither inside a ckptfs mount nor a project with a history store (.ckptfs); use -C DIR", start)
+	}
+	p.root, p.store = root, store
+	return p, nil
+}
+
+// historyAround finds the project with a history that holds start (itself
+// or a parent): its directory and its store's.
+func historyAround(start string) (root, store string, found bool, err error) {
 	for d := start; ; d = filepath.Dir(d) {
 		// A store given at an earlier mount (ckptfs mount --store) is
 		// remembered outside the project.
 		if r, ok := storeref.Lookup(d); ok {
 			if _, err := storeref.Resolve(d); err != nil {
-				return nil, err
+				return "", "", false, err
 			}
-			p.root, p.store = d, r.Store
-			return p, nil
+			return d, r.Store, true, nil
 		}
 		if fi, err := os.Stat(filepath.Join(d, ".ckptfs")); err == nil && fi.IsDir() {
-			p.root, p.store = d, filepath.Join(d, ".ckptfs")
-			return p, nil
+			return d, filepath.Join(d, ".ckptfs"), true, nil
 		}
 		if d == filepath.Dir(d) {
-			break
+			return "", "", false, nil
 		}
 	}
-	return nil, fmt.Errorf("%s is neither inside a ckptfs mount nor a project with a history store (.ckptfs); use -C DIR", start)
 }
 
 // connect returns the Handler for the project: a Client on the daemon's
