@@ -229,7 +229,7 @@ func (s *Store) GCDue() (bool, string, error) {
 		return true, fmt.Sprintf("turns %d-%d are older than the policy keeps", start, r.to-1), nil
 	}
 	if len(r.merge) > 0 {
-		return true, fmt.Sprintf("%d turns are to be thinned out (merged into the last turn of their hour or day)", len(r.merge)), nil
+		return true, fmt.Sprintf("%d turns are to be merged into the kept turns after them", len(r.merge)), nil
 	}
 	return false, "", nil
 }

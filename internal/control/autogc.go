@@ -92,7 +92,7 @@ func AutoGC(st *versionstore.Store, every time.Duration, stop <-chan struct{}, l
 			msg = ", history starts at turn " + strconv.FormatUint(rep.Start.Turn, 10)
 		}
 		if rep.Merged > 0 {
-			msg += ", " + strconv.Itoa(rep.Merged) + " turns thinned out"
+			msg += ", " + strconv.Itoa(rep.Merged) + " turns merged into the kept turns after them"
 		}
 		logf("background gc (%s): freed %s%s; the store holds %s", why, units.Bytes(rep.Freed()), msg, units.Bytes(rep.After))
 	}

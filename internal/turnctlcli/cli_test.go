@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"ckptfs/fusefs/fusefstest"
@@ -375,5 +377,28 @@ func TestExportPatchOfTheFirstKeptTurn(t *testing.T) {
 	out, errs, code = tc(t, "-C", dir, "export", "patch", "2")
 	if code != 0 || !strings.Contains(out, "+b.txt") {
 		t.Errorf("export patch 2: %d %q\n%s", code, errs, out)
+	}
+}
+
+// TestGCPastAPinSaysWhatItMerged: with hourly and daily thinning off, the
+// old turns after a pin, which the start of history cannot pass, are
+// merged into the kept turn after them, and gc says so (not that an hour
+// or a day was thinned).
+func TestGCPastAPinSaysWhatItMerged(t *testing.T) {
+	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		for i := 1; i <= 6; i++ {
+			turn(fmt.Sprint("t", i), "", func() { ov.Write("a.txt", fmt.Sprintln(i)) })
+		}
+	})
+	for _, args := range [][]string{{"pin", "3"}, {"policy", "--keep-turns", "1", "--keep-age", "1s", "--keep-hourly", "off", "--keep-daily", "off"}} {
+		if _, errs, code := tc(t, append([]string{"-C", dir}, args...)...); code != 0 {
+			t.Fatalf("%v: %s", args, errs)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	out, errs, code := tc(t, "-C", dir, "gc")
+	want := "forgot turns 0-2, 4 (policy); history starts at turn 3; 1 of them merged into the kept turn after them\n"
+	if code != 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("gc: exit %d, %s%s; want it to start with %q", code, out, errs, want)
 	}
 }

@@ -57,7 +57,7 @@ func (o *duOptions) run(e *env, args []string) error {
 	if len(u.GC.Forgot) > 0 {
 		gcLine += fmt.Sprintf(", forgetting %s", turnRange(u.GC.Forgot))
 		if u.GC.Merged > 0 {
-			gcLine += fmt.Sprintf(" (%d thinned out)", u.GC.Merged)
+			gcLine += fmt.Sprintf(" (%d of them merged into the kept turn after them)", u.GC.Merged)
 		}
 	}
 	fmt.Fprintf(e.stdout, "gc:      %s (garbage now: %s)\n", gcLine, units.Bytes(u.Garbage))

@@ -61,7 +61,7 @@ func (o *gcOptions) run(e *env, args []string) error {
 			line += fmt.Sprintf("; history starts at turn %d", rep.Start.Turn)
 		}
 		if rep.Merged > 0 {
-			line += fmt.Sprintf("; %d thinned out, merged into the last turn of their hour or day", rep.Merged)
+			line += fmt.Sprintf("; %d of them merged into the kept turn after them", rep.Merged)
 		}
 		fmt.Fprintln(e.stdout, line)
 	}
