@@ -146,3 +146,37 @@ func TestGrownSignalsAtTheEndOfATurnThatKept(t *testing.T) {
 		t.Error("a signal at the end of a turn that kept nothing")
 	}
 }
+
+// TestUsageLargestCountsAVersionOnce: a file kept by many range records in
+// one turn is one version among the largest, of the bytes they hold
+// together.
+func TestUsageLargestCountsAVersionOnce(t *testing.T) {
+	s := NewTestStore(t)
+	s.rangeFrom = 0
+	root := t.TempDir()
+	tree := openTree(t, root)
+	writeFile(t, filepath.Join(root, "big"), make([]byte, 1<<20))
+	writeFile(t, filepath.Join(root, "small"), make([]byte, 100))
+	s.Begin(ckpt.KindAgent, "", "")
+	st, ino, _ := tree.LstatInode("big")
+	for i := int64(0); i < 6; i++ {
+		off := i * 64 << 10
+		c := ckpt.Capture{Path: "big", Prior: st, Inode: ino, Range: &ckpt.ByteRange{Off: off, End: off + 4096},
+			Open: func() (*os.File, error) { return tree.Open("big") }}
+		if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	captureFile(t, s, tree, "small")
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ckpt.FileUsage{{Path: "big", Turn: 1, Bytes: 6 * 4096}, {Path: "small", Turn: 1, Bytes: 100}}
+	if fmt.Sprint(u.Largest) != fmt.Sprint(want) {
+		t.Errorf("largest versions %v, want %v", u.Largest, want)
+	}
+}

@@ -28,9 +28,12 @@ type contentScan struct {
 	chunks  map[[32]byte]*contentUse
 	attic   map[string]*contentUse
 	largest []ckpt.FileUsage
-	total   int64             // content bytes (referenced or not)
-	garbage int64             // content bytes no event references
-	ends    map[uint64]uint64 // turn -> LastSeq, for the kept turns
+	// versions: the bytes each turn keeps of each path's prior version
+	// (a whole capture, or the sum of its range records).
+	versions map[ckpt.FileUsage]int64
+	total    int64             // content bytes (referenced or not)
+	garbage  int64             // content bytes no event references
+	ends     map[uint64]uint64 // turn -> LastSeq, for the kept turns
 }
 
 const largestShown = 10
@@ -38,7 +41,7 @@ const largestShown = 10
 // scanContent reads every event, then the size of every chunk and attic
 // file. It costs a read of the whole store.
 func (s *Store) scanContent() (*contentScan, error) {
-	c := &contentScan{chunks: map[[32]byte]*contentUse{}, attic: map[string]*contentUse{}, ends: map[uint64]uint64{}}
+	c := &contentScan{chunks: map[[32]byte]*contentUse{}, attic: map[string]*contentUse{}, ends: map[uint64]uint64{}, versions: map[ckpt.FileUsage]int64{}}
 	use := func(u *contentUse, ok bool, r *record) *contentUse {
 		if !ok {
 			return &contentUse{refs: 1, lastSeq: r.Seq, first: r.Turn, last: r.Turn}
@@ -64,12 +67,17 @@ func (s *Store) scanContent() (*contentScan, error) {
 			u, ok := c.chunks[k]
 			c.chunks[k] = use(u, ok, r)
 		}
-		c.noteLargest(ckpt.FileUsage{Path: r.Path, Turn: r.Turn, Bytes: r.Content.Size})
+		c.versions[ckpt.FileUsage{Path: r.Path, Turn: r.Turn}] += r.Content.Size
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	for v, n := range c.versions {
+		v.Bytes = n
+		c.noteLargest(v)
+	}
+	c.versions = nil
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixChunk}, UpperBound: upper(prefixChunk)})
 	if err != nil {
 		return nil, err
@@ -118,12 +126,23 @@ func (s *Store) scanContent() (*contentScan, error) {
 	return c, turns.Close()
 }
 
+// noteLargest keeps f among the largest versions; of equal sizes, the
+// newest turn's first, then by path (the versions come in map order).
 func (c *contentScan) noteLargest(f ckpt.FileUsage) {
-	if len(c.largest) == largestShown && f.Bytes <= c.largest[len(c.largest)-1].Bytes {
+	less := func(a, b ckpt.FileUsage) bool {
+		if a.Bytes != b.Bytes {
+			return a.Bytes > b.Bytes
+		}
+		if a.Turn != b.Turn {
+			return a.Turn > b.Turn
+		}
+		return a.Path < b.Path
+	}
+	if len(c.largest) == largestShown && !less(f, c.largest[len(c.largest)-1]) {
 		return
 	}
 	c.largest = append(c.largest, f)
-	sort.SliceStable(c.largest, func(i, j int) bool { return c.largest[i].Bytes > c.largest[j].Bytes })
+	sort.Slice(c.largest, func(i, j int) bool { return less(c.largest[i], c.largest[j]) })
 	if len(c.largest) > largestShown {
 		c.largest = c.largest[:largestShown]
 	}
