@@ -169,11 +169,17 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 		}
 		actions = append(actions, a)
 	}
-	// Parents before children, then removals, children before parents.
+	// Renames back first: another action may remove or replace what
+	// holds the name the object leaves (a directory the turn put in place
+	// of a file), and the object with it. Then parents before children,
+	// then removals, children before parents.
 	sort.SliceStable(actions, func(i, j int) bool {
 		ai, aj := actions[i].State.Exists(), actions[j].State.Exists()
 		if ai != aj {
 			return ai
+		}
+		if mi, mj := actions[i].Op == actMove, actions[j].Op == actMove; mi != mj {
+			return mi
 		}
 		if ai {
 			return actions[i].Path < actions[j].Path

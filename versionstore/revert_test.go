@@ -536,13 +536,7 @@ func TestRevertMovesARenamedFileBack(t *testing.T) {
 	if i := inodeOf(t, m.abs("notes.txt")); i != ino || inodeOf(t, m.abs("keep/link")) != ino {
 		t.Fatalf("notes.txt is inode %d, keep/link %d: want both %d", i, inodeOf(t, m.abs("keep/link")), ino)
 	}
-	kinds := func(cs []Change) string {
-		var out []string
-		for _, c := range cs {
-			out = append(out, fmt.Sprintf("%s %s<-%s", c.Kind, c.Path, c.From))
-		}
-		return strings.Join(out, ", ")
-	}
+	kinds := changeKinds
 	const want = "renamed notes.txt<-NOTES.md"
 	if got := kinds(res.Changes); got != want {
 		t.Errorf("the revert reported %s, want %s", got, want)
@@ -605,4 +599,67 @@ func TestMoveBackFallsBackToTheBytes(t *testing.T) {
 	if inodeOf(t, filepath.Join(root, "to")) != planned.Ino || got["to"].Mode != 0o600 || got["from"].Data != "another\n" {
 		t.Fatalf("after a redo: %v", got)
 	}
+}
+
+// TestRevertMovesBackOutOfADirectoryItReplaces: the turn replaced the file
+// x with a directory and moved z (a name of an inode it shares with k) into
+// it. The revert turns x back into a file and renames x/f back to z: the
+// rename must run before x's directory goes, or z is made anew from the
+// stored bytes (it loses its inode and its link with k), and the revert
+// turn lists an add and a delete where the revert reported a rename.
+func TestRevertMovesBackOutOfADirectoryItReplaces(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "x"), []byte("x\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "z"), []byte("z\n"), 0o640)
+	os.Link(filepath.Join(root, "z"), filepath.Join(root, "k"))
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	m := &sim{t: t, rng: rand.New(rand.NewSource(1)), root: root, tree: tree, store: s}
+	ino := inodeOf(t, m.abs("z"))
+	s.Begin(ckpt.KindAgent, "", "")
+	m.capture("x", true)
+	os.Remove(m.abs("x"))
+	m.capture("x", false)
+	os.Mkdir(m.abs("x"), 0o755)
+	commit, err := s.RecordRename("z", "x/f", false, ckpt.Program{Comm: "mv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = os.Rename(m.abs("z"), m.abs("x/f"))
+	commit(err == nil)
+	tn, err := s.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Revert(tn.Num, tree, RevertOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := takeSnapshot(t, root)
+	if got["x"].Type != ckpt.Regular || got["x"].Data != "x\n" || got["z"].Data != "z\n" || got["z"].Mode != 0o640 {
+		t.Fatalf("after the revert: %v", got)
+	}
+	if i := inodeOf(t, m.abs("z")); i != ino || inodeOf(t, m.abs("k")) != ino {
+		t.Errorf("z is inode %d, k %d: want both %d (z renamed back)", i, inodeOf(t, m.abs("k")), ino)
+	}
+	done, err := s.TurnChanges(res.Turn.Num, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := changeKinds(res.Changes), changeKinds(done); a != b {
+		t.Errorf("the revert reported %s, its turn lists %s", a, b)
+	}
+}
+
+// changeKinds lists changes as "KIND PATH<-FROM, ...".
+func changeKinds(cs []Change) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s %s<-%s", c.Kind, c.Path, c.From))
+	}
+	return strings.Join(out, ", ")
 }
