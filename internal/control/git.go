@@ -1,7 +1,10 @@
 package control
 
 import (
+	"bytes"
+	"compress/zlib"
 	"io"
+	"slices"
 	"strings"
 
 	"ckptfs/internal/ckpt"
@@ -54,9 +57,10 @@ func (s *Service) gitStats(cs []versionstore.Change, fcs []turnctl.FileChange, t
 	if !headChanged && !refMoved {
 		return &g
 	}
-	// read returns the trimmed bytes of a small file under .git on one
-	// side of the comparison ("" if absent or unreadable).
-	read := func(p string, after bool) string {
+	// readRaw returns up to limit bytes of a file under .git on one side
+	// of the comparison (nil if absent or unreadable); read, the trimmed
+	// text of a small one (HEAD, a ref).
+	readRaw := func(p string, after bool, limit int64) []byte {
 		var rc io.ReadCloser
 		var err error
 		if i, ok := idx[p]; ok {
@@ -65,7 +69,7 @@ func (s *Service) gitStats(cs []versionstore.Change, fcs []turnctl.FileChange, t
 				st = cs[i].After
 			}
 			if st.Type != ckpt.Regular {
-				return ""
+				return nil
 			}
 			rc, err = s.store.OpenChange(cs[i], after, s.tree)
 		} else {
@@ -73,15 +77,18 @@ func (s *Service) gitStats(cs []versionstore.Change, fcs []turnctl.FileChange, t
 			rc, st, err = s.store.OpenAt(to, p, s.tree)
 			if err == nil && st.Type != ckpt.Regular {
 				rc.Close()
-				return ""
+				return nil
 			}
 		}
 		if err != nil {
-			return ""
+			return nil
 		}
 		defer rc.Close()
-		data, _ := io.ReadAll(io.LimitReader(rc, maxGitRef))
-		return strings.TrimSpace(string(data))
+		data, _ := io.ReadAll(io.LimitReader(rc, limit))
+		return data
+	}
+	read := func(p string, after bool) string {
+		return strings.TrimSpace(string(readRaw(p, after, maxGitRef)))
 	}
 	headAfter := read(headPath, true)
 	headBefore := headAfter
@@ -113,12 +120,54 @@ func (s *Service) gitStats(cs []versionstore.Change, fcs []turnctl.FileChange, t
 		g.Head, g.PrevHead = "", ""
 	}
 	if g.Head != "" {
-		obj := ckpt.GitDir + "/objects/" + g.Head[:2] + "/" + g.Head[2:]
-		if i, ok := idx[obj]; ok && fcs[i].Kind == ckpt.Added {
-			g.Commit = true
+		if i, ok := idx[gitObject(g.Head)]; ok && fcs[i].Kind == ckpt.Added {
+			// A commit made here, unless the head before is its child
+			// (a rewind past a gc that had packed the commit away
+			// brings its loose object back). Before the head's move
+			// its object was there; after it, it may be gone.
+			prev := readRaw(gitObject(g.PrevHead), false, maxGitObject)
+			if prev == nil {
+				prev = readRaw(gitObject(g.PrevHead), true, maxGitObject)
+			}
+			g.Commit = g.PrevHead == "" || !slices.Contains(commitParents(prev), g.Head)
 		}
 	}
 	return &g
+}
+
+// gitObject is the path of the loose object named h.
+func gitObject(h string) string {
+	if len(h) < 3 {
+		return ""
+	}
+	return ckpt.GitDir + "/objects/" + h[:2] + "/" + h[2:]
+}
+
+// maxGitObject bounds what is read of a loose commit object.
+const maxGitObject = 64 << 10
+
+// commitParents returns the parents a loose commit object names (nil if
+// it is not one, or cannot be read).
+func commitParents(obj []byte) []string {
+	zr, err := zlib.NewReader(bytes.NewReader(obj))
+	if err != nil {
+		return nil
+	}
+	data, _ := io.ReadAll(io.LimitReader(zr, maxGitObject))
+	head, body, ok := bytes.Cut(data, []byte{0})
+	if !ok || !bytes.HasPrefix(head, []byte("commit ")) {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" {
+			break // the headers end
+		}
+		if p, ok := strings.CutPrefix(line, "parent "); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // isHash reports whether h is a full object name (SHA-1 or SHA-256).

@@ -1,7 +1,10 @@
 package turnctlcli
 
 import (
+	"bytes"
+	"compress/zlib"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,5 +166,56 @@ func TestDryRunOfGitOnlyChanges(t *testing.T) {
 	out, errs, code := tc(t, "-C", dir, "rewind", "2", "--dry-run")
 	if code != 0 || !strings.HasPrefix(out, "rewind to turn 2 would change only files in .git:\n") {
 		t.Errorf("rewind 2 --dry-run: exit %d, %s%s", code, out, errs)
+	}
+}
+
+// TestGitCommitBroughtBackIsNoNewCommit: a turn that adds a commit
+// object and moves the branch to it made a commit (an amend too), unless
+// the head before is that commit's child: a rewind past a gc that had
+// packed the commit's loose object away brings the object back, and
+// moved the branch.
+func TestGitCommitBroughtBackIsNoNewCommit(t *testing.T) {
+	obj := func(body string) string {
+		var b bytes.Buffer
+		zw := zlib.NewWriter(&b)
+		fmt.Fprintf(zw, "commit %d\x00%s", len(body), body)
+		zw.Close()
+		return b.String()
+	}
+	const a, b, c = "aa" + "11111111111111111111111111111111111111", "bb" + "22222222222222222222222222222222222222", "cc" + "33333333333333333333333333333333333333"
+	const tree = "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n"
+	objA := obj(tree + "\nfirst\n")
+	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		turn("init", "", func() {
+			for _, d := range []string{".git", ".git/refs", ".git/refs/heads", ".git/objects", ".git/objects/aa", ".git/objects/bb", ".git/objects/cc"} {
+				ov.Mkdir(d)
+			}
+			ov.Write(".git/HEAD", "ref: refs/heads/main\n")
+			ov.Write(".git/objects/aa/"+a[2:], objA)
+			ov.Write(".git/refs/heads/main", a+"\n")
+		})
+		turn("commit", "", func() {
+			ov.Write(".git/objects/bb/"+b[2:], obj(tree+"parent "+a+"\n\nsecond\n"))
+			ov.Write(".git/refs/heads/main", b+"\n")
+		})
+		turn("gc", "", func() { ov.Remove(".git/objects/aa/" + a[2:]) })
+		turn("amend", "", func() {
+			ov.Write(".git/objects/cc/"+c[2:], obj(tree+"parent "+a+"\n\nsecond, amended\n"))
+			ov.Write(".git/refs/heads/main", c+"\n")
+		})
+		turn("back", "", func() {
+			ov.Write(".git/objects/aa/"+a[2:], objA)
+			ov.Write(".git/refs/heads/main", a+"\n")
+		})
+	})
+	for n, want := range map[string]string{
+		"2": "git: commit bb22222, 2 files in .git",
+		"4": "git: commit cc33333, 2 files in .git",
+		"5": "git: main at aa11111 (was cc33333), 2 files in .git",
+	} {
+		out, errs, code := tc(t, "-C", dir, "show", n)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("show %s: exit %d, %s%s; want %q", n, code, out, errs, want)
+		}
 	}
 }
