@@ -156,6 +156,11 @@ func TestStaleMount(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(dir, "a")); err == nil {
 		t.Fatalf("read on dead mount: %v", err)
 	}
+	// status says why it cannot size the store, and what to do.
+	want := fmt.Sprintf("store:   %s (not readable under a mount whose daemon is dead: ckptfs umount %s, then mount it again)\n", filepath.Join(dir, ".ckptfs"), dir)
+	if out, err := runCkptfs("status", dir); err != nil || !strings.Contains(out, want) || !strings.Contains(out, "(dead)") {
+		t.Errorf("status of a dead mount: %v\n%s\nwant a line %q", err, out, want)
+	}
 	out, err := runCkptfs("mount", dir)
 	if err != nil || !strings.Contains(out, "died") {
 		t.Fatalf("remount over dead mount: %v\n%s", err, out)

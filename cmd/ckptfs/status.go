@@ -181,7 +181,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if rep.FreeBytes >= 0 {
 		free = ", " + units.Bytes(rep.FreeBytes) + " free"
 	}
-	if _, err := os.Lstat(rep.Store); rep.Store != "" && !rep.Mounted && errors.Is(err, os.ErrNotExist) {
+	if rep.Store != "" && rep.Mounted && rep.PID != 0 && !rep.Alive {
+		fmt.Fprintf(stdout, "store:   %s (not readable under a mount whose daemon is dead: ckptfs umount %s, then mount it again)\n", rep.Store, rep.Dir)
+	} else if _, err := os.Lstat(rep.Store); rep.Store != "" && !rep.Mounted && errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(stdout, "store:   none yet (ckptfs mount %s makes it at %s)\n", rep.Dir, rep.Store)
 	} else if rep.Store != "" {
 		fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
