@@ -3,6 +3,7 @@ package turnctlcli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,5 +106,34 @@ func TestRunOnline(t *testing.T) {
 	}
 	if rep, _ := e.h.Log(e.ctx, turnctl.LogRequest{}); len(rep.Turns) != 2 {
 		t.Errorf("a command that did not start made a turn: %+v", rep.Turns)
+	}
+}
+
+// TestStatusCutsALongList: status of a turn that changed many files lists
+// the first listCut and how many more; --all lists them all.
+func TestStatusCutsALongList(t *testing.T) {
+	e, out, _, ov := onlineEnv(t)
+	if err := (&beginOptions{}).run(e, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := listCut + listSlack + 5
+	for i := 0; i < n; i++ {
+		ov.Write(fmt.Sprintf("f%03d", i), "x\n")
+	}
+	out.Reset()
+	if err := (&statusOptions{}).run(e, nil); err != nil {
+		t.Fatal(err)
+	}
+	more := fmt.Sprintf("  ... and %d more (--all lists them all, as does turnctl show 1)\n", n-listCut)
+	if got := strings.Count(out.String(), "  added  "); got != listCut || !strings.Contains(out.String(), more) {
+		t.Errorf("status of %d changes: %d listed\n%s\nwant %d and %q", n, got, out, listCut, more)
+	}
+	out.Reset()
+	e.all = true
+	if err := (&statusOptions{}).run(e, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(out.String(), "  added  "); got != n {
+		t.Errorf("status --all of %d changes: %d listed", n, got)
 	}
 }

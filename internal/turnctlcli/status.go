@@ -52,7 +52,7 @@ func (o *statusOptions) run(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  changes cannot be listed: %s (turnctl verify checks the store)\n", rep.ChangesError)
 		return nil
 	}
-	e.printChanges(rep.Changes, rep.Stats)
+	e.printChangesCut(rep.Changes, rep.Stats, fmt.Sprintf("--all lists them all, as does turnctl show %d", t.Num))
 	fmt.Fprintln(e.stdout, e.statsLine(rep.Stats))
 	return nil
 }

@@ -279,8 +279,9 @@ func report(stderr io.Writer, name string, err error) int {
 
 // cutsLists: the commands whose list of changes is cut after listCut
 // lines unless --all (those that print a rewind's report, printRewind: a
-// rewind of 20,000 files).
-var cutsLists = map[string]bool{"rewind": true, "undo": true, "restore": true, "revert": true}
+// rewind of 20,000 files; and status, asked often in a turn that may have
+// made as many). show lists what it is asked for whole.
+var cutsLists = map[string]bool{"rewind": true, "undo": true, "restore": true, "revert": true, "status": true}
 
 func commandFlags(c *command, o options, g *globals) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("turnctl "+c.name, pflag.ContinueOnError)
