@@ -128,6 +128,50 @@ func TestMountRefusesInsideMount(t *testing.T) {
 	}
 }
 
+// A directory that holds a live mount below it (directly, two levels
+// down, or named through a symlink) is refused too: the outer daemon
+// would write through the inner mount, and the outer history record the
+// inner project's files and its store, which a rewind could then delete.
+// Nothing is created, and the inner project's history does not change.
+func TestMountRefusesOverMount(t *testing.T) {
+	outer := t.TempDir()
+	other := t.TempDir()
+	writeTree(t, outer, map[string]string{"a": "1", "src/child/c": "2"})
+	src, child := filepath.Join(outer, "src"), filepath.Join(outer, "src", "child")
+	link := filepath.Join(other, "link")
+	if err := os.Symlink(outer, link); err != nil {
+		t.Fatal(err)
+	}
+	m := mountProject(t, child)
+	// Should a refusal fail, leave nothing mounted on the outer paths.
+	for _, d := range []string{outer, src} {
+		d := d
+		t.Cleanup(func() { forceUnmount(t, d) })
+	}
+	logBefore, statusBefore := m.turnctl(t, "log"), m.turnctl(t, "status")
+	before := refuseListing(t, 5, outer, other)
+
+	refused(t, []string{"the ckptfs mount " + child + " is inside " + outer, "ckptfs umount " + child}, "mount", outer)
+	refused(t, []string{"the ckptfs mount " + child + " is inside " + src, "ckptfs umount " + child}, "mount", src)
+	refused(t, []string{"the ckptfs mount " + child + " is inside " + outer}, "mount", link)
+
+	for _, d := range []string{outer, src} {
+		if rundir.IsMounted(d) {
+			t.Errorf("%s is mounted", d)
+		}
+	}
+	sameListing(t, "the trees", before, refuseListing(t, 5, outer, other))
+	if out := m.turnctl(t, "log"); out != logBefore {
+		t.Errorf("the inner mount's history changed:\nbefore:\n%s\nafter:\n%s", logBefore, out)
+	}
+	if out := m.turnctl(t, "status"); out != statusBefore {
+		t.Errorf("the inner mount's open turn changed:\nbefore:\n%s\nafter:\n%s", statusBefore, out)
+	}
+	// Once the inner project is unmounted, the outer one mounts.
+	m.Unmount(t)
+	mountProject(t, outer).Unmount(t)
+}
+
 // Mounting over / is refused before anything is created there.
 func TestMountRefusesRoot(t *testing.T) {
 	setRuntimeDir(t)

@@ -228,9 +228,11 @@ open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
 }
 
 // checkMountDir refuses every DIR ckptfs must not mount over, creating
-// nothing: /, a directory inside a ckptfs mount, a live ckptfs mount, a
-// missing path, anything not a directory. A dead mount on dir (its daemon
-// was killed) is detached.
+// nothing: /, a directory inside a ckptfs mount, one that holds a ckptfs
+// mount below it (the outer daemon would write through the inner mount,
+// and its history record the inner project's files and store), a live
+// ckptfs mount, a missing path, anything not a directory. A dead mount on
+// dir (its daemon was killed) is detached.
 func checkMountDir(dir string, stderr io.Writer) error {
 	if dir == "/" {
 		return errors.New("mount: refusing to mount over /; name a project directory")
@@ -240,6 +242,13 @@ func checkMountDir(dir string, stderr io.Writer) error {
 			return fmt.Errorf("mount: %s is the history store of the ckptfs mount %s (hidden from it, not recorded): a store is not a project to mount", dir, outer)
 		}
 		return fmt.Errorf("mount: %s is inside the ckptfs mount %s, which records it already; to version %s on its own, run 'ckptfs umount %s' first", dir, outer, dir, outer)
+	}
+	if inner, ok := ckptfsMountBelow(dir); ok {
+		how := fmt.Sprintf("run 'ckptfs umount %s' first", inner.Dir)
+		if err := inner.Mine(); err != nil {
+			how = err.Error() + " to unmount it first"
+		}
+		return fmt.Errorf("mount: the ckptfs mount %s is inside %s, whose history would record that project's files and its history store; %s", inner.Dir, dir, how)
 	}
 	if err := clearStaleMount(dir, stderr); err != nil {
 		return err
@@ -261,6 +270,19 @@ func checkMountDir(dir string, stderr io.Writer) error {
 func ckptfsMountOf(path string) (string, bool) {
 	m, err := rundir.FindMount(path)
 	return m, err == nil
+}
+
+// ckptfsMountBelow returns a ckptfs project mount (live or dead) strictly
+// below dir, the first in the mount table. Views (ViewFSType) are not
+// projects: they are not looked for.
+func ckptfsMountBelow(dir string) (rundir.Mount, bool) {
+	ms, _ := rundir.MountTable()
+	for _, m := range ms {
+		if strings.HasPrefix(m.Dir, strings.TrimSuffix(dir, "/")+"/") {
+			return m, true
+		}
+	}
+	return rundir.Mount{}, false
 }
 
 // canonical returns the absolute path p with its symlinks resolved, as
