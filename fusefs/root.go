@@ -54,7 +54,8 @@ type Options struct {
 	// Hidden are root-relative slash paths invisible through the mount
 	// (the store directory, e.g. ".ckptfs").
 	Hidden []string
-	// Exclude reports unversioned paths (--exclude); may be nil.
+	// Exclude reports unversioned paths (--exclude, and the stores of
+	// projects inside this one: exclude.Nested); may be nil.
 	Exclude func(path string, isDir bool) bool
 	// Logger receives the overlay's diagnostics (a capture that failed,
 	// an owner that could not be set, the open-file limit near); may be

@@ -148,14 +148,10 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 	if started.Hidden != "" {
 		hidden = append(hidden, started.Hidden)
 	}
-	var excluded func(string, bool) bool
-	if !ex.Empty() {
-		excluded = ex.Match
-	}
 	root, err := fusefs.NewRoot(dirFile, fusefs.Options{
 		Recorder: store,
 		Hidden:   hidden,
-		Exclude:  excluded,
+		Exclude:  ex.Match, // never empty: other projects' stores (exclude.Nested)
 		Logger:   logger,
 		// Passthrough (root only: see usermount.go) for reads unless
 		// CKPTFS_PASSTHROUGH=0, for writes to files the turn holds

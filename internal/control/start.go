@@ -43,7 +43,7 @@ type StartResult struct {
 	Offline   versionstore.OfflineResult      // what changed while unmounted
 	Links     []Link                          // the names of hard-linked files, with StartOptions.Links
 	Hidden    string                          // the store's path in the tree ("": outside it)
-	Skip      func(p string, isDir bool) bool // what no capture sees: the store, the excluded
+	Skip      func(p string, isDir bool) bool // what no capture sees: the store, the excluded, other projects' stores
 }
 
 // Start readies a project's history for use, the same way for a mount and
@@ -86,8 +86,10 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 	if current == nil {
 		current = old
 	}
+	// (A nil Matcher still matches the built-in pattern, another
+	// project's store below the root: exclude.Nested.)
 	res.Skip = func(p string, isDir bool) bool {
-		return p == res.Hidden || current != nil && current.Match(p, isDir)
+		return p == res.Hidden || current.Match(p, isDir)
 	}
 	st.SetUnversioned(res.Skip)
 	skip := res.Skip

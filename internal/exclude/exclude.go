@@ -1,6 +1,12 @@
 // Package exclude matches the gitignore-style patterns of `ckptfs mount
 // --exclude`: the paths a mount passes through unversioned, which the
 // daemon, the manifest of an unmount and the offline commands must agree on.
+//
+// Every Matcher, a nil one too, also holds one built-in pattern (Nested):
+// a directory named .ckptfs below the root is another project's history
+// store (a project inside this one, mounted on its own while this one was
+// not), which this history must never record, and a rewind of it never
+// touch.
 package exclude
 
 import (
@@ -57,16 +63,33 @@ func New(pats []string) (*Matcher, error) {
 	return e, nil
 }
 
-// Empty reports whether there are no patterns.
-func (e *Matcher) Empty() bool { return e == nil || len(e.pats) == 0 }
+// StoreName is the name of a project's history store directory by
+// default (DIR/.ckptfs).
+const StoreName = ".ckptfs"
+
+// Nested reports whether the root-relative path p (isDir: p is a
+// directory) is, or is below, a directory named StoreName other than the
+// root's own: the default store of a project inside this one. It is the
+// built-in pattern of every Matcher, as if "*/.ckptfs/" at any depth but
+// the root's: the root's own .ckptfs is the store itself (hidden when it
+// is, left to the patterns when --store put the store elsewhere). A file
+// so named is no store, and stays versioned.
+func Nested(p string, isDir bool) bool {
+	const mid = "/" + StoreName + "/"
+	return strings.Contains(p, mid) || isDir && strings.HasSuffix(p, mid[:len(mid)-1])
+}
 
 // Match reports whether the root-relative path p (isDir: p is a directory)
-// is excluded.
+// is excluded: by a pattern, or by the built-in one (Nested), which a nil
+// Matcher holds too.
 func (e *Matcher) Match(p string, isDir bool) bool {
-	if e == nil {
+	if p == "" {
 		return false
 	}
-	if p == "" {
+	if Nested(p, isDir) {
+		return true
+	}
+	if e == nil {
 		return false
 	}
 	els := strings.Split(p, "/")

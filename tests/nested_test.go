@@ -1,0 +1,106 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// noStoreListed fails the test if a listing of the parent's history names
+// a path in a .ckptfs directory: another project's store.
+func noStoreListed(t *testing.T, what, out string) {
+	t.Helper()
+	if strings.Contains(out, ".ckptfs") {
+		t.Errorf("%s lists another project's store:\n%s", what, out)
+	}
+}
+
+// newestTurn returns the number of the newest turn in a `turnctl log`.
+func newestTurn(t *testing.T, log string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.Fields(log)[0])
+	if err != nil {
+		t.Fatalf("turnctl log: %v\n%s", err, log)
+	}
+	return n
+}
+
+// A project inside a project, each mounted on its own in turn: the
+// child's store, made while the parent was not mounted, is no change of
+// the parent's (neither at its next mount nor at any later one), no turn
+// of the parent's lists it, and the parent's rewinds, mounted or offline,
+// leave it byte for byte as it was.
+func TestNestedStoreIsNotVersioned(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "a\n", "child/c.txt": "c\n"})
+	child := filepath.Join(dir, "child")
+	childStore := filepath.Join(child, ".ckptfs")
+
+	// The parent has a history, and a manifest of its tree when unmounted.
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "parent one")
+	writeTree(t, dir, map[string]string{"a.txt": "a1\n"})
+	m.turnctl(t, "end")
+	m.Unmount(t)
+
+	// The child becomes a project of its own, with a turn.
+	c := mountProject(t, child)
+	c.turnctl(t, "begin", "--label", "child one")
+	writeTree(t, child, map[string]string{"c.txt": "c1\n"})
+	c.turnctl(t, "end")
+	childLog := c.turnctl(t, "log")
+	c.Unmount(t)
+	want := snapshot(t, childStore, nil, nil)
+	if len(want) < 5 {
+		t.Fatalf("the child's store holds %d paths", len(want))
+	}
+
+	m = mountProject(t, dir)
+	log := m.turnctl(t, "log")
+	noStoreListed(t, "turnctl log", log)
+	newest := newestTurn(t, log)
+	for n := 1; n <= newest; n++ {
+		noStoreListed(t, "turnctl show "+strconv.Itoa(n), m.turnctl(t, "show", strconv.Itoa(n), "--all"))
+	}
+	// The child's c.txt changed while the parent was not mounted: the
+	// parent's offline turn has it, and nothing of the child's store.
+	if !strings.Contains(log, "changed while unmounted") {
+		t.Errorf("no offline turn for child/c.txt:\n%s", log)
+	}
+	m.turnctl(t, "begin", "--label", "parent two")
+	writeTree(t, dir, map[string]string{"a.txt": "a2\n", "child/c.txt": "c2\n", "child/new.txt": "n\n"})
+	m.turnctl(t, "end")
+	noStoreListed(t, "turnctl diff 1", m.turnctl(t, "diff", "1"))
+
+	out := m.turnctl(t, "rewind", "0")
+	noStoreListed(t, "turnctl rewind 0", out)
+	checkFiles(t, dir, map[string]string{"a.txt": "a\n"}, []string{"child/new.txt"})
+	diffTrees(t, want, snapshot(t, childStore, nil, nil))
+	log = m.turnctl(t, "log")
+	noStoreListed(t, "turnctl log after the rewind", log)
+	noStoreListed(t, "turnctl show of the rewind", m.turnctl(t, "show", strconv.Itoa(newestTurn(t, log)), "--all"))
+	m.Unmount(t)
+
+	// The manifest of that unmount left the store out: the next mount
+	// finds no change, and an offline rewind leaves it too.
+	m = mountProject(t, dir)
+	if got := m.turnctl(t, "log"); got != log {
+		t.Errorf("a mount with nothing changed added to the log:\nbefore:\n%s\nafter:\n%s", log, got)
+	}
+	m.Unmount(t)
+	out = m.turnctl(t, "rewind", strconv.Itoa(newest))
+	noStoreListed(t, "offline turnctl rewind", out)
+	diffTrees(t, want, snapshot(t, childStore, nil, nil))
+
+	// The child's history is whole.
+	if _, err := os.Stat(filepath.Join(childStore, "db")); err != nil {
+		t.Fatal(err)
+	}
+	c = mountProject(t, child)
+	if got := c.turnctl(t, "log"); !strings.Contains(got, "child one") || newestTurn(t, got) < newestTurn(t, childLog) {
+		t.Errorf("the child's history after the parent's rewinds:\n%s\nwas:\n%s", got, childLog)
+	}
+	c.Unmount(t)
+}
