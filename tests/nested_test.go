@@ -3,8 +3,10 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -101,6 +103,80 @@ func TestNestedStoreIsNotVersioned(t *testing.T) {
 	c = mountProject(t, child)
 	if got := c.turnctl(t, "log"); !strings.Contains(got, "child one") || newestTurn(t, got) < newestTurn(t, childLog) {
 		t.Errorf("the child's history after the parent's rewinds:\n%s\nwas:\n%s", got, childLog)
+	}
+	c.Unmount(t)
+}
+
+// inodes maps every path below root to its inode number.
+func inodes(t *testing.T, root string) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		out[p] = fi.Sys().(*syscall.Stat_t).Ino
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The parent made lib/, which later became a project of its own: a
+// rewind of the parent to before lib/ existed removes lib's files but
+// leaves lib/.ckptfs as it is, the same files, without recording them;
+// so that a later rewind across that one does not write the child's
+// store back as it was then over what it has become since.
+func TestNestedStoreSurvivesRewindOfItsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "a\n"})
+	lib := filepath.Join(dir, "lib")
+	libStore := filepath.Join(lib, ".ckptfs")
+
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "make lib")
+	writeTree(t, dir, map[string]string{"lib/l.txt": "l\n"})
+	m.turnctl(t, "end")
+	m.Unmount(t)
+
+	childTurn := func(label, content string) {
+		t.Helper()
+		c := mountProject(t, lib)
+		c.turnctl(t, "begin", "--label", label)
+		writeTree(t, lib, map[string]string{"l.txt": content})
+		c.turnctl(t, "end")
+		c.Unmount(t)
+	}
+	childTurn("child one", "l1\n")
+	want, wantIno := snapshot(t, libStore, nil, nil), inodes(t, libStore)
+
+	m = mountProject(t, dir)
+	out := m.turnctl(t, "rewind", "0")
+	noStoreListed(t, "turnctl rewind 0", out)
+	checkFiles(t, dir, map[string]string{"a.txt": "a\n"}, []string{"lib/l.txt"})
+	diffTrees(t, want, snapshot(t, libStore, nil, nil))
+	if got := inodes(t, libStore); !reflect.DeepEqual(got, wantIno) {
+		t.Errorf("the child's store was written again by the rewind (inodes differ)")
+	}
+	log := m.turnctl(t, "log")
+	noStoreListed(t, "turnctl show of the rewind", m.turnctl(t, "show", strconv.Itoa(newestTurn(t, log)), "--all"))
+	m.Unmount(t)
+
+	// The child goes on; then the parent rewinds across its first rewind,
+	// back to the end of "make lib".
+	childTurn("child two", "l2\n")
+	want = snapshot(t, libStore, nil, nil)
+	m = mountProject(t, dir)
+	out = m.turnctl(t, "rewind", "1")
+	noStoreListed(t, "turnctl rewind 1", out)
+	diffTrees(t, want, snapshot(t, libStore, nil, nil))
+	m.Unmount(t)
+
+	c := mountProject(t, lib)
+	if got := c.turnctl(t, "log"); !strings.Contains(got, "child one") || !strings.Contains(got, "child two") {
+		t.Errorf("the child's history after the parent's rewinds:\n%s", got)
 	}
 	c.Unmount(t)
 }

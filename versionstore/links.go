@@ -33,8 +33,10 @@ func linkTag(r resolved) (inoKey, bool) {
 }
 
 // SetUnversioned tells the store which paths of the tree no capture sees
-// (the store's own directory, --exclude patterns): a walk looking for the
-// names of a hard-linked file leaves them out.
+// (the store's own directory, --exclude patterns, the stores of projects
+// inside this one): a walk looking for the names of a hard-linked file
+// leaves them out, and a rewind that removes a directory leaves them as
+// they are, with the directories above them, unrecorded (clear).
 func (s *Store) SetUnversioned(fn func(path string, isDir bool) bool) {
 	s.linkMu.Lock()
 	defer s.linkMu.Unlock()

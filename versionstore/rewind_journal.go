@@ -562,8 +562,8 @@ func (s *Store) relink(live ckpt.Tree, from, path string, who ckpt.Program) erro
 		return err
 	}
 	if cur.Type == ckpt.Dir {
-		if err := s.replace(live, path, cur, who); err != nil {
-			return err
+		if left, err := s.replace(live, path, cur, who); err != nil || left {
+			return err // left: a directory holding unversioned paths stays
 		}
 	} else if err := s.capture(live, path, cur, who); err != nil {
 		return err

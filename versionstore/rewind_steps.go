@@ -71,7 +71,10 @@ func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) 
 			return nil // already renamed back (a crash-interrupted run)
 		}
 		if from.Exists() {
-			if err := s.replace(live, r.Path, from, who); err != nil {
+			if left, err := s.replace(live, r.Path, from, who); err != nil || left {
+				// Left: a directory that holds unversioned paths
+				// now has the name; the fix-up pass settles what it
+				// can (the object stays at r.To meanwhile).
 				return err
 			}
 		}
@@ -96,7 +99,7 @@ func (s *Store) mkdirParents(live ckpt.Tree, path string, who ckpt.Program) erro
 		if st.Type == ckpt.Dir {
 			continue
 		}
-		if err := s.replace(live, p, st, who); err != nil {
+		if _, err := s.replace(live, p, st, who); err != nil { // not a directory: never left
 			return err
 		}
 		if err := live.Mkdir(p, 0o755); err != nil {
@@ -184,15 +187,13 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 		if !cur.Exists() {
 			return nil
 		}
-		if err := s.captureTree(live, path, cur, who); err != nil {
-			return err
-		}
-		return live.RemoveAll(path)
+		_, err := s.clear(live, path, cur, who)
+		return err
 	case ckpt.Dir:
 		if cur.Type == ckpt.Dir {
 			return s.ensureMeta(live, path, cur, st, who)
 		}
-		if err := s.replace(live, path, cur, who); err != nil {
+		if _, err := s.replace(live, path, cur, who); err != nil { // not a directory: never left
 			return err
 		}
 		if err := live.Mkdir(path, st.Mode); err != nil {
@@ -208,7 +209,7 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 			want.UID, want.GID = st.UID, st.GID
 			return s.setFileMeta(live, path, cur, want, who)
 		}
-		if err := s.replace(live, path, cur, who); err != nil {
+		if left, err := s.replace(live, path, cur, who); err != nil || left {
 			return err
 		}
 		if err := live.Symlink(st.Target, path); err != nil {
@@ -236,7 +237,7 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 		}
 		defer rc.Close()
 		if cur.Type == ckpt.Dir {
-			if err := s.replace(live, path, cur, who); err != nil {
+			if left, err := s.replace(live, path, cur, who); err != nil || left {
 				return err
 			}
 		} else if err := s.captureIno(live, path, cur, ino, who); err != nil {
@@ -249,7 +250,7 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 		if cur.Type == st.Type && cur.Rdev == st.Rdev {
 			return s.setFileMeta(live, path, cur, st, who)
 		}
-		if err := s.replace(live, path, cur, who); err != nil {
+		if left, err := s.replace(live, path, cur, who); err != nil || left {
 			return err
 		}
 		if err := live.Mknod(path, st); err != nil {
@@ -272,15 +273,79 @@ func (s *Store) ensureMeta(live ckpt.Tree, path string, cur, st ckpt.State, who 
 	return setMeta(live, path, cur, st)
 }
 
-// replace records and removes whatever is at path.
-func (s *Store) replace(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
-	if err := s.captureTree(live, path, cur, who); err != nil {
-		return err
+// replace records and removes whatever is at path (recording it absent
+// if nothing is), to make way for something else. It reports whether it
+// left path instead (see clear): a directory that holds unversioned
+// paths, which the caller must then leave as it is.
+func (s *Store) replace(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) (left bool, err error) {
+	if !cur.Exists() {
+		return false, s.capture(live, path, cur, who)
 	}
-	if cur.Exists() {
-		return live.RemoveAll(path)
+	return s.clear(live, path, cur, who)
+}
+
+// clear records and removes whatever is at path and below it, but for the
+// unversioned paths below it (SetUnversioned: --exclude, the store of a
+// project inside this one), which no capture sees and a rewind leaves as
+// they are: they stay, unrecorded, with the directories above them. It
+// reports whether path is left (a directory holding such paths).
+//
+// Recording them would put them in this history (another project's whole
+// store), and a later rewind across this one would write those stale
+// bytes back over whatever they have become.
+func (s *Store) clear(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) (left bool, err error) {
+	unv := s.unversionedFunc()
+	passed, err := s.captureTree(live, path, cur, who, unv)
+	if err != nil {
+		return false, err
 	}
-	return nil
+	if !passed {
+		return false, live.RemoveAll(path)
+	}
+	_, err = removeVersioned(live, path, unv)
+	return true, err
+}
+
+// removeVersioned removes what lies below the directory dir but the
+// unversioned paths (unv) and the directories above them, and reports
+// whether it left anything.
+func removeVersioned(live ckpt.Tree, dir string, unv func(string, bool) bool) (left bool, err error) {
+	names, err := live.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		p := ckpt.Join(dir, n)
+		st, err := live.Lstat(p)
+		if err != nil {
+			return false, err
+		}
+		if unv(p, st.Type == ckpt.Dir) {
+			left = true
+			continue
+		}
+		if st.Type == ckpt.Dir {
+			l, err := removeVersioned(live, p, unv)
+			if err != nil {
+				return false, err
+			}
+			if l {
+				left = true
+				continue
+			}
+		}
+		if err := live.RemoveAll(p); err != nil {
+			return false, err
+		}
+	}
+	return left, nil
+}
+
+// unversionedFunc returns what SetUnversioned set (nil: nothing).
+func (s *Store) unversionedFunc() func(string, bool) bool {
+	s.linkMu.Lock()
+	defer s.linkMu.Unlock()
+	return s.unversioned
 }
 
 // setFileMeta gives the regular file, symlink or node at path st's mode
@@ -353,24 +418,35 @@ func (s *Store) captureIno(live ckpt.Tree, path string, cur ckpt.State, ino ckpt
 
 // captureTree records path and, for a directory, everything below it,
 // children first, so that undoing the records (newest first) recreates the
-// directory before its children.
-func (s *Store) captureTree(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program) error {
+// directory before its children. It passes by the paths below path that
+// unv (if not nil) reports unversioned, and the directories above them,
+// which stay (see clear), and reports whether it did.
+func (s *Store) captureTree(live ckpt.Tree, path string, cur ckpt.State, who ckpt.Program, unv func(string, bool) bool) (passed bool, err error) {
 	if cur.Type == ckpt.Dir {
 		names, err := live.ReadDir(path)
 		if err != nil {
-			return err
+			return false, err
 		}
 		sort.Strings(names)
 		for _, n := range names {
 			p := ckpt.Join(path, n)
 			st, err := live.Lstat(p)
 			if err != nil {
-				return err
+				return false, err
 			}
-			if err := s.captureTree(live, p, st, who); err != nil {
-				return err
+			if unv != nil && unv(p, st.Type == ckpt.Dir) {
+				passed = true
+				continue
 			}
+			below, err := s.captureTree(live, p, st, who, unv)
+			if err != nil {
+				return false, err
+			}
+			passed = passed || below
 		}
 	}
-	return s.capture(live, path, cur, who)
+	if passed {
+		return true, nil
+	}
+	return false, s.capture(live, path, cur, who)
 }
