@@ -89,8 +89,8 @@ func (e *Matcher) Match(p string, isDir bool) bool {
 	if Nested(p, isDir) {
 		return true
 	}
-	if e == nil {
-		return false
+	if e == nil || len(e.pats) == 0 {
+		return false // the common case, on every request: no allocation
 	}
 	els := strings.Split(p, "/")
 	for _, pt := range e.pats {

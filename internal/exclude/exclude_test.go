@@ -44,3 +44,14 @@ func TestNestedStore(t *testing.T) {
 		t.Errorf("the patterns no longer match as they did")
 	}
 }
+
+// A Matcher without patterns, asked on every request, allocates nothing.
+func TestMatchWithoutPatternsAllocatesNothing(t *testing.T) {
+	none, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { none.Match("src/pkg/file.go", false) }); n != 0 {
+		t.Errorf("Match without patterns: %v allocations", n)
+	}
+}
