@@ -40,6 +40,7 @@ type Link struct {
 // StartResult says what Start found.
 type StartResult struct {
 	Recovered bool                            // a rewind a crash interrupted was finished
+	Unclean   bool                            // history but no manifest of the last unmount: changes since were lost (a mount)
 	Offline   versionstore.OfflineResult      // what changed while unmounted
 	Links     []Link                          // the names of hard-linked files, with StartOptions.Links
 	Hidden    string                          // the store's path in the tree ("": outside it)
@@ -106,6 +107,7 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 	}
 	if !haveManifest {
 		if st.Latest() > 0 && o.Excludes != nil {
+			res.Unclean = true
 			logf("no manifest of the last unmount (the daemon did not stop cleanly): changes made since, while unmounted, are not recorded")
 		}
 		if seen == nil {
