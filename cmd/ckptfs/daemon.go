@@ -26,34 +26,48 @@ import (
 )
 
 // daemon serves the mount in this process until SIGTERM/SIGINT or an
-// external unmount. With o.readyFd set, it reports "ok" (or the error line)
-// on that fd once the mount is live.
+// external unmount. With o.readyFd set, it reports on that fd (readyPipe)
+// what its start found that the user must know, then "ok" (or the error
+// line) once the mount is live. In the foreground (-f) those notes go to
+// stderr.
 func daemon(dir string, o mountOpts, stderr io.Writer) error {
-	var ready *os.File
-	if o.readyFd >= 0 {
-		ready = os.NewFile(uintptr(o.readyFd), "ready")
-	}
-	fail := func(err error) error {
-		if ready != nil {
-			fmt.Fprintf(ready, "ckptfs: %v\n", err)
-			ready.Close()
-		}
-		return err
-	}
-	err := serve(dir, o, stderr, func() {
-		if ready != nil {
-			io.WriteString(ready, "ok\n")
-			ready.Close()
-			ready = nil
-		}
-	})
+	ready := newReadyPipe(o, stderr)
+	err := serve(dir, o, stderr, ready.note, ready.ok)
 	if err != nil {
-		return fail(err)
+		ready.fail(err)
+		return err
 	}
 	return nil
 }
 
-func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
+// startNotes passes on to the user, through note, what the start of a
+// mount of dir found that they must know and would not see otherwise (the
+// daemon's log is in the store, hidden by the mount): that the last mount
+// was not unmounted cleanly, and the changes made while unmounted that it
+// recorded.
+func startNotes(dir string, started control.StartResult, note func(string, ...any)) {
+	if started.Unclean {
+		note("warning: the last mount of %s did not end with a clean unmount (its daemon was killed or crashed), so no record of the tree was saved: changes made between the crash and this mount are not in the history, and a rewind will not undo them", dir)
+	}
+	if off := started.Offline; off.Paths > 0 {
+		s := "s"
+		if off.Paths == 1 {
+			s = ""
+		}
+		lost := ""
+		switch {
+		case off.Lost == 1:
+			lost = " (the earlier bytes of 1 file were never captured: a rewind leaves it as it is)"
+		case off.Lost > 1:
+			lost = fmt.Sprintf(" (the earlier bytes of %d files were never captured: a rewind leaves them as they are)", off.Lost)
+		}
+		note("recorded %d change%s made while unmounted as turn %d%s", off.Paths, s, off.Turn.Num, lost)
+	}
+}
+
+// serve mounts dir and serves it; note passes a line on to the user
+// (startNotes), live is called once the mount is live.
+func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any), live func()) error {
 	// The kernel already applied the caller's umask (doc/FUSE-NOTES.md).
 	syscall.Umask(0)
 	raiseNoFile()
@@ -144,6 +158,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, live func()) error {
 		return fmt.Errorf("mount: %v", err)
 	}
 	crashpoint.Hit("mount.recovered")
+	startNotes(dir, started, note)
 	var hidden []string
 	if started.Hidden != "" {
 		hidden = append(hidden, started.Hidden)

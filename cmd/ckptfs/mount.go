@@ -219,7 +219,7 @@ open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
 		remember()
 		return daemon(dir, o, stderr)
 	}
-	if err := spawnDaemon(dir, o); err != nil {
+	if _, err := spawnDaemon(dir, o, stderr); err != nil {
 		return err
 	}
 	remember()
@@ -356,8 +356,9 @@ func prepareStore(store string) error {
 }
 
 // spawnDaemon re-executes ckptfs as a detached daemon (its own session,
-// output to <store>/daemon.log) and waits until it reports the mount live.
-func spawnDaemon(dir string, o mountOpts) error {
+// output to <store>/daemon.log) and waits until it reports the mount live;
+// it returns the daemon's pid.
+func spawnDaemon(dir string, o mountOpts, stderr io.Writer) (int, error) {
 	args := []string{"mount", "-f", "--ready-fd", "3", "--store", o.store}
 	for _, x := range o.excludes {
 		args = append(args, "--exclude", x)
@@ -378,26 +379,28 @@ func spawnDaemon(dir string, o mountOpts) error {
 		}
 	}
 	args = append(args, "--", dir)
-	return startDaemon(args, o.store)
+	return startDaemon(args, o.store, stderr)
 }
 
 // startDaemon runs ckptfs with args (which give it --ready-fd 3) as a
 // detached daemon, its output appended to store/daemon.log, and waits
-// for its first line on fd 3: "ok", or the error that stopped it (one
-// that starts "ckptfs: usage: " is a usage error).
-func startDaemon(args []string, store string) error {
+// for it to report on fd 3 (see readyPipe): "ok", or the error that
+// stopped it (one that starts "ckptfs: usage: " is a usage error). The
+// notes for the user it may send first go to stderr once the mount is
+// live. It returns the daemon's pid.
+func startDaemon(args []string, store string, stderr io.Writer) (int, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	log, err := os.OpenFile(filepath.Join(store, "daemon.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("mount: %v", unwrapPath(err))
+		return 0, fmt.Errorf("mount: %v", unwrapPath(err))
 	}
 	defer log.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin = nil
@@ -409,33 +412,110 @@ func startDaemon(args []string, store string) error {
 	if err := cmd.Start(); err != nil {
 		pw.Close()
 		pr.Close()
-		return fmt.Errorf("mount: start daemon: %v", err)
+		return 0, fmt.Errorf("mount: start daemon: %v", err)
 	}
 	pw.Close()
 	defer pr.Close()
-	done := make(chan string, 1)
+	type report struct {
+		notes []string
+		line  string
+	}
+	done := make(chan report, 1)
 	go func() {
-		line, _ := bufio.NewReader(pr).ReadString('\n')
-		done <- strings.TrimSpace(line)
+		var rep report
+		r := bufio.NewReader(pr)
+		for {
+			line, _ := r.ReadString('\n')
+			line = strings.TrimSpace(line)
+			if n, ok := strings.CutPrefix(line, readyNote); ok {
+				rep.notes = append(rep.notes, n)
+				continue
+			}
+			rep.line = line
+			done <- rep
+			return
+		}
 	}()
-	var line string
+	var rep report
 	select {
-	case line = <-done:
+	case rep = <-done:
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		return fmt.Errorf("mount: daemon did not report readiness within 60s (see %s)", filepath.Join(store, "daemon.log"))
+		return 0, fmt.Errorf("mount: daemon did not report readiness within 60s (see %s)", filepath.Join(store, "daemon.log"))
 	}
+	line := rep.line
 	if line == "ok" {
+		// The notes, once the mount is live (a failure is one line; the
+		// daemon's log has them too).
+		for _, n := range rep.notes {
+			fmt.Fprintf(stderr, "ckptfs: %s\n", n)
+		}
+		pid := cmd.Process.Pid
 		cmd.Process.Release()
-		return nil
+		return pid, nil
 	}
 	cmd.Wait()
 	if line == "" {
-		return fmt.Errorf("mount: daemon exited before the mount was live (see %s)", filepath.Join(store, "daemon.log"))
+		return 0, fmt.Errorf("mount: daemon exited before the mount was live (see %s)", filepath.Join(store, "daemon.log"))
 	}
 	msg := strings.TrimPrefix(line, "ckptfs: ")
 	if u, ok := strings.CutPrefix(msg, "usage: "); ok {
-		return usageError{u}
+		return 0, usageError{u}
 	}
-	return errors.New(msg)
+	return 0, errors.New(msg)
+}
+
+// readyNote starts a line of the ready pipe that is a note for the user.
+const readyNote = "note: "
+
+// readyPipe is how a daemon reports to the 'ckptfs mount' that started
+// it (startDaemon), one line each, on the pipe given by --ready-fd: notes
+// for the user first (readyNote, as many as there are), then "ok" once
+// the mount is live, or "ckptfs: " and the error that stopped it. In the
+// foreground (-f, no pipe) the notes go to stderr as they come.
+type readyPipe struct {
+	f      *os.File // nil once answered
+	piped  bool     // started with a pipe (the daemon of 'ckptfs mount')
+	stderr io.Writer
+}
+
+func newReadyPipe(o mountOpts, stderr io.Writer) *readyPipe {
+	r := &readyPipe{stderr: stderr}
+	if o.readyFd >= 0 {
+		r.f = os.NewFile(uintptr(o.readyFd), "ready")
+		r.piped = true
+	}
+	return r
+}
+
+// note passes one line to the user (once the parent was answered, it has
+// no one to go to: the daemon's log has its own line).
+func (r *readyPipe) note(format string, args ...any) {
+	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")
+	if r.f != nil {
+		fmt.Fprintf(r.f, "%s%s\n", readyNote, msg)
+	} else if !r.piped {
+		fmt.Fprintf(r.stderr, "ckptfs: %s\n", msg)
+	}
+}
+
+// ok reports the mount live.
+func (r *readyPipe) ok() { r.answer("ok") }
+
+// fail reports the error that stopped the daemon, unless the mount was
+// reported live already.
+func (r *readyPipe) fail(err error) {
+	msg := err.Error()
+	if _, ok := err.(usageError); ok {
+		msg = "usage: " + msg
+	}
+	r.answer("ckptfs: " + msg)
+}
+
+func (r *readyPipe) answer(line string) {
+	if r.f != nil {
+		io.WriteString(r.f, line+"\n")
+		r.f.Close()
+		r.f = nil
+	}
 }

@@ -93,24 +93,10 @@ func mountAtOffline(turn, project, mp string, o mountOpts, stdout, stderr io.Wri
 		return fmt.Errorf("mount --at: %s is not mounted and has no history store at %s (give --store, or mount it: ckptfs mount %s)", project, o.store, project)
 	}
 	if o.foreground || o.readyFd >= 0 {
-		var ready *os.File
-		if o.readyFd >= 0 {
-			ready = os.NewFile(uintptr(o.readyFd), "ready")
-		}
-		err := daemonAt(turn, project, mp, o, stderr, func() {
-			if ready != nil {
-				io.WriteString(ready, "ok\n")
-				ready.Close()
-				ready = nil
-			}
-		})
-		if err != nil && ready != nil {
-			msg := err.Error()
-			if _, ok := err.(usageError); ok {
-				msg = "usage: " + msg
-			}
-			fmt.Fprintf(ready, "ckptfs: %s\n", msg)
-			ready.Close()
+		ready := newReadyPipe(o, stderr)
+		err := daemonAt(turn, project, mp, o, stderr, ready.note, ready.ok)
+		if err != nil {
+			ready.fail(err)
 		}
 		return err
 	}
@@ -121,7 +107,7 @@ func mountAtOffline(turn, project, mp string, o mountOpts, stdout, stderr io.Wri
 	if o.debug {
 		args = append(args, "--debug")
 	}
-	if err := startDaemon(append(args, "--", project, mp), o.store); err != nil {
+	if _, err := startDaemon(append(args, "--", project, mp), o.store, stderr); err != nil {
 		return err
 	}
 	// The daemon resolved the turn; say which one it shows.
@@ -137,8 +123,9 @@ func mountAtOffline(turn, project, mp string, o mountOpts, stdout, stderr io.Wri
 
 // daemonAt opens the store of a project that is not mounted, mounts the
 // view of turn on mp and serves it until it is unmounted or a signal
-// comes; live is called once it is mounted.
-func daemonAt(turn, project, mp string, o mountOpts, stderr io.Writer, live func()) error {
+// comes; note passes a line on to the user (startNotes), live is called
+// once it is mounted.
+func daemonAt(turn, project, mp string, o mountOpts, stderr io.Writer, note func(string, ...any), live func()) error {
 	logger := log.New(stderr, "", log.LstdFlags)
 	store, err := versionstore.Open(o.store, versionstore.Options{
 		Fatal: func(msg string) { logger.Printf("ckptfs: fatal store error, exiting: %s", msg) },
@@ -156,9 +143,11 @@ func daemonAt(turn, project, mp string, o mountOpts, stderr io.Writer, live func
 	defer tree.Close()
 	// Record what changed while unmounted first, as an offline command
 	// does: the view then knows which bytes were never captured.
-	if _, err := control.Start(store, tree, project, o.store, control.StartOptions{KeepManifest: true, Logf: logger.Printf}); err != nil {
+	started, err := control.Start(store, tree, project, o.store, control.StartOptions{KeepManifest: true, Logf: logger.Printf})
+	if err != nil {
 		return fmt.Errorf("mount --at: %s", strings.ReplaceAll(err.Error(), "versionstore: ", ""))
 	}
+	startNotes(project, started, note)
 	n, err := store.Resolve(turn)
 	if err != nil {
 		msg := "mount --at: " + strings.ReplaceAll(err.Error(), "versionstore: ", "")
