@@ -3,18 +3,24 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"ckptfs/internal/rundir"
 )
 
 // What `ckptfs mount` tells its user on stderr that they would not see
-// otherwise: a last mount that ended in a crash (what changed since is not
-// in the history), and the changes made while unmounted it recorded.
+// otherwise: the processes that entered DIR before the mount (they work
+// around the overlay, unrecorded), a last mount that ended in a crash
+// (what changed since is not in the history), and the changes made while
+// unmounted it recorded. A clean mount says nothing.
 
 // mountCmd runs cmd, a `ckptfs mount` of dir, as mountProject does (the
 // same cleanup) and returns its stdout and stderr.
@@ -44,6 +50,125 @@ func mountStderr(t *testing.T, dir string) (*Mount, string) {
 	t.Helper()
 	m, _, stderr := mountCmd(t, dir, exec.Command(ckptfsBin, "mount", dir))
 	return m, stderr
+}
+
+// startSleeper starts `bash -c script` in cwd (which must exec sleep in
+// the end) and waits until it is sleep, with fd 3 open if fd3 is set;
+// it returns its pid and a stop, which the test calls when it ends too.
+func startSleeper(t *testing.T, cwd, script string, fd3 bool) (int, func()) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = cwd
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	stop := sync.OnceFunc(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	t.Cleanup(stop)
+	for i := 0; ; i++ {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		_, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/3", pid))
+		if strings.TrimSpace(string(comm)) == "sleep" && (!fd3 || err == nil) {
+			return pid, stop
+		}
+		if i == 500 {
+			t.Fatalf("%q did not come to sleep", script)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestMountWarnsOfProcessesInDirBeforeMount(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"a": "a0", "sub/b": "b0"})
+	// A process with its working directory in a subdirectory, and one
+	// with a file open for writing, from before the mount; and one that
+	// enters only after it (not named).
+	inSub, _ := startSleeper(t, filepath.Join(dir, "sub"), "exec sleep 600", false)
+	open, _ := startSleeper(t, "/", "exec 3>>"+filepath.Join(dir, "a")+"; exec sleep 600", true)
+	want := map[int]string{
+		inSub: fmt.Sprintf("ckptfs: warning: %d sleep has its working directory in %s/sub from before the mount: its changes go around ckptfs and are not recorded (cd %s/sub again)\n", inSub, dir, dir),
+		open:  fmt.Sprintf("ckptfs: warning: %d sleep has %s/a open from before the mount: its changes go around ckptfs and are not recorded (reopen it, or restart the process)\n", open, dir),
+	}
+	// And a memory map (its file closed), where python3 is.
+	if py, err := exec.LookPath("python3"); err == nil {
+		cmd := exec.Command(py, "-c", `import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open(sys.argv[1], os.O_RDONLY)
+p = libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED (Python's mmap keeps an fd)
+assert p not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+os.close(fd)  # the map alone holds the file
+print("mapped", flush=True)
+sys.stdin.read()`, filepath.Join(dir, "sub/b"))
+		cmd.Dir = "/"
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+		line := make([]byte, 7)
+		if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "mapped\n" {
+			t.Fatalf("python3 mmap: %q %v", line, err)
+		}
+		pid := cmd.Process.Pid
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		want[pid] = fmt.Sprintf("ckptfs: warning: %d %s has %s/sub/b mapped from before the mount: its changes go around ckptfs and are not recorded (restart it)\n", pid, strings.TrimSpace(string(comm)), dir)
+	}
+	m, stderr := mountStderr(t, dir)
+	_, stopAfter := startSleeper(t, dir, "exec sleep 600", false)
+	if w := lines(want); stderr != w {
+		t.Errorf("ckptfs mount stderr:\n%s\nwant:\n%s", stderr, w)
+	}
+	// The warning is true: a write through the fd opened before the mount
+	// goes around ckptfs.
+	m.turnctl(t, "begin", "--label", "around")
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/fd/3", open), []byte("!"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub/b"), []byte("b1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end")
+	if show := m.turnctl(t, "show", "1"); !strings.Contains(show, "sub/b") || strings.Contains(show, "  a  ") {
+		t.Errorf("turn 1 should hold sub/b only:\n%s", show)
+	}
+	stopAfter() // (in the mount: umount would refuse)
+	m.Unmount(t)
+
+	// `cd DIR && sh -c 'ckptfs mount .'`: the shell is named, not the
+	// sh between it and ckptfs mount (it ends with it), nor ckptfs mount
+	// itself.
+	cmd := exec.Command("bash", "-c", "sh -c '"+ckptfsBin+" mount .; true'; true")
+	cmd.Dir = dir
+	_, _, stderr = mountCmd(t, dir, cmd)
+	shell := cmd.Process.Pid
+	want[shell] = fmt.Sprintf("ckptfs: warning: %d bash has its working directory in %s from before the mount: its changes go around ckptfs and are not recorded (cd %s again)\n", shell, dir, dir)
+	if w := lines(want); stderr != w {
+		t.Errorf("cd DIR && sh -c 'ckptfs mount .': stderr:\n%s\nwant:\n%s", stderr, w)
+	}
+}
+
+// lines joins the lines by pid, in order.
+func lines(byPID map[int]string) string {
+	var pids []int
+	for p := range byPID {
+		pids = append(pids, p)
+	}
+	sort.Ints(pids)
+	var b strings.Builder
+	for _, p := range pids {
+		b.WriteString(byPID[p])
+	}
+	return b.String()
 }
 
 func TestMountWarnsAfterDaemonCrash(t *testing.T) {
@@ -118,5 +243,29 @@ func TestMountNotesChangesWhileUnmounted(t *testing.T) {
 	writeTree(t, dir, map[string]string{"new2": "n"})
 	if _, stderr = mountStderr(t, dir); stderr != "ckptfs: recorded 1 change made while unmounted as turn 3\n" {
 		t.Errorf("stderr %q, want the note of 1 change as turn 3", stderr)
+	}
+}
+
+// A clean mount says nothing on stderr: not of the mount command itself
+// run in DIR (cd DIR && ckptfs mount .), nor of the daemon, which holds
+// DIR underneath.
+func TestMountCleanSaysNothing(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"a": "a0"})
+	m, stdout, stderr := mountCmd(t, dir, exec.Command(ckptfsBin, "mount", dir))
+	if want := fmt.Sprintf("mounted %s (history in %s/.ckptfs)\n", dir, dir); stdout != want || stderr != "" {
+		t.Errorf("first mount: stdout %q, stderr %q; want %q and nothing", stdout, stderr, want)
+	}
+	m.turnctl(t, "begin", "--label", "one")
+	writeTree(t, dir, map[string]string{"a": "a1"})
+	m.turnctl(t, "end")
+	m.Unmount(t)
+	cmd := exec.Command(ckptfsBin, "mount", ".")
+	cmd.Dir = dir
+	if _, _, stderr = mountCmd(t, dir, cmd); stderr != "" {
+		t.Errorf("mount after a clean unmount, run in DIR: stderr %q", stderr)
 	}
 }

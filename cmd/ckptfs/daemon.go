@@ -29,10 +29,16 @@ import (
 // external unmount. With o.readyFd set, it reports on that fd (readyPipe)
 // what its start found that the user must know, then "ok" (or the error
 // line) once the mount is live. In the foreground (-f) those notes go to
-// stderr.
+// stderr, and so do the warnings 'ckptfs mount' prints of the processes
+// that entered DIR before the mount (warnBypass).
 func daemon(dir string, o mountOpts, stderr io.Writer) error {
 	ready := newReadyPipe(o, stderr)
-	err := serve(dir, o, stderr, ready.note, ready.ok)
+	err := serve(dir, o, stderr, ready.note, func() {
+		ready.ok()
+		if !ready.piped {
+			warnBypass(dir, o.store, map[int]bool{os.Getpid(): true}, os.Getpid(), stderr)
+		}
+	})
 	if err != nil {
 		ready.fail(err)
 		return err

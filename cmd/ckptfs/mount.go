@@ -219,12 +219,59 @@ open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
 		remember()
 		return daemon(dir, o, stderr)
 	}
-	if _, err := spawnDaemon(dir, o, stderr); err != nil {
+	pid, err := spawnDaemon(dir, o, stderr)
+	if err != nil {
 		return err
 	}
 	remember()
 	fmt.Fprintf(stdout, "mounted %s (history in %s)\n", dir, o.store)
+	warnBypass(dir, o.store, map[int]bool{os.Getpid(): true, pid: true}, os.Getpid(), stderr)
 	return nil
+}
+
+// warnBypass warns on stderr of the processes that entered dir before it
+// was mounted (bypassHolders): a shell that ran 'cd DIR && ckptfs mount
+// .' still works in the directory underneath, around the overlay, so
+// nothing it changes there is recorded, and the manifest saved at the
+// next unmount takes its changes in: no rewind will ever undo them.
+// Processes in skip (this one, the daemon) and their children are left
+// out, and so is an ancestor of self whose parent is named too (sudo in
+// 'sudo ckptfs mount .': it ends with the mount command, its shell does
+// not).
+func warnBypass(dir, store string, skip map[int]bool, self int, stderr io.Writer) {
+	mnt, ok := topMount(dir)
+	if !ok {
+		return
+	}
+	hs := bypassHolders(dir, mnt.Dev, store, skip)
+	named := map[int]bool{}
+	for _, h := range hs {
+		named[h.pid] = true
+	}
+	ancestors := map[int]bool{}
+	for p := parentOf(self); p > 1 && !ancestors[p]; p = parentOf(p) {
+		ancestors[p] = true
+	}
+	hs = slices.DeleteFunc(hs, func(h holder) bool { return ancestors[h.pid] && named[parentOf(h.pid)] })
+	const show = 10
+	for i, h := range hs {
+		if i == show {
+			fmt.Fprintf(stderr, "ckptfs: warning: and %d more processes that used %s from before the mount: their changes go around ckptfs and are not recorded\n", len(hs)-show, dir)
+			break
+		}
+		var how, fix string
+		switch h.what {
+		case "cwd":
+			how, fix = "has its working directory in "+h.path, "cd "+h.path+" again"
+		case "root":
+			how, fix = "has its root directory in "+h.path, "restart it"
+		case "map":
+			how, fix = "has "+h.path+" mapped", "restart it"
+		default:
+			how, fix = "has "+h.path+" open", "reopen it, or restart the process"
+		}
+		fmt.Fprintf(stderr, "ckptfs: warning: %d %s %s from before the mount: its changes go around ckptfs and are not recorded (%s)\n", h.pid, h.comm, how, fix)
+	}
 }
 
 // checkMountDir refuses every DIR ckptfs must not mount over, creating

@@ -144,43 +144,67 @@ func topMount(dir string) (rundir.Mount, bool) {
 	return top, found
 }
 
-// holder is a process that keeps a mount busy.
+// holder is a process that keeps a mount busy, or (bypassHolders) uses
+// the directory a mount covers.
 type holder struct {
 	pid  int
 	comm string
+	what string // how: "cwd", "root", "fd" (an open file) or "map"
+	path string // what it holds, as /proc names it
 }
 
 // mountHolders lists the processes (but those in skip) whose working
 // directory, root, an open file or a memory map lies in the mount on dir
 // (device dev). Paths under store (the backing store, hidden through the
 // mount) do not count; nor does a path under dir on the filesystem the
-// mount covers (a shell that entered dir before it was mounted).
+// mount covers (a shell that entered dir before it was mounted: see
+// bypassHolders).
 //
 // A process in skip does not count, nor does a child of one (the daemon's
 // warm-up, warm.go: the daemon ends it before it unmounts).
 func mountHolders(dir string, dev uint64, store string, skip map[int]bool) []holder {
+	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
+	return scanHolders(skip, func(base string) (string, string, bool) {
+		if what, p, ok := linkHolds(base, dir, store, func(d uint64) bool { return d == dev }); ok {
+			return what, p, true
+		}
+		// Any map of the mount's device: its files are all in the mount.
+		if p, ok := mapsHold(base+"/maps", func(d, _ string) bool { return d == mapsDev }); ok {
+			return "map", p, true
+		}
+		return "", "", false
+	})
+}
+
+// bypassHolders lists the processes (but those in skip, and their
+// children) whose working directory, root, an open file or a memory map
+// lies under dir but not in the mount on it (device dev): they entered
+// dir before it was mounted, and still use the directory underneath,
+// around the overlay. Paths under store do not count.
+func bypassHolders(dir string, dev uint64, store string, skip map[int]bool) []holder {
+	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
+	return scanHolders(skip, func(base string) (string, string, bool) {
+		if what, p, ok := linkHolds(base, dir, store, func(d uint64) bool { return d != dev }); ok {
+			return what, p, true
+		}
+		if p, ok := mapsHold(base+"/maps", func(d, p string) bool {
+			p = strings.TrimSuffix(p, " (deleted)")
+			return d != mapsDev && under(p, dir) && (store == "" || !under(p, store))
+		}); ok {
+			return "map", p, true
+		}
+		return "", "", false
+	})
+}
+
+// scanHolders lists the processes (but those in skip, and their children)
+// that holds finds holding something: it is given /proc/PID and returns
+// how and what.
+func scanHolders(skip map[int]bool, holds func(base string) (what, path string, ok bool)) []holder {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	under := func(p, root string) bool {
-		return p == root || strings.HasPrefix(p, root+"/") || root == "/"
-	}
-	// onMount: the magic link points under dir, and to a file of the
-	// mount (AT_STATX_DONT_SYNC: from the kernel's cache, no request to
-	// the daemon).
-	onMount := func(link string) bool {
-		target, err := os.Readlink(link)
-		if err != nil || !under(target, dir) || (store != "" && under(target, store)) {
-			return false
-		}
-		var st unix.Statx_t
-		if unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st) != nil {
-			return false
-		}
-		return unix.Mkdev(st.Dev_major, st.Dev_minor) == dev
-	}
-	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
 	var out []holder
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
@@ -188,54 +212,82 @@ func mountHolders(dir string, dev uint64, store string, skip map[int]bool) []hol
 			continue // (a child of the daemon: its warm-up, which it ends itself)
 		}
 		base := "/proc/" + e.Name()
-		held := onMount(base+"/cwd") || onMount(base+"/root") || mapsHold(base+"/maps", mapsDev)
-		if !held {
-			if d, err := os.Open(base + "/fd"); err == nil {
-				names, _ := d.Readdirnames(-1)
-				d.Close()
-				for _, n := range names {
-					if onMount(base + "/fd/" + n) {
-						held = true
-						break
-					}
-				}
-			}
-		}
-		if held {
+		if what, p, ok := holds(base); ok {
 			comm, _ := os.ReadFile(base + "/comm")
-			out = append(out, holder{pid, strings.TrimSpace(string(comm))})
+			out = append(out, holder{pid, strings.TrimSpace(string(comm)), what, p})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
 	return out
 }
 
-// mapsHold reports whether a /proc/PID/maps file maps a file of device dev
-// ("major:minor" as maps prints it).
-func mapsHold(path, dev string) bool {
+// under reports whether path p is root or below it.
+func under(p, root string) bool {
+	return p == root || strings.HasPrefix(p, root+"/") || root == "/"
+}
+
+// linkHolds looks at the working directory, root and open files of the
+// process /proc/PID at base, in that order, for the first under dir (not
+// under store, if given) on a device dev accepts (AT_STATX_DONT_SYNC:
+// from the kernel's cache, no request to a daemon).
+func linkHolds(base, dir, store string, dev func(uint64) bool) (what, path string, ok bool) {
+	held := func(link string) (string, bool) {
+		target, err := os.Readlink(link)
+		if err != nil || !under(target, dir) || (store != "" && under(target, store)) {
+			return "", false
+		}
+		var st unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st) != nil {
+			return "", false
+		}
+		return target, dev(unix.Mkdev(st.Dev_major, st.Dev_minor))
+	}
+	if p, ok := held(base + "/cwd"); ok {
+		return "cwd", p, true
+	}
+	if p, ok := held(base + "/root"); ok {
+		return "root", p, true
+	}
+	d, err := os.Open(base + "/fd")
+	if err != nil {
+		return "", "", false
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		if p, ok := held(base + "/fd/" + n); ok {
+			return "fd", p, true
+		}
+	}
+	return "", "", false
+}
+
+// mapsHold returns the first file a /proc/PID/maps file maps that match
+// accepts, given its device ("major:minor" as maps prints it) and path.
+func mapsHold(path string, match func(dev, path string) bool) (string, bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
-		// start-end perms offset dev inode [path]
-		line := sc.Text()
-		for i := 0; i < 3; i++ {
-			j := strings.IndexByte(line, ' ')
-			if j < 0 {
-				line = ""
-				break
-			}
-			line = line[j+1:]
+		// start-end perms offset dev inode [path], the path after
+		// padding.
+		f := strings.SplitN(sc.Text(), " ", 6)
+		if len(f) < 5 || f[4] == "0" {
+			continue // anonymous
 		}
-		if strings.HasPrefix(line, dev+" ") {
-			return true
+		p := ""
+		if len(f) == 6 {
+			p = strings.TrimLeft(f[5], " ")
+		}
+		if match(f[3], p) {
+			return p, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // listHolders formats holders as "PID COMMAND, PID COMMAND", the first
