@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -424,4 +425,38 @@ func checkDaemonLog(t *testing.T, store string) {
 			return
 		}
 	}
+}
+
+// mapFile starts a python3 that maps the file at p (MAP_SHARED, its fd
+// closed: the map alone holds the file) and waits; it returns the
+// process and a func that ends it, or nil where python3 is missing.
+func mapFile(t *testing.T, p string) (*exec.Cmd, func()) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return nil, nil
+	}
+	cmd := exec.Command(py, "-c", `import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open(sys.argv[1], os.O_RDONLY)
+p = libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED (Python's mmap keeps an fd)
+assert p not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+os.close(fd)  # the map alone holds the file
+print("mapped", flush=True)
+sys.stdin.read()`, p)
+	cmd.Dir = "/"
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }
+	t.Cleanup(stop)
+	line := make([]byte, 7)
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "mapped\n" {
+		t.Fatalf("python3 mmap: %q %v", line, err)
+	}
+	return cmd, stop
 }

@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,28 +96,7 @@ func TestMountWarnsOfProcessesInDirBeforeMount(t *testing.T) {
 		open:  fmt.Sprintf("ckptfs: warning: %d sleep has %s/a open from before the mount: its changes go around ckptfs and are not recorded (reopen it, or restart the process)\n", open, dir),
 	}
 	// And a memory map (its file closed), where python3 is.
-	if py, err := exec.LookPath("python3"); err == nil {
-		cmd := exec.Command(py, "-c", `import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-fd = os.open(sys.argv[1], os.O_RDONLY)
-p = libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED (Python's mmap keeps an fd)
-assert p not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-os.close(fd)  # the map alone holds the file
-print("mapped", flush=True)
-sys.stdin.read()`, filepath.Join(dir, "sub/b"))
-		cmd.Dir = "/"
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-		line := make([]byte, 7)
-		if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "mapped\n" {
-			t.Fatalf("python3 mmap: %q %v", line, err)
-		}
+	if cmd, _ := mapFile(t, filepath.Join(dir, "sub/b")); cmd != nil {
 		pid := cmd.Process.Pid
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		want[pid] = fmt.Sprintf("ckptfs: warning: %d %s has %s/sub/b mapped from before the mount: its changes go around ckptfs and are not recorded (restart it)\n", pid, strings.TrimSpace(string(comm)), dir)

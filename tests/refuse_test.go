@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,31 +323,9 @@ func TestUmountRefusesBusy(t *testing.T) {
 	refused(t, []string{fmt.Sprintf("%d sleep", cmd.Process.Pid)}, "umount", dir)
 	cmd.Process.Kill()
 	cmd.Wait()
-	if py, err := exec.LookPath("python3"); err == nil {
-		cmd := exec.Command(py, "-c", `import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-fd = os.open(sys.argv[1], os.O_RDONLY)
-p = libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
-assert p not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-os.close(fd)  # the map alone holds the file
-print("mapped", flush=True)
-sys.stdin.read()`, filepath.Join(dir, "a"))
-		cmd.Dir = "/"
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		line := make([]byte, 7)
-		if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "mapped\n" {
-			t.Fatalf("python3 mmap: %q %v", line, err)
-		}
+	if cmd, stop := mapFile(t, filepath.Join(dir, "a")); cmd != nil {
 		refused(t, []string{fmt.Sprintf("%d python3", cmd.Process.Pid)}, "umount", dir)
-		stdin.Close()
-		cmd.Wait()
+		stop()
 	}
 	if !rundir.IsMounted(dir) || !alive(pid) {
 		t.Fatalf("%s is no longer mounted after refused umounts", dir)

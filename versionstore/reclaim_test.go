@@ -91,14 +91,7 @@ func TestGrownSignalsEachGrowthStep(t *testing.T) {
 	s := NewTestStore(t)
 	root := t.TempDir()
 	tree := openTree(t, root)
-	pending := func() bool {
-		select {
-		case <-s.Grown():
-			return true
-		default:
-			return false
-		}
-	}
+	pending := func() bool { return growthPending(s) }
 	s.Begin(ckpt.KindAgent, "", "")
 	for i, want := range []bool{false, true, false, true} {
 		p := fmt.Sprint("f", i)
@@ -118,14 +111,7 @@ func TestGrownSignalsAtTheEndOfATurnThatKept(t *testing.T) {
 	s := NewTestStore(t)
 	root := t.TempDir()
 	tree := openTree(t, root)
-	pending := func() bool {
-		select {
-		case <-s.Grown():
-			return true
-		default:
-			return false
-		}
-	}
+	pending := func() bool { return growthPending(s) }
 	writeFile(t, filepath.Join(root, "f"), []byte("some bytes"))
 	s.Begin(ckpt.KindAgent, "", "")
 	captureFile(t, s, tree, "f")
@@ -178,5 +164,15 @@ func TestUsageLargestCountsAVersionOnce(t *testing.T) {
 	want := []ckpt.FileUsage{{Path: "big", Turn: 1, Bytes: 6 * 4096}, {Path: "small", Turn: 1, Bytes: 100}}
 	if fmt.Sprint(u.Largest) != fmt.Sprint(want) {
 		t.Errorf("largest versions %v, want %v", u.Largest, want)
+	}
+}
+
+// growthPending takes a signal of s.Grown, if one is pending.
+func growthPending(s *Store) bool {
+	select {
+	case <-s.Grown():
+		return true
+	default:
+		return false
 	}
 }
