@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/rundir"
 )
 
@@ -246,4 +247,37 @@ func TestMountCleanSaysNothing(t *testing.T) {
 	if _, _, stderr = mountCmd(t, dir, cmd); stderr != "" {
 		t.Errorf("mount after a clean unmount, run in DIR: stderr %q", stderr)
 	}
+}
+
+// TestMountTellsOfAnInterruptedRewind: a rewind killed half-way (a crash
+// point in its fix-up pass) is finished by the next mount, which says so
+// on stderr (the daemon's log, where it was said before, is hidden by the
+// mount), and the tree is the rewind's target.
+func TestMountTellsOfAnInterruptedRewind(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"a": "a0", "b": "b0"})
+	before := snapshot(t, dir, nil, nil)
+	setRuntimeDir(t) // before the environment is copied
+	cmd := exec.Command(ckptfsBin, "mount", dir)
+	cmd.Env = append(os.Environ(), crashpoint.Env+"=rewind.journaled@1")
+	m, _, stderr := mountCmd(t, dir, cmd)
+	if stderr != "" {
+		t.Fatalf("first mount: stderr %q", stderr)
+	}
+	m.turnctl(t, "begin")
+	writeTree(t, dir, map[string]string{"a": "a1", "c": "c1"})
+	os.Remove(filepath.Join(dir, "b"))
+	m.turnctl(t, "end")
+	if out, err := runTurnctl(t, dir, "rewind", "0"); err == nil {
+		t.Fatalf("the rewind was not killed at rewind.fixup: %s", out)
+	}
+	m, stderr = mountStderr(t, dir)
+	want := "ckptfs: finished a rewind, restore or revert that a crash had interrupted: the tree is as it asked (turnctl log shows it)\n"
+	if !strings.Contains(stderr, want) {
+		t.Errorf("mount after a killed rewind: stderr:\n%s\nwant a line %q", stderr, want)
+	}
+	diffTrees(t, before, snapshot(t, dir, []string{".ckptfs"}, nil))
 }

@@ -48,10 +48,17 @@ func daemon(dir string, o mountOpts, stderr io.Writer) error {
 
 // startNotes passes on to the user, through note, what the start of a
 // mount of dir found that they must know and would not see otherwise (the
-// daemon's log is in the store, hidden by the mount): that the last mount
-// was not unmounted cleanly, and the changes made while unmounted that it
+// daemon's log is in the store, hidden by the mount): a rewind a crash had
+// interrupted, finished or rolled back; that the last mount was not
+// unmounted cleanly; and the changes made while unmounted that it
 // recorded.
 func startNotes(dir string, started control.StartResult, note func(string, ...any)) {
+	switch {
+	case started.RolledBack != "":
+		note("warning: a rewind, restore or revert that a crash interrupted could not finish, and was rolled back: the tree is as it was before it (%s)", started.RolledBack)
+	case started.Recovered:
+		note("finished a rewind, restore or revert that a crash had interrupted: the tree is as it asked (turnctl log shows it)")
+	}
 	if started.Unclean {
 		note("warning: the last mount of %s did not end with a clean unmount (its daemon was killed or crashed), so no record of the tree was saved: changes made between the crash and this mount are not in the history, and a rewind will not undo them", dir)
 	}

@@ -39,12 +39,13 @@ type Link struct {
 
 // StartResult says what Start found.
 type StartResult struct {
-	Recovered bool                            // a rewind a crash interrupted was finished
-	Unclean   bool                            // history but no manifest of the last unmount: changes since were lost (a mount)
-	Offline   versionstore.OfflineResult      // what changed while unmounted
-	Links     []Link                          // the names of hard-linked files, with StartOptions.Links
-	Hidden    string                          // the store's path in the tree ("": outside it)
-	Skip      func(p string, isDir bool) bool // what no capture sees: the store, the excluded, other projects' stores
+	Recovered  bool                            // a rewind a crash interrupted was finished
+	RolledBack string                          // or rolled back, why (it could not finish)
+	Unclean    bool                            // history but no manifest of the last unmount: changes since were lost (a mount)
+	Offline    versionstore.OfflineResult      // what changed while unmounted
+	Links      []Link                          // the names of hard-linked files, with StartOptions.Links
+	Hidden     string                          // the store's path in the tree ("": outside it)
+	Skip       func(p string, isDir bool) bool // what no capture sees: the store, the excluded, other projects' stores
 }
 
 // Start readies a project's history for use, the same way for a mount and
@@ -63,6 +64,7 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 	var rolled *versionstore.RolledBackError
 	if res.Recovered, err = st.Recover(tree); errors.As(err, &rolled) {
 		logf("an interrupted rewind could not finish: %v", err)
+		res.RolledBack = err.Error()
 	} else if err != nil {
 		return res, fmt.Errorf("finishing an interrupted rewind: %w", err)
 	} else if res.Recovered {
