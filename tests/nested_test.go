@@ -8,6 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // noStoreListed fails the test if a listing of the parent's history names
@@ -179,4 +182,98 @@ func TestNestedStoreSurvivesRewindOfItsDirectory(t *testing.T) {
 		t.Errorf("the child's history after the parent's rewinds:\n%s", got)
 	}
 	c.Unmount(t)
+}
+
+// A rewind of the parent that a crash cuts short is finished by the next
+// start's Recover; that must leave lib/.ckptfs as the rewind itself does,
+// not record and remove it: Recover runs with the same unversioned paths
+// as the rewind it finishes.
+func TestNestedStoreSurvivesARecoveredRewind(t *testing.T) {
+	needTurnctl(t)
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "a\n"})
+	lib := filepath.Join(dir, "lib")
+	libStore := filepath.Join(lib, ".ckptfs")
+
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "make lib")
+	writeTree(t, dir, map[string]string{"lib/l.txt": "l\n"})
+	m.turnctl(t, "end")
+	m.Unmount(t)
+
+	c := mountProject(t, lib)
+	c.turnctl(t, "begin", "--label", "child one")
+	writeTree(t, lib, map[string]string{"l.txt": "l1\n"})
+	c.turnctl(t, "end")
+	c.Unmount(t)
+	want, wantIno := snapshot(t, libStore, nil, nil), inodes(t, libStore)
+
+	// An offline rewind to before lib/, killed once its journal is
+	// written (nothing changed yet).
+	cmd := m.turnctlCmd("rewind", "0")
+	cmd.Env = append(cmd.Env, "CKPTFS_CRASH=rewind.journaled@1")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("turnctl rewind 0 was not killed:\n%s", out)
+	}
+	// The next offline command finishes it.
+	m.turnctl(t, "log")
+	checkFiles(t, dir, map[string]string{"a.txt": "a\n"}, []string{"lib/l.txt"})
+	if _, err := os.Stat(libStore); err != nil {
+		t.Fatalf("the child's store after the recovered rewind: %v", err)
+	}
+	diffTrees(t, want, snapshot(t, libStore, nil, nil))
+	if got := inodes(t, libStore); !reflect.DeepEqual(got, wantIno) {
+		t.Errorf("the child's store was written again by the recovered rewind (inodes differ)")
+	}
+	log := m.turnctl(t, "log")
+	noStoreListed(t, "turnctl show of the recovered rewind", m.turnctl(t, "show", strconv.Itoa(newestTurn(t, log)), "--all"))
+
+	// The child goes on; then the parent rewinds across the recovered
+	// rewind: the child's store must be what the child made it.
+	c = mountProject(t, lib)
+	c.turnctl(t, "begin", "--label", "child two")
+	writeTree(t, lib, map[string]string{"l.txt": "l2\n"})
+	c.turnctl(t, "end")
+	c.Unmount(t)
+	want = snapshot(t, libStore, nil, nil)
+	m.turnctl(t, "rewind", "1")
+	diffTrees(t, want, snapshot(t, libStore, nil, nil))
+	c = mountProject(t, lib)
+	if got := c.turnctl(t, "log"); !strings.Contains(got, "child one") || !strings.Contains(got, "child two") {
+		t.Errorf("the child's history after the parent's rewinds:\n%s", got)
+	}
+	c.Unmount(t)
+}
+
+// The daemon that mounted DIR --exclude build/ is killed (no manifest of
+// an unmount); an offline rewind that removes out/ must still leave
+// out/build as the daemon's rewind would: the offline commands pass by
+// the patterns the store keeps, not only the built-in one.
+func TestOfflineRewindAfterAKillLeavesExcludedPaths(t *testing.T) {
+	needTurnctl(t)
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "a\n"})
+	m := mountProject(t, dir, "--exclude", "build/")
+	m.turnctl(t, "begin", "--label", "make out")
+	writeTree(t, dir, map[string]string{"out/src.c": "c\n", "out/build/obj.o": "o\n"})
+	m.turnctl(t, "end")
+	pid := m.PID(t)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 200 && alive(pid); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	obj := filepath.Join(dir, "out/build/obj.o")
+	ino := inodes(t, obj)
+	m.turnctl(t, "rewind", "0")
+	checkFiles(t, dir, map[string]string{"a.txt": "a\n", "out/build/obj.o": "o\n"}, []string{"out/src.c"})
+	if got := inodes(t, obj); !reflect.DeepEqual(got, ino) {
+		t.Errorf("out/build/obj.o was removed and written again by the offline rewind")
+	}
+	log := m.turnctl(t, "log")
+	if show := m.turnctl(t, "show", strconv.Itoa(newestTurn(t, log)), "--all"); strings.Contains(show, "build") {
+		t.Errorf("the offline rewind recorded an excluded path:\n%s", show)
+	}
 }

@@ -61,15 +61,6 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 		logf = func(string, ...any) {}
 	}
 	var err error
-	var rolled *versionstore.RolledBackError
-	if res.Recovered, err = st.Recover(tree); errors.As(err, &rolled) {
-		logf("an interrupted rewind could not finish: %v", err)
-		res.RolledBack = err.Error()
-	} else if err != nil {
-		return res, fmt.Errorf("finishing an interrupted rewind: %w", err)
-	} else if res.Recovered {
-		logf("finished an interrupted rewind")
-	}
 	if rel, err := filepath.Rel(root, storeDir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
 		res.Hidden = filepath.ToSlash(rel)
 	}
@@ -89,12 +80,39 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 	if current == nil {
 		current = old
 	}
+	if current == nil {
+		// An offline command with no manifest (the last daemon did not
+		// stop cleanly): the patterns the last mount kept in the store,
+		// or a rewind here would record and remove what that mount
+		// left unversioned.
+		kept, ok, err := st.Excludes()
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			if current, err = exclude.New(kept); err != nil {
+				return res, err
+			}
+		}
+	}
 	// (A nil Matcher still matches the built-in pattern, another
 	// project's store below the root: exclude.Nested.)
 	res.Skip = func(p string, isDir bool) bool {
 		return p == res.Hidden || current.Match(p, isDir)
 	}
 	st.SetUnversioned(res.Skip)
+	// Only now: the rewind Recover finishes must leave the unversioned
+	// paths below a directory it removes as the rewind itself does (see
+	// versionstore's clear), not record and remove them.
+	var rolled *versionstore.RolledBackError
+	if res.Recovered, err = st.Recover(tree); errors.As(err, &rolled) {
+		logf("an interrupted rewind could not finish: %v", err)
+		res.RolledBack = err.Error()
+	} else if err != nil {
+		return res, fmt.Errorf("finishing an interrupted rewind: %w", err)
+	} else if res.Recovered {
+		logf("finished an interrupted rewind")
+	}
 	skip := res.Skip
 	if old != nil && old != current {
 		skip = func(p string, isDir bool) bool { return res.Skip(p, isDir) || old.Match(p, isDir) }
