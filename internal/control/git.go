@@ -131,6 +131,13 @@ func (s *Service) gitStats(cs []versionstore.Change, fcs []turnctl.FileChange, t
 			}
 			g.Commit = g.PrevHead == "" || !slices.Contains(commitParents(prev), g.Head)
 		}
+		// A rewind, restore, revert or undo makes no commit, whatever
+		// objects it brings back (git gc packs the head before too).
+		if n, _ := versionstore.SplitPoint(to); to != versionstore.Now {
+			if t, err := s.store.Turn(n); err == nil && (t.Kind == ckpt.KindRewind || t.Kind == ckpt.KindRevert) {
+				g.Commit = false
+			}
+		}
 	}
 	return &g
 }

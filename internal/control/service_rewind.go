@@ -334,6 +334,9 @@ func (s *Service) listReplyChanges(rep *turnctl.RewindReply, cs []versionstore.C
 	if rep.Changes, rep.Stats, err = s.listChanges(cs, to); err != nil {
 		return nil, s.wrap(err)
 	}
+	if g := rep.Stats.Git; g != nil {
+		g.Commit = false // as gitStats says of a rewind's turn
+	}
 	if rep.Turn != nil {
 		st := rep.Stats
 		rep.Turn.Stats = &st
