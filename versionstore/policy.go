@@ -75,24 +75,19 @@ func (s *Store) EffectivePolicy() (ckpt.Policy, error) {
 // (space.go) aside: what the budget is compared with. Pebble's logs count
 // what they hold, not the space preallocated ahead of their writes (35
 // MiB for a new one, which a flush makes: a gc that freed space would
-// report the store grown); where the attic clones, its files count the
-// extents no live file shares (attic_space.go).
+// report the store grown).
 func (s *Store) StoreBytes() int64 {
 	if s.dirf == nil {
 		return int64(s.db.Metrics().DiskSpaceUsage())
 	}
 	root := fmt.Sprintf("/proc/self/fd/%d/", s.dirf.Fd()) // the slash: walk the directory, not the link
 	var total int64
-	var attic []string
-	var atticStats []*syscall.Stat_t
 	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || !fi.Mode().IsRegular() || p == root+"ballast" {
 			return nil
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			if s.atticClones && strings.HasPrefix(p, root+"attic/") {
-				attic, atticStats = append(attic, p), append(atticStats, st)
-			} else if isWAL(p) && strings.HasPrefix(p, root+"db/") {
+			if isWAL(p) && strings.HasPrefix(p, root+"db/") {
 				total += min(st.Blocks*512, fi.Size())
 			} else {
 				total += st.Blocks * 512
@@ -102,9 +97,6 @@ func (s *Store) StoreBytes() int64 {
 		}
 		return nil
 	})
-	if len(attic) > 0 {
-		total += atticBytes(attic, atticStats)
-	}
 	return total
 }
 
