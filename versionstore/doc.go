@@ -327,8 +327,10 @@
 // records what differs as one turn of kind offline, dropping the manifest
 // in the same batch (offline.go). A regular file that changed there has
 // no prior bytes: its record is Lost, and cat, patches and rewinds name
-// it instead of showing other bytes. A rewind made with no daemon keeps the
-// manifest in step for the paths it changes.
+// it instead of showing other bytes; but a file range records were made
+// of, which its earlier versions rest on, the unmount seals (seal.go):
+// its record gets the bytes it had then. A rewind made with no daemon
+// keeps the manifest in step for the paths it changes.
 //
 // # Bounded history
 //

@@ -241,8 +241,8 @@ func (m *gcMark) addRef(c *contentRef) {
 	}
 }
 
-// mark reads every event, and a rewind journal's plan if one is left; nil
-// when stop said to stop.
+// mark reads every event, the seals of the last unmount (seal.go), and a
+// rewind journal's plan if one is left; nil when stop said to stop.
 func (s *Store) mark(stop func() bool, progress Progress) (*gcMark, error) {
 	m := &gcMark{chunks: map[[32]byte]bool{}, attic: map[string]bool{}, late: map[[32]byte]bool{}}
 	s.mu.Lock()
@@ -261,6 +261,9 @@ func (s *Store) mark(stop func() bool, progress Progress) (*gcMark, error) {
 		return true, nil
 	})
 	if err != nil || stopped {
+		return nil, err
+	}
+	if err := s.eachSeal(func(_ string, e sealEntry) { m.addRef(e.Ref) }); err != nil {
 		return nil, err
 	}
 	v, closer, err := s.db.Get(keyJournalPlan)
@@ -299,7 +302,19 @@ func (s *Store) catchUp(m *gcMark) error {
 		return true, nil
 	})
 	m.seq = end
-	return err
+	if err != nil {
+		return err
+	}
+	// Seals saved since the mark began (an unmount's, with the gc of an
+	// offline command: not at once, but cheap to ask).
+	return s.eachSeal(func(_ string, e sealEntry) {
+		m.addRef(e.Ref)
+		if e.Ref != nil {
+			for ch := e.Ref.Chunks; len(ch) >= 32; ch = ch[32:] {
+				m.late[[32]byte(ch[:32])] = true
+			}
+		}
+	})
 }
 
 // gcRun is a run of garbage chunk keys, in key order, with no referenced

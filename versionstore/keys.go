@@ -32,9 +32,15 @@ import (
 //	                                       (policy.go); absent: the defaults
 //	         'm' "excludes"                JSON []string: the --exclude patterns the
 //	                                       mounts use (settings.go); absent: none given yet
+//	         'm' "ranged"                  JSON rangedInfo: the paths range records were
+//	                                       made of, at their names now, as of a seq
+//	                                       (seal.go)
 //	manifest 'w' path-bytes                JSON manifestEntry: one path's state at that
 //	                                       unmount (offline.go); present only between
 //	                                       an unmount and the next mount
+//	seal     'S' path-bytes                JSON sealEntry: the bytes of a range-kept file
+//	                                       as that unmount found it (seal.go); present
+//	                                       only with the manifest
 //	turn     't' num[8]                    JSON Turn; none below the history start
 //	prompt   'P' num[8]                    the whole text turn num was opened with
 //	                                       (ckpt.Turn.Prompt); present only when it
@@ -74,6 +80,7 @@ const (
 	prefixPin   = 'p'
 	prefixText  = 'P'
 	prefixStep  = 's'
+	prefixSeal  = 'S'
 )
 
 var (
@@ -81,6 +88,7 @@ var (
 	keyJournal     = []byte("mjournal")
 	keyJournalPlan = []byte("mjournal-plan")
 	keyManifest    = []byte("mmanifest")
+	keyRanged      = []byte("mranged")
 	keyHistory     = []byte("mhistory")
 	keyPolicy      = []byte("mpolicy")
 	keyExcludes    = []byte("mexcludes")

@@ -83,19 +83,34 @@ func decodeEntry(v []byte) (manifestEntry, error) {
 
 // SaveManifest records the tree as it is now, every path but those skip
 // leaves out (patterns names them, for the next mount to know), replacing
-// any earlier manifest. Its cost grows with the size of the tree: the
-// daemon calls it once, at unmount.
+// any earlier manifest, and seals the range-kept files (seal.go). Its cost
+// grows with the size of the tree and of those files: the daemon calls it
+// once, at unmount.
 func (s *Store) SaveManifest(live ckpt.Tree, skip func(string, bool) bool, patterns []string) error {
+	set, end, err := s.ranged()
+	if err != nil {
+		return err
+	}
+	// What the seals name must not go to a gc before they are committed.
+	s.contentMu.RLock()
+	defer s.contentMu.RUnlock()
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := b.DeleteRange([]byte{prefixWalk}, upper(prefixWalk), nil); err != nil {
 		return err
 	}
-	err := walkWithRoot(live, skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
+	toSeal := map[string]treeEntry{}
+	err = walkWithRoot(live, skip, func(p string, st ckpt.State, sp ckpt.Stamp) error {
+		if set[p] {
+			toSeal[p] = treeEntry{st, sp}
+		}
 		return b.Set(walkKey(p), encodeEntry(st, sp), nil)
 	})
 	if err != nil {
 		return fmt.Errorf("versionstore: manifest: %w", err)
+	}
+	if err := s.saveSeals(b, live, set, end, toSeal); err != nil {
+		return err
 	}
 	putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: patterns, Events: s.Events()})
 	if err := s.commit(b, pebble.Sync); err != nil {
@@ -206,6 +221,11 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		}
 	}
 
+	// The bytes of range-kept files the unmount sealed (seal.go).
+	seals, err := s.seals()
+	if err != nil {
+		return res, err
+	}
 	// The tree's device: the manifest keeps inode numbers alone.
 	_, rootIno, err := live.LstatInode("")
 	if err != nil {
@@ -222,12 +242,11 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		}
 		c, ok := cur[p]
 		switch {
-		case !ok:
-			recs = append(recs, priorRecord(p, e.State))
-		case c.st.Type != e.State.Type:
-			recs = append(recs, priorRecord(p, e.State))
-		case e.State.Type == ckpt.Regular && (c.sp.Ino != e.Stamp.Ino || c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime):
-			recs = append(recs, priorRecord(p, e.State))
+		case !ok, c.st.Type != e.State.Type,
+			e.State.Type == ckpt.Regular && (c.sp.Ino != e.Stamp.Ino || c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime):
+			r := priorRecord(p, e.State)
+			sealed(r, e.State, e.Stamp, seals)
+			recs = append(recs, r)
 		case e.State.Type == ckpt.Regular && sameMeta(c.st, e.State):
 			// unchanged
 		case e.State.Type == ckpt.Regular:
@@ -302,8 +321,19 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			b.Set(walkKey(p), encodeEntry(c.st, c.sp), nil)
 		}
 		putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: info.Patterns, Events: s.nextSeq + uint64(len(recs))})
-	} else if err := b.Delete(keyManifest, nil); err != nil {
-		return res, err
+		// A seal stays while the file is what it sealed.
+		for p, e := range seals {
+			if c, ok := cur[p]; !ok || c.st.Type != ckpt.Regular || c.st.Size != e.Size || c.sp.Ino != e.Stamp.Ino || c.sp.Mtime != e.Stamp.Mtime {
+				b.Delete(sealKey(p), nil)
+			}
+		}
+	} else {
+		if err := b.Delete(keyManifest, nil); err != nil {
+			return res, err
+		}
+		if err := b.DeleteRange([]byte{prefixSeal}, upper(prefixSeal), nil); err != nil {
+			return res, err
+		}
 	}
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return res, err

@@ -59,8 +59,9 @@ func versionBytes(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) ([
 }
 
 // A file rewritten whole in a turn after a write into it has every
-// prior byte in its range records: a change made to it while unmounted, later, makes its
-// bytes after that unknown, not those before the turn.
+// prior byte in its range records: a change made to it while unmounted,
+// later, costs none of its versions (the unmount sealed its bytes, and
+// those before the turn are in the records anyway).
 func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
 	s, tree, root := rangeFixture(t)
 	p := filepath.Join(root, "big")
@@ -89,7 +90,7 @@ func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(p, fill(2000, 'c'), 0o644)
-	if res, err := s.RecordOffline(tree, nil, nil, false); err != nil || res.Lost != 1 {
+	if res, err := s.RecordOffline(tree, nil, nil, false); err != nil || res.Paths != 1 || res.Lost != 0 {
 		t.Fatalf("offline: %+v %v", res, err)
 	}
 
@@ -106,12 +107,12 @@ func TestRangeWholeCaptureSurvivesAnOfflineChange(t *testing.T) {
 	}
 }
 
-// A file written in place in a turn, then changed while unmounted: its
-// bytes before the turn are lost (the range records hold only what the
-// turn overwrote). A rewind there names it and leaves it as it is, as
-// it does any file whose bytes were never seen; it does not put the
-// turn's spans into the bytes written while unmounted (while it undoes
-// the turn's other changes).
+// A file written in place in a turn, then changed while unmounted after
+// an unmount that could not seal it (no room): its bytes before the turn
+// are lost (the range records hold only what the turn overwrote). A
+// rewind there names it and leaves it as it is, as it does any file whose
+// bytes were never seen; it does not put the turn's spans into the bytes
+// written while unmounted (while it undoes the turn's other changes).
 func TestRangeRewindLeavesAFileChangedOfflineAsItIs(t *testing.T) {
 	s, tree, root := rangeFixture(t)
 	p := filepath.Join(root, "big")
@@ -140,6 +141,7 @@ func TestRangeRewindLeavesAFileChangedOfflineAsItIs(t *testing.T) {
 	if err := s.SaveManifest(tree, nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	dropSeals(t, s)
 	offline := fill(4*rangeBlock+1, 'c')
 	os.WriteFile(p, offline, 0o644)
 	if _, err := s.RecordOffline(tree, nil, nil, false); err != nil {
@@ -313,9 +315,9 @@ func TestRangeViewWhileTheTurnWrites(t *testing.T) {
 }
 
 // Range records of two turns that together hold every byte of the first
-// turn's start, then a change made while unmounted: the first turn's
-// start is still known (the second's is not), and a rewind there gives
-// it back.
+// turn's start, then a change made while unmounted, unsealed: the first
+// turn's start is still known (the second's is not), and a rewind there
+// gives it back.
 func TestRangeLayersOfTwoTurnsSurviveAnOfflineChange(t *testing.T) {
 	s, tree, root := rangeFixture(t)
 	p := filepath.Join(root, "big")
@@ -340,6 +342,7 @@ func TestRangeLayersOfTwoTurnsSurviveAnOfflineChange(t *testing.T) {
 	if err := s.SaveManifest(tree, nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	dropSeals(t, s)
 	os.WriteFile(p, fill(100, 'z'), 0o644)
 	if _, err := s.RecordOffline(tree, nil, nil, false); err != nil {
 		t.Fatal(err)

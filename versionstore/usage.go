@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"encoding/json"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -69,6 +70,25 @@ func (s *Store) scanContent() (*contentScan, error) {
 		}
 		c.versions[ckpt.FileUsage{Path: r.Path, Turn: r.Turn}] += r.Content.Size
 		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A seal (seal.go) holds its content as an event would that no
+	// forgetting of turns reaches, and no one turn has alone.
+	sealUse := &record{Seq: math.MaxUint64, Turn: math.MaxUint64}
+	err = s.eachSeal(func(_ string, e sealEntry) {
+		if e.Ref.Attic != "" {
+			u, ok := c.attic[e.Ref.Attic]
+			c.attic[e.Ref.Attic] = use(u, ok, sealUse)
+			c.attic[e.Ref.Attic].first = 0
+		}
+		for ch := e.Ref.Chunks; len(ch) >= 32; ch = ch[32:] {
+			k := [32]byte(ch[:32])
+			u, ok := c.chunks[k]
+			c.chunks[k] = use(u, ok, sealUse)
+			c.chunks[k].first = 0
+		}
 	})
 	if err != nil {
 		return nil, err
