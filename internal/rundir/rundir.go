@@ -89,7 +89,9 @@ func private(d string) error {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return fmt.Errorf("runtime directory %s is not a directory (a symlink?); remove it, or set CKPTFS_RUNTIME_DIR", d)
 	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("runtime directory %s belongs to uid %d, not to you (uid %d): someone else made it; remove it, or set CKPTFS_RUNTIME_DIR", d, st.Uid, os.Geteuid())
+		// Another user's XDG_RUNTIME_DIR (su without -, sudo -E), or a
+		// directory someone else made first: not to be removed blindly.
+		return fmt.Errorf("runtime directory %s belongs to uid %d, not to you (uid %d): set CKPTFS_RUNTIME_DIR to a directory of your own (after su or sudo -E, XDG_RUNTIME_DIR may still be the other user's)", d, st.Uid, os.Geteuid())
 	case st.Mode&0o077 != 0:
 		return fmt.Errorf("runtime directory %s has mode %04o: others may use it; chmod 700 it, or set CKPTFS_RUNTIME_DIR", d, st.Mode&0o7777)
 	}
