@@ -438,21 +438,8 @@ func TestRevertDirectories(t *testing.T) {
 	root := t.TempDir()
 	os.Mkdir(filepath.Join(root, "y"), 0o750)
 	os.WriteFile(filepath.Join(root, "y", "f"), []byte("keep\n"), 0o600)
-	tree, err := backing.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tree.Close()
-	m := &sim{t: t, rng: rand.New(rand.NewSource(1)), root: root, tree: tree, store: s}
-	turn := func(fn func()) uint64 {
-		s.Begin(ckpt.KindAgent, "", "")
-		fn()
-		tn, err := s.End("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tn.Num
-	}
+	m, turn := revertSim(t, s, root)
+	tree := m.tree
 	n := turn(func() {
 		m.capture("x", false)
 		os.Mkdir(m.abs("x"), 0o755)
@@ -497,21 +484,8 @@ func TestRevertMovesARenamedFileBack(t *testing.T) {
 	os.Mkdir(filepath.Join(root, "keep"), 0o755)
 	os.Link(filepath.Join(root, "notes.txt"), filepath.Join(root, "keep", "link"))
 	os.WriteFile(filepath.Join(root, "a.txt"), []byte("a\n"), 0o644)
-	tree, err := backing.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tree.Close()
-	m := &sim{t: t, rng: rand.New(rand.NewSource(1)), root: root, tree: tree, store: s}
-	turn := func(fn func()) uint64 {
-		s.Begin(ckpt.KindAgent, "", "")
-		fn()
-		tn, err := s.End("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tn.Num
-	}
+	m, turn := revertSim(t, s, root)
+	tree := m.tree
 	ino := inodeOf(t, m.abs("notes.txt"))
 	n := turn(func() {
 		commit, err := s.RecordRename("notes.txt", "NOTES.md", false, ckpt.Program{Comm: "mv"})
@@ -662,4 +636,27 @@ func changeKinds(cs []Change) string {
 		out = append(out, fmt.Sprintf("%s %s<-%s", c.Kind, c.Path, c.From))
 	}
 	return strings.Join(out, ", ")
+}
+
+// revertSim opens the tree at root for a hand-written history on s: the
+// sim that captures into s, and turn, which runs fn as one agent turn and
+// returns its number.
+func revertSim(t *testing.T, s *Store, root string) (*sim, func(fn func()) uint64) {
+	t.Helper()
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tree.Close() })
+	m := &sim{t: t, rng: rand.New(rand.NewSource(1)), root: root, tree: tree, store: s}
+	return m, func(fn func()) uint64 {
+		t.Helper()
+		s.Begin(ckpt.KindAgent, "", "")
+		fn()
+		tn, err := s.End("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn.Num
+	}
 }
