@@ -143,10 +143,11 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 	defer s.rewindMu.Unlock()
 	if !opts.NoPolicy {
 		var freed func(uint64) int64
+		size := rep.Before
 		if scan != nil {
-			freed = scan.freedBy()
+			freed, size = scan.freedBy(), scan.budgeted(size)
 		}
-		r, err := s.policyPlan(pol, time.Now(), rep.Before, freed)
+		r, err := s.policyPlan(pol, time.Now(), size, freed)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -235,6 +235,8 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 	// Renames first: the paths whose objects only moved get a rename
 	// record, and the comparison below then sees each under its new name.
 	renames, old := findRenames(old, cur)
+	// A seal goes with its file, as the manifest's entry does.
+	seals = moveSeals(seals, renames)
 	var recs []*record
 	for p, e := range old {
 		if skip != nil && skip(p, e.State.Type == ckpt.Dir) {
@@ -321,10 +323,14 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			b.Set(walkKey(p), encodeEntry(c.st, c.sp), nil)
 		}
 		putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: info.Patterns, Events: s.nextSeq + uint64(len(recs))})
-		// A seal stays while the file is what it sealed.
+		// A seal stays while the file is what it sealed, under the name
+		// it has now.
+		if err := b.DeleteRange([]byte{prefixSeal}, upper(prefixSeal), nil); err != nil {
+			return res, err
+		}
 		for p, e := range seals {
-			if c, ok := cur[p]; !ok || c.st.Type != ckpt.Regular || c.st.Size != e.Size || c.sp.Ino != e.Stamp.Ino || c.sp.Mtime != e.Stamp.Mtime {
-				b.Delete(sealKey(p), nil)
+			if c, ok := cur[p]; ok && c.st.Type == ckpt.Regular && c.st.Size == e.Size && c.sp.Ino == e.Stamp.Ino && c.sp.Mtime == e.Stamp.Mtime {
+				putJSON(b, sealKey(p), e)
 			}
 		}
 	} else {

@@ -23,10 +23,13 @@ import (
 // with the stamp of what it kept. The next mount's RecordOffline gives a
 // file changed since the record it makes of its state at the unmount those
 // bytes, where it would otherwise be Lost (never captured): its versions
-// then rest on them. The seals go with the manifest (a mount drops both;
-// an offline command, which keeps the manifest, keeps the seals of the
-// paths it did not record). Between an unmount and the next mount they
-// are the only reference to their content: the gc's mark counts them.
+// then rest on them. A seal follows its file through the renames
+// RecordOffline finds (findRenames: a directory's carries the files below
+// it). The seals go with the manifest (a mount drops both; an offline
+// command, which keeps the manifest, keeps the seals of the files it finds
+// unchanged, under their names now). Between an unmount and the next
+// mount they are the only reference to their content: the gc's mark
+// counts them, and the budget does not (usage.go: budgeted).
 //
 // Which paths: the ranged set, every path a range record was made of,
 // followed through later renames to its name now (a path deleted since
@@ -208,4 +211,23 @@ func sealed(r *record, st ckpt.State, sp ckpt.Stamp, seals map[string]sealEntry)
 		return
 	}
 	r.Lost, r.Content = false, e.Ref
+}
+
+// moveSeals returns seals with every path under the name the renames
+// (findRenames': in order, each naming its paths after those before it)
+// gave it.
+func moveSeals(seals map[string]sealEntry, renames []*record) map[string]sealEntry {
+	if len(renames) == 0 {
+		return seals
+	}
+	out := make(map[string]sealEntry, len(seals))
+	for p, e := range seals {
+		for _, r := range renames {
+			if rest, ok := ckpt.Under(p, r.Path); ok {
+				p = join(r.To, rest)
+			}
+		}
+		out[p] = e
+	}
+	return out
 }

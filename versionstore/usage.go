@@ -32,8 +32,13 @@ type contentScan struct {
 	// versions: the bytes each turn keeps of each path's prior version
 	// (a whole capture, or the sum of its range records).
 	versions map[ckpt.FileUsage]int64
-	total    int64             // content bytes (referenced or not)
-	garbage  int64             // content bytes no event references
+	total    int64 // content bytes (referenced or not)
+	garbage  int64 // content bytes no event references
+	// sealOnly: content bytes only seals (seal.go) reference. They are
+	// not history's: the next mount drops them unless their file changed,
+	// and no forgetting of turns frees them, so the budget does not
+	// count them (budgeted).
+	sealOnly int64
 	ends     map[uint64]uint64 // turn -> LastSeq, for the kept turns
 }
 
@@ -77,17 +82,24 @@ func (s *Store) scanContent() (*contentScan, error) {
 	// A seal (seal.go) holds its content as an event would that no
 	// forgetting of turns reaches, and no one turn has alone.
 	sealUse := &record{Seq: math.MaxUint64, Turn: math.MaxUint64}
+	onlySealed := map[*contentUse]bool{}
 	err = s.eachSeal(func(_ string, e sealEntry) {
 		if e.Ref.Attic != "" {
 			u, ok := c.attic[e.Ref.Attic]
 			c.attic[e.Ref.Attic] = use(u, ok, sealUse)
 			c.attic[e.Ref.Attic].first = 0
+			if !ok {
+				onlySealed[c.attic[e.Ref.Attic]] = true
+			}
 		}
 		for ch := e.Ref.Chunks; len(ch) >= 32; ch = ch[32:] {
 			k := [32]byte(ch[:32])
 			u, ok := c.chunks[k]
 			c.chunks[k] = use(u, ok, sealUse)
 			c.chunks[k].first = 0
+			if !ok {
+				onlySealed[c.chunks[k]] = true
+			}
 		}
 	})
 	if err != nil {
@@ -133,6 +145,9 @@ func (s *Store) scanContent() (*contentScan, error) {
 			}
 		}
 	}
+	for u := range onlySealed {
+		c.sealOnly += u.size
+	}
 	turns, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTurn}, UpperBound: upper(prefixTurn)})
 	if err != nil {
 		return nil, err
@@ -167,6 +182,10 @@ func (c *contentScan) noteLargest(f ckpt.FileUsage) {
 		c.largest = c.largest[:largestShown]
 	}
 }
+
+// budgeted is the part of size, the store's, that the budget counts: all
+// but the content only seals hold (forgetting turns cannot free it).
+func (c *contentScan) budgeted(size int64) int64 { return max(size-c.sealOnly, 0) }
 
 // freedBy returns what forgetting the turns before to would free: the
 // garbage, and the content no event after to's end names. The open turn
@@ -295,7 +314,7 @@ func (s *Store) mergeFrees(c *contentScan, r retention, kept []ckpt.Turn) (int64
 func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCReport, error) {
 	rep := ckpt.GCReport{DryRun: true, Before: size}
 	freed := c.freedBy()
-	r, err := s.policyPlan(pol, time.Now(), size, freed)
+	r, err := s.policyPlan(pol, time.Now(), c.budgeted(size), freed)
 	if err != nil {
 		return rep, err
 	}
