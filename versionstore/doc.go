@@ -329,8 +329,9 @@
 // no prior bytes: its record is Lost, and cat, patches and rewinds name
 // it instead of showing other bytes; but a file range records were made
 // of, which its earlier versions rest on, the unmount seals (seal.go):
-// its record gets the bytes it had then. A rewind made with no daemon
-// keeps the manifest in step for the paths it changes.
+// its record gets the bytes it had then. An offline command that changed
+// the tree saves the manifest (and the seals) again as it leaves it
+// (control.OpenOffline), so that an edit made after it is told too.
 //
 // # Bounded history
 //

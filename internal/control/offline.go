@@ -31,10 +31,23 @@ func OpenOffline(root, store string) (turnctl.Handler, func(), error) {
 		st.Close()
 		return nil, nil, err
 	}
-	if _, err := Start(st, tree, root, store, StartOptions{KeepManifest: true}); err != nil {
+	started, err := Start(st, tree, root, store, StartOptions{KeepManifest: true})
+	if err != nil {
 		tree.Close()
 		st.Close()
 		return nil, nil, fmt.Errorf("%s", strings.ReplaceAll(err.Error(), "versionstore: ", ""))
 	}
-	return NewService(st, tree, nil), func() { tree.Close(); st.Close() }, nil
+	events := st.Events()
+	return NewService(st, tree, nil), func() {
+		// A command that changed the tree (a rewind, a restore) leaves
+		// a manifest of the tree as it left it, and seals what it left
+		// range-kept: an edit made after it, before the next mount, is
+		// then told as one made before it would be. (Without, the next
+		// mount took the paths its events name as they are then.)
+		if pats, ok, err := st.ManifestPatterns(); err == nil && ok && st.Events() != events {
+			st.SaveManifest(tree, started.Skip, pats)
+		}
+		tree.Close()
+		st.Close()
+	}, nil
 }
