@@ -305,31 +305,7 @@ func TestLinkWhileUnmountedIsAChange(t *testing.T) {
 // reads back exactly, a rewind to the start is exact, and the mount
 // notes no bytes it never captured.
 func TestRangeKeptFileEditedWhileUnmounted(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big.db")
-	v0 := randomBytes(t, 2<<20)
-	if err := os.WriteFile(big, v0, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	before := snapshot(t, dir, nil, nil)
-	m := mountProject(t, dir)
-	versions := [][]byte{v0}
-	for i, off := range []int64{4096, 1 << 20} {
-		m.turnctl(t, "begin", "--label", fmt.Sprint("write ", i))
-		f, err := os.OpenFile(big, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteAt(bytes.Repeat([]byte{byte('a' + i)}, 8192), off)
-		f.Close()
-		m.turnctl(t, "end")
-		b, _ := os.ReadFile(big)
-		versions = append(versions, b)
-	}
-	m.Unmount(t)
+	dir, big, before, versions := rangeKeptHistory(t)
 	// While unmounted: rewritten in place, other bytes, the same size.
 	if err := os.WriteFile(big, randomBytes(t, 2<<20), 0o644); err != nil {
 		t.Fatal(err)
@@ -354,30 +330,8 @@ func TestRangeKeptFileEditedWhileUnmounted(t *testing.T) {
 // rewind left (sealed when it ended), and every version reads back
 // exactly.
 func TestEditAfterAnOfflineRewind(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big.db")
-	v0 := randomBytes(t, 2<<20)
-	if err := os.WriteFile(big, v0, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := mountProject(t, dir)
-	versions := [][]byte{v0}
-	for i, off := range []int64{4096, 1 << 20} {
-		m.turnctl(t, "begin", "--label", fmt.Sprint("write ", i))
-		f, err := os.OpenFile(big, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteAt(bytes.Repeat([]byte{byte('a' + i)}, 8192), off)
-		f.Close()
-		m.turnctl(t, "end")
-		b, _ := os.ReadFile(big)
-		versions = append(versions, b)
-	}
-	m.Unmount(t)
+	dir, big, _, versions := rangeKeptHistory(t)
+	v0 := versions[0]
 	if out, err := runTurnctl(t, dir, "rewind", "0"); err != nil {
 		t.Fatalf("offline rewind 0: %v\n%s", err, out)
 	}
@@ -401,4 +355,38 @@ func TestEditAfterAnOfflineRewind(t *testing.T) {
 			t.Errorf("cat %d big.db: %d bytes (%v), want the %d it had", n, len(got), err, len(want))
 		}
 	}
+}
+
+// rangeKeptHistory makes a project with a 2 MiB file, big.db, written in
+// place in two turns through a mount (kept by ranges), then unmounted. It
+// returns the project, the file, the tree before the mount, and the
+// file's bytes at the end of turns 0, 1 and 2.
+func rangeKeptHistory(t *testing.T) (dir, big string, before map[string]entry, versions [][]byte) {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big = filepath.Join(dir, "big.db")
+	v0 := randomBytes(t, 2<<20)
+	if err := os.WriteFile(big, v0, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before = snapshot(t, dir, nil, nil)
+	m := mountProject(t, dir)
+	versions = [][]byte{v0}
+	for i, off := range []int64{4096, 1 << 20} {
+		m.turnctl(t, "begin", "--label", fmt.Sprint("write ", i))
+		f, err := os.OpenFile(big, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt(bytes.Repeat([]byte{byte('a' + i)}, 8192), off)
+		f.Close()
+		m.turnctl(t, "end")
+		b, _ := os.ReadFile(big)
+		versions = append(versions, b)
+	}
+	m.Unmount(t)
+	return dir, big, before, versions
 }

@@ -2,7 +2,6 @@ package versionstore
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,16 +43,6 @@ func sealFixture(t *testing.T) (*Store, ckpt.Tree, string, []byte) {
 	return s, tree, root, v0
 }
 
-func readAt(t *testing.T, s *Store, n uint64, p string, tree ckpt.Tree) ([]byte, error) {
-	t.Helper()
-	rc, _, err := s.OpenAt(n, p, tree)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
-}
-
 // While unmounted, the directory holding a sealed file is renamed, then
 // the file is written into: findRenames records the directory's rename
 // and compares the file under its new name, where the seal (kept under
@@ -76,7 +65,7 @@ func TestSealFollowsOfflineDirRename(t *testing.T) {
 	if res.Lost != 0 {
 		t.Errorf("offline: %+v: dir2/db recorded Lost though the unmount sealed it", res)
 	}
-	got, err := readAt(t, s, 0, "dir/db", tree)
+	got, err := versionBytes(t, s, 0, "dir/db", tree)
 	if err != nil || !bytes.Equal(got, v0) {
 		t.Errorf("dir/db at turn 0: %d bytes, %v; want the %d it had", len(got), err, len(v0))
 	}
@@ -106,7 +95,7 @@ func TestSealFollowsOfflineDirRenameThroughAnOfflineCommand(t *testing.T) {
 	if res.Lost != 0 {
 		t.Errorf("mount: %+v: dir2/db recorded Lost though the unmount sealed it", res)
 	}
-	got, err := readAt(t, s, 0, "dir/db", tree)
+	got, err := versionBytes(t, s, 0, "dir/db", tree)
 	if err != nil || !bytes.Equal(got, v0) {
 		t.Errorf("dir/db at turn 0: %d bytes, %v; want the %d it had", len(got), err, len(v0))
 	}
@@ -136,7 +125,7 @@ func TestSealFollowsFileRenameThroughAnOfflineCommand(t *testing.T) {
 	if res.Lost != 0 {
 		t.Errorf("mount: %+v: dir/db2 recorded Lost though the unmount sealed it", res)
 	}
-	got, err := readAt(t, s, 0, "dir/db", tree)
+	got, err := versionBytes(t, s, 0, "dir/db", tree)
 	if err != nil || !bytes.Equal(got, v0) {
 		t.Errorf("dir/db at turn 0: %d bytes, %v; want the %d it had", len(got), err, len(v0))
 	}

@@ -88,12 +88,7 @@ func TestSealKeepsRangeKeptVersions(t *testing.T) {
 		if n == len(versions)-1 {
 			name = "db2"
 		}
-		rc, _, err := s.OpenAt(uint64(n), name, tree)
-		if err != nil {
-			t.Fatalf("%s at turn %d: %v", name, n, err)
-		}
-		got, err := io.ReadAll(rc)
-		rc.Close()
+		got, err := versionBytes(t, s, uint64(n), name, tree)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s at turn %d: %d bytes (%v), want the %d it had", name, n, len(got), err, len(want))
 		}
