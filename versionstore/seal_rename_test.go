@@ -52,23 +52,7 @@ func TestSealFollowsOfflineDirRename(t *testing.T) {
 	if err := os.Rename(filepath.Join(root, "dir"), filepath.Join(root, "dir2")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(filepath.Join(root, "dir2", "db"), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(fill(4096, 'z'), 0) // dd while unmounted
-	f.Close()
-	res, err := s.RecordOffline(tree, nil, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Lost != 0 {
-		t.Errorf("offline: %+v: dir2/db recorded Lost though the unmount sealed it", res)
-	}
-	got, err := versionBytes(t, s, 0, "dir/db", tree)
-	if err != nil || !bytes.Equal(got, v0) {
-		t.Errorf("dir/db at turn 0: %d bytes, %v; want the %d it had", len(got), err, len(v0))
-	}
+	editThenMount(t, s, tree, root, "dir2/db", v0)
 }
 
 // The same with an offline command in between (keep): it records the
@@ -82,23 +66,7 @@ func TestSealFollowsOfflineDirRenameThroughAnOfflineCommand(t *testing.T) {
 	if res, err := s.RecordOffline(tree, nil, nil, true); err != nil || res.Paths != 1 {
 		t.Fatalf("offline command: %+v %v", res, err)
 	}
-	f, err := os.OpenFile(filepath.Join(root, "dir2", "db"), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(fill(4096, 'z'), 0)
-	f.Close()
-	res, err := s.RecordOffline(tree, nil, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Lost != 0 {
-		t.Errorf("mount: %+v: dir2/db recorded Lost though the unmount sealed it", res)
-	}
-	got, err := versionBytes(t, s, 0, "dir/db", tree)
-	if err != nil || !bytes.Equal(got, v0) {
-		t.Errorf("dir/db at turn 0: %d bytes, %v; want the %d it had", len(got), err, len(v0))
-	}
+	editThenMount(t, s, tree, root, "dir2/db", v0)
 }
 
 // An offline command finds the sealed file renamed (findRenames: the same
@@ -112,7 +80,15 @@ func TestSealFollowsFileRenameThroughAnOfflineCommand(t *testing.T) {
 	if res, err := s.RecordOffline(tree, nil, nil, true); err != nil || res.Paths != 1 {
 		t.Fatalf("offline command: %+v %v", res, err)
 	}
-	f, err := os.OpenFile(filepath.Join(root, "dir", "db2"), os.O_WRONLY, 0)
+	editThenMount(t, s, tree, root, "dir/db2", v0)
+}
+
+// editThenMount writes into the sealed file, now at rel, as dd would
+// while unmounted, then mounts (RecordOffline): the file's record must
+// have the sealed bytes, and dir/db at turn 0 read back as v0.
+func editThenMount(t *testing.T, s *Store, tree ckpt.Tree, root, rel string, v0 []byte) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(root, rel), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +99,7 @@ func TestSealFollowsFileRenameThroughAnOfflineCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Lost != 0 {
-		t.Errorf("mount: %+v: dir/db2 recorded Lost though the unmount sealed it", res)
+		t.Errorf("mount: %+v: %s recorded Lost though the unmount sealed it", res, rel)
 	}
 	got, err := versionBytes(t, s, 0, "dir/db", tree)
 	if err != nil || !bytes.Equal(got, v0) {
