@@ -72,22 +72,35 @@ func (s *Store) EffectivePolicy() (ckpt.Policy, error) {
 }
 
 // StoreBytes returns the bytes the store occupies on disk, its ballast
-// (space.go) aside: what the budget is compared with. Pebble's logs count
-// what they hold, not the space preallocated ahead of their writes (35
-// MiB for a new one, which a flush makes: a gc that freed space would
-// report the store grown).
+// (space.go) aside: what the budget is compared with. It is the store's
+// settled size:
+//   - Pebble's tables and blob files count as the live set of its latest
+//     version, not as the files in its directory: a compaction keeps its
+//     input on disk until its output is installed, and an open iterator
+//     keeps the tables it reads (zombies) until it closes; both go a
+//     moment later, and a gc that counted them would forget history for
+//     space that is about to be free.
+//   - Pebble's logs count what they hold, not the space preallocated
+//     ahead of their writes (35 MiB for a new one, which a flush makes: a
+//     gc that freed space would report the store grown).
 func (s *Store) StoreBytes() int64 {
+	m := s.db.Metrics()
+	tables := int64(m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize)
 	if s.dirf == nil {
-		return int64(s.db.Metrics().DiskSpaceUsage())
+		return tables + int64(m.WAL.Size)
 	}
 	root := fmt.Sprintf("/proc/self/fd/%d/", s.dirf.Fd()) // the slash: walk the directory, not the link
-	var total int64
+	total := tables
 	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || !fi.Mode().IsRegular() || p == root+"ballast" {
 			return nil
 		}
+		inDB := strings.HasPrefix(p, root+"db/")
+		if inDB && isPebbleData(p) {
+			return nil // counted as the live set above
+		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			if isWAL(p) && strings.HasPrefix(p, root+"db/") {
+			if inDB && isWAL(p) {
 				total += min(st.Blocks*512, fi.Size())
 			} else {
 				total += st.Blocks * 512
@@ -98,6 +111,12 @@ func (s *Store) StoreBytes() int64 {
 		return nil
 	})
 	return total
+}
+
+// isPebbleData reports whether name is one of Pebble's tables or blob
+// files, whose live set its metrics give.
+func isPebbleData(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
 }
 
 // retention is what the policy does now: move the start of history to
