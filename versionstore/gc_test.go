@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -147,6 +148,17 @@ func (h *keptHistory) trim(start uint64) {
 		i++
 	}
 	h.turns, h.snaps = h.turns[i:], h.snaps[i:]
+}
+
+// undoTurn is the kept turn before the newest one that changed
+// something (MaxUint64: none).
+func undoTurn(kept []ckpt.Turn) uint64 {
+	for i := len(kept) - 1; i > 0; i-- {
+		if !kept[i].Empty() {
+			return kept[i-1].Num
+		}
+	}
+	return math.MaxUint64
 }
 
 // runGCModel builds a random history and applies random pins, forgets,
@@ -294,15 +306,17 @@ func runGCModel(t *testing.T, seed int64, s *Store, root string, link bool, roun
 			h.sync(t, s)
 			if op == 4 && thin && pol.KeepSize == 0 {
 				// Of the turns older than the window, the start and
-				// the last one before the window, and pins, are kept.
+				// the last one before the window, pins, and the turn
+				// the undo of the newest change goes back to (and the
+				// last one before it) are kept.
 				kept, err := s.keptTurns()
 				if err != nil {
 					t.Fatal(err)
 				}
-				latest := s.Latest()
+				latest, undo := s.Latest(), undoTurn(kept)
 				for i, k := range kept {
-					inWindow := latest-k.Num < uint64(pol.KeepTurns) || i == len(kept)-1
-					lastOld := i+1 < len(kept) && (latest-kept[i+1].Num < uint64(pol.KeepTurns) || pins[kept[i+1].Num] || i+1 == len(kept)-1)
+					inWindow := latest-k.Num < uint64(pol.KeepTurns) || i == len(kept)-1 || k.Num == undo
+					lastOld := i+1 < len(kept) && (latest-kept[i+1].Num < uint64(pol.KeepTurns) || pins[kept[i+1].Num] || i+1 == len(kept)-1 || kept[i+1].Num == undo)
 					if i > 0 && !inWindow && !lastOld && !pins[k.Num] {
 						t.Fatalf("seed %d: thinning kept turn %d (keep %d of %d turns)", seed, k.Num, pol.KeepTurns, latest)
 					}
@@ -310,9 +324,16 @@ func runGCModel(t *testing.T, seed int64, s *Store, root string, link bool, roun
 			}
 			if op == 4 && !thin {
 				latest := s.Latest()
-				if st := s.HistoryStart().Turn; st < latest+1-uint64(pol.KeepTurns) && pol.KeepSize == 0 {
+				// The window's first turn, or the turn the undo of the
+				// newest turn that changed something goes back to.
+				kept, err := s.keptTurns()
+				if err != nil {
+					t.Fatal(err)
+				}
+				from := min(latest+1-uint64(pol.KeepTurns), undoTurn(kept))
+				if st := s.HistoryStart().Turn; st < from && pol.KeepSize == 0 {
 					ok := false
-					for n := st; n < latest+1-uint64(pol.KeepTurns); n++ {
+					for n := st; n < from; n++ {
 						ok = ok || pins[n]
 					}
 					if !ok && !pins[st] {
@@ -669,5 +690,51 @@ func TestStoreBytesLeaveOutReplacedTables(t *testing.T) {
 	after := s.StoreBytes()
 	if d := during - after; d > 1<<20 || d < -(1<<20) {
 		t.Errorf("the store counts %d KiB while an iterator holds %d KiB of replaced tables, %d KiB after", during>>10, m.Table.Local.ZombieSize>>10, after>>10)
+	}
+}
+
+// Over its budget, the policy forgets turns up to the one before the
+// newest closed turn that changed something, never that one too: the
+// newest turn can always be undone, what its prior states cost aside.
+// Empty turns after it change nothing of that.
+func TestBudgetKeepsTheUndoOfTheNewestTurn(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	rng := rand.New(rand.NewSource(1))
+	f := filepath.Join(root, "f")
+	versions := [][]byte{}
+	next := func() []byte {
+		b := make([]byte, 4<<20)
+		rng.Read(b)
+		versions = append(versions, b)
+		return b
+	}
+	writeFile(t, f, next())
+	var turns []uint64
+	for i := 0; i < 4; i++ {
+		n, _ := s.Begin(ckpt.KindAgent, "", "")
+		captureFile(t, s, tree, "f")
+		writeFile(t, f, next())
+		if _, err := s.End(""); err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, n.Num)
+	}
+	s.Begin(ckpt.KindAgent, "", "") // an empty turn after the last change
+	s.End("")
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1, KeepTurns: 1, KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GC(GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	undo := turns[len(turns)-2] // the state before the newest change
+	if st := s.HistoryStart().Turn; st != undo {
+		t.Fatalf("history starts at turn %d; the undo of turn %d needs turn %d", st, turns[len(turns)-1], undo)
+	}
+	if _, err := s.Rewind(undo, tree, RewindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(f); !bytes.Equal(got, versions[len(versions)-2]) {
+		t.Errorf("f after the rewind to turn %d is not as it was then", undo)
 	}
 }

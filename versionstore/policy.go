@@ -24,8 +24,9 @@ import (
 // others into it), forgets those older still from the start of history,
 // and, while the store is over its budget (KeepSize), more of the oldest
 // turns. Pinned turns are always kept; the start of history stops at the
-// first one (which may become the start: its end state is kept) and at
-// the newest closed turn. See policyPlan.
+// first one (which may become the start: its end state is kept) and
+// before the newest closed turn that changed something, whose undo it
+// keeps. See policyPlan.
 
 // Policy returns the policy as stored (zero fields: the defaults).
 func (s *Store) Policy() (ckpt.Policy, error) {
@@ -147,7 +148,8 @@ func (r retention) forgets(kept []ckpt.Turn, start uint64) []uint64 {
 // KeepTurns, ended less than KeepAge ago, pinned, open, or the newest
 // closed turn), an hour (ended less than KeepHourly ago), a day (less
 // than KeepDaily), or old. The start of history moves to the first turn
-// that is not old (never past a pinned turn or the newest closed one).
+// that is not old (never past a pinned turn, nor to the newest closed
+// turn that changed something: its undo is kept).
 // After it, a turn is merged into the next kept turn when that one is
 // closed and in the same class (the same hour, the same day, both old),
 // so that what stays of each hour or day is its last turn. Over the
@@ -177,10 +179,23 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 			newestClosed = t.Num
 		}
 	}
+	// The undo of the newest closed turn that changed something goes
+	// back to the kept turn before it (undoTo), which the policy keeps
+	// whole: neither forgotten nor merged.
+	undoTo, prev, undoable := start, start, false
+	for _, t := range turns {
+		if t.Open {
+			break
+		}
+		if !t.Empty() {
+			undoTo, undoable = prev, true
+		}
+		prev = t.Num
+	}
 	class := func(t ckpt.Turn) string {
 		age := now.Sub(t.End)
 		switch {
-		case t.Open || t.End.IsZero() || pins[t.Num] || t.Num >= newestClosed,
+		case t.Open || t.End.IsZero() || pins[t.Num] || t.Num >= newestClosed || undoable && t.Num == undoTo,
 			latest-t.Num < uint64(pol.KeepTurns), age < pol.KeepAge:
 			return fmt.Sprint("keep ", t.Num)
 		case age < pol.KeepHourly:
@@ -194,15 +209,18 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 	for i, t := range turns {
 		classes[i] = class(t)
 	}
-	// The furthest history may start: the newest closed turn, the first
-	// pinned one.
-	limit := start
+	// The furthest history may start: the first pinned turn, and undoTo
+	// (with no turn that changed something, the newest closed one).
+	limit := newestClosed
+	if undoable {
+		limit = undoTo
+	}
 	for _, t := range turns {
-		if t.Open {
+		if t.Num >= limit {
 			break
 		}
-		limit = t.Num
 		if pins[t.Num] {
+			limit = t.Num
 			break
 		}
 	}

@@ -50,7 +50,7 @@ func TestRecordReclaimsBeforeRefusing(t *testing.T) {
 	}
 	// A disk 10 MiB larger than the store: the next capture of f needs 16
 	// (and, once refused, a ballast's margin more before the store takes
-	// captures again: the 6 turns forgotten free 96 MiB).
+	// captures again: the 5 turns forgotten free 80 MiB).
 	disk := s.StoreBytes() + 10<<20
 	diskOf = func(s *Store) (int64, int64) { return disk - s.StoreBytes(), disk }
 	t.Cleanup(func() { diskOf = nil })
@@ -66,8 +66,8 @@ func TestRecordReclaimsBeforeRefusing(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	if start := s.startTurn(); start != 7 {
-		t.Errorf("history starts at turn %d; the policy keeps only turn 7", start)
+	if start := s.startTurn(); start != 6 {
+		t.Errorf("history starts at turn %d; the policy keeps only turn 7 and its undo", start)
 	}
 	// Turn 7's end, the prior state just recorded, reads back exactly.
 	rc, _, err := s.OpenAt(7, "f", tree)
