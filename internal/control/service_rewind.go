@@ -115,9 +115,12 @@ func (s *Service) lastAction() (uint64, []uint64, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	start := s.store.HistoryStart()
+	atStart := false // a turn at or before the start of history was passed
 	for _, t := range turns {
 		n := t.Num
-		if n <= s.store.HistoryStart().Turn {
+		if n <= start.Turn {
+			atStart = true
 			break
 		}
 		if t.Empty() {
@@ -140,6 +143,14 @@ func (s *Service) lastAction() (uint64, []uint64, error) {
 	if len(later) > 0 {
 		// No action: the newest turn that changed something.
 		return later[0], nil, nil
+	}
+	if atStart && start.Turn > 0 {
+		// Undoing turn start would need the tree before it, forgotten.
+		why := "by forget"
+		if start.Reason == ckpt.ReasonPolicy {
+			why = "by the retention policy"
+		}
+		return 0, nil, errorf(turnctl.CodeConflict, "nothing to undo: history starts at turn %d (older turns forgotten %s), and no turn after it changed anything", start.Turn, why)
 	}
 	return 0, nil, errorf(turnctl.CodeConflict, "nothing to undo: no turn changed anything")
 }

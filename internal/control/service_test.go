@@ -404,3 +404,26 @@ func TestStatsCachedOnlyWhenNothingWasRecorded(t *testing.T) {
 		t.Error("stats not cached")
 	}
 }
+
+// An undo of the turn history starts at (the turns before it forgotten)
+// is refused, changes nothing, and says why rather than that no turn
+// changed anything.
+func TestUndoAtTheStartOfHistory(t *testing.T) {
+	f := newFixture(t)
+	f.begin("1")
+	f.ov.Write("a.txt", "a\n")
+	f.end()
+	f.begin("2")
+	f.ov.Write("a.txt", "b\n")
+	f.end()
+	if _, err := f.svc.Forget(f.ctx, turnctl.ForgetRequest{Turns: []string{"0", "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{})
+	if !isCode(err, turnctl.CodeConflict) || !strings.Contains(err.Error(), "history starts at turn 2 (older turns forgotten by forget)") {
+		t.Errorf("undo of the turn history starts at: %v", err)
+	}
+	if f.ov.Read("a.txt") != "b\n" {
+		t.Errorf("a.txt after the refused undo: %q", f.ov.Read("a.txt"))
+	}
+}
