@@ -97,7 +97,7 @@ func TestMountErrors(t *testing.T) {
 		{[]string{"mount", filepath.Join(dir, "missing")}, 1, "no such file"},
 		{[]string{"mount", file}, 1, "not a directory"},
 		{[]string{"mount"}, 2, "expected one DIR"},
-		{[]string{"mount", "--bogus", dir}, 2, "unknown flag"},
+		{[]string{"mount", "--bogus", dir}, 2, "mount: unknown flag: --bogus (try --help)"},
 		{[]string{"mount", "--exclude", "!x", dir}, 2, "unsupported pattern"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"umount"}, 2, "expected one DIR"},

@@ -98,7 +98,7 @@ func parse(fs *pflag.FlagSet, args []string) error {
 		return err
 	}
 	if err != nil {
-		return usageError{err.Error()}
+		return usageError{fmt.Sprintf("%s: %v (try --help)", fs.Name(), err)}
 	}
 	return nil
 }
