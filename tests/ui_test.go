@@ -342,7 +342,7 @@ func treeDiff(a, b map[string]entry) string {
 func TestUIRefusesAddr(t *testing.T) {
 	m := mountProject(t, t.TempDir())
 	for _, addr := range []string{"0.0.0.0:0", ":8700", "192.0.2.1:0"} {
-		turnctlFails(t, m.Dir, 1, "is not a loopback address", "ui", "--no-open", "--addr", addr)
+		turnctlFails(t, m.Dir, 2, "is not a loopback address", "ui", "--no-open", "--addr", addr)
 	}
 	turnctlFails(t, t.TempDir(), 1, "is not mounted", "ui", "--no-open")
 }

@@ -189,6 +189,7 @@ func TestUsageAndMountOnly(t *testing.T) {
 		{[]string{"-C", dir, "status"}, 1, notMounted},
 		{[]string{"-C", dir, "run", "--", "true"}, 1, notMounted},
 		{[]string{"-C", dir, "bogus"}, 2, "turnctl: unknown command \"bogus\" (see turnctl --help)\n"},
+		{[]string{"-C", dir, "redo"}, 2, "turnctl: unknown command \"redo\": an undo of an undo is the redo (turnctl undo)\n"},
 		{[]string{"-C", dir, "show"}, 2, ""},
 		{[]string{"-C", dir, "show", "1", "2"}, 2, ""},
 		{[]string{"-C", dir, "log", "--nope"}, 2, ""},
@@ -223,7 +224,15 @@ func TestBadTurnArguments(t *testing.T) {
 			if want := map[bool]string{true: "is not a turn", false: "turns are 0-3"}[arg == "-1"]; !strings.Contains(errs, want) {
 				t.Errorf("turnctl %q: %q does not name the turns there are", cmd, errs)
 			}
+			if !strings.HasPrefix(errs, "turnctl: ") {
+				t.Errorf("turnctl %q: %q; want it worded as every other bad turn", cmd, errs)
+			}
 		}
+	}
+	// A range written as in other tools is told the syntax.
+	_, errs, code := tc(t, "-C", dir, "export", "git", "3-1", "--git-dir", filepath.Join(t.TempDir(), "g"))
+	if code != 2 || !strings.Contains(errs, `"3-1" is not a turn: a range of turns is FIRST..LAST (1..3)`) {
+		t.Errorf("export git 3-1: exit %d, %q", code, errs)
 	}
 	if after, _, _ := tc(t, "-C", dir, "log"); after != before {
 		t.Errorf("bad arguments changed the history:\n%s\nthen\n%s", before, after)

@@ -284,6 +284,11 @@ func turnNum(turns []ckpt.Turn, spec string) (uint64, error) {
 		return 0, usagef("no turn has ref %q (%s)", ref, have)
 	}
 	n, err := strconv.ParseUint(spec, 10, 64)
+	if a, b, ok := strings.Cut(spec, "-"); ok && err != nil && isDigits(a) && isDigits(b) {
+		x, _ := strconv.ParseUint(a, 10, 64)
+		y, _ := strconv.ParseUint(b, 10, 64)
+		return 0, usagef("%q is not a turn: a range of turns is FIRST..LAST (%d..%d)", spec, min(x, y), max(x, y))
+	}
 	if err != nil || spec[0] == '+' {
 		return 0, usagef("%q is not a turn: use a number, 0, or ref:ID (%s)", spec, have)
 	}
@@ -616,4 +621,9 @@ func exportPatch(e *env, spec string) error {
 		fmt.Fprintf(e.stdout, "# ckptfs: left out the changes inside .git (git: %s): git apply does not write there\n", g.Summary())
 	}
 	return nil
+}
+
+// isDigits reports whether s is a non-empty run of decimal digits.
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }

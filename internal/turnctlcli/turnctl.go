@@ -107,7 +107,8 @@ type env struct {
 	ui UI
 }
 
-// usageError is a wrong invocation: exit status 2.
+// usageError is a wrong invocation: exit status 2. An error of another
+// package says it is one with a BadUsage method.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -184,6 +185,10 @@ func runLinked(ctx context.Context, offline Offline, ui UI, args []string, stdin
 	}
 	c := lookup(name)
 	if c == nil {
+		if name == "redo" {
+			fmt.Fprintf(stderr, "turnctl: unknown command \"redo\": an undo of an undo is the redo (turnctl undo)\n")
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "turnctl: unknown command %q (see turnctl --help)\n", name)
 		return exitUsage
 	}
@@ -199,7 +204,7 @@ func runLinked(ctx context.Context, offline Offline, ui UI, args []string, stdin
 			return exitOK
 		}
 		if n := negativeNumber(fs.Args()[1:]); n != "" {
-			fmt.Fprintf(stderr, "turnctl %s: %q is not a turn: use a number, 0, or ref:ID (see turnctl log)\n", name, n)
+			fmt.Fprintf(stderr, "turnctl: %q is not a turn: use a number, 0, or ref:ID (see turnctl log)\n", n)
 			return exitUsage
 		}
 		fmt.Fprintf(stderr, "turnctl %s: %v (see turnctl %s --help)\n", name, err, name)
@@ -253,12 +258,16 @@ func negativeNumber(args []string) string {
 // report prints err as one line and returns the exit status.
 func report(stderr io.Writer, name string, err error) int {
 	var ue *usageError
+	var be interface{ BadUsage() }
 	var xe *exitError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "turnctl %s: %s (see turnctl %s --help)\n", name, ue.msg, name)
+		return exitUsage
+	case errors.As(err, &be):
+		fmt.Fprintf(stderr, "turnctl %s: %v (see turnctl %s --help)\n", name, err, name)
 		return exitUsage
 	case errors.As(err, &xe):
 		if xe.msg != "" {

@@ -101,17 +101,24 @@ func newServer(h turnctl.Handler, opts Options, ln net.Listener) (*Server, error
 func loopbackAddr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("ui: --addr %q is not HOST:PORT: %v", addr, err)
+		return "", addrError(fmt.Sprintf("--addr %q is not HOST:PORT: %v", addr, err))
 	}
 	if host == "localhost" {
 		host = "127.0.0.1"
 	}
 	ip := net.ParseIP(host)
 	if ip == nil || !ip.IsLoopback() {
-		return "", fmt.Errorf("ui: --addr %s is not a loopback address: the page can rewind the project, so it listens on 127.0.0.1 or ::1 only", addr)
+		return "", addrError(fmt.Sprintf("--addr %s is not a loopback address: the page can rewind the project, so it listens on 127.0.0.1 or ::1 only", addr))
 	}
 	return net.JoinHostPort(ip.String(), port), nil
 }
+
+// addrError is a --addr the page does not listen on: a wrong invocation
+// (BadUsage: turnctl exits 2).
+type addrError string
+
+func (e addrError) Error() string { return string(e) }
+func (addrError) BadUsage()       {}
 
 func randomHex() string {
 	b := make([]byte, 24)
