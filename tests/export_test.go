@@ -222,6 +222,11 @@ func TestExportGit(t *testing.T) {
 	dir := filepath.Join(co, "newest")
 	m.turnctl(t, "checkout", strconv.Itoa(int(newest)), dir)
 	sameView(t, "commit of the newest turn", gitView(t, dir), lsTree(t, gd, "refs/ckptfs/turns"))
+	// The FIFO turn 4 made is still there: each later commit, also one a
+	// later export made, names it.
+	if msg := git(t, gd, "log", "-1", "--format=%B", "refs/ckptfs/turns"); !strings.Contains(msg, "pipe (a FIFO)") {
+		t.Errorf("the newest turn's message does not name the FIFO its tree lacks:\n%s", msg)
+	}
 
 	// Bad input: one line, exit 2, nothing changed.
 	git(t, gd, "update-ref", "refs/ckptfs/other", "HEAD")

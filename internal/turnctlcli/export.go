@@ -34,8 +34,10 @@ index outside the project. A commit's tree is the turn's tree without .git
 its message the turn's label and whole prompt with trailers (Ckptfs-Turn,
 Ckptfs-Kind, Ckptfs-Ref, Ckptfs-Programs, Ckptfs-Target), its dates the
 turn's end. Symlinks are git symlinks and the executable bit is kept; what
-git cannot hold (FIFOs, sockets, devices, other modes, bytes never
-captured) is left out and named in the commit message. Incremental: the
+git cannot hold (FIFOs, sockets, devices, bytes never captured) is left
+out and named in the message of each commit whose tree lacks it; another
+mode (0600) is kept as 644 or 755 and named in the commit of the turn
+that set it. Incremental: the
 ref's last commit says which turn it holds, and only the closed turns
 after it are added. TURN-RANGE is FIRST..LAST, FIRST.., ..LAST or one
 turn (default: every closed turn). A ref that exists but was not made by
@@ -219,7 +221,7 @@ func (o *exportOptions) git(e *env, args []string) error {
 	for i := range todo {
 		t := &todo[i]
 		req := turnctl.TreeRequest{Turn: strconv.FormatUint(t.t.Num, 10)}
-		if haveBase {
+		if haveBase && x.left != nil { // nil: the tip names only some of what it lacks
 			req.Base = strconv.FormatUint(base, 10)
 		}
 		if t.commit, err = x.commit(t.t, req, parent); err != nil {
@@ -319,6 +321,9 @@ type gitExport struct {
 	e    *env
 	g    *gitRepo
 	tree map[string]string
+	// left: the paths of the last commit's turn that its tree lacks (git
+	// cannot hold them), with why; every commit names them all.
+	left map[string]string
 	hash *exec.Cmd
 	in   io.WriteCloser
 	out  *bufio.Reader
@@ -332,6 +337,11 @@ func (x *gitExport) start(tip string, delta bool) error {
 		if _, err := x.g.run(nil, "read-tree", tip+"^{tree}"); err != nil {
 			return err
 		}
+		msg, err := x.g.run(nil, "cat-file", "commit", tip)
+		if err != nil {
+			return err
+		}
+		x.left = leftIn(msg)
 		out, err := x.g.run(nil, "ls-files", "-s", "-z")
 		if err != nil {
 			return err
@@ -396,7 +406,11 @@ func (x *gitExport) commit(t ckpt.Turn, req turnctl.TreeRequest, parent string) 
 	}
 	defer rep.Body.Close()
 	var index bytes.Buffer
-	var notes []string
+	var notes []string // of this turn's changes only
+	if req.Base == "" || x.left == nil {
+		x.left = map[string]string{}
+	}
+
 	set := func(p, v string) {
 		if v == "" {
 			if _, ok := x.tree[p]; !ok {
@@ -409,8 +423,20 @@ func (x *gitExport) commit(t ckpt.Turn, req turnctl.TreeRequest, parent string) 
 		x.tree[p] = v
 		fmt.Fprintf(&index, "%s\t%s\x00", v, p)
 	}
+	// leave notes p, which the tree then lacks.
+	leave := func(p, why string) {
+		if _, ok := x.tree[p]; ok {
+			set(p, "")
+		}
+		x.left[p] = p + " (" + why + ")"
+	}
 	// remove drops p and what lies below it.
 	remove := func(p string) {
+		for q := range x.left {
+			if q == p || strings.HasPrefix(q, p+"/") {
+				delete(x.left, q)
+			}
+		}
 		if _, ok := x.tree[p]; ok {
 			set(p, "") // a file: nothing below it
 			return
@@ -436,13 +462,14 @@ func (x *gitExport) commit(t ckpt.Turn, req turnctl.TreeRequest, parent string) 
 			return nil
 		}
 		if h.PAXRecords[turnctl.PAXLost] != "" {
-			notes = append(notes, p+" (bytes never captured)")
 			remove(p)
+			leave(p, "bytes never captured")
 			return nil
 		}
+		delete(x.left, p)
 		switch {
 		case h.PAXRecords[turnctl.PAXSocket] != "":
-			notes = append(notes, p+" (a socket)")
+			leave(p, "a socket")
 		case h.Typeflag == tar.TypeDir:
 			if _, ok := x.tree[p]; ok {
 				set(p, "") // a file that became a directory
@@ -453,7 +480,7 @@ func (x *gitExport) commit(t ckpt.Turn, req turnctl.TreeRequest, parent string) 
 				if v := x.tree[h.Linkname]; v != "" {
 					set(p, v)
 				} else {
-					notes = append(notes, p+" (a hard link of "+h.Linkname+", which is not exported)")
+					leave(p, leftLinkPrefix[2:]+h.Linkname+", which is not exported")
 				}
 				return nil
 			}
@@ -476,9 +503,9 @@ func (x *gitExport) commit(t ckpt.Turn, req turnctl.TreeRequest, parent string) 
 			}
 			set(p, "120000 "+sha)
 		case h.Typeflag == tar.TypeFifo:
-			notes = append(notes, p+" (a FIFO)")
+			leave(p, "a FIFO")
 		case h.Typeflag == tar.TypeChar, h.Typeflag == tar.TypeBlock:
-			notes = append(notes, p+" (a device)")
+			leave(p, "a device")
 		}
 		return nil
 	})
@@ -497,6 +524,9 @@ func (x *gitExport) commit(t ckpt.Turn, req turnctl.TreeRequest, parent string) 
 	args := []string{"commit-tree", tree}
 	if parent != "" {
 		args = append(args, "-p", parent)
+	}
+	for _, n := range x.left {
+		notes = append(notes, n)
 	}
 	c := x.g.cmd(strings.NewReader(commitMessage(x.e, t, notes)), args...)
 	end := t.End
@@ -529,6 +559,43 @@ func subject(t ckpt.Turn) string {
 	return fmt.Sprintf("turn %d (%s)", t.Num, t.Kind)
 }
 
+// leftReasons are the reasons of the notes of paths a commit's tree
+// lacks (a hard link's: its prefix), as leftIn reads them back.
+var leftReasons = []string{" (bytes never captured)", " (a socket)", " (a FIFO)", " (a device)"}
+
+const leftLinkPrefix = " (a hard link of "
+
+// leftIn reads back the paths a commit's tree lacks from its message
+// (commitMessage): nil (the next commit then takes a whole tree) when
+// the message names only some of them.
+func leftIn(msg string) map[string]string {
+	left := map[string]string{}
+	_, notes, ok := strings.Cut(msg, "\n"+leftHeading+"\n")
+	if !ok {
+		return left
+	}
+	for _, l := range strings.Split(notes, "\n") {
+		n, ok := strings.CutPrefix(l, "  ")
+		if !ok {
+			break
+		}
+		if strings.HasPrefix(l, "  and ") && strings.HasSuffix(l, " more") && !strings.Contains(l, " (") {
+			return nil
+		}
+		for _, r := range leftReasons {
+			if p, ok := strings.CutSuffix(n, r); ok {
+				left[p] = n
+			}
+		}
+		if i := strings.LastIndex(n, leftLinkPrefix); i > 0 && strings.HasSuffix(n, ", which is not exported)") {
+			left[n[:i]] = n
+		}
+	}
+	return left
+}
+
+const leftHeading = "ckptfs: not in git (git cannot hold it):"
+
 // commitMessage is the label, the whole prompt, the notes and the
 // trailers. The prompt is read with show (a log has none), limited to a
 // path no turn changes, so that it does no diff work.
@@ -545,7 +612,7 @@ func commitMessage(e *env, t ckpt.Turn, notes []string) string {
 	}
 	if len(notes) > 0 {
 		sort.Strings(notes)
-		b.WriteString("\nckptfs: not in git (git cannot hold it):\n")
+		b.WriteString("\n" + leftHeading + "\n")
 		for i, n := range notes {
 			if i == 20 {
 				fmt.Fprintf(&b, "  and %d more\n", len(notes)-i)
