@@ -69,9 +69,12 @@ type StatusRequest struct {
 
 // StatusReply is the open turn, if any, and what it changed so far.
 type StatusReply struct {
-	Open    bool         `json:"open"`
-	Turn    *ckpt.Turn   `json:"turn,omitempty"`
-	Latest  uint64       `json:"latest"` // highest turn number
+	Open   bool       `json:"open"`
+	Turn   *ckpt.Turn `json:"turn,omitempty"`
+	Latest uint64     `json:"latest"` // highest turn number
+	// History changes when a forget, merge, pin or unpin changed the
+	// kept turns (within one daemon's life; compare for equality only).
+	History uint64       `json:"history,omitempty"`
 	Changes []FileChange `json:"changes"`
 	Stats   ckpt.Stats   `json:"stats"`
 	// Store: whether the store accepts captures (full: writes fail with

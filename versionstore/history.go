@@ -64,6 +64,11 @@ func (s *Store) HistoryStart() ckpt.HistoryStart {
 	return s.start.HistoryStart
 }
 
+// HistoryGen changes (in this process) each time a forget, a merge, a
+// pin or an unpin may have changed which turns are kept, what they hold
+// or their pins; no turn's beginning or end changes it.
+func (s *Store) HistoryGen() uint64 { return s.histGen.Load() }
+
 // startTurn is HistoryStart().Turn.
 func (s *Store) startTurn() uint64 {
 	s.mu.Lock()
@@ -113,6 +118,7 @@ func (s *Store) Forget(turns []uint64, reason string) (ckpt.HistoryStart, error)
 func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
+	defer s.histGen.Add(1)
 	start := s.startTurn()
 	open, hasOpen := s.Current()
 	pins, err := s.pinnedLocked()
@@ -184,6 +190,7 @@ func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
 func (s *Store) forgetTo(to uint64, reason string) (ckpt.HistoryStart, error) {
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
+	defer s.histGen.Add(1)
 	return s.forgetToLocked(to, reason)
 }
 

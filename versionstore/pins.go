@@ -24,6 +24,7 @@ import (
 func (s *Store) Pin(n uint64, note string) (ckpt.Pin, error) {
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
+	defer s.histGen.Add(1)
 	if n < s.startTurn() {
 		return ckpt.Pin{}, s.forgottenErr(n)
 	}
@@ -46,6 +47,7 @@ func (s *Store) Pin(n uint64, note string) (ckpt.Pin, error) {
 func (s *Store) Unpin(n uint64) error {
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
+	defer s.histGen.Add(1)
 	if _, closer, err := s.db.Get(pinKey(n)); err == pebble.ErrNotFound {
 		return detailf(ErrNotPinned, "turn %d is not pinned", n)
 	} else if err != nil {

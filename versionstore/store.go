@@ -72,6 +72,8 @@ type Store struct {
 	contentMu sync.RWMutex
 	// histMu orders the changes of where history starts and of pins.
 	histMu sync.Mutex
+	// histGen counts the forgets, merges, pins and unpins (HistoryGen).
+	histGen atomic.Uint64
 	// holds: the turns held while something reads them (Hold), by
 	// count; guarded by histMu.
 	holds  map[uint64]int

@@ -347,7 +347,7 @@ func (s *Service) turnStoreChanges(n uint64) ([]versionstore.Change, error) {
 
 // Status reports the open turn and what it changed so far.
 func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnctl.StatusReply, error) {
-	rep := &turnctl.StatusReply{Latest: s.store.Latest(), Changes: []turnctl.FileChange{}, Store: s.store.Health()}
+	rep := &turnctl.StatusReply{Latest: s.store.Latest(), History: s.store.HistoryGen(), Changes: []turnctl.FileChange{}, Store: s.store.Health()}
 	rep.Store.StoreBytes = s.store.StoreBytes()
 	if pol, err := s.store.EffectivePolicy(); err == nil {
 		rep.Store.Budget = pol.KeepSize
