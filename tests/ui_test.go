@@ -300,6 +300,12 @@ $T end >/dev/null
 	if out := turnctlOK(t, m.Dir, "log", "-n", "1"); !strings.Contains(out, "rewind to 2") {
 		t.Errorf("turn 7 is not a rewind to 2: %s", out)
 	}
+	// The toast counts files as the turn's row does, .git's apart.
+	toastText := get(t, ctx, "the toast", chromedp.Text(chromedp.CSS(`#toast`)))
+	files7 := get(t, ctx, "turn 7's files", chromedp.Text(chromedp.CSS(`#timeline .row[data-turn="7"] .files`)))
+	if !strings.HasSuffix(toastText, ": "+files7) {
+		t.Errorf("the toast says %q, turn 7's row %q", toastText, files7)
+	}
 
 	// A turn begun and ended outside the page appears in it, no reload.
 	get(t, ctx, "mark the page", chromedp.Evaluate[bool](`window.notReloaded = true`))
@@ -316,6 +322,16 @@ $T end >/dev/null
 	}
 	if got := strings.Join(timelineRows(t, ctx), " "); got != "8 7 6 5 4 3 2 1 0" {
 		t.Errorf("timeline rows after the live turn %q", got)
+	}
+
+	// A turn forgotten in the middle, elsewhere: the page drops it without
+	// a reload, and the turn it was merged into says so.
+	turnctlOK(t, m.Dir, "forget", "5")
+	do(t, ctx, "see turn 5 go", chromedp.WaitNotPresent(chromedp.CSS(`#timeline .row[data-turn="5"]`)))
+	label := get(t, ctx, "turn 6's label", chromedp.Text(chromedp.CSS(`#timeline .row[data-turn="6"] .label`)))
+	notReloaded = get(t, ctx, "the page's mark", chromedp.Evaluate[bool](`window.notReloaded === true`))
+	if !strings.HasPrefix(label, "[with turn 5]") || !notReloaded {
+		t.Errorf("turn 6, which turn 5 was merged into, is labelled %q; page not reloaded: %v", label, notReloaded)
 	}
 }
 

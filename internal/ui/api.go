@@ -50,11 +50,14 @@ type row struct {
 	Stats    *ckpt.Stats `json:"stats"`
 	Pin      *ckpt.Pin   `json:"pin"`
 	Lane     *lane       `json:"lane,omitempty"`
+	// MergedFrom: the forgotten turns MergedFrom..Num-1 were merged
+	// into this one (0: none).
+	MergedFrom uint64 `json:"merged_from,omitempty"`
 }
 
 func rowOf(t ckpt.Turn, pins map[uint64]ckpt.Pin) row {
 	r := row{Num: t.Num, Kind: t.Kind, Label: t.Label, Refs: t.Refs, Start: t.Start, Open: t.Open,
-		Programs: t.Programs, Target: t.Target, Stats: t.Stats}
+		Programs: t.Programs, Target: t.Target, Stats: t.Stats, MergedFrom: t.MergedFrom}
 	if r.Refs == nil {
 		r.Refs = []string{}
 	}
@@ -75,8 +78,9 @@ func rowOf(t ckpt.Turn, pins map[uint64]ckpt.Pin) row {
 }
 
 // timelineCache keeps the last timeline laid out, for paging through it:
-// it is valid while the daemon's latest turn and open state are the same
-// and no action ran since (gen).
+// it is valid while the daemon's latest turn, open state and kept turns
+// (StatusReply.History: a forget, a pin, the background gc) are the same
+// and no action ran since.
 type timelineCache struct {
 	key   string
 	rows  []row
@@ -86,7 +90,8 @@ type timelineCache struct {
 }
 
 // turnCache keeps the changes of the last closed turns asked for, for
-// paging through a turn of 20,000 files without asking the daemon again.
+// paging through a turn of 20,000 files without asking the daemon again:
+// for turnFresh at most (a forget elsewhere may merge turns into one).
 type turnCache struct {
 	gen     int // bumped by every action: a gc may forget turns
 	entries []*turnEntry
@@ -96,9 +101,13 @@ type turnEntry struct {
 	gen int
 	num uint64
 	rep *turnctl.ShowReply
+	at  time.Time
 }
 
-const turnCacheSize = 4
+const (
+	turnCacheSize = 4
+	turnFresh     = 30 * time.Second
+)
 
 // invalidate drops what an action may have made stale.
 func (s *Server) invalidate() {
@@ -112,6 +121,7 @@ type timelineReply struct {
 	Latest  uint64             `json:"latest"`
 	Current uint64             `json:"current"` // the turn the tree is in the state of
 	Open    bool               `json:"open"`
+	History uint64             `json:"history"` // the daemon's StatusReply.History
 	Total   int                `json:"total"`
 	Offset  int                `json:"offset"`
 	Width   int                `json:"width"`
@@ -128,11 +138,11 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	key := fmt.Sprintf("%d/%v", st.Latest, st.Open)
+	key := fmt.Sprintf("%d/%v/%d", st.Latest, st.Open, st.History)
 	s.mu.Lock()
 	c := s.cache
 	s.mu.Unlock()
-	// An open turn's counts change as it goes: ask again after a while.
+	// An open turn's counts change as it goes: ask again sooner.
 	if c.key != key || st.Open && time.Since(c.at) > time.Second {
 		rep, err := s.h.Log(r.Context(), turnctl.LogRequest{})
 		if err != nil {
@@ -150,7 +160,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		s.cache = c
 		s.mu.Unlock()
 	}
-	out := timelineReply{Latest: st.Latest, Open: st.Open, Total: len(c.rows), Offset: offset, Width: c.width, Start: c.start, Rows: []row{}}
+	out := timelineReply{Latest: st.Latest, Open: st.Open, History: st.History, Total: len(c.rows), Offset: offset, Width: c.width, Start: c.start, Rows: []row{}}
 	if len(c.rows) > 0 {
 		out.Current = c.rows[0].Num
 	}
@@ -235,7 +245,7 @@ func (s *Server) show(ctx context.Context, n string) (*turnctl.ShowReply, error)
 	if numErr == nil {
 		s.mu.Lock()
 		for _, e := range s.turns.entries {
-			if e.num == num && e.gen == s.turns.gen {
+			if e.num == num && e.gen == s.turns.gen && time.Since(e.at) < turnFresh {
 				s.mu.Unlock()
 				return e.rep, nil
 			}
@@ -253,7 +263,7 @@ func (s *Server) show(ctx context.Context, n string) (*turnctl.ShowReply, error)
 	})
 	if numErr == nil && !rep.Turn.Open {
 		s.mu.Lock()
-		e := &turnEntry{gen: s.turns.gen, num: rep.Turn.Num, rep: rep}
+		e := &turnEntry{gen: s.turns.gen, num: rep.Turn.Num, rep: rep, at: time.Now()}
 		s.turns.entries = append([]*turnEntry{e}, s.turns.entries[:min(len(s.turns.entries), turnCacheSize-1)]...)
 		s.mu.Unlock()
 	}
@@ -395,8 +405,9 @@ func (s *Server) latest(ctx context.Context) (*turnctl.StatusReply, error) {
 }
 
 // events: GET /api/events, server-sent events: an "update" event whenever
-// the daemon's latest turn or its open state changes (a turn began or
-// ended, a rewind was made elsewhere), found by asking it every
+// the daemon's latest turn, its open state or its kept turns change (a
+// turn began or ended, a rewind was made elsewhere, a forget, a pin, the
+// gc), found by asking it every
 // Options.Poll; the first event says how things are now.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
@@ -420,7 +431,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "event: error\ndata: %s\n\n", msg)
 			fl.Flush()
 		default:
-			key := fmt.Sprintf(`{"latest":%d,"open":%v}`, st.Latest, st.Open)
+			key := fmt.Sprintf(`{"latest":%d,"open":%v,"history":%d}`, st.Latest, st.Open, st.History)
 			if key != last {
 				last, quiet = key, 0
 				fmt.Fprintf(w, "event: update\ndata: %s\n\n", key)

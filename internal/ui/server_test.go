@@ -553,3 +553,20 @@ func TestUITurnGitLast(t *testing.T) {
 		t.Errorf("turn's changes in the order %v", got)
 	}
 }
+
+// A turn that forgotten turns were merged into says so in its row, as
+// turnctl log's "[with turn N]" does.
+func TestUITimelineMarksMergedTurns(t *testing.T) {
+	_, h := testHistory(t)
+	if _, err := h.Forget(context.Background(), turnctl.ForgetRequest{Turns: []string{"3"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := login(t, newTestServer(t, h))
+	var tl timelineReply
+	c.json("/api/timeline", &tl)
+	for _, r := range tl.Rows {
+		if want := map[bool]uint64{true: 3}[r.Num == 4]; r.MergedFrom != want {
+			t.Errorf("turn %d: merged from %d, want %d", r.Num, r.MergedFrom, want)
+		}
+	}
+}

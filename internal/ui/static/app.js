@@ -13,7 +13,7 @@ const state = {
   width: 1,
   current: null,     // the turn the tree is in the state of
   loading: false,
-  key: "",           // latest/open as the last timeline load saw them
+  key: "",           // latest/open/history as the last timeline load saw them
   selected: null,    // selected turn number
   turn: null,        // its /api/turn reply
   changes: [],       // its changes loaded so far
@@ -122,9 +122,17 @@ function laneSVG(r, width) {
   return svg;
 }
 
+// mergedNote is turnctl log's "[with turns A-B]" of a turn the forgotten
+// turns A..B were merged into ("" if none).
+function mergedNote(r) {
+  if (!r.merged_from) return "";
+  return r.merged_from === r.num - 1 ? `[with turn ${r.merged_from}]` : `[with turns ${r.merged_from}-${r.num - 1}]`;
+}
+
 function rowElement(r, withLane) {
   const [files, lines] = counts(r.stats);
-  const label = [r.label, ...r.refs.map((x) => "ref:" + x)].filter(Boolean).join(" ");
+  const name = r.label || (r.kind === "rewind" && r.target != null ? `rewind to ${r.target}` : "");
+  const label = [mergedNote(r), name, ...r.refs.map((x) => "ref:" + x)].filter(Boolean).join(" ");
   const e = el("div", {
     class: "row" + (r.num === state.current ? " current" : "") + (r.num === state.selected ? " selected" : ""),
     "data-turn": r.num, title: label,
@@ -134,7 +142,7 @@ function rowElement(r, withLane) {
   el("span", { class: "num" }, r.num),
   el("span", { class: "time" }, r.open ? "open" : when(r.end)),
   el("span", { class: "kind kind-" + r.kind }, r.kind),
-  el("span", { class: "label" }, label || (r.kind === "rewind" && r.target != null ? `rewind to ${r.target}` : "")),
+  el("span", { class: "label" }, label),
   r.num === state.current ? el("span", { class: "badge current" }, "current") : null,
   r.open ? el("span", { class: "badge open" }, "open") : null,
   r.pin ? el("span", { class: "badge pin", title: r.pin.note || "pinned" }, "pinned") : null,
@@ -154,7 +162,7 @@ async function loadTimeline(reset) {
     const limit = reset ? Math.max(200, state.rows.length) : 200;
     const t = await api(`/api/timeline?offset=${offset}&limit=${limit}`);
     state.total = t.total; state.width = t.width; state.current = t.current;
-    state.key = `${t.latest}/${t.open}`;
+    state.key = `${t.latest}/${t.open}/${t.history}`;
     state.rows = reset ? t.rows : state.rows.concat(t.rows);
     renderTimeline(t.start);
   } catch (err) {
@@ -464,7 +472,7 @@ async function action(name, req, title) {
   if (!(await confirmDialog(title, reportBody(preview)))) return;
   try {
     const rep = await post("/api/" + name, req);
-    toast(rep.turn ? `${name} done as turn ${rep.turn.num}: ${plural(rep.stats.files, "file")}` : `${name}: nothing changed`);
+    toast(rep.turn ? `${name} done as turn ${rep.turn.num}: ${counts(rep.stats)[0]}` : `${name}: nothing changed`);
     await loadTimeline(true);
     if (rep.turn) selectTurn(rep.turn.num);
   } catch (err) {
@@ -515,7 +523,7 @@ function listen() {
   es.addEventListener("update", (ev) => {
     $("#live").classList.add("on");
     const u = JSON.parse(ev.data);
-    if (`${u.latest}/${u.open}` !== state.key) loadTimeline(true);
+    if (`${u.latest}/${u.open}/${u.history}` !== state.key) loadTimeline(true);
   });
   es.onerror = () => { $("#live").classList.remove("on"); };
 }
