@@ -49,10 +49,17 @@ type RewindResult struct {
 	// the target were never captured (they changed while the project was
 	// not mounted).
 	NotRestored []string
+	// Left are the directories left in place because they hold
+	// unversioned paths, though at the target they were not there or
+	// not directories (sorted; none of them is in Changes).
+	Left []Left
 }
 
 // Rewind makes the tree equal its state at the end of turn target, or with
-// opts.Paths only those paths and what lies below them. The change is
+// opts.Paths only those paths and what lies below them, but for the
+// unversioned paths, which it leaves as they are, and the directories
+// that hold them (RewindResult.Left): a rewind with nothing else to do
+// changes nothing and records no turn. The change is
 // recorded as a new turn of kind rewind, which can itself be rewound. The
 // plan is journaled before anything changes: Recover finishes it after a
 // crash. The caller must keep other writers out of the tree meanwhile.
@@ -91,6 +98,12 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	changes = kept
 	if opts.Paths != nil {
 		changes = withParents(changes, all, prefixes)
+	}
+	// A directory that holds unversioned paths stays: no change the
+	// rewind makes, and none left to do when it is the only difference.
+	planned := changes
+	if changes, res.Left, err = s.leaveHolders(changes, live, false); err != nil {
+		return res, err
 	}
 	res.Changes = changes
 	if opts.DryRun || len(changes) == 0 {
@@ -171,6 +184,11 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		}
 	}
 	sort.Strings(res.NotRestored)
+	// What it left, as it is now (a renamed directory the fix-up pass
+	// alone took back leaves its old name).
+	if _, res.Left, err = s.leaveHolders(planned, live, true); err != nil {
+		return res, err
+	}
 	// The changes as they are now recorded: "before" from the rewind turn's
 	// own captures, not from live paths the rewind has just changed. The
 	// renames are the plan's, whether the rewind renamed or copied: the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -449,4 +450,112 @@ func (s *Store) captureTree(live ckpt.Tree, path string, cur ckpt.State, who ckp
 		return true, nil
 	}
 	return false, s.capture(live, path, cur, who)
+}
+
+// Left is a directory a rewind leaves in place although at its target the
+// path was absent or not a directory: it holds unversioned paths, which a
+// rewind leaves as they are, and so the directories above them (clear).
+type Left struct {
+	Path string
+	Then ckpt.Type // the path's type at the target (Absent: not there)
+	// Unversioned are the first leftNamed unversioned paths below Path
+	// (sorted; one found as a directory stands for everything below it),
+	// More how many others there are.
+	Unversioned []string
+	More        int
+}
+
+// leftNamed is how many of the unversioned paths below it a Left names.
+const leftNamed = 10
+
+// leaveHolders returns the directories among changes (each per its
+// Before, the tree now, and After, the target) that a rewind leaves, as
+// clear does: the directories that hold unversioned paths below them and
+// that the changes remove or replace; and the changes without theirs,
+// which the rewind does not make. With moved, the names renamed
+// directories leave count too (after a rewind, whose reverse pass moves
+// a directory back with what it holds, but whose fix-up pass, taking the
+// tree there alone, makes a copy and clears the old name). It costs a
+// walk of those directories, none without unversioned paths set.
+func (s *Store) leaveHolders(changes []Change, live ckpt.Tree, moved bool) (kept []Change, left []Left, err error) {
+	unv := s.unversionedFunc()
+	if unv == nil {
+		return changes, nil, nil
+	}
+	then := map[string]ckpt.Type{} // the directories the changes remove or replace
+	var dirs []string
+	for _, c := range changes {
+		name := c.Path
+		if c.Kind == ckpt.Renamed {
+			if !moved {
+				continue
+			}
+			name = c.From // gone at the target
+		}
+		if c.Before.Type != ckpt.Dir || c.Kind != ckpt.Renamed && c.After.Type == ckpt.Dir {
+			continue
+		}
+		if _, ok := then[name]; !ok {
+			then[name] = c.After.Type
+			if c.Kind == ckpt.Renamed {
+				then[name] = ckpt.Absent
+			}
+			dirs = append(dirs, name)
+		}
+	}
+	if len(dirs) == 0 {
+		return changes, nil, nil
+	}
+	// Walk the outermost of them; each unversioned path found counts for
+	// every one of them above it.
+	sort.Strings(dirs)
+	var found []string
+	inner := func(d string) bool {
+		for a := parentOf(d); a != ""; a = parentOf(a) {
+			if _, ok := then[a]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range dirs {
+		if inner(d) {
+			continue
+		}
+		err := live.Walk(d, func(p string, isDir bool) bool {
+			if p == d || !unv(p, isDir) {
+				return false
+			}
+			found = append(found, p)
+			return true
+		}, func(string, ckpt.State, ckpt.Stamp) error { return nil })
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(found) == 0 {
+		return changes, nil, nil
+	}
+	sort.Strings(found)
+	isLeft := map[string]bool{}
+	for _, d := range dirs {
+		// What lies below d is contiguous in sorted order.
+		i, _ := slices.BinarySearch(found, d+"/")
+		j, _ := slices.BinarySearch(found, d+"0") // '0' is '/'+1
+		if i == j {
+			continue
+		}
+		l := Left{Path: d, Then: then[d], Unversioned: slices.Clone(found[i:min(j, i+leftNamed)])}
+		l.More = j - i - len(l.Unversioned)
+		left = append(left, l)
+		isLeft[d] = true
+	}
+	kept = changes[:0:0]
+	for _, c := range changes {
+		if c.Kind != ckpt.Renamed && isLeft[c.Path] && c.Before.Type == ckpt.Dir {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept, left, nil
 }
