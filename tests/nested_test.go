@@ -157,7 +157,13 @@ func TestNestedStoreSurvivesRewindOfItsDirectory(t *testing.T) {
 
 	m = mountProject(t, dir)
 	out := m.turnctl(t, "rewind", "0")
-	noStoreListed(t, "turnctl rewind 0", out)
+	// It lists none of the store's files among its changes, and names
+	// lib/ as left for the store it holds.
+	changes, left, _ := strings.Cut(out, "left 1 directory in place")
+	noStoreListed(t, "turnctl rewind 0", changes)
+	if !strings.Contains(left, "\n  lib/ (not there at turn 0): holds lib/.ckptfs\n") {
+		t.Errorf("turnctl rewind 0 does not name lib/ as left:\n%s", out)
+	}
 	checkFiles(t, dir, map[string]string{"a.txt": "a\n"}, []string{"lib/l.txt"})
 	diffTrees(t, want, snapshot(t, libStore, nil, nil))
 	if got := inodes(t, libStore); !reflect.DeepEqual(got, wantIno) {
@@ -276,4 +282,88 @@ func TestOfflineRewindAfterAKillLeavesExcludedPaths(t *testing.T) {
 	if show := m.turnctl(t, "show", strconv.Itoa(newestTurn(t, log)), "--all"); strings.Contains(show, "build") {
 		t.Errorf("the offline rewind recorded an excluded path:\n%s", show)
 	}
+}
+
+// rewindJSONLists returns a rewind's --json changes as "kind path"
+// lines and its left directories as "path (then): unversioned..." lines.
+func rewindJSONLists(t *testing.T, rep map[string]any) (changes, left []string) {
+	t.Helper()
+	for _, c := range rep["changes"].([]any) {
+		c := c.(map[string]any)
+		changes = append(changes, c["kind"].(string)+" "+c["path"].(string))
+	}
+	for _, l := range rep["left"].([]any) {
+		l := l.(map[string]any)
+		var unv []string
+		for _, p := range l["unversioned"].([]any) {
+			unv = append(unv, p.(string))
+		}
+		left = append(left, l["path"].(string)+" ("+l["then"].(string)+"): "+strings.Join(unv, " "))
+	}
+	return changes, left
+}
+
+// A rewind leaves the directories that hold --exclude paths, and says so:
+// its dry run lists what it then does (not the directories it leaves),
+// both name each directory left and why, and the same rewind again has
+// nothing to do and adds no turn.
+func TestRewindNamesTheDirectoriesItLeavesForExcludedPaths(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "a\n", "cfg": "c0\n"})
+	m := mountProject(t, dir, "--exclude", "build/")
+	m.turnctl(t, "begin", "--label", "make out")
+	runIn(t, dir, "mkdir -p out/build && echo c > out/src.c && echo o > out/build/obj.o && "+
+		"rm cfg && mkdir -p cfg/build && echo k > cfg/k.txt && echo y > cfg/build/y.o")
+	m.turnctl(t, "end")
+
+	wantChanges := []string{"deleted cfg/k.txt", "deleted out/src.c"}
+	wantLeft := []string{"cfg (file): cfg/build", "out (absent): out/build"}
+	dry := m.jsonOut(t, "turnctl-rewind", "rewind", "0", "--dry-run")
+	changes, left := rewindJSONLists(t, dry)
+	if !reflect.DeepEqual(changes, wantChanges) || !reflect.DeepEqual(left, wantLeft) {
+		t.Errorf("rewind 0 --dry-run: changes %q, left %q; want %q, %q", changes, left, wantChanges, wantLeft)
+	}
+	out := m.turnctl(t, "rewind", "0", "--dry-run")
+	for _, line := range []string{
+		"would leave 2 directories in place: they hold unversioned paths",
+		"  cfg/ (a file at turn 0): holds cfg/build\n",
+		"  out/ (not there at turn 0): holds out/build\n",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("rewind 0 --dry-run does not say %q:\n%s", line, out)
+		}
+	}
+
+	rep := m.jsonOut(t, "turnctl-rewind", "rewind", "0")
+	if rep["turn"] == nil {
+		t.Fatalf("rewind 0 made no turn: %v", rep)
+	}
+	changes, left = rewindJSONLists(t, rep)
+	if !reflect.DeepEqual(changes, wantChanges) || !reflect.DeepEqual(left, wantLeft) {
+		t.Errorf("rewind 0: changes %q, left %q; want those of its dry run, %q, %q", changes, left, wantChanges, wantLeft)
+	}
+	checkFiles(t, dir, map[string]string{"a.txt": "a\n", "out/build/obj.o": "o\n", "cfg/build/y.o": "y\n"},
+		[]string{"out/src.c", "cfg/k.txt"})
+	log := m.turnctl(t, "log")
+
+	// Again: nothing to do, no turn, and the same directories named.
+	out = m.turnctl(t, "rewind", "0")
+	for _, line := range []string{
+		"rewind to turn 0: nothing to change\n",
+		"left 2 directories in place: they hold unversioned paths",
+		"  cfg/ (a file at turn 0): holds cfg/build\n",
+		"  out/ (not there at turn 0): holds out/build\n",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("rewind 0 again does not say %q:\n%s", line, out)
+		}
+	}
+	again := m.jsonOut(t, "turnctl-rewind", "rewind", "0")
+	if changes, left = rewindJSONLists(t, again); again["turn"] != nil || len(changes) > 0 || !reflect.DeepEqual(left, wantLeft) {
+		t.Errorf("rewind 0 a third time: turn %v, changes %q, left %q; want no turn, no change, %q", again["turn"], changes, left, wantLeft)
+	}
+	if got := m.turnctl(t, "log"); got != log {
+		t.Errorf("the rewinds again changed the log:\nbefore:\n%s\nafter:\n%s", log, got)
+	}
+	m.Unmount(t)
 }

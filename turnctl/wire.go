@@ -236,6 +236,12 @@ type RewindReply struct {
 	// NotRestored are paths left as they were: their bytes at the target
 	// were never captured (they changed while the project was not mounted).
 	NotRestored []string `json:"not_restored,omitempty"`
+	// Left are the directories a rewind, undo or restore left in place
+	// though at the target they were not there or not directories:
+	// they hold unversioned paths (--exclude, the store of a project
+	// inside this one), which it leaves as they are. None of them is in
+	// Changes.
+	Left []LeftDir `json:"left,omitempty"`
 	// Revert (and an undo made as a revert): the turn it reverted, the
 	// paths whose later changes were merged with the revert, the paths
 	// written with conflict markers.
@@ -246,6 +252,19 @@ type RewindReply struct {
 	// paths they changed.
 	KeptTurns []uint64 `json:"kept_turns,omitempty"`
 	Kept      []string `json:"kept,omitempty"`
+}
+
+// LeftDir is a directory a rewind left in place because it holds
+// unversioned paths.
+type LeftDir struct {
+	Path string `json:"path"`
+	// Then is what the path was at the target: "absent" (not there) or
+	// its type (FileState's: file, symlink, ...).
+	Then string `json:"then"`
+	// Unversioned are the first unversioned paths below it (sorted, at
+	// most 10), More how many others there are.
+	Unversioned []string `json:"unversioned"`
+	More        int      `json:"more,omitempty"`
 }
 
 // VerifyRequest checks the store's integrity (POST /v1/verify, also GET).

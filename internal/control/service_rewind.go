@@ -326,6 +326,9 @@ func (s *Service) rewindStore(n uint64, paths []string, dry, undo bool, p *progr
 func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult, m mark, p *progress) (*turnctl.RewindReply, error) {
 	rep := &turnctl.RewindReply{DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
 	rep.Target, rep.TargetStep = versionstore.SplitPoint(n)
+	for _, l := range res.Left {
+		rep.Left = append(rep.Left, turnctl.LeftDir{Path: l.Path, Then: l.Then.String(), Unversioned: l.Unversioned, More: l.More})
+	}
 	// Before is the state before the rewind, After the target state.
 	if !dry && res.Turn.Num != 0 {
 		t := res.Turn

@@ -402,6 +402,7 @@ type jRewindOut struct {
 	Changes     []jChangeOut `json:"changes"`
 	Stats       jStatsOut    `json:"stats"`
 	NotRestored []string     `json:"not_restored"`
+	Left        []jLeftOut   `json:"left"` // directories left: they hold unversioned paths
 	// A revert, and an undo made as one: the turn reverted (else null),
 	// the paths merged with later changes, those written with conflict
 	// markers; for an undo the later turns and paths it kept.
@@ -411,6 +412,13 @@ type jRewindOut struct {
 	Conflicts    []jConflictOut `json:"conflicts"`
 	KeptTurns    []uint64       `json:"kept_turns"`
 	Kept         []string       `json:"kept"`
+}
+
+type jLeftOut struct {
+	Path        string   `json:"path"`
+	Then        string   `json:"then"`        // at the target: "absent" or its type
+	Unversioned []string `json:"unversioned"` // the first (at most 10) below it
+	More        int      `json:"more"`        // how many more there are
 }
 
 type jConflictOut struct {
@@ -423,7 +431,10 @@ func jRewind(r *turnctl.RewindReply) jRewindOut {
 		Undone: r.Undone, DryRun: r.DryRun, Turn: jTurnPtr(r.Turn, false),
 		Changes: jChanges(r.Changes), Stats: jStats(r.Stats), NotRestored: list(r.NotRestored),
 		Reverted: r.Reverted, Merged: list(r.Merged), Conflicts: []jConflictOut{},
-		KeptTurns: list(r.KeptTurns), Kept: list(r.Kept)}
+		KeptTurns: list(r.KeptTurns), Kept: list(r.Kept), Left: []jLeftOut{}}
+	for _, l := range r.Left {
+		o.Left = append(o.Left, jLeftOut{Path: l.Path, Then: l.Then, Unversioned: list(l.Unversioned), More: l.More})
+	}
 	for _, c := range r.Conflicts {
 		o.Conflicts = append(o.Conflicts, jConflictOut{Path: c.Path, Reason: c.Reason})
 	}

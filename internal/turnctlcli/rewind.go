@@ -22,9 +22,13 @@ itself be rewound or undone. --dry-run lists what would change: the list the
 rewind then reports, path by path. The changes under .git are listed as one
 line ("git: main at 1a2b3c4 (was ec90ceb), 24 files in .git") unless --all,
 and so is a long list: its first 50 paths and how many more there are
-(--all lists every one; turnctl show TURN of the rewind turn too). On a
-terminal, a progress bar on stderr shows how far a long rewind has got;
---quiet prints nothing but errors.`,
+(--all lists every one; turnctl show TURN of the rewind turn too). What is
+unversioned (--exclude, the store of a project inside this one) stays as it
+is, and so does a directory that holds such paths, though at TURN it was not
+there or not a directory: the report names each one ("left 1 directory in
+place"), and a rewind with nothing else to do makes no turn. On a terminal,
+a progress bar on stderr shows how far a long rewind has got; --quiet prints
+nothing but errors.`,
 	changes: true,
 	quiet:   true,
 	opts:    func() options { return &rewindOptions{} },
@@ -104,8 +108,60 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 			fmt.Fprintf(e.stdout, "  %s\n", p)
 		}
 	}
+	e.printLeft(rep)
 	return nil
 }
+
+// printLeft names the directories a rewind left because they hold
+// unversioned paths, one line each ("  sub/ (not there at turn 0): holds
+// sub/.ckptfs"), the list cut as the changes are unless --all.
+func (e *env) printLeft(rep *turnctl.RewindReply) {
+	if len(rep.Left) == 0 {
+		return
+	}
+	verb, dirs := "left", "1 directory"
+	if rep.DryRun {
+		verb = "would leave"
+	}
+	if len(rep.Left) > 1 {
+		dirs = fmt.Sprintf("%d directories", len(rep.Left))
+	}
+	fmt.Fprintf(e.stdout, "%s %s in place: they hold unversioned paths (--exclude, the store of a project inside this one), which a rewind leaves as they are:\n", verb, dirs)
+	rows := rep.Left
+	cut := 0
+	if !e.all && len(rows) > listCut+listSlack {
+		cut, rows = len(rows)-listCut, rows[:listCut]
+	}
+	at := pointWord(rep.Target, rep.TargetStep)
+	for _, l := range rows {
+		then := "not there"
+		if l.Then != ckpt.Absent.String() {
+			then = "a " + l.Then
+		}
+		names := l.Unversioned
+		more := l.More
+		if !e.all && len(names) > leftNamed {
+			more += len(names) - leftNamed
+			names = names[:leftNamed]
+		}
+		out := make([]string, len(names))
+		for i, p := range names {
+			out[i] = printable(p)
+		}
+		holds := strings.Join(out, ", ")
+		if more > 0 {
+			holds += fmt.Sprintf(" and %d more", more)
+		}
+		fmt.Fprintf(e.stdout, "  %s/ (%s at %s): holds %s\n", printable(l.Path), then, at, holds)
+	}
+	if cut > 0 {
+		fmt.Fprintf(e.stdout, "  %s\n", e.paint(cDim, fmt.Sprintf("... and %d more (--all lists them all)", cut)))
+	}
+}
+
+// leftNamed is how many of the unversioned paths a directory holds its
+// line in printLeft names, unless --all.
+const leftNamed = 3
 
 // keptLine names the paths an undo kept, those in .git as one count
 // (unless --all), at most 10 others.

@@ -458,6 +458,7 @@ function reportBody(rep) {
     for (const c of rep.conflicts) lines.push(el("div", {}, `${c.path}: ${c.reason}`));
   }
   if (rep.not_restored && rep.not_restored.length) lines.push(el("div", { class: "summary" }, "Not restored (bytes never captured): " + rep.not_restored.join(", ")));
+  if (rep.left && rep.left.length) lines.push(el("div", { class: "summary" }, "Left in place (they hold unversioned paths): " + rep.left.map(l => l.path + "/").join(", ")));
   return lines;
 }
 
