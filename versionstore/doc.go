@@ -193,7 +193,11 @@
 // pass's: a crash redoes it. A restore gives the paths below its prefixes
 // the target partition among themselves; they share an inode with a path
 // outside only if that path is untouched since (found through the records'
-// Links), and a name it cannot know keeps its inode from them.
+// Links), and a name it cannot know keeps its inode from them. So a
+// restored path that shares its inode with a name outside, and does not
+// stay on it, is split from that name, which keeps its bytes: the
+// restore reports each such split (LinkSplit), and its dry run predicts
+// them by the pass's rule (predictSplits).
 //
 // # Ordering rules: what is durable before what
 //

@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -550,4 +551,121 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 		return nil, need
 	}
 	return append(splits, links...), nil
+}
+
+// linkedPath is a path a restore gives a state that can be hard-linked,
+// which shares its inode now: its other names, and those of them outside
+// the restore.
+type linkedPath struct{ names, outside []string }
+
+// linkedOutside returns the paths a restore of prefixes gives a state that
+// can be hard-linked (changes: its planned changes) that share their
+// inode now with names outside prefixes. Only those names can lose the
+// link: the restore leaves them as they are, names inside it get the
+// target partition among themselves (planLinks).
+func (s *Store) linkedOutside(changes []Change, prefixes []string, live ckpt.Tree) (map[string]linkedPath, error) {
+	out := map[string]linkedPath{}
+	for _, c := range SplitRenames(changes) {
+		if !c.After.Type.Linkable() || !underAny(c.Path, prefixes) {
+			continue
+		}
+		cur, ino, err := live.LstatInode(c.Path)
+		if err != nil {
+			return nil, err
+		}
+		if !cur.Type.Linkable() || ino.Nlink < 2 {
+			continue
+		}
+		names, err := s.otherNames(live, c.Path, ino)
+		if err != nil {
+			return nil, err
+		}
+		l := linkedPath{names: names}
+		for _, q := range names {
+			if !underAny(q, prefixes) {
+				l.outside = append(l.outside, q)
+			}
+		}
+		if len(l.outside) > 0 {
+			out[c.Path] = l
+		}
+	}
+	return out, nil
+}
+
+// predictSplits says which links of linked (linkedOutside's answer) a
+// restore to right after event stop will split, as its link pass
+// decides: a path keeps its inode X only if X was its inode then too and
+// some name of X is a pin (untouched since: planLinks), which keeps X for
+// the path's group; the names outside are otherwise strangers to the
+// pass, and the path leaves X for an inode of its own or of the names
+// restored with it.
+func (s *Store) predictSplits(stop uint64, linked map[string]linkedPath, live ckpt.Tree) ([]LinkSplit, error) {
+	var out []LinkSplit
+	for _, p := range slices.Sorted(maps.Keys(linked)) {
+		l := linked[p]
+		all := append([]string{p}, l.names...)
+		rs, err := s.resolveMany(stop, all, live)
+		if err != nil {
+			return nil, err
+		}
+		_, pino, err := live.LstatInode(p)
+		if err != nil {
+			return nil, err
+		}
+		tp, ok := linkTag(rs[0])
+		stays := false
+		for i, q := range all {
+			cur, ino, err := live.LstatInode(q)
+			if err != nil {
+				return nil, err
+			}
+			r := rs[i]
+			_, member := linkTag(r)
+			if member && !r.FromLog && r.Live == q && cur.Type == r.State.Type && ino.Same(r.Inode) {
+				stays = ok && tp == keyOf(pino)
+				break
+			}
+		}
+		if !stays {
+			out = append(out, LinkSplit{Path: p, Names: l.outside})
+		}
+	}
+	return out, nil
+}
+
+// foundSplits says which of linked (linkedOutside's answer before the
+// restore) no longer share an inode with their path, now that it ran.
+func foundSplits(linked map[string]linkedPath, live ckpt.Tree) ([]LinkSplit, error) {
+	var out []LinkSplit
+	for _, p := range slices.Sorted(maps.Keys(linked)) {
+		pst, pino, err := live.LstatInode(p)
+		if err != nil {
+			return nil, err
+		}
+		var split []string
+		for _, q := range linked[p].outside {
+			qst, qino, err := live.LstatInode(q)
+			if err != nil {
+				return nil, err
+			}
+			if !pst.Type.Linkable() || !qst.Type.Linkable() || !pino.Same(qino) {
+				split = append(split, q)
+			}
+		}
+		if len(split) > 0 {
+			out = append(out, LinkSplit{Path: p, Names: split})
+		}
+	}
+	return out, nil
+}
+
+// underAny reports whether p is one of prefixes or lies below one.
+func underAny(p string, prefixes []string) bool {
+	for _, pre := range prefixes {
+		if _, ok := ckpt.Under(p, pre); ok {
+			return true
+		}
+	}
+	return false
 }

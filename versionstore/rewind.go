@@ -53,6 +53,25 @@ type RewindResult struct {
 	// unversioned paths, though at the target they were not there or
 	// not directories (sorted; none of them is in Changes).
 	Left []Left
+	// SplitLinks: the paths a restore split from names it did not
+	// restore (see LinkSplit), by path. A dry run says which it would.
+	SplitLinks []LinkSplit
+}
+
+// LinkSplit is a path a restore gave an inode other than the one it
+// shared, before the restore, with names outside the restore (Names):
+// they stay on that inode, with their bytes, mode and owner as they are.
+// Why a restore splits the link rather than writing the target bytes
+// into the shared inode or refusing: it changes only the paths it is
+// given (a write into the inode would change the other names too, which
+// the user did not name), and refusing would leave no way to bring back
+// one name's bytes but a rewind of everything. It says so instead of
+// splitting silently, its dry run too; restoring every name of the inode
+// together keeps them linked as they were then, and a rewind gives back
+// the whole partition.
+type LinkSplit struct {
+	Path  string
+	Names []string // the names it no longer shares its inode with, sorted
 }
 
 // Rewind makes the tree equal its state at the end of turn target, or with
@@ -66,7 +85,8 @@ type RewindResult struct {
 func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (RewindResult, error) {
 	defer s.lockRewind()()
 	var res RewindResult
-	if _, err := s.endSeq(target); err != nil {
+	stop, err := s.endSeq(target)
+	if err != nil {
 		return res, err
 	}
 	var prefixes []string
@@ -106,14 +126,22 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		return res, err
 	}
 	res.Changes = changes
+	// A restore names the links it splits (LinkSplit); the dry run says
+	// what the link pass will do, the restore what it did.
+	var linked map[string]linkedPath
+	if opts.Paths != nil {
+		if linked, err = s.linkedOutside(changes, prefixes, live); err != nil {
+			return res, err
+		}
+		if opts.DryRun {
+			res.SplitLinks, err = s.predictSplits(stop, linked, live)
+			return res, err
+		}
+	}
 	if opts.DryRun || len(changes) == 0 {
 		return res, nil
 	}
 	if err := s.checkRewindSpace(changes, live); err != nil {
-		return res, err
-	}
-	stop, err := s.endSeq(target)
-	if err != nil {
 		return res, err
 	}
 	var actions []action
@@ -187,6 +215,9 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	// What it left, as it is now (a renamed directory the fix-up pass
 	// alone took back leaves its old name).
 	if _, res.Left, err = s.leaveHolders(planned, live, true); err != nil {
+		return res, err
+	}
+	if res.SplitLinks, err = foundSplits(linked, live); err != nil {
 		return res, err
 	}
 	// The changes as they are now recorded: "before" from the rewind turn's

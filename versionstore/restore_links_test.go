@@ -1,0 +1,106 @@
+package versionstore
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
+)
+
+// linkedFixture: a and b hard links of one file ("one") at turn 0, or
+// with linkedLater only a ("one") at turn 0 and b linked to it in turn 1;
+// turn 1 then writes "two" through a, so both names read "two" now.
+func linkedFixture(t *testing.T, linkedLater bool) (*Store, *backing.Tree, *sim) {
+	t.Helper()
+	root := t.TempDir()
+	s := NewTestStore(t)
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tree.Close() })
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	writeFile(t, m.abs("a"), []byte("one"))
+	if !linkedLater {
+		if err := os.Link(m.abs("a"), m.abs("b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Begin(ckpt.KindAgent, "write through a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if linkedLater {
+		m.capture("b", false)
+		if err := os.Link(m.abs("a"), m.abs("b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.captureAll("a", false)
+	writeFile(t, m.abs("a"), []byte("two"))
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	return s, tree, m
+}
+
+// checkLinked fails unless the files hold want (path: bytes) and p and q
+// share an inode exactly when linked says.
+func checkLinked(t *testing.T, m *sim, want map[string]string, p, q string, linked bool) {
+	t.Helper()
+	for f, w := range want {
+		if b, err := os.ReadFile(filepath.Join(m.root, f)); err != nil || string(b) != w {
+			t.Errorf("%s = %q, %v; want %q", f, b, err, w)
+		}
+	}
+	if got := sameInode(m, p, q); got != linked {
+		t.Errorf("%s and %s share an inode: %v, want %v", p, q, got, linked)
+	}
+}
+
+// A restore of one name of a hard-linked file gives that name its bytes
+// then on an inode of its own, and the names it did not restore keep
+// theirs: the restore says so (SplitLinks), its dry run the same. Naming
+// every name keeps them linked, as they were then, and splits nothing.
+func TestRestoreOfOneHardLinkSaysItSplits(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		name := "linked then and now"
+		if later {
+			name = "linked since"
+		}
+		t.Run(name, func(t *testing.T) {
+			s, tree, m := linkedFixture(t, later)
+			want := []LinkSplit{{Path: "a", Names: []string{"b"}}}
+			dry, err := s.Rewind(0, tree, RewindOptions{Paths: []string{"a"}, DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(dry.SplitLinks, want) {
+				t.Errorf("dry run: split links %+v, want %+v", dry.SplitLinks, want)
+			}
+			res, err := s.Rewind(0, tree, RewindOptions{Paths: []string{"a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(res.SplitLinks, want) {
+				t.Errorf("restore: split links %+v, want %+v", res.SplitLinks, want)
+			}
+			checkLinked(t, m, map[string]string{"a": "one", "b": "two"}, "a", "b", false)
+		})
+	}
+	t.Run("every name", func(t *testing.T) {
+		s, tree, m := linkedFixture(t, false)
+		for _, dry := range []bool{true, false} {
+			res, err := s.Rewind(0, tree, RewindOptions{Paths: []string{"a", "b"}, DryRun: dry})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.SplitLinks) != 0 {
+				t.Errorf("dry run %v: split links %+v, want none", dry, res.SplitLinks)
+			}
+		}
+		checkLinked(t, m, map[string]string{"a": "one", "b": "one"}, "a", "b", true)
+	})
+}
