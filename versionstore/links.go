@@ -291,7 +291,11 @@ type linkNode struct {
 	// member: its target can be hard-linked and its inode is known.
 	// act: a member the pass may change (under the prefixes, of its
 	// target's type now). pin: a member whose inode now is its inode at
-	// the target (untouched since): the pass keeps it on that inode.
+	// the target (untouched since), with its mode and owner then: the
+	// pass keeps it on that inode. One whose mode or owner changed since
+	// (a chmod records the path, but keeps its inode, so it still
+	// resolves to it) is no pin: outside a restore it keeps them, and
+	// linking the restored paths to it would give them its mode now.
 	member, act, pin bool
 }
 
@@ -348,7 +352,7 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live ckpt.Tree) ([]act
 				}
 				_, n.member = linkTag(n.tgt)
 				asTarget := n.cur.Type == n.tgt.State.Type
-				n.pin = n.member && asTarget && !n.tgt.FromLog && n.tgt.Live == p && n.curIno.Same(n.tgt.Inode)
+				n.pin = n.member && asTarget && !n.tgt.FromLog && n.tgt.Live == p && n.curIno.Same(n.tgt.Inode) && sameMeta(n.cur, n.tgt.State)
 				n.act = n.member && asTarget && under(p)
 				nodes = append(nodes, n)
 				for _, q := range n.tgt.Links {
@@ -596,10 +600,10 @@ func (s *Store) linkedOutside(changes []Change, prefixes []string, live ckpt.Tre
 // predictSplits says which links of linked (linkedOutside's answer) a
 // restore to right after event stop will split, as its link pass
 // decides: a path keeps its inode X only if X was its inode then too and
-// some name of X is a pin (untouched since: planLinks), which keeps X for
-// the path's group; the names outside are otherwise strangers to the
-// pass, and the path leaves X for an inode of its own or of the names
-// restored with it.
+// some name of X is a pin (untouched since, with its mode and owner then:
+// planLinks), which keeps X for the path's group; the names outside are
+// otherwise strangers to the pass, and the path leaves X for an inode of
+// its own or of the names restored with it.
 func (s *Store) predictSplits(stop uint64, linked map[string]linkedPath, live ckpt.Tree) ([]LinkSplit, error) {
 	var out []LinkSplit
 	for _, p := range slices.Sorted(maps.Keys(linked)) {
@@ -622,7 +626,7 @@ func (s *Store) predictSplits(stop uint64, linked map[string]linkedPath, live ck
 			}
 			r := rs[i]
 			_, member := linkTag(r)
-			if member && !r.FromLog && r.Live == q && cur.Type == r.State.Type && ino.Same(r.Inode) {
+			if member && !r.FromLog && r.Live == q && cur.Type == r.State.Type && ino.Same(r.Inode) && sameMeta(cur, r.State) {
 				stays = ok && tp == keyOf(pino)
 				break
 			}

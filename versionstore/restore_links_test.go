@@ -104,3 +104,48 @@ func TestRestoreOfOneHardLinkSaysItSplits(t *testing.T) {
 		checkLinked(t, m, map[string]string{"a": "one", "b": "one"}, "a", "b", true)
 	})
 }
+
+// A restore of one name of a hard-linked file whose mode changed since
+// gives it its mode then, on an inode of its own: the name it does not
+// restore keeps the inode and its mode now, so the restore cannot link
+// the path back to it.
+func TestRestoreOfOneHardLinkGivesItsMode(t *testing.T) {
+	root := t.TempDir()
+	s := NewTestStore(t)
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	writeFile(t, m.abs("a"), []byte("one"))
+	if err := os.Link(m.abs("a"), m.abs("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ckpt.KindAgent, "chmod a", ""); err != nil {
+		t.Fatal(err)
+	}
+	m.captureAll("a", true)
+	if err := os.Chmod(m.abs("a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	want := []LinkSplit{{Path: "a", Names: []string{"b"}}}
+	for _, dry := range []bool{true, false} {
+		res, err := s.Rewind(0, tree, RewindOptions{Paths: []string{"a"}, DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.SplitLinks, want) {
+			t.Errorf("dry run %v: split links %+v, want %+v", dry, res.SplitLinks, want)
+		}
+	}
+	for f, mode := range map[string]os.FileMode{"a": 0o644, "b": 0o600} {
+		if fi, err := os.Stat(m.abs(f)); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v, %v; want mode %v", f, fi.Mode(), err, mode)
+		}
+	}
+	checkLinked(t, m, map[string]string{"a": "one", "b": "one"}, "a", "b", false)
+}
