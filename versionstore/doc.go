@@ -193,7 +193,8 @@
 // pass's: a crash redoes it. A restore gives the paths below its prefixes
 // the target partition among themselves; they share an inode with a path
 // outside only if that path is untouched since (found through the records'
-// Links), and a name it cannot know keeps its inode from them. So a
+// Links, or among the names of an inode one of them has now and had
+// then), and a name it cannot know keeps its inode from them. So a
 // restored path that shares its inode with a name outside, and does not
 // stay on it, is split from that name, which keeps its bytes: the
 // restore reports each such split (LinkSplit), and its dry run predicts

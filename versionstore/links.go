@@ -435,6 +435,15 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 	owner := map[inoKey]inoKey{}
 	for k, hs := range holders {
 		unknown := int(nlink[k]) - len(hs)
+		if _, ok := groups[k]; ok && !whole && unknown > 0 && !looked[k] {
+			// A restore: a name it does not know may pin the inode
+			// for the group whose target it is (a path untouched
+			// since, which no record lists when the group's paths
+			// resolve to live files at other names): the pass looks
+			// them up first.
+			wanted(hs[0].curIno)
+			continue
+		}
 		pinned, strangers := whole && unknown > 0, !whole && unknown > 0
 		for _, h := range hs {
 			pinned = pinned || h.pin

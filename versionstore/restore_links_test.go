@@ -1,6 +1,8 @@
 package versionstore
 
 import (
+	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -148,4 +150,108 @@ func TestRestoreOfOneHardLinkGivesItsMode(t *testing.T) {
 		}
 	}
 	checkLinked(t, m, map[string]string{"a": "one", "b": "one"}, "a", "b", false)
+}
+
+// A restored path that had then, and has now, the inode of a name nothing
+// since touched (which no record names: the path's own state then lies
+// at another name, exchanged since) stays on it: the restore looks up the
+// inode's names, and that one keeps the inode for the path as it was.
+func TestRestoreKeepsTheLinkOfAnUntouchedName(t *testing.T) {
+	root := t.TempDir()
+	s := NewTestStore(t)
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	m := &sim{t: t, root: root, tree: tree, store: s}
+	writeFile(t, m.abs("b"), []byte("x"))
+	writeFile(t, m.abs("d"), []byte("other"))
+	if err := os.Link(m.abs("b"), m.abs("c")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ckpt.KindAgent, "exchange b and d, link c to b", ""); err != nil {
+		t.Fatal(err)
+	}
+	ib, _ := tree.Ident("b")
+	id, _ := tree.Ident("d")
+	commit, err := s.RecordExchange("b", "d", ib, id, ckpt.Program{Comm: "mv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tree.Exchange("b", "d")
+	commit(err == nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.capture("b", true)
+	if err := os.Remove(m.abs("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(m.abs("c"), m.abs("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	// b, c and d are now one inode, which b and c were at turn 0 (b then
+	// is d now). The restore of b cannot unlink d, which it does not
+	// restore; it keeps b on the inode it shares with c, as it did then.
+	for _, dry := range []bool{true, false} {
+		res, err := s.Rewind(0, tree, RewindOptions{Paths: []string{"b"}, DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.SplitLinks) != 0 {
+			t.Errorf("dry run %v: split links %+v, want none", dry, res.SplitLinks)
+		}
+	}
+	checkLinked(t, m, map[string]string{"b": "x", "c": "x"}, "b", "c", true)
+}
+
+// A restore's dry run names the links the restore then splits, over
+// random histories made mostly of hard links, restoring one or two names
+// to a random turn; the restored paths are as they were then, bytes,
+// modes and which of them share an inode.
+func TestRestoreSplitsAsItsDryRunSays(t *testing.T) {
+	seeds := 60
+	if raceEnabled {
+		seeds = 20
+	}
+	for seed := int64(1); seed <= int64(seeds); seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		m, _ := newCrashSim(t, seed)
+		m.linkOps, m.flat = 4, true
+		turns, snaps := m.buildHistory(rng, 6, 12)
+		for k := 0; k < 8; k++ {
+			j := rng.Intn(len(turns))
+			paths := []string{m.randPath()}
+			if rng.Intn(2) == 0 {
+				paths = append(paths, m.randPath())
+			}
+			what := fmt.Sprintf("seed %d: restore %v from %d", seed, paths, turns[j])
+			dry, err := m.store.Rewind(turns[j], m.tree, RewindOptions{Paths: paths, DryRun: true})
+			if err != nil {
+				t.Fatalf("%s: dry run: %v", what, err)
+			}
+			res, err := m.store.Rewind(turns[j], m.tree, RewindOptions{Paths: paths})
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if !reflect.DeepEqual(dry.SplitLinks, res.SplitLinks) {
+				t.Errorf("%s: the dry run says it splits %+v, the restore split %+v", what, dry.SplitLinks, res.SplitLinks)
+			}
+			got := takeSnapshot(t, m.root)
+			if w, g := groupsUnder(snaps[j], paths[0]), groupsUnder(got, paths[0]); w != g {
+				t.Errorf("%s: the paths below %s share inodes as %s, want %s", what, paths[0], g, w)
+			}
+			for _, p := range paths {
+				if w, g := snaps[j][p], got[p]; !sameEntry(w, g) {
+					t.Errorf("%s: %s = %v, want %v", what, p, g, w)
+				}
+			}
+		}
+		m.store.Close()
+		m.tree.Close()
+	}
 }
