@@ -360,3 +360,75 @@ func TestRewindAndUndoKeepHardLinksOfEveryType(t *testing.T) {
 	m.turnctl(t, "undo")
 	check("after undoing a chmod through a name the rewind linked", states[1])
 }
+
+// A restore of one name of a hard-linked file gives it its bytes then on
+// an inode of its own, leaves the other name as it is, and says so, as
+// does its dry run (text and JSON); restoring both names keeps them one
+// inode, as they were.
+func TestRestoreOfOneHardLinkSaysItSplits(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	p := func(rel string) string { return filepath.Join(dir, rel) }
+	m.turnctl(t, "begin", "--label", "a and its link b")
+	runIn(t, dir, "echo one > a; ln a b")
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "write through a")
+	runIn(t, dir, "echo two > a") // truncates and writes the one inode
+	m.turnctl(t, "end")
+	stat := func(rel string) unix.Stat_t {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(p(rel), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	check := func(what string, want map[string]string, linked bool) {
+		t.Helper()
+		for rel, w := range want {
+			if b, err := os.ReadFile(p(rel)); err != nil || string(b) != w {
+				t.Errorf("%s: %s = %q, %v; want %q", what, rel, b, err, w)
+			}
+		}
+		a, b := stat("a"), stat("b")
+		nlink := uint64(1)
+		if linked {
+			nlink = 2
+		}
+		if (a.Ino == b.Ino) != linked || uint64(a.Nlink) != nlink || uint64(b.Nlink) != nlink {
+			t.Errorf("%s: a inode %d nlink %d, b inode %d nlink %d; want linked %v", what, a.Ino, a.Nlink, b.Ino, b.Nlink, linked)
+		}
+	}
+	check("before", map[string]string{"a": "two\n", "b": "two\n"}, true)
+
+	const note = "hard links %s (the names not restored keep their bytes; restore them too, or rewind, to link them as at turn 1):\n  a from b\n"
+	if out := m.turnctl(t, "restore", "--dry-run", "1", "a"); !strings.HasSuffix(out, fmt.Sprintf(note, "it would split")) {
+		t.Errorf("restore --dry-run 1 a says:\n%s", out)
+	}
+	const js = `"split_links": [
+    {
+      "path": "a",
+      "names": [
+        "b"
+      ]
+    }
+  ]`
+	if out := m.turnctl(t, "--json", "restore", "--dry-run", "1", "a"); !strings.Contains(out, js) {
+		t.Errorf("restore --json --dry-run 1 a says:\n%s", out)
+	}
+	check("after the dry run", map[string]string{"a": "two\n", "b": "two\n"}, true)
+	out := m.turnctl(t, "restore", "1", "a")
+	want := "restore of a from turn 1 done as turn 3: 1 file (+1 -1)\n  modified  a  +1 -1\n" + fmt.Sprintf(note, "split")
+	if out != want {
+		t.Errorf("restore 1 a says:\n%s\nwant\n%s", out, want)
+	}
+	check("after restore 1 a", map[string]string{"a": "one\n", "b": "two\n"}, false)
+
+	m.turnctl(t, "undo")
+	check("after the undo", map[string]string{"a": "two\n", "b": "two\n"}, true)
+	out = m.turnctl(t, "--json", "restore", "1", "a", "b")
+	if !strings.Contains(out, `"split_links": []`) {
+		t.Errorf("restore --json 1 a b says:\n%s", out)
+	}
+	check("after restore 1 a b", map[string]string{"a": "one\n", "b": "one\n"}, true)
+}

@@ -242,6 +242,10 @@ type RewindReply struct {
 	// inside this one), which it leaves as they are. None of them is in
 	// Changes.
 	Left []LeftDir `json:"left,omitempty"`
+	// SplitLinks: restore only, the paths it gave (with DryRun: would
+	// give) an inode apart from names it did not restore, which shared
+	// theirs and keep it with their bytes.
+	SplitLinks []LinkSplit `json:"split_links,omitempty"`
 	// Revert (and an undo made as a revert): the turn it reverted, the
 	// paths whose later changes were merged with the revert, the paths
 	// written with conflict markers.
@@ -265,6 +269,13 @@ type LeftDir struct {
 	// most 10), More how many others there are.
 	Unversioned []string `json:"unversioned"`
 	More        int      `json:"more,omitempty"`
+}
+
+// LinkSplit is a restored path split from hard links of it that the
+// restore left alone (Names).
+type LinkSplit struct {
+	Path  string   `json:"path"`
+	Names []string `json:"names"`
 }
 
 // VerifyRequest checks the store's integrity (POST /v1/verify, also GET).

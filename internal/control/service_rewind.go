@@ -329,6 +329,9 @@ func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult,
 	for _, l := range res.Left {
 		rep.Left = append(rep.Left, turnctl.LeftDir{Path: l.Path, Then: l.Then.String(), Unversioned: l.Unversioned, More: l.More})
 	}
+	for _, l := range res.SplitLinks {
+		rep.SplitLinks = append(rep.SplitLinks, turnctl.LinkSplit{Path: l.Path, Names: l.Names})
+	}
 	// Before is the state before the rewind, After the target state.
 	if !dry && res.Turn.Num != 0 {
 		t := res.Turn

@@ -403,6 +403,8 @@ type jRewindOut struct {
 	Stats       jStatsOut    `json:"stats"`
 	NotRestored []string     `json:"not_restored"`
 	Left        []jLeftOut   `json:"left"` // directories left: they hold unversioned paths
+	// A restore: the paths it split from hard links it did not restore.
+	SplitLinks []jLinkSplitOut `json:"split_links"`
 	// A revert, and an undo made as one: the turn reverted (else null),
 	// the paths merged with later changes, those written with conflict
 	// markers; for an undo the later turns and paths it kept.
@@ -421,6 +423,11 @@ type jLeftOut struct {
 	More        int      `json:"more"`        // how many more there are
 }
 
+type jLinkSplitOut struct {
+	Path  string   `json:"path"`
+	Names []string `json:"names"`
+}
+
 type jConflictOut struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
@@ -431,9 +438,12 @@ func jRewind(r *turnctl.RewindReply) jRewindOut {
 		Undone: r.Undone, DryRun: r.DryRun, Turn: jTurnPtr(r.Turn, false),
 		Changes: jChanges(r.Changes), Stats: jStats(r.Stats), NotRestored: list(r.NotRestored),
 		Reverted: r.Reverted, Merged: list(r.Merged), Conflicts: []jConflictOut{},
-		KeptTurns: list(r.KeptTurns), Kept: list(r.Kept), Left: []jLeftOut{}}
+		KeptTurns: list(r.KeptTurns), Kept: list(r.Kept), Left: []jLeftOut{}, SplitLinks: []jLinkSplitOut{}}
 	for _, l := range r.Left {
 		o.Left = append(o.Left, jLeftOut{Path: l.Path, Then: l.Then, Unversioned: list(l.Unversioned), More: l.More})
+	}
+	for _, l := range r.SplitLinks {
+		o.SplitLinks = append(o.SplitLinks, jLinkSplitOut{Path: l.Path, Names: list(l.Names)})
 	}
 	for _, c := range r.Conflicts {
 		o.Conflicts = append(o.Conflicts, jConflictOut{Path: c.Path, Reason: c.Reason})

@@ -16,13 +16,17 @@ var restoreCmd = &command{
 	short: "rewind only these paths (files or whole directories)",
 	long: `Each PATH (relative to the current directory) becomes what it was at the end
 of TURN, with everything below it; the rest of the tree is left alone. A path
-that existed neither then nor now is an error. A parent outside the PATHs
-that is not a directory now becomes the directory it was then. A file renamed
+that existed neither then nor now is an error. A parent outside the PATHs that
+is not a directory now becomes the directory it was then. A file renamed
 across the PATHs' edge is restored on their side only (added or deleted
-there). Recorded as a rewind turn. --dry-run lists what would change: the
-list the restore then reports. The changes under .git are listed as one line
-unless --all, and a long list is cut after its first 50 paths, as rewind
-does; so are the progress bar and --quiet.`,
+there). Recorded as a rewind turn. A path that shares its inode with names not
+restored (hard links) gets its bytes then on an inode of its own, and the
+report names each such split: the other names keep their bytes (restore all
+the names of a file together to keep them linked as they were, or rewind).
+--dry-run lists what would change: the list the restore then reports, the
+splits too. The changes under .git are listed as one line unless --all, and a
+long list is cut after its first 50 paths, as rewind does; so are the progress
+bar and --quiet.`,
 	changes: true,
 	quiet:   true,
 	opts:    func() options { return &restoreOptions{} },

@@ -102,6 +102,23 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 		}
 		fmt.Fprintf(e.stdout, "kept the later changes of turn %s: %s\n", strings.Join(turns, ", "), e.keptLine(rep.Kept))
 	}
+	if len(rep.SplitLinks) > 0 {
+		// A restore splits a hard link rather than write into names
+		// it was not given (versionstore.LinkSplit): say so.
+		verb := "split"
+		if rep.DryRun {
+			verb = "it would split"
+		}
+		fmt.Fprintf(e.stdout, "hard links %s (the names not restored keep their bytes; restore them too, or rewind, to link them as at %s):\n",
+			verb, pointWord(rep.Target, rep.TargetStep))
+		for _, l := range rep.SplitLinks {
+			names := make([]string, len(l.Names))
+			for i, n := range l.Names {
+				names[i] = printable(n)
+			}
+			fmt.Fprintf(e.stdout, "  %s from %s\n", printable(l.Path), strings.Join(names, ", "))
+		}
+	}
 	if len(rep.NotRestored) > 0 {
 		fmt.Fprintf(e.stdout, "not restored, left as they are (their bytes then were never captured: they changed while the project was not mounted):\n")
 		for _, p := range rep.NotRestored {

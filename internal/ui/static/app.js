@@ -457,6 +457,10 @@ function reportBody(rep) {
     lines.push(el("div", { class: "summary del" }, "Conflicts:"));
     for (const c of rep.conflicts) lines.push(el("div", {}, `${c.path}: ${c.reason}`));
   }
+  if (rep.split_links && rep.split_links.length) {
+    lines.push(el("div", { class: "summary" }, "Hard links split (the names not restored keep their bytes; restore them too, or rewind, to link them again):"));
+    for (const l of rep.split_links) lines.push(el("div", {}, `${l.path} from ${l.names.join(", ")}`));
+  }
   if (rep.not_restored && rep.not_restored.length) lines.push(el("div", { class: "summary" }, "Not restored (bytes never captured): " + rep.not_restored.join(", ")));
   if (rep.left && rep.left.length) lines.push(el("div", { class: "summary" }, "Left in place (they hold unversioned paths): " + rep.left.map(l => l.path + "/").join(", ")));
   return lines;
