@@ -122,7 +122,10 @@
 // were asked for. The plan is run as a restore's is: a journal of
 // actions that each carry their bytes in the store, so Recover finishes a
 // revert like a restore. Its turn is of kind revert. Hard links are not
-// regrouped.
+// regrouped. Its list of changes is what its turn records: a rename
+// undone is one only where the object is renamed back (movesBack); a
+// directory is made again and its files moved back one by one, so it is
+// listed added and its other name deleted.
 //
 // # Hard links
 //

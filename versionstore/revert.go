@@ -553,7 +553,10 @@ func (s *Store) revertChanges(items []*revertItem, live ckpt.Tree) ([]Change, er
 		out = append(out, Change{Path: it.path, Kind: k, Before: it.cur.State, After: it.target.State, before: it.cur, after: it.target})
 	}
 	// A path the revert removes and one it makes with what the first
-	// holds: a rename back.
+	// holds, by renaming it back (movesBack): a rename, as its turn then
+	// records it. A directory is made again, its files moved back one by
+	// one: its turn records it added and the other name deleted, and so
+	// does this list.
 	byLive := map[string]int{}
 	for i, c := range out {
 		if c.Kind == ckpt.Deleted {
@@ -566,7 +569,13 @@ func (s *Store) revertChanges(items []*revertItem, live ckpt.Tree) ([]Change, er
 		if c.Kind != ckpt.Added || from == "" {
 			continue
 		}
-		if i, ok := byLive[from]; ok && !drop[i] && out[i].Before.Type == c.After.Type {
+		i, ok := byLive[from]
+		if !ok || drop[i] || out[i].Before.Type != c.After.Type {
+			continue
+		}
+		if move, err := s.movesBack(items[j], live); err != nil {
+			return nil, err
+		} else if move {
 			out[j] = Change{Path: c.Path, From: out[i].Path, Kind: ckpt.Renamed, Before: out[i].Before, After: c.After, before: out[i].before, after: c.after}
 			drop[i] = true
 		}

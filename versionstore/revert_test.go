@@ -660,3 +660,48 @@ func revertSim(t *testing.T, s *Store, root string) (*sim, func(fn func()) uint6
 		return tn.Num
 	}
 }
+
+// TestRevertOfADirectoryRenameListsWhatItRecords: a revert that undoes
+// `mv d e` makes d again and moves each file back (directories are
+// planned path by path), and removes e: its dry run and its report list
+// what its turn records, as show does, not a rename of the directory
+// the revert did not make.
+func TestRevertOfADirectoryRenameListsWhatItRecords(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, "d"), 0o755)
+	os.WriteFile(filepath.Join(root, "d", "x"), []byte("x\n"), 0o644)
+	m, turn := revertSim(t, s, root)
+	tree := m.tree
+	n := turn(func() {
+		commit, err := s.RecordRename("d", "e", false, ckpt.Program{Comm: "mv"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = os.Rename(m.abs("d"), m.abs("e"))
+		commit(err == nil)
+	})
+	dry, err := s.Revert(n, tree, RevertOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Revert(n, tree, RevertOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := takeSnapshot(t, root)
+	if _, ok := got["e"]; ok || got["d"].Type != ckpt.Dir || got["d/x"].Data != "x\n" {
+		t.Fatalf("after the revert: %v", got)
+	}
+	done, err := s.TurnChanges(res.Turn.Num, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := changeKinds(done)
+	if got := changeKinds(res.Changes); got != recorded {
+		t.Errorf("the revert reported %s, its turn lists %s", got, recorded)
+	}
+	if got := changeKinds(dry.Changes); got != recorded {
+		t.Errorf("the dry run listed %s, the turn lists %s", got, recorded)
+	}
+}
