@@ -270,7 +270,7 @@ func TestStatusFromSubdirAndUnmounted(t *testing.T) {
 	cmd := exec.Command(ckptfsBin, "status")
 	cmd.Dir = filepath.Join(dir, "a/b")
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "dir:     "+dir+"\n") || !strings.Contains(string(out), "mounted: yes") || !strings.Contains(string(out), "turns:   ") {
+	if err != nil || !strings.Contains(string(out), "dir:     "+dir+"\n") || !strings.Contains(string(out), "mounted: yes") || !strings.Contains(string(out), "latest:  turn ") {
 		t.Errorf("ckptfs status in a/b: %v\n%s", err, out)
 	}
 	m.Unmount(t)

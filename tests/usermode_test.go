@@ -269,7 +269,7 @@ func TestUserMount(t *testing.T) {
 	}
 	// ckptfs status from a subdirectory finds the mount.
 	st := p.run(t, filepath.Join(p.Dir, "src/pkg"), ckptfsBin, "status")
-	if !strings.Contains(st, "dir:     "+p.Dir+"\n") || !strings.Contains(st, "mounted: yes") || !strings.Contains(st, "private") || !strings.Contains(st, "turns:   3") {
+	if !strings.Contains(st, "dir:     "+p.Dir+"\n") || !strings.Contains(st, "mounted: yes") || !strings.Contains(st, "private") || !strings.Contains(st, "latest:  turn 3\n") {
 		t.Errorf("ckptfs status in src/pkg:\n%s", st)
 	}
 

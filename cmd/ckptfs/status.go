@@ -209,14 +209,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "fatal:   %s\n", rep.Fatal)
 	}
 	if rep.Latest != nil {
-		fmt.Fprintf(stdout, "turns:   %d\n", *rep.Latest)
+		fmt.Fprintf(stdout, "latest:  turn %d\n", *rep.Latest)
 		if t := rep.OpenTurn; t != nil {
 			fmt.Fprintf(stdout, "open:    turn %d (%s) since %s\n", t.Num, t.Kind, t.Start.Format("2006-01-02 15:04:05"))
 		} else {
 			fmt.Fprintf(stdout, "open:    none\n")
 		}
 	} else if rep.Error != "" {
-		fmt.Fprintf(stdout, "turns:   unknown (%s)\n", rep.Error)
+		fmt.Fprintf(stdout, "latest:  unknown (%s)\n", rep.Error)
 	}
 	return nil
 }
