@@ -411,3 +411,15 @@ func TestGCPastAPinSaysWhatItMerged(t *testing.T) {
 		t.Errorf("gc: exit %d, %s%s; want it to start with %q", code, out, errs, want)
 	}
 }
+
+// A budget set below what the store holds says what the gc will do.
+func TestPolicyUnderTheStoreSaysSo(t *testing.T) {
+	dir := testProject(t)
+	if _, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1GiB"); code != 0 || errs != "" {
+		t.Errorf("policy within the store's size: exit %d, %q", code, errs)
+	}
+	out, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1")
+	if code != 0 || !strings.Contains(out, "keep-size:   1 B") || !strings.Contains(errs, "over the new budget: the gc forgets the oldest turns") {
+		t.Errorf("policy below the store's size: exit %d, %q, %q", code, out, errs)
+	}
+}

@@ -24,7 +24,8 @@ turn after them (their changes stay, the states between are forgotten).
 Turns older than that are forgotten (the oldest first, never a pinned one
 nor what follows it). While the store is over --keep-size (default: the
 smaller of 10 GiB and a tenth of its disk), more of the oldest turns are
-forgotten until it fits. A pinned turn is always kept. 0 sets a value back
+forgotten until it fits. A pinned turn is always kept, and so is the turn
+before the newest one that changed something (its undo). 0 sets a value back
 to its default; --keep-hourly off and --keep-daily off thin none that way.
 SIZE: 500M, 10GiB, ...; DURATION: 90m, 24h, 7d, 2w.`,
 	opts: func() options { return &policyOptions{} },
@@ -75,6 +76,9 @@ func (o *policyOptions) run(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "keep-hourly: %s%s\n", window(eff.KeepHourly), dflt(p.KeepHourly != 0))
 	fmt.Fprintf(e.stdout, "keep-daily:  %s%s\n", window(eff.KeepDaily), dflt(p.KeepDaily != 0))
+	if req.KeepSize != nil && rep.StoreBytes > eff.KeepSize {
+		fmt.Fprintf(e.stderr, "turnctl: note: the store holds %s, over the new budget: the gc forgets the oldest turns until it fits, within a minute (turnctl gc --dry-run lists them)\n", units.Bytes(rep.StoreBytes))
+	}
 	return nil
 }
 
