@@ -362,3 +362,11 @@ func TestUIRefusesAddr(t *testing.T) {
 	}
 	turnctlFails(t, t.TempDir(), 1, "is not mounted", "ui", "--no-open")
 }
+
+// A turnctl ui left running in the project keeps the umount busy: the
+// refusal names it as turnctl ui, not as the ckptfs binary serving it.
+func TestUmountNamesTheUIThatHoldsIt(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	startUI(t, m.Dir)
+	refused(t, []string{m.Dir + " is in use by", "turnctl ui --no-open"}, "umount", m.Dir)
+}

@@ -213,12 +213,27 @@ func scanHolders(skip map[int]bool, holds func(base string) (what, path string, 
 		}
 		base := "/proc/" + e.Name()
 		if what, p, ok := holds(base); ok {
-			comm, _ := os.ReadFile(base + "/comm")
-			out = append(out, holder{pid, strings.TrimSpace(string(comm)), what, p})
+			out = append(out, holder{pid, procName(base), what, p})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
 	return out
+}
+
+// procName names the process at base (/proc/PID) as a user knows it:
+// its command name, but a turnctl the ckptfs binary runs (turnctl ui,
+// an offline command) as turnctl and its arguments.
+func procName(base string) string {
+	comm, _ := os.ReadFile(base + "/comm")
+	name := strings.TrimSpace(string(comm))
+	cmdline, _ := os.ReadFile(base + "/cmdline")
+	if argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); len(argv) > 2 && argv[1] == "turnctl-offline" {
+		name = "turnctl " + strings.Join(argv[2:], " ")
+		if len(name) > 60 {
+			name = name[:57] + "..."
+		}
+	}
+	return name
 }
 
 // under reports whether path p is root or below it.
