@@ -392,10 +392,11 @@ func TestExportPatchOfTheFirstKeptTurn(t *testing.T) {
 // TestGCPastAPinSaysWhatItMerged: with hourly and daily thinning off, the
 // old turns after a pin, which the start of history cannot pass, are
 // merged into the kept turn after them, and gc says so (not that an hour
-// or a day was thinned).
+// or a day was thinned). Turn 7 is kept (the window), and 6 with it (its
+// undo): 4 is merged into 5.
 func TestGCPastAPinSaysWhatItMerged(t *testing.T) {
 	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
-		for i := 1; i <= 6; i++ {
+		for i := 1; i <= 7; i++ {
 			turn(fmt.Sprint("t", i), "", func() { ov.Write("a.txt", fmt.Sprintln(i)) })
 		}
 	})

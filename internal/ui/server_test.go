@@ -507,14 +507,21 @@ func TestUIEvents(t *testing.T) {
 			return ""
 		}
 	}
-	if e := next(); e != "event: update\ndata: {\"latest\":4,\"open\":false}" {
+	if e := next(); e != "event: update\ndata: {\"latest\":4,\"open\":false,\"history\":0}" {
 		t.Errorf("first event %q", e)
 	}
 	if _, err := h.Begin(context.Background(), turnctl.BeginRequest{Label: "fifth"}); err != nil {
 		t.Fatal(err)
 	}
-	if e := next(); e != "event: update\ndata: {\"latest\":5,\"open\":true}" {
+	if e := next(); e != "event: update\ndata: {\"latest\":5,\"open\":true,\"history\":0}" {
 		t.Errorf("event after begin %q", e)
+	}
+	// A forget changes no turn's number, and is an update too.
+	if _, err := h.Forget(context.Background(), turnctl.ForgetRequest{Turns: []string{"2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e != "event: update\ndata: {\"latest\":5,\"open\":true,\"history\":1}" {
+		t.Errorf("event after a forget %q", e)
 	}
 }
 
