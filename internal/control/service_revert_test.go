@@ -97,6 +97,24 @@ func TestRevertService(t *testing.T) {
 	if !isCode(err, turnctl.CodeConflict) || !strings.Contains(err.Error(), "a.txt") || f.ov.Read("a.txt") != "A\n2\nW\n" || f.svc.store.Latest() != latest {
 		t.Fatalf("conflicting revert: %v, a.txt %q", err, f.ov.Read("a.txt"))
 	}
+	if !strings.Contains(err.Error(), "--conflicts=markers") {
+		t.Errorf("a text conflict's refusal does not name --conflicts=markers: %v", err)
+	}
+	// A file turn 5's revert cannot merge (binary): no hint of markers,
+	// which would refuse again.
+	f.begin("9")
+	f.ov.Write("bin", "\x00one")
+	f.end()
+	f.begin("10")
+	f.ov.Write("bin", "\x00two")
+	f.end()
+	f.begin("11")
+	f.ov.Write("bin", "\x00three")
+	f.end()
+	_, err = f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "10"})
+	if !isCode(err, turnctl.CodeConflict) || !strings.Contains(err.Error(), "bin") || strings.Contains(err.Error(), "--conflicts=markers") {
+		t.Errorf("a binary conflict's refusal: %v; want it without the markers hint", err)
+	}
 	rep, err = f.svc.Revert(f.ctx, turnctl.RevertRequest{Turn: "5", Conflicts: "markers"})
 	if want := "A\n2\n<<<<<<< now\nW\n=======\n3\n>>>>>>> before turn 5\n"; err != nil || len(rep.Conflicts) != 1 || f.ov.Read("a.txt") != want {
 		t.Fatalf("markers: %v %+v %q", err, rep, f.ov.Read("a.txt"))

@@ -195,13 +195,15 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p
 	m := s.mark()
 	if errors.Is(err, versionstore.ErrConflict) {
 		var list []string
+		text := false // a conflict markers would write
 		for _, c := range res.Conflicts {
 			if !c.Text || !markers {
 				list = append(list, fmt.Sprintf("%s (%s)", displayPath(c.Path), c.Reason))
 			}
+			text = text || c.Text
 		}
 		hint := ""
-		if what == "revert" && !markers {
+		if what == "revert" && !markers && text {
 			hint = "; --conflicts=markers writes conflicting lines of text files between markers"
 		}
 		if prev, perr := s.store.PrevPoint(n); what == "undo" && perr == nil {
