@@ -62,8 +62,10 @@ type StepReply struct {
 // StatusRequest asks for the open turn (POST /v1/status, also GET).
 type StatusRequest struct {
 	// Brief asks for the latest turn and the open one only, without its
-	// Changes and Stats, which cost O(the open turn's changes): what a
-	// poller asks (turnctl ui, twice a second).
+	// Changes and Stats, which cost O(the open turn's changes), nor the
+	// store's size and budget (Store.StoreBytes, Store.Budget: a walk of
+	// the store's directory): what a poller asks (turnctl ui, twice a
+	// second).
 	Brief bool `json:"brief,omitempty"`
 }
 

@@ -348,9 +348,11 @@ func (s *Service) turnStoreChanges(n uint64) ([]versionstore.Change, error) {
 // Status reports the open turn and what it changed so far.
 func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnctl.StatusReply, error) {
 	rep := &turnctl.StatusReply{Latest: s.store.Latest(), History: s.store.HistoryGen(), Changes: []turnctl.FileChange{}, Store: s.store.Health()}
-	rep.Store.StoreBytes = s.store.StoreBytes()
-	if pol, err := s.store.EffectivePolicy(); err == nil {
-		rep.Store.Budget = pol.KeepSize
+	if !req.Brief { // a walk of the store directory and a statfs
+		rep.Store.StoreBytes = s.store.StoreBytes()
+		if pol, err := s.store.EffectivePolicy(); err == nil {
+			rep.Store.Budget = pol.KeepSize
+		}
 	}
 	cur, ok := s.store.Current()
 	if !ok {

@@ -288,12 +288,13 @@ func TestStatus(t *testing.T) {
 	f.begin("x")
 	f.ov.Write("a", "1\n2\n")
 	rep, err = f.svc.Status(f.ctx, turnctl.StatusRequest{})
-	if err != nil || !rep.Open || len(rep.Changes) != 1 || rep.Stats.LinesAdded != 2 {
+	if err != nil || !rep.Open || len(rep.Changes) != 1 || rep.Stats.LinesAdded != 2 || rep.Store.StoreBytes == 0 || rep.Store.Budget == 0 {
 		t.Fatalf("status: %+v %v", rep, err)
 	}
-	// Brief: the open turn and the latest number, not its changes.
+	// Brief: the open turn and the latest number, not its changes nor
+	// the store's size (a walk of its directory, twice a second).
 	rep, err = f.svc.Status(f.ctx, turnctl.StatusRequest{Brief: true})
-	if err != nil || !rep.Open || rep.Turn == nil || rep.Latest != rep.Turn.Num || len(rep.Changes) != 0 || rep.Stats.Files != 0 {
+	if err != nil || !rep.Open || rep.Turn == nil || rep.Latest != rep.Turn.Num || len(rep.Changes) != 0 || rep.Stats.Files != 0 || rep.Store.StoreBytes != 0 {
 		t.Fatalf("brief status: %+v %v", rep, err)
 	}
 }
