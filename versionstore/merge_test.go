@@ -180,11 +180,11 @@ func TestForgetRefusalsChangeNothing(t *testing.T) {
 }
 
 // TestThinningDryRunCountsWhatMergesFree: a policy that thins turns 1-4
-// into 5 (all ended this hour; 6 is the window) frees the four versions of
-// f only the dropped records named; the dry run says so before, to the
-// byte, and the gc then does it.
+// into 5 (all ended this hour; 7 is the window, 6 kept as its undo) frees
+// the four versions of f only the dropped records named; the dry run says
+// so before, to the byte, and the gc then does it.
 func TestThinningDryRunCountsWhatMergesFree(t *testing.T) {
-	s, tree, _ := rewrittenEachTurn(t, 6, func(k int) string { return fmt.Sprintf("version %d of f", k) })
+	s, tree, _ := rewrittenEachTurn(t, 7, func(k int) string { return fmt.Sprintf("version %d of f", k) })
 	if err := s.SetPolicy(ckpt.Policy{KeepTurns: 1, KeepAge: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestThinningDryRunCountsWhatMergesFree(t *testing.T) {
 	if err != nil || t5.MergedFrom != 1 {
 		t.Fatalf("turn 5 after thinning: %+v, %v", t5, err)
 	}
-	for n, want := range map[uint64]string{0: "v0", 5: "version 5 of f", 6: "version 6 of f"} {
+	for n, want := range map[uint64]string{0: "v0", 5: "version 5 of f", 6: "version 6 of f", 7: "version 7 of f"} {
 		if got := catAt(t, s, n, "f", tree); got != want {
 			t.Fatalf("f at %d: %q, want %q", n, got, want)
 		}
