@@ -295,10 +295,15 @@ type VerifyReply struct {
 type ForgetRequest struct {
 	Turns  []string `json:"turns,omitempty"`
 	Before string   `json:"before,omitempty"`
+	// DryRun: say what the forget would do (or refuse as it would), and
+	// change nothing.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
-// ForgetReply lists the turns forgotten and where history starts now.
+// ForgetReply lists the turns forgotten and where history starts now
+// (with DryRun: would be, and would start).
 type ForgetReply struct {
+	DryRun bool              `json:"dry_run"`
 	Forgot []uint64          `json:"forgot"`
 	Start  ckpt.HistoryStart `json:"start"`
 	// Merged: for each forgotten turn in the middle of history, the kept

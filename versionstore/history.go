@@ -113,43 +113,71 @@ func (s *Store) Forget(turns []uint64, reason string) (ckpt.HistoryStart, error)
 	return s.forget(ts, reason)
 }
 
-// forget is Forget with ts sorted and unique (rewindMu held). It holds
-// histMu throughout, so that no pin comes to name a turn it forgets.
-func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
+// PlannedMerge is a turn a forget merges into the kept turn Into.
+type PlannedMerge struct{ Turn, Into uint64 }
+
+// PlanForget says what Forget(turns) would do, changing nothing: where
+// history would start (the start now if it does not move) and which
+// turns it would merge into which; or the error Forget would return.
+func (s *Store) PlanForget(turns []uint64) (uint64, []PlannedMerge, error) {
+	if len(turns) == 0 {
+		return 0, nil, detailf(ErrBadTurn, "no turn to forget")
+	}
+	ts := slices.Clone(turns)
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
-	defer s.histGen.Add(1)
+	to, runs, err := s.planForgetLocked(ts)
+	if err != nil {
+		return 0, nil, err
+	}
+	var merged []PlannedMerge
+	for _, r := range runs {
+		for _, n := range ts {
+			if n >= r.first && n <= r.last {
+				merged = append(merged, PlannedMerge{n, r.into.Num})
+			}
+		}
+	}
+	return to, merged, nil
+}
+
+// planForgetLocked checks that the turns ts (sorted, unique) can be
+// forgotten and returns where history then starts and the runs merged
+// (histMu held).
+func (s *Store) planForgetLocked(ts []uint64) (uint64, []mergePlan, error) {
 	start := s.startTurn()
 	open, hasOpen := s.Current()
 	pins, err := s.pinnedLocked()
 	if err != nil {
-		return ckpt.HistoryStart{}, err
+		return 0, nil, err
 	}
 	for _, n := range ts {
 		if n < start {
-			return ckpt.HistoryStart{}, s.forgottenErr(n)
+			return 0, nil, s.forgottenErr(n)
 		}
 		if hasOpen && open.Num == n {
-			return ckpt.HistoryStart{}, detailf(ErrOpenTurn, "cannot forget turn %d: it is open (turnctl end closes it)", n)
+			return 0, nil, detailf(ErrOpenTurn, "cannot forget turn %d: it is open (turnctl end closes it)", n)
 		}
 		if n > s.Latest() {
-			return ckpt.HistoryStart{}, detailf(ErrTurnNotFound, "no turn %d", n)
+			return 0, nil, detailf(ErrTurnNotFound, "no turn %d", n)
 		}
 		if _, err := s.storedTurn(n); errors.Is(err, ErrTurnNotFound) {
-			return ckpt.HistoryStart{}, s.forgottenErr(n)
+			return 0, nil, s.forgottenErr(n)
 		} else if err != nil {
-			return ckpt.HistoryStart{}, err
+			return 0, nil, err
 		}
 		if s.holds[n] > 0 {
-			return ckpt.HistoryStart{}, detailf(ErrPinned, "cannot forget turn %d: a view of it is mounted (ckptfs mount --at; ckptfs umount it first)", n)
+			return 0, nil, detailf(ErrPinned, "cannot forget turn %d: a view of it is mounted (ckptfs mount --at; ckptfs umount it first)", n)
 		}
 		if pins[n] {
-			return ckpt.HistoryStart{}, detailf(ErrPinned, "cannot forget turn %d: it is pinned (turnctl unpin %d first)", n, n)
+			return 0, nil, detailf(ErrPinned, "cannot forget turn %d: it is pinned (turnctl unpin %d first)", n, n)
 		}
 	}
 	kept, err := s.keptTurns()
 	if err != nil {
-		return ckpt.HistoryStart{}, err
+		return 0, nil, err
 	}
 	// The oldest kept turns move the start; the others are merged.
 	i := 0
@@ -159,11 +187,28 @@ func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
 	to := start
 	if i > 0 {
 		if i == len(kept) {
-			return ckpt.HistoryStart{}, detailf(ErrOpenTurn, "cannot forget turn %d: it is the newest turn, and history must start at a turn", ts[i-1])
+			return 0, nil, detailf(ErrOpenTurn, "cannot forget turn %d: it is the newest turn, and history must start at a turn", ts[i-1])
+		}
+		if kept[i].Open {
+			return 0, nil, detailf(ErrOpenTurn, "cannot forget turn %d: it is the newest closed turn, and history must start at a closed turn", ts[i-1])
 		}
 		to = kept[i].Num
 	}
 	runs, err := s.mergeRuns(ts[i:], kept)
+	if err != nil {
+		return 0, nil, err
+	}
+	return to, runs, nil
+}
+
+// forget is Forget with ts sorted and unique (rewindMu held). It holds
+// histMu throughout, so that no pin comes to name a turn it forgets.
+func (s *Store) forget(ts []uint64, reason string) (ckpt.HistoryStart, error) {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	defer s.histGen.Add(1)
+	start := s.startTurn()
+	to, runs, err := s.planForgetLocked(ts)
 	if err != nil {
 		return ckpt.HistoryStart{}, err
 	}

@@ -45,12 +45,33 @@ func (s *Service) Forget(ctx context.Context, req turnctl.ForgetRequest) (*turnc
 	if len(turns) == 0 {
 		return nil, errorf(turnctl.CodeBadRequest, "forget needs turns (or before)")
 	}
+	slices.Sort(turns)
+	turns = slices.Compact(turns)
+	if req.DryRun {
+		to, merged, err := s.store.PlanForget(turns)
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		rep := &turnctl.ForgetReply{DryRun: true, Forgot: turns, Start: s.store.HistoryStart(), Merged: []turnctl.MergedTurn{}}
+		if to > rep.Start.Turn { // as the forget would leave it
+			moved := uint64(0)
+			for _, n := range turns {
+				if n < to {
+					moved++
+				}
+			}
+			rep.Start = ckpt.HistoryStart{Turn: to, Reason: ckpt.ReasonForget, At: time.Now().UTC(), Forgotten: rep.Start.Forgotten + moved}
+		}
+		for _, m := range merged {
+			rep.Merged = append(rep.Merged, turnctl.MergedTurn{Turn: m.Turn, Into: m.Into})
+		}
+		return rep, nil
+	}
 	h, err := s.store.Forget(turns, ckpt.ReasonForget)
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	slices.Sort(turns)
-	rep := &turnctl.ForgetReply{Forgot: slices.Compact(turns), Start: h, Merged: []turnctl.MergedTurn{}}
+	rep := &turnctl.ForgetReply{Forgot: turns, Start: h, Merged: []turnctl.MergedTurn{}}
 	kept, err := s.store.Turns(0)
 	if err != nil {
 		return nil, s.wrap(err)

@@ -424,3 +424,31 @@ func TestPolicyUnderTheStoreSaysSo(t *testing.T) {
 		t.Errorf("policy below the store's size: exit %d, %q, %q", code, out, errs)
 	}
 }
+
+// forget --dry-run says what forget then does, to the turn, and changes
+// nothing; a forget it would refuse it refuses alike.
+func TestForgetDryRun(t *testing.T) {
+	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		for i := 1; i <= 6; i++ {
+			turn(fmt.Sprint("t", i), "", func() { ov.Write("a.txt", fmt.Sprintln(i)) })
+		}
+	})
+	before, _, _ := tc(t, "-C", dir, "log")
+	dry, errs, code := tc(t, "-C", dir, "forget", "--dry-run", "0", "1", "3", "4")
+	want := "would forget turns 0-1, 3-4; history would start at turn 2; would merge turns 3-4 into turn 5; nothing changed\n"
+	if code != 0 || dry != want {
+		t.Errorf("forget --dry-run: exit %d, %q%s; want %q", code, dry, errs, want)
+	}
+	if after, _, _ := tc(t, "-C", dir, "log"); after != before {
+		t.Errorf("a dry run changed the history:\n%s\nthen\n%s", before, after)
+	}
+	_, dryErr, dryCode := tc(t, "-C", dir, "forget", "--dry-run", "6")
+	_, realErr, realCode := tc(t, "-C", dir, "forget", "6")
+	if dryCode == 0 || dryCode != realCode || dryErr != realErr {
+		t.Errorf("forget of the newest turn: dry run exit %d %q, forget exit %d %q", dryCode, dryErr, realCode, realErr)
+	}
+	out, errs, code := tc(t, "-C", dir, "forget", "0", "1", "3", "4")
+	if want := "forgot turns 0-1, 3-4; history starts at turn 2; merged turns 3-4 into turn 5 (turnctl gc reclaims the space)\n"; code != 0 || out != want {
+		t.Errorf("forget: exit %d, %q%s; want %q", code, out, errs, want)
+	}
+}

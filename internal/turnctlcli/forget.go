@@ -11,7 +11,7 @@ import (
 
 var forgetCmd = &command{
 	name:  "forget",
-	args:  "TURN... | --before TURN",
+	args:  "[--dry-run] TURN... | --before TURN",
 	short: "forget turns: they can no longer be rewound to",
 	long: `Forgets turns for good, freeing what only they kept (turnctl gc reclaims the
 space); every kept turn still rewinds exactly. Forgetting the oldest kept
@@ -22,16 +22,19 @@ where history starts and why). A turn in the middle of history is merged
 into the kept turn after it: that turn's changes (show, diff, log) then
 include the forgotten turn's, and the state between them is gone. A pinned
 turn, the open turn, the newest closed turn, and the turn the open turn
-continues from cannot be forgotten; then nothing is.`,
+continues from cannot be forgotten; then nothing is. --dry-run says what
+the forget would do, or refuses as it would, and changes nothing.`,
 	opts: func() options { return &forgetOptions{} },
 }
 
 type forgetOptions struct {
 	before string
+	dryRun bool
 }
 
 func (o *forgetOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.before, "before", "", "forget every kept turn before `TURN`")
+	fs.BoolVarP(&o.dryRun, "dry-run", "n", false, "say what would be forgotten; change nothing")
 }
 
 func (o *forgetOptions) run(e *env, args []string) error {
@@ -41,31 +44,35 @@ func (o *forgetOptions) run(e *env, args []string) error {
 	if o.before != "" && len(args) > 0 {
 		return usagef("give either turns or --before, not both")
 	}
-	rep, err := e.h.Forget(e.ctx, turnctl.ForgetRequest{Turns: args, Before: o.before})
+	rep, err := e.h.Forget(e.ctx, turnctl.ForgetRequest{Turns: args, Before: o.before, DryRun: o.dryRun})
 	if err != nil {
 		return err
 	}
 	if e.json {
 		return e.printJSON(jForget(rep))
 	}
-	fmt.Fprintf(e.stdout, "forgot %s", turnRange(rep.Forgot))
-	if len(rep.Forgot) > 0 && rep.Forgot[0] < rep.Start.Turn {
-		fmt.Fprintf(e.stdout, "; history starts at turn %d", rep.Start.Turn)
+	forgot, starts, merged, tail := "forgot", "starts", "merged", " (turnctl gc reclaims the space)"
+	if rep.DryRun {
+		forgot, starts, merged, tail = "would forget", "would start", "would merge", "; nothing changed"
 	}
-	var merged []string
+	fmt.Fprintf(e.stdout, "%s %s", forgot, turnRange(rep.Forgot))
+	if len(rep.Forgot) > 0 && rep.Forgot[0] < rep.Start.Turn {
+		fmt.Fprintf(e.stdout, "; history %s at turn %d", starts, rep.Start.Turn)
+	}
+	var runs []string
 	for i := 0; i < len(rep.Merged); {
 		var ts []uint64
 		j := i
 		for ; j < len(rep.Merged) && rep.Merged[j].Into == rep.Merged[i].Into; j++ {
 			ts = append(ts, rep.Merged[j].Turn)
 		}
-		merged = append(merged, fmt.Sprintf("%s into turn %d", turnRange(ts), rep.Merged[i].Into))
+		runs = append(runs, fmt.Sprintf("%s into turn %d", turnRange(ts), rep.Merged[i].Into))
 		i = j
 	}
-	if len(merged) > 0 {
-		fmt.Fprintf(e.stdout, "; merged %s", strings.Join(merged, ", "))
+	if len(runs) > 0 {
+		fmt.Fprintf(e.stdout, "; %s %s", merged, strings.Join(runs, ", "))
 	}
-	fmt.Fprintln(e.stdout, " (turnctl gc reclaims the space)")
+	fmt.Fprintln(e.stdout, tail)
 	return nil
 }
 

@@ -470,6 +470,7 @@ func jVerify(r *turnctl.VerifyReply) jVerifyOut {
 }
 
 type jForgetOut struct {
+	DryRun bool         `json:"dry_run"`
 	Forgot []uint64     `json:"forgot"`
 	Start  jStartOut    `json:"start"`
 	Merged []jMergedOut `json:"merged"`
@@ -481,7 +482,7 @@ type jMergedOut struct {
 }
 
 func jForget(r *turnctl.ForgetReply) jForgetOut {
-	o := jForgetOut{Forgot: list(r.Forgot), Start: *jStart(&r.Start), Merged: []jMergedOut{}}
+	o := jForgetOut{DryRun: r.DryRun, Forgot: list(r.Forgot), Start: *jStart(&r.Start), Merged: []jMergedOut{}}
 	for _, m := range r.Merged {
 		o.Merged = append(o.Merged, jMergedOut{Turn: m.Turn, Into: m.Into})
 	}

@@ -113,6 +113,7 @@ func TestJSONOffline(t *testing.T) {
 	tcJSON(t, dir, nil, "policy", "--keep-age", "2d", "--keep-size", "1GiB")
 	tcJSON(t, dir, nil, "du")
 	tcJSON(t, dir, nil, "gc", "--dry-run")
+	tcJSON(t, dir, nil, "forget", "--dry-run", "--before", "2")
 	tcJSON(t, dir, nil, "forget", "--before", "2")
 	tcJSON(t, dir, &lg, "log")
 	if lg.Start == nil || len(lg.Pins) != 1 {
