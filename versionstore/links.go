@@ -25,9 +25,11 @@ type inoKey struct{ dev, ino uint64 }
 func keyOf(i ckpt.Inode) inoKey { return inoKey{i.Dev, i.Ino} }
 
 // linkTag is the identity of the inode a resolution found, when it can be
-// hard-linked (ckpt.Type.Linkable) and its inode is known.
+// hard-linked (ckpt.Type.Linkable) and its inode is known: also for a
+// regular file whose bytes then were never captured (Lost), whose record
+// still tells which names shared its inode.
 func linkTag(r resolved) (inoKey, bool) {
-	if !r.State.Type.Linkable() || r.Lost || !r.Inode.Known() {
+	if !r.State.Type.Linkable() || !r.Inode.Known() {
 		return inoKey{}, false
 	}
 	return keyOf(r.Inode), true
@@ -350,7 +352,8 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live ckpt.Tree) ([]act
 				if n.cur, n.curIno, err = live.LstatInode(p); err != nil {
 					return err
 				}
-				_, n.member = linkTag(n.tgt)
+				_, tagged := linkTag(n.tgt)
+				n.member = tagged && !n.tgt.Lost
 				asTarget := n.cur.Type == n.tgt.State.Type
 				n.pin = n.member && asTarget && !n.tgt.FromLog && n.tgt.Live == p && n.curIno.Same(n.tgt.Inode) && sameMeta(n.cur, n.tgt.State)
 				n.act = n.member && asTarget && under(p)

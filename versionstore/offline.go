@@ -237,6 +237,30 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 	renames, old := findRenames(old, cur)
 	// A seal goes with its file, as the manifest's entry does.
 	seals = moveSeals(seals, renames)
+	// The names of each inode at the unmount: the record of a path's
+	// state then names its inode and those other names, as a capture
+	// does (links.go), so that the turns' hard links are still told
+	// where its bytes never were.
+	inoNames := map[uint64][]string{}
+	for p, e := range old {
+		if e.State.Type.Linkable() && e.Stamp.Ino != 0 && !(skip != nil && skip(p, false)) {
+			inoNames[e.Stamp.Ino] = append(inoNames[e.Stamp.Ino], p)
+		}
+	}
+	tag := func(r *record, e manifestEntry) *record {
+		names := inoNames[e.Stamp.Ino]
+		if !e.State.Type.Linkable() || len(names) == 0 {
+			return r
+		}
+		r.Inode = &ckpt.Inode{Dev: dev, Ino: e.Stamp.Ino, Nlink: uint32(len(names))}
+		for _, q := range names {
+			if q != r.Path {
+				r.Links = append(r.Links, q)
+			}
+		}
+		sort.Strings(r.Links)
+		return r
+	}
 	var recs []*record
 	for p, e := range old {
 		if skip != nil && skip(p, e.State.Type == ckpt.Dir) {
@@ -246,7 +270,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		switch {
 		case !ok, c.st.Type != e.State.Type,
 			e.State.Type == ckpt.Regular && (c.sp.Ino != e.Stamp.Ino || c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime):
-			r := priorRecord(p, e.State)
+			r := tag(priorRecord(p, e.State), e)
 			sealed(r, e.State, e.Stamp, seals)
 			recs = append(recs, r)
 		case e.State.Type == ckpt.Regular && sameMeta(c.st, e.State):
@@ -256,15 +280,13 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			m.Size = 0
 			recs = append(recs, &record{Op: opMeta, Path: p, State: m})
 		case c.st != e.State:
-			recs = append(recs, priorRecord(p, e.State))
+			recs = append(recs, tag(priorRecord(p, e.State), e))
 		case e.State.Type != ckpt.Dir && c.sp.Ino != e.Stamp.Ino:
 			// Another object in the same state (a link to another
-			// symlink or node, say): the path had an inode of its
-			// own, which the record names so that a rewind's link
-			// pass gives it one again.
-			r := priorRecord(p, e.State)
-			r.Inode = &ckpt.Inode{Dev: dev, Ino: e.Stamp.Ino, Nlink: 1}
-			recs = append(recs, r)
+			// symlink or node, say): the record names the inode the
+			// path had, so that a rewind's link pass gives it that
+			// inode's names again.
+			recs = append(recs, tag(priorRecord(p, e.State), e))
 		}
 	}
 	for p := range cur {
