@@ -60,6 +60,11 @@ type Change struct {
 	After  ckpt.State      `json:"-"`
 
 	before, after resolved // where the two versions' bytes are (OpenChange)
+	// parted: the later side's bytes were never captured, and names that
+	// share the path's inode at the earlier end were not names of its
+	// inode at the later end (linkChanges). A rewind leaves the path's
+	// bytes as they are, but parts it from those names.
+	parted bool
 }
 
 // Now stands for the live tree wherever a turn number is expected as the

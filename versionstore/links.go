@@ -190,10 +190,15 @@ func (s *Store) namesOf(live ckpt.Tree, ino ckpt.Inode, except string, want int)
 // the names it does not know by the link count. Between two ends in the
 // past, a path that shared the inode at one end but was unlinked before
 // any record named it is not seen.
-func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolved, kinds []ckpt.ChangeKind, live ckpt.Tree, last uint64) error {
+//
+// It sets parted[i] for a candidate whose bytes at b were never captured
+// (its kind is then Modified) if a name that shares its inode at a is not
+// a name of its inode at b: a rewind from a to b leaves the path's bytes
+// but parts it from that name (planLinks), which the dry run must tell.
+func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolved, kinds []ckpt.ChangeKind, parted []bool, live ckpt.Tree, last uint64) error {
 	relevant, same := false, false
 	for i := range cands {
-		same = same || kinds[i] == ""
+		same = same || kinds[i] == "" || after[i].Lost
 		for _, r := range []resolved{before[i], after[i]} {
 			if r.State.Type.Linkable() && (r.Inode.Nlink > 1 || len(r.Links) > 0) {
 				relevant = true
@@ -238,15 +243,17 @@ func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolve
 		bef, aft = append(bef, rb...), append(aft, ra...)
 	}
 	// The partition at each end of the paths that can be hard-linked and
-	// have a known inode at both (ga, gb), and how many paths have each
-	// inode at each end (na, nb).
+	// have a known inode at both (ga, gb), how many paths have each
+	// inode at each end (na, nb), and which (onA, by index).
 	ga, gb := map[inoKey][]string{}, map[inoKey][]string{}
 	na, nb := map[inoKey]int{}, map[inoKey]int{}
+	onA := map[inoKey][]int{}
 	for i, p := range paths {
 		ka, oka := linkTag(bef[i])
 		kb, okb := linkTag(aft[i])
 		if oka {
 			na[ka]++
+			onA[ka] = append(onA[ka], i)
 		}
 		if okb {
 			nb[kb]++
@@ -262,12 +269,19 @@ func (s *Store) linkChanges(a, b uint64, cands []string, before, after []resolve
 		}
 	}
 	for i := range cands {
-		if kinds[i] != "" {
-			continue
-		}
 		ka, oka := linkTag(bef[i])
 		kb, okb := linkTag(aft[i])
 		if !oka || !okb {
+			continue
+		}
+		if kinds[i] != "" {
+			if aft[i].Lost {
+				parted[i] = a == last && int(bef[i].Inode.Nlink) > na[ka] && ka != kb
+				for _, j := range onA[ka] {
+					kj, ok := linkTag(aft[j])
+					parted[i] = parted[i] || j != i && (!ok || kj != kb)
+				}
+			}
 			continue
 		}
 		switch {
@@ -299,6 +313,12 @@ type linkNode struct {
 	// resolves to it) is no pin: outside a restore it keeps them, and
 	// linking the restored paths to it would give them its mode now.
 	member, act, pin bool
+	// lost: not a member, but a regular file whose bytes at the target
+	// were never captured, with a known inode then, under the prefixes
+	// and a regular file now: the pass never links it (that would give
+	// it bytes it may never have had), but parts it, with the bytes it
+	// has, from names that were not names of its inode then.
+	lost bool
 }
 
 // Actions other than "make Path have State" (action.Op).
@@ -357,6 +377,7 @@ func (s *Store) planLinks(stop uint64, prefixes []string, live ckpt.Tree) ([]act
 				asTarget := n.cur.Type == n.tgt.State.Type
 				n.pin = n.member && asTarget && !n.tgt.FromLog && n.tgt.Live == p && n.curIno.Same(n.tgt.Inode) && sameMeta(n.cur, n.tgt.State)
 				n.act = n.member && asTarget && under(p)
+				n.lost = tagged && n.tgt.Lost && asTarget && under(p) && n.curIno.Known()
 				nodes = append(nodes, n)
 				for _, q := range n.tgt.Links {
 					if !known[q] {
@@ -435,9 +456,41 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 	// pass cannot place (bytes never captured, no known inode, outside a
 	// restore) keeps it from everyone else. Otherwise the group with the
 	// most names on it keeps it.
+	//
+	// A path whose bytes then were never captured (lost), still on the
+	// inode it had then, keeps it for the names of that inode then: the
+	// others leave it. One on another inode leaves it itself (a split,
+	// with its bytes now) if a name there was not a name of its inode
+	// then.
 	owner := map[inoKey]inoKey{}
+	var splits, links []action
 	for k, hs := range holders {
 		unknown := int(nlink[k]) - len(hs)
+		kept := false
+		for _, h := range hs {
+			if !h.lost {
+				continue
+			}
+			g := keyOf(h.tgt.Inode)
+			if g == k {
+				kept = true
+				continue
+			}
+			part := whole && unknown > 0 // untouched since: names of k then
+			for _, o := range hs {
+				if og, ok := linkTag(o.tgt); o != h && (!ok || og != g) {
+					part = true
+				}
+			}
+			if part || !whole && unknown > 0 {
+				ino := h.curIno
+				splits = append(splits, action{Op: actSplit, Path: h.path, State: h.cur, Expect: &ino})
+			}
+		}
+		if kept {
+			owner[k] = k
+			continue
+		}
 		if _, ok := groups[k]; ok && !whole && unknown > 0 && !looked[k] {
 			// A restore: a name it does not know may pin the inode
 			// for the group whose target it is (a path untouched
@@ -485,7 +538,7 @@ func linkPlan(nodes []*linkNode, whole bool, looked map[inoKey]bool) ([]action, 
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return groups[keys[i]][0].path < groups[keys[j]][0].path })
-	var splits, links []action
+	sort.Slice(splits, func(i, j int) bool { return splits[i].Path < splits[j].Path })
 	for _, k := range keys {
 		ms := groups[k]
 		// The group's home: an inode it owns, the one it must keep if

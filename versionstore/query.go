@@ -393,12 +393,13 @@ func (s *Store) changes(from, to uint64, live ckpt.Tree, ix *touchIndex) ([]Chan
 		}
 		kinds[i] = k
 	}
-	if err := s.linkChanges(a, b, cands, before, after, kinds, live, last); err != nil {
+	parted := make([]bool, len(cands))
+	if err := s.linkChanges(a, b, cands, before, after, kinds, parted, live, last); err != nil {
 		return nil, err
 	}
 	for i, p := range cands {
 		if k := kinds[i]; k != "" {
-			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State, before: before[i], after: after[i]}
+			out[p] = Change{Path: p, Kind: k, Before: before[i].State, After: after[i].State, before: before[i], after: after[i], parted: parted[i]}
 		}
 	}
 	// A path that disappeared while the path it was moved to (by renames

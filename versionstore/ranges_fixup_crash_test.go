@@ -219,7 +219,7 @@ func fixupCrashesRandom(t *testing.T) {
 			if prefixes == nil {
 				prefixes = []string{""}
 			}
-			actions, _, _, err := c.m.store.planRestore(stop, prefixes, c.m.tree, nil)
+			actions, _, _, err := c.m.store.planRestore(stop, prefixes, c.m.tree, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

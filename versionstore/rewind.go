@@ -106,11 +106,17 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	if opts.Paths != nil {
 		changes = RestrictChanges(all, prefixes)
 	}
-	// A path whose target bytes were never captured stays as it is.
+	// A path whose target bytes were never captured keeps its bytes,
+	// mode and owner; it is only parted from names that were not names of
+	// its inode at the target (the link pass: planLinks), as a change of
+	// its links alone.
 	kept := changes[:0:0]
 	for _, c := range changes {
 		if c.after.Lost {
 			res.NotRestored = append(res.NotRestored, c.Path)
+			if c.parted {
+				kept = append(kept, Change{Path: c.Path, Kind: ckpt.Relinked, Before: c.Before, After: c.Before, before: c.before, after: c.before})
+			}
 			continue
 		}
 		kept = append(kept, c)
@@ -148,7 +154,7 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	var lost []string
 	shared := false
 	if opts.Paths != nil {
-		if actions, lost, shared, err = s.planRestore(stop, prefixes, live, nil); err != nil {
+		if actions, lost, shared, err = s.planRestore(stop, prefixes, live, nil, 0); err != nil {
 			return res, err
 		}
 		err = s.checkActions(actions)

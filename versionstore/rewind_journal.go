@@ -189,8 +189,14 @@ func (s *Store) runJournal(j *rewindJournal, live ckpt.Tree, who ckpt.Program) e
 		// Fix-up pass: compare every path the log mentions with its
 		// target state (forward resolution, which does not depend on
 		// intermediate states) and set whatever still differs. Normally
-		// there is nothing to do; the model tests count it.
-		actions, lost, shared, err := s.planRestore(j.Stop, []string{""}, live, j.written)
+		// there is nothing to do; the model tests count it. A path
+		// whose target bytes were never captured is put back as it was
+		// before the rewind, whatever the reverse pass made of it.
+		t, err := s.turnRecord(j.Turn)
+		if err != nil {
+			return err
+		}
+		actions, lost, shared, err := s.planRestore(j.Stop, []string{""}, live, j.written, t.FirstSeq-1)
 		if err != nil {
 			return err
 		}

@@ -125,11 +125,16 @@ type move struct{ orig, cur string }
 // wrote there: when the target is that same version and type, mode and size
 // match, the bytes are not read again to compare.
 //
-// A path whose target bytes were never captured (Lost) gets no action: it
-// is returned in lost instead, to be named to the user. shared reports
-// whether any path looked at shares (or shared at the target) its inode
-// with another: only then has the link pass anything to do.
-func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, written map[string]*contentRef) (actions []action, lost []string, shared bool, err error) {
+// A path whose target bytes were never captured (Lost) is returned in
+// lost, to be named to the user, and left as it was before the rewind:
+// with keep 0 (nothing changed yet) it gets no action; else (the fix-up
+// pass of a whole-tree rewind, whose reverse pass may have changed it:
+// undone the records of an earlier rewind, which hold bytes it had after
+// the target) it is made what it was right after event keep, the last
+// before the rewind. shared reports whether any path looked at shares
+// (or shared at the target) its inode with another: only then has the
+// link pass anything to do.
+func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, written map[string]*contentRef, keep uint64) (actions []action, lost []string, shared bool, err error) {
 	cands, err := s.candidates(stop, prefixes, live)
 	if err != nil {
 		return nil, nil, false, err
@@ -138,10 +143,21 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 	if err != nil {
 		return nil, nil, false, err
 	}
+	for i, p := range cands {
+		if rs[i].Lost {
+			lost = append(lost, p)
+		}
+	}
+	var was []resolved // the lost paths right after event keep
+	if keep != 0 && len(lost) > 0 {
+		if was, err = s.resolveMany(keep, lost, live); err != nil {
+			return nil, nil, false, err
+		}
+	}
 	var mk, rm []action
+	nlost := 0
 	for i, p := range cands {
 		r := rs[i]
-		a := action{Path: p, State: r.State, Content: r.Content}
 		cur, ino, err := live.LstatInode(p)
 		if err != nil {
 			return nil, nil, false, err
@@ -150,9 +166,13 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 			shared = true
 		}
 		if r.Lost {
-			lost = append(lost, p)
-			continue
+			if was == nil {
+				continue
+			}
+			r = was[nlost]
+			nlost++
 		}
+		a := action{Path: p, State: r.State, Content: r.Content}
 		if !r.FromLog {
 			a.Live = r.Live // r.Live == p: the same file, its mode maybe changed
 		}
