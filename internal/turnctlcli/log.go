@@ -130,8 +130,12 @@ func (o *logOptions) run(e *env, args []string) error {
 	for _, t := range rep.Turns {
 		row := e.logRow(t)
 		if note, ok := pins[t.Num]; ok {
-			row[0].text += "*"
 			row[3].text = strings.TrimSpace(row[3].text + " [" + note + "]")
+		}
+		if h := rep.Start; h != nil && t.Num == h.Turn {
+			// Its own changes went with the turns before it: no counts.
+			row[3].text = strings.TrimSpace("[history starts here] " + row[3].text)
+			row[4].text, row[5].text, row[6].text = "", "", ""
 		}
 		rows = append(rows, row)
 	}
