@@ -452,3 +452,14 @@ func TestForgetDryRun(t *testing.T) {
 		t.Errorf("forget: exit %d, %q%s; want %q", code, out, errs, want)
 	}
 }
+
+// du's first line is the budget line ckptfs status prints: the same
+// bytes under the same name (not "store", which status uses for what
+// the store takes on disk with its reserve).
+func TestDuNamesTheBudgetAsStatusDoes(t *testing.T) {
+	dir := testProject(t)
+	out, errs, code := tc(t, "-C", dir, "du")
+	if first, _, _ := strings.Cut(out, "\n"); code != 0 || !regexp.MustCompile(`^budget:  \S+ \S+ of \S+ \S+ \(\d+%, the reserve aside\); content `).MatchString(first) {
+		t.Errorf("du: exit %d, first line %q%s", code, first, errs)
+	}
+}

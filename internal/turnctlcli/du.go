@@ -49,7 +49,8 @@ func (o *duOptions) run(e *env, args []string) error {
 	if u.Budget > 0 {
 		pct = 100 * float64(u.StoreBytes) / float64(u.Budget)
 	}
-	fmt.Fprintf(e.stdout, "store:   %s of a %s budget (%.0f%%); content %s\n", units.Bytes(u.StoreBytes), units.Bytes(u.Budget), pct, units.Bytes(u.ContentBytes))
+	// Worded as ckptfs status's budget line, which counts the same bytes.
+	fmt.Fprintf(e.stdout, "budget:  %s of %s (%.0f%%, the reserve aside); content %s\n", units.Bytes(u.StoreBytes), units.Bytes(u.Budget), pct, units.Bytes(u.ContentBytes))
 	if u.Start != nil {
 		fmt.Fprintf(e.stdout, "history: starts at turn %d\n", u.Start.Turn)
 	}
