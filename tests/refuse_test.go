@@ -412,6 +412,9 @@ func TestVersion(t *testing.T) {
 		if err != nil || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), "ckptfs ") || !strings.Contains(string(out), "go1.") {
 			t.Errorf("%s --version: %v, %q", filepath.Base(bin), err, out)
 		}
+		if bin == turnctlBin && !strings.HasPrefix(string(out), "turnctl from ckptfs ") {
+			t.Errorf("turnctl --version: %q; want it to name turnctl, not read as an error", out)
+		}
 	}
 }
 

@@ -160,7 +160,7 @@ func runLinked(ctx context.Context, offline Offline, ui UI, args []string, stdin
 		return exitUsage
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, "turnctl: "+version.String())
+		fmt.Fprintln(stdout, "turnctl from "+version.String()) // not "turnctl: ...", which reads as an error
 		return exitOK
 	}
 	if *help || fs.NArg() == 0 {
