@@ -280,3 +280,45 @@ func TestExportGit(t *testing.T) {
 		}
 	}
 }
+
+// An export into a ref that holds another project's history is refused,
+// ref untouched: a delta of this history on that tree would give every
+// commit a wrong tree. --force starts the ref over with this history.
+func TestExportGitRefusesAnotherHistorysRef(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	a, _ := exportHistory(t, false)
+	b, _ := exportHistory(t, false)
+	bare := filepath.Join(t.TempDir(), "shared.git")
+	a.turnctl(t, "export", "git", "--git-dir", bare)
+	tip := git(t, bare, "rev-parse", "refs/ckptfs/turns")
+	if msg := git(t, bare, "log", "-1", "--format=%B", tip); !strings.Contains(msg, "Ckptfs-End: ") {
+		t.Errorf("the commit does not name its turn's start:\n%s", msg)
+	}
+	// b has a turn 4 too: its export must not take a's commit as its own.
+	b.turnctl(t, "begin", "--label", "b's fifth")
+	runIn(t, b.Dir, `printf 'b\n' > only-b.txt`)
+	b.turnctl(t, "end")
+	stderr, code := b.turnctlFail(t, "export", "git", "--git-dir", bare)
+	if code != 2 || !strings.Contains(stderr, "of another history") {
+		t.Errorf("export of b into a's ref: exit %d, %q", code, stderr)
+	}
+	if got := git(t, bare, "rev-parse", "refs/ckptfs/turns"); got != tip {
+		t.Errorf("the refused export moved the ref")
+	}
+	b.turnctl(t, "export", "git", "--git-dir", bare, "--force")
+	co := filepath.Join(t.TempDir(), "b5")
+	b.turnctl(t, "checkout", "5", co)
+	sameView(t, "b's turn 5 after --force", gitView(t, co), lsTree(t, bare, "refs/ckptfs/turns"))
+
+	// b's own tip is still b's after a forget merged turn 4 into 5 (which
+	// moves 5's start): the next export adds b's new turn.
+	b.turnctl(t, "forget", "4")
+	b.turnctl(t, "begin", "--label", "b's sixth")
+	runIn(t, b.Dir, `printf 'b6\n' > six.txt`)
+	b.turnctl(t, "end")
+	if out := b.turnctl(t, "export", "git", "--git-dir", bare); !strings.Contains(out, "exported turn 6 ") {
+		t.Errorf("b's export after a merge: %q", out)
+	}
+}

@@ -4,15 +4,18 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -32,7 +35,7 @@ never touched: the commits are made with git's plumbing and a temporary
 index outside the project. A commit's tree is the turn's tree without .git
 (a rewind's is its target's), its parent the commit of the turn before,
 its message the turn's label and whole prompt with trailers (Ckptfs-Turn,
-Ckptfs-Kind, Ckptfs-Ref, Ckptfs-Programs, Ckptfs-Target), its dates the
+Ckptfs-Kind, Ckptfs-End, Ckptfs-Ref, Ckptfs-Programs, Ckptfs-Target), its dates the
 turn's end. Symlinks are git symlinks and the executable bit is kept; what
 git cannot hold (FIFOs, sockets, devices, bytes never captured) is left
 out and named in the message of each commit whose tree lacks it; another
@@ -41,7 +44,8 @@ that set it. Incremental: the
 ref's last commit says which turn it holds, and only the closed turns
 after it are added. TURN-RANGE is FIRST..LAST, FIRST.., ..LAST or one
 turn (default: every closed turn). A ref that exists but was not made by
-ckptfs is refused unless --force, which starts it over. The ref moves
+ckptfs, or whose last commit is another project's turn, is refused unless
+--force, which starts it over. The ref moves
 once, at the end (from the tip it was seen at): an error or a crash leaves
 it as it was, and the objects already written for git gc. Git's objects
 written into the project's own .git are recorded like any other write (in
@@ -189,6 +193,10 @@ func (o *exportOptions) git(e *env, args []string) error {
 			return usagef("%s in %s was not made by ckptfs (its last commit has no Ckptfs-Turn trailer): name another --ref, or --force to replace it", o.ref, dir)
 		case ok && n > turns[len(turns)-1].Num && !o.force:
 			return usagef("%s in %s holds turn %d, which this history does not have: name another --ref, or --force to start it over", o.ref, dir, n)
+		case ok && !o.force && !sameTurn(msg, turns, n):
+			// Another project's export: a delta on its tree would
+			// give every commit a wrong tree.
+			return usagef("%s in %s holds turn %d of another history (its commit is not this project's turn %d): name another --ref, or --force to start it over", o.ref, dir, n, n)
 		case !ok || o.force:
 			tip = ""
 		default:
@@ -298,6 +306,40 @@ func turnNum(turns []ckpt.Turn, spec string) (uint64, error) {
 		return 0, usagef("no turn %d (%s)", n, have)
 	}
 	return n, nil
+}
+
+// sameTurn reports whether commit (an object) is the export of this
+// history's turn n: its Ckptfs-End trailer is n's end (to the
+// nanosecond; unlike its start, which a merge of the turns before it
+// moves, a turn's end never changes), or (an export older than the
+// trailer) its commit date is. A turn this history no longer keeps
+// cannot be told: it counts as the same (the next commit then takes a
+// whole tree).
+func sameTurn(commit string, turns []ckpt.Turn, n uint64) bool {
+	i, found := slices.BinarySearchFunc(turns, n, func(t ckpt.Turn, n uint64) int { return cmp.Compare(t.Num, n) })
+	if !found {
+		return true
+	}
+	t := turns[i]
+	end := t.End
+	if end.IsZero() {
+		end = t.Start
+	}
+	for _, l := range strings.Split(commit, "\n") {
+		if v, ok := strings.CutPrefix(l, "Ckptfs-End: "); ok {
+			return strings.TrimSpace(v) == end.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	for _, l := range strings.Split(commit, "\n") {
+		if v, ok := strings.CutPrefix(l, "committer "); ok {
+			f := strings.Fields(v)
+			return len(f) >= 2 && f[len(f)-2] == strconv.FormatInt(end.Unix(), 10)
+		}
+		if l == "" {
+			break // the end of the headers
+		}
+	}
+	return false
 }
 
 // trailerTurn reads the Ckptfs-Turn trailer of a commit object.
@@ -638,6 +680,12 @@ func promptBody(t ckpt.Turn) string {
 func trailers(t ckpt.Turn) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Ckptfs-Turn: %d\nCkptfs-Kind: %s\n", t.Num, t.Kind)
+	// Which history the turn is of: an incremental export checks it.
+	end := t.End
+	if end.IsZero() {
+		end = t.Start
+	}
+	fmt.Fprintf(&b, "Ckptfs-End: %s\n", end.UTC().Format(time.RFC3339Nano))
 	for _, r := range t.Refs {
 		fmt.Fprintf(&b, "Ckptfs-Ref: %s\n", oneLine(r))
 	}

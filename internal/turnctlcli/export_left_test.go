@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	"ckptfs/internal/ckpt"
 )
@@ -27,5 +28,32 @@ func TestLeftInReadsCommitMessageBack(t *testing.T) {
 	}
 	if got := leftIn("subject\n\nCkptfs-Turn: 3\n"); got == nil || len(got) != 0 {
 		t.Errorf("leftIn of a message naming nothing: %v", got)
+	}
+}
+
+// sameTurn tells this history's turn from another's: by the Ckptfs-End
+// trailer, else (an older export) by the commit's date; a turn no longer
+// kept cannot be told and counts as the same.
+func TestSameTurn(t *testing.T) {
+	at := time.Date(2026, 11, 29, 17, 0, 0, 123456789, time.UTC)
+	turns := []ckpt.Turn{{Num: 0, Start: at.Add(-time.Hour)}, {Num: 4, Start: at.Add(-time.Minute), End: at}}
+	commit := func(date int64, trailer string) string {
+		return fmt.Sprintf("tree x\nauthor ckptfs <ckptfs@localhost> %d +0000\ncommitter ckptfs <ckptfs@localhost> %d +0000\n\nsubject\n\nCkptfs-Turn: 4\n%s", date, date, trailer)
+	}
+	end := at.Unix()
+	for _, c := range []struct {
+		commit string
+		n      uint64
+		want   bool
+	}{
+		{commit(end, "Ckptfs-End: "+at.Format(time.RFC3339Nano)+"\n"), 4, true},
+		{commit(end, "Ckptfs-End: "+at.Add(time.Nanosecond).Format(time.RFC3339Nano)+"\n"), 4, false},
+		{commit(end, ""), 4, true},
+		{commit(end+1, ""), 4, false},
+		{commit(end+1, ""), 3, true},
+	} {
+		if got := sameTurn(c.commit, turns, c.n); got != c.want {
+			t.Errorf("sameTurn(turn %d) of\n%s\n= %v, want %v", c.n, c.commit, got, c.want)
+		}
 	}
 }
