@@ -18,10 +18,16 @@ all: build
 # linked binary whose libc and cgo start-up cost ~8 ms of CPU per run. It
 # must stay lean in what it links too (cmd/turnctl's test checks).
 # -buildvcs=auto: the binaries carry the commit they were built from
-# (--version), also where the environment's GOFLAGS turns stamping off.
+# (--version), also where the environment's GOFLAGS turns stamping off;
+# in a git worktree, where the go command stamps nothing, VERSION_FLAGS
+# sets it (internal/version).
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+GIT_TIME   := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD 2>/dev/null)
+VERSION_FLAGS := -ldflags "-X ckptfs/internal/version.Commit=$(GIT_COMMIT) -X ckptfs/internal/version.CommitTime=$(GIT_TIME)"
+
 build:
-	$(GO) build -buildvcs=auto -o bin/ ./cmd/ckptfs
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o bin/ ./cmd/turnctl
+	$(GO) build -buildvcs=auto $(VERSION_FLAGS) -o bin/ ./cmd/ckptfs
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto $(VERSION_FLAGS) -o bin/ ./cmd/turnctl
 
 test: build
 	$(GO) vet ./...

@@ -6,7 +6,13 @@ package version
 import (
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
+
+// Commit and CommitTime are what the Makefile's build sets (-X) where the
+// go command stamps no commit: it does not in a git worktree, whose .git
+// is a file. The go command's own stamp comes first.
+var Commit, CommitTime string
 
 // String is the one line both binaries print: "ckptfs COMMIT[+dirty]
 // (DATE, GO)", or "ckptfs devel (GO)" where the build has no commit (go
@@ -24,6 +30,10 @@ func String() string {
 				dirty = s.Value == "true"
 			}
 		}
+	}
+	if rev == "" && Commit != "" {
+		rev, date = strings.TrimSuffix(Commit, "+dirty"), CommitTime
+		dirty = strings.HasSuffix(Commit, "+dirty")
 	}
 	if rev == "" {
 		return "ckptfs devel (" + runtime.Version() + ")"
