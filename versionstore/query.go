@@ -435,8 +435,9 @@ func (s *Store) changes(from, to uint64, live ckpt.Tree, ix *touchIndex) ([]Chan
 // and one pass over the events since.
 func (s *Store) belowAt(after, last uint64, dirs []string, live ckpt.Tree) ([]string, error) {
 	var out []string
+	unv := s.unversionedFunc()
 	for _, d := range dirs {
-		if err := walkLive(live, d, func(rel string) { out = append(out, join(d, rel)) }); err != nil {
+		if err := walkLive(live, d, unv, func(rel string) { out = append(out, join(d, rel)) }); err != nil {
 			return nil, err
 		}
 	}

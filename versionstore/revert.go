@@ -347,7 +347,7 @@ func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertRe
 		if it.cur.State.Type != ckpt.Dir || it.target.State.Type == ckpt.Dir {
 			continue
 		}
-		if err := walkLive(live, p, func(rel string) {
+		if err := walkLive(live, p, nil, func(rel string) {
 			below := join(p, rel)
 			if o, ok := items[below]; !ok || o.target.State.Exists() {
 				conflict(p, fmt.Sprintf("a later turn put %s in it", below), false)

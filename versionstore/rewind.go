@@ -128,7 +128,7 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	// A directory that holds unversioned paths stays: no change the
 	// rewind makes, and none left to do when it is the only difference.
 	planned := changes
-	if changes, res.Left, err = s.leaveHolders(changes, live, false); err != nil {
+	if changes, res.Left, err = s.leaveHolders(changes, live); err != nil {
 		return res, err
 	}
 	res.Changes = changes
@@ -220,7 +220,7 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	sort.Strings(res.NotRestored)
 	// What it left, as it is now (a renamed directory the fix-up pass
 	// alone took back leaves its old name).
-	if _, res.Left, err = s.leaveHolders(planned, live, true); err != nil {
+	if _, res.Left, err = s.leaveHolders(planned, live); err != nil {
 		return res, err
 	}
 	if res.SplitLinks, err = foundSplits(linked, live); err != nil {

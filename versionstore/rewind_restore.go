@@ -11,8 +11,10 @@ import (
 // rewind_restore.go: planning a restore (a rewind of some paths): which
 // paths it may touch, and where each one's target bytes are now.
 
-// walkLive calls fn with the relative path of everything below dir.
-func walkLive(live ckpt.Tree, dir string, fn func(rel string)) error {
+// walkLive calls fn with the relative path of everything below dir but
+// the paths skip (if not nil) reports unversioned, and what lies below
+// them: no history holds them, so no comparison or plan may name them.
+func walkLive(live ckpt.Tree, dir string, skip func(string, bool) bool, fn func(rel string)) error {
 	st, err := live.Lstat(dir)
 	if err != nil || st.Type != ckpt.Dir {
 		return err
@@ -25,11 +27,14 @@ func walkLive(live ckpt.Tree, dir string, fn func(rel string)) error {
 		}
 		for _, n := range names {
 			r := join(rel, n)
-			fn(r)
 			st, err := live.Lstat(join(dir, r))
 			if err != nil {
 				return err
 			}
+			if skip != nil && skip(join(dir, r), st.Type == ckpt.Dir) {
+				continue
+			}
+			fn(r)
 			if st.Type == ckpt.Dir {
 				if err := walk(r); err != nil {
 					return err
@@ -99,7 +104,7 @@ func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]st
 		if !back && !now {
 			continue
 		}
-		if err := walkLive(live, m.cur, func(p string) {
+		if err := walkLive(live, m.cur, s.unversionedFunc(), func(p string) {
 			add(join(m.orig, p))
 			add(join(m.cur, p))
 		}); err != nil {

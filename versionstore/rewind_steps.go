@@ -51,7 +51,19 @@ func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) 
 		// told done from the names alone: a redo after a crash looks
 		// for the record of its earlier run (which Recover kept only if
 		// it was made) and does not make it twice.
+		// A directory that holds unversioned paths stays where it is,
+		// as they do: moved back, it would take another project's
+		// store, an --exclude'd build/, to a name the rewind may then
+		// leave, where nothing looks for them (the dry run names the
+		// directory as left where it is). The fix-up pass gives both
+		// names their target state, path by path.
+		if held, err := s.holdsUnversioned(live, r.To, to); err != nil || held {
+			return err
+		}
 		if r.Op == opExchange && to.Exists() && from.Exists() {
+			if held, err := s.holdsUnversioned(live, r.Path, from); err != nil || held {
+				return err
+			}
 			if done, err := s.movedSince(since, opExchange, r.To, r.Path); err != nil || done {
 				return err
 			}
@@ -64,6 +76,9 @@ func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) 
 		}
 		if !to.Exists() {
 			if r.Op == opExchange && from.Exists() {
+				if held, err := s.holdsUnversioned(live, r.Path, from); err != nil || held {
+					return err
+				}
 				if err := s.mkdirParents(live, r.To, who); err != nil {
 					return err
 				}
@@ -85,6 +100,25 @@ func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) 
 		return s.rename(live, r.To, r.Path, false, who)
 	}
 	return fmt.Errorf("%w: unknown event op %q", ErrCorrupt, r.Op)
+}
+
+// holdsUnversioned reports whether path, in state st, is a directory
+// with unversioned paths below it (SetUnversioned). It stops at the first
+// one found.
+func (s *Store) holdsUnversioned(live ckpt.Tree, path string, st ckpt.State) (bool, error) {
+	unv := s.unversionedFunc()
+	if unv == nil || st.Type != ckpt.Dir {
+		return false, nil
+	}
+	found := false
+	err := walkLive(live, path, nil, func(rel string) {
+		if !found {
+			p := join(path, rel)
+			pst, err := live.Lstat(p)
+			found = err == nil && unv(p, pst.Type == ckpt.Dir)
+		}
+	})
+	return found, err
 }
 
 // mkdirParents creates the missing parents of path (mode 0755; an older
@@ -471,13 +505,13 @@ const leftNamed = 10
 // leaveHolders returns the directories among changes (each per its
 // Before, the tree now, and After, the target) that a rewind leaves, as
 // clear does: the directories that hold unversioned paths below them and
-// that the changes remove or replace; and the changes without theirs,
-// which the rewind does not make. With moved, the names renamed
-// directories leave count too (after a rewind, whose reverse pass moves
-// a directory back with what it holds, but whose fix-up pass, taking the
-// tree there alone, makes a copy and clears the old name). It costs a
-// walk of those directories, none without unversioned paths set.
-func (s *Store) leaveHolders(changes []Change, live ckpt.Tree, moved bool) (kept []Change, left []Left, err error) {
+// that the changes remove or replace, and the old names of those renamed
+// back (which the reverse pass does not move: see undo, and the fix-up
+// pass makes the directory anew at its name then); and the changes
+// without theirs, which the rewind does not make, a rename of such a
+// directory listed as the addition it becomes. It costs a walk of those
+// directories, none without unversioned paths set.
+func (s *Store) leaveHolders(changes []Change, live ckpt.Tree) (kept []Change, left []Left, err error) {
 	unv := s.unversionedFunc()
 	if unv == nil {
 		return changes, nil, nil
@@ -487,9 +521,9 @@ func (s *Store) leaveHolders(changes []Change, live ckpt.Tree, moved bool) (kept
 	for _, c := range changes {
 		name := c.Path
 		if c.Kind == ckpt.Renamed {
-			if !moved {
-				continue
-			}
+			// The reverse pass does not move back a directory that
+			// holds unversioned paths (see undo): its old name is
+			// left, and the directory made anew at Path.
 			name = c.From // gone at the target
 		}
 		if c.Before.Type != ckpt.Dir || c.Kind != ckpt.Renamed && c.After.Type == ckpt.Dir {
@@ -552,7 +586,10 @@ func (s *Store) leaveHolders(changes []Change, live ckpt.Tree, moved bool) (kept
 	}
 	kept = changes[:0:0]
 	for _, c := range changes {
-		if c.Kind != ckpt.Renamed && isLeft[c.Path] && c.Before.Type == ckpt.Dir {
+		if c.Kind == ckpt.Renamed && isLeft[c.From] && c.Before.Type == ckpt.Dir {
+			// Made at Path, its old name left.
+			c.Kind, c.From, c.Before, c.before = ckpt.Added, "", ckpt.State{}, resolved{}
+		} else if c.Kind != ckpt.Renamed && isLeft[c.Path] && c.Before.Type == ckpt.Dir {
 			continue
 		}
 		kept = append(kept, c)
