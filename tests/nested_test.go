@@ -367,3 +367,33 @@ func TestRewindNamesTheDirectoriesItLeavesForExcludedPaths(t *testing.T) {
 	}
 	m.Unmount(t)
 }
+
+// A revert of the turn that made directories now holding --exclude paths
+// leaves them as a rewind does: no conflict, its dry run lists what it
+// then does, and both name the directories left.
+func TestRevertLeavesTheDirectoriesOfExcludedPaths(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "a\n"})
+	m := mountProject(t, dir, "--exclude", "build/")
+	m.turnctl(t, "begin", "--label", "make out")
+	runIn(t, dir, "mkdir out && echo c > out/src.c")
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "build")
+	runIn(t, dir, "mkdir out/build && echo o > out/build/obj.o")
+	m.turnctl(t, "end")
+
+	wantChanges := []string{"deleted out/src.c"}
+	wantLeft := []string{"out (absent): out/build"}
+	dry := m.jsonOut(t, "turnctl-rewind", "revert", "1", "--dry-run")
+	changes, left := rewindJSONLists(t, dry)
+	if !reflect.DeepEqual(changes, wantChanges) || !reflect.DeepEqual(left, wantLeft) {
+		t.Errorf("revert 1 --dry-run: changes %q, left %q; want %q, %q", changes, left, wantChanges, wantLeft)
+	}
+	rep := m.jsonOut(t, "turnctl-rewind", "revert", "1")
+	changes, left = rewindJSONLists(t, rep)
+	if rep["turn"] == nil || !reflect.DeepEqual(changes, wantChanges) || !reflect.DeepEqual(left, wantLeft) {
+		t.Errorf("revert 1: turn %v, changes %q, left %q; want those of its dry run", rep["turn"], changes, left)
+	}
+	checkFiles(t, dir, map[string]string{"a.txt": "a\n", "out/build/obj.o": "o\n"}, []string{"out/src.c"})
+	m.Unmount(t)
+}

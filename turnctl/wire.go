@@ -238,8 +238,8 @@ type RewindReply struct {
 	// NotRestored are paths left as they were: their bytes at the target
 	// were never captured (they changed while the project was not mounted).
 	NotRestored []string `json:"not_restored,omitempty"`
-	// Left are the directories a rewind, undo or restore left in place
-	// though at the target they were not there or not directories:
+	// Left are the directories a rewind, undo, restore or revert left in
+	// place though at the target they were not there or not directories:
 	// they hold unversioned paths (--exclude, the store of a project
 	// inside this one), which it leaves as they are. None of them is in
 	// Changes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -61,6 +62,9 @@ type RevertResult struct {
 	// NotRestored: paths whose bytes before the turn were never captured;
 	// left as they are.
 	NotRestored []string
+	// Left: the directories left in place because they hold unversioned
+	// paths, as a rewind leaves them (RewindResult.Left).
+	Left []Left
 }
 
 // revertItem is what the revert makes of one path.
@@ -116,6 +120,18 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	planned, err := s.revertChanges(items, live)
 	if err != nil {
 		return res, err
+	}
+	// A directory that holds unversioned paths stays, as in a rewind:
+	// neither listed nor acted on.
+	if planned, res.Left, err = s.leaveHolders(planned, live); err != nil {
+		return res, err
+	}
+	if len(res.Left) > 0 {
+		keep := map[string]bool{}
+		for _, c := range planned {
+			keep[c.Path] = true
+		}
+		items = slices.DeleteFunc(items, func(it *revertItem) bool { return !keep[it.path] })
 	}
 	res.Changes = planned
 	if opts.DryRun || len(items) == 0 {
@@ -342,12 +358,13 @@ func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertRe
 		put(it)
 	}
 	// A directory removed or replaced goes with all it holds: everything
-	// below it must go too.
+	// below it must go too, but for the unversioned paths, which stay with
+	// the directories that hold them (RevertResult.Left).
 	for p, it := range items {
 		if it.cur.State.Type != ckpt.Dir || it.target.State.Type == ckpt.Dir {
 			continue
 		}
-		if err := walkLive(live, p, nil, func(rel string) {
+		if err := walkLive(live, p, s.unversionedFunc(), func(rel string) {
 			below := join(p, rel)
 			if o, ok := items[below]; !ok || o.target.State.Exists() {
 				conflict(p, fmt.Sprintf("a later turn put %s in it", below), false)

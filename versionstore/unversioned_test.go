@@ -239,3 +239,39 @@ func TestRewindLeftNamesTenUnversionedPaths(t *testing.T) {
 		t.Errorf("the dry run leaves %+v, want %+v", res.Left, want)
 	}
 }
+
+// A revert of the turn that made the directories that now hold
+// unversioned paths leaves them as a rewind does: its dry run and its
+// own list name the same changes, without them, and both say it left
+// them.
+func TestRevertOfDirectoriesHoldingUnversionedAgreesWithItsDryRun(t *testing.T) {
+	s, tree, root := unversionedBelowDirs(t)
+	dry, err := s.Revert(1, tree, RevertOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Revert(1, tree, RevertOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"deleted sub/a", "deleted sub/b/c"}
+	if got := changeList(dry.Changes); !slices.Equal(got, want) {
+		t.Errorf("the dry run lists %q, want %q", got, want)
+	}
+	if got := changeList(res.Changes); !slices.Equal(got, want) {
+		t.Errorf("the revert lists %q, want %q", got, want)
+	}
+	for _, p := range []string{"sub", "sub/b", "f"} {
+		if fi, err := os.Lstat(filepath.Join(root, p)); err != nil || !fi.IsDir() {
+			t.Errorf("%s after the revert: %v, want the directory left", p, err)
+		}
+	}
+	wantLeft := []Left{
+		{Path: "f", Then: ckpt.Regular, Unversioned: []string{"f/.ckptfs"}},
+		{Path: "sub", Then: ckpt.Absent, Unversioned: []string{"sub/.ckptfs", "sub/b/x.o"}},
+		{Path: "sub/b", Then: ckpt.Absent, Unversioned: []string{"sub/b/x.o"}},
+	}
+	if !reflect.DeepEqual(dry.Left, wantLeft) || !reflect.DeepEqual(res.Left, wantLeft) {
+		t.Errorf("left: dry run %+v, revert %+v; want %+v", dry.Left, res.Left, wantLeft)
+	}
+}

@@ -215,6 +215,16 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p
 	return res, m, err
 }
 
+// leftDirs is the wire form of the directories a rewind or a revert
+// left for the unversioned paths they hold.
+func leftDirs(ls []versionstore.Left) []turnctl.LeftDir {
+	var out []turnctl.LeftDir
+	for _, l := range ls {
+		out = append(out, turnctl.LeftDir{Path: l.Path, Then: l.Then.String(), Unversioned: l.Unversioned, More: l.More})
+	}
+	return out
+}
+
 // revertReply says what a revert of turn n did, counting lines (a phase
 // of p).
 func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult, m mark, p *progress) (*turnctl.RewindReply, error) {
@@ -229,6 +239,7 @@ func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult,
 	for _, c := range res.Conflicts {
 		rep.Conflicts = append(rep.Conflicts, turnctl.RevertConflict{Path: c.Path, Reason: c.Reason, Text: c.Text})
 	}
+	rep.Left = leftDirs(res.Left)
 	to := versionstore.Now
 	if !dry && res.Turn.Num != 0 {
 		t := res.Turn
@@ -328,9 +339,7 @@ func (s *Service) rewindStore(n uint64, paths []string, dry, undo bool, p *progr
 func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult, m mark, p *progress) (*turnctl.RewindReply, error) {
 	rep := &turnctl.RewindReply{DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
 	rep.Target, rep.TargetStep = versionstore.SplitPoint(n)
-	for _, l := range res.Left {
-		rep.Left = append(rep.Left, turnctl.LeftDir{Path: l.Path, Then: l.Then.String(), Unversioned: l.Unversioned, More: l.More})
-	}
+	rep.Left = leftDirs(res.Left)
 	for _, l := range res.SplitLinks {
 		rep.SplitLinks = append(rep.SplitLinks, turnctl.LinkSplit{Path: l.Path, Names: l.Names})
 	}
