@@ -114,6 +114,13 @@ func (s *Store) StoreBytes() int64 {
 	return total
 }
 
+// SetUndoBase has the policy keep what an undo needs: fn returns the
+// closed turn an undo now undoes (false: none); the policy keeps the
+// kept turn before it whole, and never merges that turn, as it does for
+// the newest closed turn that recorded anything. fn may read the store
+// but must take none of its locks.
+func (s *Store) SetUndoBase(fn func() (uint64, bool)) { s.undoBase.Store(&fn) }
+
 // isPebbleData reports whether name is one of Pebble's tables or blob
 // files, whose live set its metrics give.
 func isPebbleData(name string) bool {
@@ -192,10 +199,26 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 		}
 		prev = t.Num
 	}
+	// What an undo undoes may be older (turnctl undo passes over the
+	// manual turns after the newest action, and over turns that changed
+	// nothing in the end): its owner says (SetUndoBase).
+	var undone uint64 // the turn an undo undoes, if the owner said
+	if fn := s.undoBase.Load(); fn != nil {
+		if n, ok := (*fn)(); ok {
+			for i := 1; i < len(turns); i++ {
+				if turns[i].Num == n && !turns[i].Open {
+					undone = n
+					if !undoable || turns[i-1].Num < undoTo {
+						undoTo, undoable = turns[i-1].Num, true
+					}
+				}
+			}
+		}
+	}
 	class := func(t ckpt.Turn) string {
 		age := now.Sub(t.End)
 		switch {
-		case t.Open || t.End.IsZero() || pins[t.Num] || t.Num >= newestClosed || undoable && t.Num == undoTo,
+		case t.Open || t.End.IsZero() || pins[t.Num] || t.Num >= newestClosed || undoable && t.Num == undoTo || undone != 0 && t.Num == undone,
 			latest-t.Num < uint64(pol.KeepTurns), age < pol.KeepAge:
 			return fmt.Sprint("keep ", t.Num)
 		case age < pol.KeepHourly:

@@ -74,6 +74,9 @@ type Store struct {
 	histMu sync.Mutex
 	// histGen counts the forgets, merges, pins and unpins (HistoryGen).
 	histGen atomic.Uint64
+	// undoBase, when set (SetUndoBase), finds the turn an undo undoes,
+	// whose undo the policy keeps.
+	undoBase atomic.Pointer[func() (uint64, bool)]
 	// holds: the turns held while something reads them (Hold), by
 	// count; guarded by histMu.
 	holds  map[uint64]int

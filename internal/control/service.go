@@ -58,7 +58,11 @@ func NewService(store *versionstore.Store, tree ckpt.Tree, gate Gate) *Service {
 	if v := reflect.ValueOf(gate); gate != nil && v.Kind() == reflect.Pointer && v.IsNil() {
 		gate = nil // a nil *fusefs.Root: not mounted
 	}
-	return &Service{store: store, tree: tree, gate: gate}
+	s := &Service{store: store, tree: tree, gate: gate}
+	if store != nil {
+		store.SetUndoBase(s.undoneNow)
+	}
+	return s
 }
 
 // exclusive runs fn with all mutations through the mount blocked.

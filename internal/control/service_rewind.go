@@ -109,7 +109,17 @@ func (s *Service) keptPaths(rep *turnctl.RewindReply, n uint64) error {
 
 // lastAction finds the turn undo undoes (see Undo) and the later turns
 // that changed something.
-func (s *Service) lastAction() (uint64, []uint64, error) {
+func (s *Service) lastAction() (uint64, []uint64, error) { return s.lastActionOf(false) }
+
+// undoneNow is the closed turn an undo would undo, passing over the open
+// one (the store's policy keeps its undo: SetUndoBase). The open turn's
+// own undo needs nothing the policy could forget.
+func (s *Service) undoneNow() (uint64, bool) {
+	n, _, err := s.lastActionOf(true)
+	return n, err == nil
+}
+
+func (s *Service) lastActionOf(closedOnly bool) (uint64, []uint64, error) {
 	var later []uint64
 	turns, err := s.store.Turns(0)
 	if err != nil {
@@ -123,7 +133,7 @@ func (s *Service) lastAction() (uint64, []uint64, error) {
 			atStart = true
 			break
 		}
-		if t.Empty() {
+		if t.Empty() || closedOnly && t.Open {
 			continue
 		}
 		cs, err := s.store.TurnChanges(n, s.tree)

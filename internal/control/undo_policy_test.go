@@ -1,0 +1,89 @@
+package control
+
+import (
+	"testing"
+	"time"
+
+	"ckptfs/internal/ckpt"
+	"ckptfs/turnctl"
+	"ckptfs/versionstore"
+)
+
+// overBudgetGC sets a policy that keeps as little as it may (a budget of
+// one byte, one turn, no thinning) and runs the store's gc.
+func overBudgetGC(t *testing.T, f *fixture, st *versionstore.Store) {
+	t.Helper()
+	if err := st.SetPolicy(ckpt.Policy{KeepSize: 1, KeepTurns: 1, KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GC(versionstore.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The policy keeps "the undo of the newest turn" over its budget; what
+// `turnctl undo` undoes is the newest agent turn (or rewind, revert),
+// passing over the manual turns background writers make after it (git
+// refreshing .git/index). After a gc over budget, undo must still undo
+// the agent's turn, not the .git/index refresh made after it.
+func TestPolicyKeepsWhatUndoUndoes(t *testing.T) {
+	f := newFixture(t)
+	st := f.svc.store
+	f.ov.Mkdir(".git")
+	f.begin("create")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	agent := f.begin("edit")
+	f.ov.Write("a.txt", "two\n")
+	f.end()
+	f.ov.Write(".git/index", "refreshed") // a manual turn: git status
+	f.begin("next")                       // closes it; stays empty
+	f.end()
+	overBudgetGC(t, f, st)
+	rep, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{})
+	if err != nil {
+		t.Fatalf("undo after the gc: %v (history starts at %d)", err, st.HistoryStart().Turn)
+	}
+	if rep.Undone == nil || *rep.Undone != agent {
+		t.Errorf("undo after the gc undid turn %v, not the agent's turn %d (history starts at %d)", deref(rep.Undone), agent, st.HistoryStart().Turn)
+	}
+	if got := f.ov.Read("a.txt"); got != "one\n" {
+		t.Errorf("a.txt after the undo: %q, want the state before the agent's turn", got)
+	}
+}
+
+// A turn that recorded changes but changed nothing in the end (an
+// editor's swap file made and removed) is not one undo undoes: the
+// policy must keep the undo of the turn undo does undo.
+func TestPolicyKeepsUndoPastATurnThatChangedNothing(t *testing.T) {
+	f := newFixture(t)
+	st := f.svc.store
+	f.begin("create")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	agent := f.begin("edit")
+	f.ov.Write("a.txt", "two\n")
+	f.end()
+	f.begin("swap")
+	f.ov.Write(".a.txt.swp", "x")
+	f.ov.Remove(".a.txt.swp")
+	f.end()
+	overBudgetGC(t, f, st)
+	rep, err := f.svc.Undo(f.ctx, turnctl.UndoRequest{})
+	if err != nil {
+		t.Fatalf("undo after the gc: %v (history starts at %d)", err, st.HistoryStart().Turn)
+	}
+	if rep.Undone == nil || *rep.Undone != agent {
+		t.Errorf("undo after the gc undid turn %v, not %d", deref(rep.Undone), agent)
+	}
+	if got := f.ov.Read("a.txt"); got != "one\n" {
+		t.Errorf("a.txt after the undo: %q", got)
+	}
+}
+
+func deref(p *uint64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
