@@ -612,14 +612,20 @@ const leftLinkPrefix = " (a hard link of "
 // the message names only some of them.
 func leftIn(msg string) map[string]string {
 	left := map[string]string{}
-	_, notes, ok := strings.Cut(msg, "\n"+leftHeading+"\n")
-	if !ok {
+	// The last heading: the notes follow the prompt, which may quote one
+	// (commitMessage then writes a heading of its own, if with no notes).
+	i := strings.LastIndex(msg, "\n"+leftHeading+"\n")
+	if i < 0 {
 		return left
 	}
+	notes := msg[i+len(leftHeading)+2:]
 	for _, l := range strings.Split(notes, "\n") {
+		if l == "" {
+			break // the blank line before the trailers
+		}
 		n, ok := strings.CutPrefix(l, "  ")
 		if !ok {
-			break
+			return nil // a name with a newline: its note is not one line
 		}
 		if strings.HasPrefix(l, "  and ") && strings.HasSuffix(l, " more") && !strings.Contains(l, " (") {
 			return nil
@@ -652,7 +658,7 @@ func commitMessage(e *env, t ckpt.Turn, notes []string) string {
 	if p := promptBody(t); p != "" {
 		b.WriteString("\n" + p + "\n")
 	}
-	if len(notes) > 0 {
+	if len(notes) > 0 || strings.Contains(b.String(), leftHeading) {
 		sort.Strings(notes)
 		b.WriteString("\n" + leftHeading + "\n")
 		for i, n := range notes {
