@@ -136,8 +136,16 @@ func (s *Store) Record(c ckpt.Capture, who ckpt.Program) error {
 // [off, end) pairs; nil: anything), which may be kept as a range record.
 func (s *Store) recordRanges(c ckpt.Capture, ranges []int64, who ckpt.Program) error {
 	err := s.record(c, ranges, who)
-	if errors.Is(err, ckpt.ErrStoreFull) && s.reclaim() {
-		err = s.record(c, ranges, who)
+	if errors.Is(err, ckpt.ErrStoreFull) && s.mayReclaim() {
+		// What the policy lets go, then, if the write still does not
+		// fit, the undo of the newest turn too.
+		for _, undoToo := range []bool{false, true} {
+			if s.reclaim(undoToo) {
+				if err = s.record(c, ranges, who); !errors.Is(err, ckpt.ErrStoreFull) {
+					break
+				}
+			}
+		}
 	}
 	return err
 }

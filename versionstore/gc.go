@@ -66,6 +66,10 @@ type GCOptions struct {
 	// Progress, if set, is told what GC is doing ("scanning", "marking",
 	// "sweeping", "compacting") and how far it has got.
 	Progress Progress
+	// diskFull: the gc of a capture refused for want of space (reclaim):
+	// the undo of the newest turn, which the policy keeps over its
+	// budget, gives way to the user's write.
+	diskFull bool
 }
 
 // GC applies the policy and reclaims the space of content no kept turn
@@ -89,6 +93,7 @@ func (s *Store) GC(opts GCOptions) (ckpt.GCReport, error) {
 		return rep, err
 	}
 	rep.Before = s.StoreBytes()
+	key := s.gcKey(pol)
 	// What forgetting turns would free (a read of the whole store, so
 	// only when the budget is passed), before the store is held.
 	var scan *contentScan
@@ -107,6 +112,9 @@ func (s *Store) GC(opts GCOptions) (ckpt.GCReport, error) {
 	lo, hi, err := s.collect(opts, pol, scan, &rep)
 	if err != nil {
 		return rep, err
+	}
+	if !opts.NoPolicy && !opts.diskFull && rep.Stopped == "" && len(rep.Forgot) == 0 {
+		s.gcIdle.Store(key) // GCDue: nothing to do over the budget until something changes
 	}
 	// Compact what was deleted, so that the files holding it are
 	// rewritten without it (range deletions alone only hide it). Pebble
@@ -147,7 +155,7 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 		if scan != nil {
 			freed, size = scan.freedBy(), scan.budgeted(size)
 		}
-		r, err := s.policyPlan(pol, time.Now(), size, freed)
+		r, err := s.policyPlan(pol, time.Now(), size, freed, !opts.diskFull)
 		if err != nil {
 			return nil, nil, err
 		}

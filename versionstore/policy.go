@@ -162,7 +162,7 @@ func (r retention) forgets(kept []ckpt.Turn, start uint64) []uint64 {
 // so that what stays of each hour or day is its last turn. Over the
 // budget, the start then moves on over the oldest turns until what they
 // alone hold brings the store back within it.
-func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy func(to uint64) int64) (retention, error) {
+func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy func(to uint64) int64, keepUndo bool) (retention, error) {
 	all, err := s.Turns(0)
 	if err != nil {
 		return retention{}, err
@@ -191,6 +191,9 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 	// whole: neither forgotten nor merged.
 	undoTo, prev, undoable := start, start, false
 	for _, t := range turns {
+		if !keepUndo {
+			break
+		}
 		if t.Open {
 			break
 		}
@@ -203,7 +206,7 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 	// manual turns after the newest action, and over turns that changed
 	// nothing in the end): its owner says (SetUndoBase).
 	var undone uint64 // the turn an undo undoes, if the owner said
-	if fn := s.undoBase.Load(); fn != nil {
+	if fn := s.undoBase.Load(); fn != nil && keepUndo {
 		if n, ok := (*fn)(); ok {
 			for i := 1; i < len(turns); i++ {
 				if turns[i].Num == n && !turns[i].Open {
@@ -278,10 +281,14 @@ func (s *Store) GCDue() (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	if size := s.StoreBytes(); size > pol.KeepSize {
+	// Over the budget, unless a gc found nothing to forget since anything
+	// changed (what the policy keeps whatever the budget, the undo of the
+	// newest turn, may hold more than it): it would read the whole store
+	// again for nothing.
+	if size := s.StoreBytes(); size > pol.KeepSize && s.gcIdle.Load() != s.gcKey(pol) {
 		return true, fmt.Sprintf("the store holds %d bytes, over its budget of %d", size, pol.KeepSize), nil
 	}
-	r, err := s.policyPlan(pol, time.Now(), 0, nil)
+	r, err := s.policyPlan(pol, time.Now(), 0, nil, true)
 	if err != nil {
 		return false, "", err
 	}
@@ -292,4 +299,14 @@ func (s *Store) GCDue() (bool, string, error) {
 		return true, fmt.Sprintf("%d turns are to be merged into the kept turns after them", len(r.merge)), nil
 	}
 	return false, "", nil
+}
+
+// gcKey names what a gc's plan over the budget depends on but the clock:
+// the events, the turns, the open one, the pins and forgets, the budget.
+func (s *Store) gcKey(pol ckpt.Policy) string {
+	s.mu.Lock()
+	seq := s.nextSeq
+	s.mu.Unlock()
+	cur, open := s.Current()
+	return fmt.Sprint(seq, "/", s.Latest(), "/", open, cur.Num, "/", s.HistoryGen(), "/", pol.KeepSize)
 }

@@ -266,22 +266,30 @@ func isENOSPC(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 // that freed nothing is not run again for every write that follows.
 var reclaimEvery = 30 * time.Second
 
-// reclaim runs the retention policy's gc at once, in the caller's
-// request, because a capture was refused for want of space: it forgets
-// the turns the policy lets go and deletes the content no kept turn
-// needs, before the write is refused. It reports whether it freed
-// anything. It does nothing (false) while a rewind, a forget or another
-// gc runs (the background gc is reclaiming already), or if one ran less
-// than reclaimEvery ago. The caller holds none of the store's locks.
-func (s *Store) reclaim() bool {
+// mayReclaim reports whether a refused capture may run a gc (reclaim)
+// now: none ran less than reclaimEvery ago.
+func (s *Store) mayReclaim() bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.reclaimAt.IsZero() && time.Since(s.reclaimAt) < reclaimEvery {
-		s.mu.Unlock()
 		return false
 	}
 	s.reclaimAt = time.Now()
-	s.mu.Unlock()
-	rep, err := s.GC(GCOptions{})
+	return true
+}
+
+// reclaim runs the retention policy's gc at once, in the caller's
+// request, because a capture was refused for want of space: it forgets
+// the turns the policy lets go and deletes the content no kept turn
+// needs, before the write is refused. With undoToo, the undo of the
+// newest turn, which the policy keeps over its budget, goes too: the
+// caller asks for it when the write still does not fit without (the
+// user's write comes before the undo of the last one). It reports
+// whether it freed anything. It does nothing (false) while a rewind, a
+// forget or another gc runs (the background gc is reclaiming already).
+// The caller holds none of the store's locks and asked mayReclaim.
+func (s *Store) reclaim(undoToo bool) bool {
+	rep, err := s.GC(GCOptions{diskFull: undoToo})
 	if err != nil {
 		log.Printf("versionstore: the store is full, and a gc to make room failed: %v", err)
 		return false

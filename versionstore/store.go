@@ -77,6 +77,8 @@ type Store struct {
 	// undoBase, when set (SetUndoBase), finds the turn an undo undoes,
 	// whose undo the policy keeps.
 	undoBase atomic.Pointer[func() (uint64, bool)]
+	// gcIdle: gcKey when a gc last found nothing to forget (GCDue).
+	gcIdle atomic.Value
 	// holds: the turns held while something reads them (Hold), by
 	// count; guarded by histMu.
 	holds  map[uint64]int

@@ -314,7 +314,7 @@ func (s *Store) mergeFrees(c *contentScan, r retention, kept []ckpt.Turn) (int64
 func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCReport, error) {
 	rep := ckpt.GCReport{DryRun: true, Before: size}
 	freed := c.freedBy()
-	r, err := s.policyPlan(pol, time.Now(), c.budgeted(size), freed)
+	r, err := s.policyPlan(pol, time.Now(), c.budgeted(size), freed, true)
 	if err != nil {
 		return rep, err
 	}

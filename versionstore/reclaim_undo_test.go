@@ -1,0 +1,91 @@
+package versionstore
+
+import (
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"ckptfs/internal/ckpt"
+)
+
+// TestReclaimOnAFullDiskMayForgetTheUndo: the disk is nearly full and
+// the only content the store could give back is the prior state of the
+// newest turn (its undo), which the policy keeps over its budget. A
+// write the store refuses fails in the project with ENOSPC: a full disk
+// must let the undo go (as it did before the policy kept it) rather than
+// fail the user's write.
+func TestReclaimOnAFullDiskMayForgetTheUndo(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "store"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1, KeepTurns: 1, KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	tree := openTree(t, root)
+	rng := rand.New(rand.NewSource(1))
+	content := func() []byte {
+		b := make([]byte, 16<<20)
+		rng.Read(b)
+		return b
+	}
+	f := filepath.Join(root, "f")
+	writeFile(t, f, content())
+	s.Begin(ckpt.KindAgent, "", "")
+	captureFile(t, s, tree, "f")
+	writeFile(t, f, content())
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	disk := s.StoreBytes() + 10<<20
+	diskOf = func(s *Store) (int64, int64) { return disk - s.StoreBytes(), disk }
+	t.Cleanup(func() { diskOf = nil })
+	s.Begin(ckpt.KindAgent, "", "")
+	fst, ino, err := tree.LstatInode("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ckpt.Capture{Path: "f", Prior: fst, Inode: ino, Open: func() (*os.File, error) { return tree.Open("f") }}
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+		if errors.Is(err, ckpt.ErrStoreFull) {
+			t.Fatalf("the write was refused (ENOSPC) while the store held 16 MiB it could forget: %v (history starts at %d)", err, s.startTurn())
+		}
+		t.Fatal(err)
+	}
+}
+
+// TestGCDueAfterAGCThatCouldDoNothing: over its budget only by what the
+// policy must keep (the undo of the newest turn), a gc forgets nothing
+// and frees nothing; GCDue must not then say at once that a gc is due
+// again (the background gc would read the whole store twice a minute,
+// urgently, for nothing).
+func TestGCDueAfterAGCThatCouldDoNothing(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	rng := rand.New(rand.NewSource(1))
+	b := make([]byte, 4<<20)
+	rng.Read(b)
+	writeFile(t, filepath.Join(root, "f"), b)
+	s.Begin(ckpt.KindAgent, "", "")
+	captureFile(t, s, tree, "f")
+	rng.Read(b)
+	writeFile(t, filepath.Join(root, "f"), b)
+	s.End("")
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.GC(GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Forgot) > 0 || rep.Freed() > 0 {
+		t.Skipf("the gc did something: %+v", rep)
+	}
+	if due, why, _ := s.GCDue(); due {
+		t.Errorf("a gc that could do nothing is due again at once: %s", why)
+	}
+}
