@@ -66,7 +66,9 @@ func (s *Store) HistoryStart() ckpt.HistoryStart {
 
 // HistoryGen changes (in this process) each time a forget, a merge, a
 // pin or an unpin may have changed which turns are kept, what they hold
-// or their pins; no turn's beginning or end changes it.
+// or their pins; no turn's beginning or end changes it. Each opening of
+// the store starts it anew, at the clock (microseconds): one opening's
+// values are not another's.
 func (s *Store) HistoryGen() uint64 { return s.histGen.Load() }
 
 // startTurn is HistoryStart().Turn.

@@ -144,6 +144,10 @@ const (
 // the directory that contains it.
 func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{dir: dir, growth: make(chan struct{}, 1), rangeFrom: rangeMin}
+	// HistoryGen starts where no earlier opening's ended (a client keeps
+	// it across a remount, and an offline forget may come between), and
+	// well below 2^53 (the page compares it as a JavaScript number).
+	s.histGen.Store(uint64(time.Now().UnixMicro()))
 	if opts.RangeFrom > 0 {
 		s.rangeFrom = opts.RangeFrom
 	}
