@@ -136,7 +136,8 @@ type move struct{ orig, cur string }
 // pass of a whole-tree rewind, whose reverse pass may have changed it:
 // undone the records of an earlier rewind, which hold bytes it had after
 // the target) it is made what it was right after event keep, the last
-// before the rewind. shared reports whether any path looked at shares
+// before the rewind; so are the mode and owner of a directory the
+// rewind leaves (leftAsBefore), by actions after the removals. shared reports whether any path looked at shares
 // (or shared at the target) its inode with another: only then has the
 // link pass anything to do.
 func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, written map[string]*contentRef, keep uint64) (actions []action, lost []string, shared bool, err error) {
@@ -159,7 +160,7 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 			return nil, nil, false, err
 		}
 	}
-	var mk, rm []action
+	var mk, rm, meta []action
 	nlost := 0
 	for i, p := range cands {
 		r := rs[i]
@@ -216,6 +217,15 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 		} else {
 			mk = append(mk, a)
 		}
+		if keep != 0 && cur.Type == ckpt.Dir && r.State.Type != ckpt.Dir {
+			m, err := s.leftAsBefore(p, cur, keep, live)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			if m != nil {
+				meta = append(meta, *m)
+			}
+		}
 	}
 	// A path to make whose parent, outside the paths restored, is not a
 	// directory now: the parent becomes the directory it was then (its
@@ -243,7 +253,31 @@ func (s *Store) planRestore(stop uint64, prefixes []string, live ckpt.Tree, writ
 	}
 	sort.Slice(mk, func(i, j int) bool { return mk[i].Path < mk[j].Path })
 	sort.Slice(rm, func(i, j int) bool { return rm[i].Path > rm[j].Path })
-	return append(mk, rm...), lost, shared, nil
+	return append(append(mk, rm...), meta...), lost, shared, nil
+}
+
+// leftAsBefore returns, for the fix-up pass of a whole-tree rewind, the
+// action that gives back the mode and owner it had before the rewind
+// (right after event keep) to the directory at p (in state cur now),
+// which the rewind leaves: it holds unversioned paths, and at the target
+// it is not a directory (the action planned for p removes what it can
+// below it, clear). The reverse pass may have changed them (undone a
+// chmod of it since the target), and a directory the rewind leaves is
+// left as it was, as the dry run says: nil when there is nothing to give
+// back.
+func (s *Store) leftAsBefore(p string, cur ckpt.State, keep uint64, live ckpt.Tree) (*action, error) {
+	held, err := s.holdsUnversioned(live, p, cur)
+	if err != nil || !held {
+		return nil, err
+	}
+	was, err := s.resolveMany(keep, []string{p}, live)
+	if err != nil {
+		return nil, err
+	}
+	if st := was[0].State; st.Type == ckpt.Dir && !sameMeta(cur, st) {
+		return &action{Path: p, State: st}, nil
+	}
+	return nil, nil
 }
 
 // ancestorsOutside returns the proper ancestors of p, outermost first, up
