@@ -131,6 +131,13 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	if changes, res.Left, err = s.leaveHolders(changes, live); err != nil {
 		return res, err
 	}
+	// A restore lists only the changes of links alone its link pass
+	// makes.
+	if opts.Paths != nil {
+		if changes, err = s.linksMade(stop, prefixes, changes, live); err != nil {
+			return res, err
+		}
+	}
 	res.Changes = changes
 	// A restore names the links it splits (LinkSplit); the dry run says
 	// what the link pass will do, the restore what it did.
