@@ -390,3 +390,28 @@ func rangeKeptHistory(t *testing.T) (dir, big string, before map[string]entry, v
 	m.Unmount(t)
 	return dir, big, before, versions
 }
+
+// A file rewritten in place while unmounted with its size kept and its
+// mtime put back (rsync --inplace -t, touch -r) is an offline change: the
+// history never shows today's bytes as the turn's.
+func TestEditWhoseMtimeWasPutBackWhileUnmounted(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"k": "k\n"})
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "v1")
+	runIn(t, dir, "echo version-one > v.txt")
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "other")
+	runIn(t, dir, "echo k2 > k")
+	m.turnctl(t, "end")
+	m.Unmount(t)
+	runIn(t, dir, "sleep 0.01; touch -r v.txt ref && printf 'version-TWO\\n' | dd of=v.txt conv=notrunc status=none && touch -r ref v.txt && rm ref")
+	m = mountProject(t, dir)
+	if show := m.turnctl(t, "show", "3"); !strings.Contains(show, "v.txt") || !strings.Contains(show, "never captured") {
+		t.Errorf("the offline turn does not name v.txt as changed:\n%s", show)
+	}
+	if out, code := m.turnctlFail(t, "cat", "1", "v.txt"); code != 1 || !strings.Contains(out, "never captured") {
+		t.Errorf("turnctl cat 1 v.txt: exit %d, %q; want a refusal, not today's bytes", code, out)
+	}
+	m.Unmount(t)
+}

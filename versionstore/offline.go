@@ -22,14 +22,17 @@ import (
 // unmounted"), committed in one batch with the manifest's deletion (so a
 // crash either records the turn and drops the manifest, or does neither).
 // The comparison is at the level of stat: a regular file changed when its
-// inode, size or mtime did, its mode or owner when those did. Its prior
+// inode, size, mtime or ctime did (written: a write whose mtime was put
+// back shows by its ctime, which no one can set; a ctime that a chmod or
+// chown explains does not count), its mode or owner when those did. Its prior
 // bytes were never seen, so its record is Lost: every command that would
 // need them (cat, a diff's patch, a rewind across the turn) names the path
 // instead of showing today's bytes as old ones. Everything else (added
 // paths, directories, symlinks, nodes, modes) is recorded exactly. An
-// object found under a new name only (the same inode and, for a file, the
-// same size and mtime: findRenames) is recorded as a rename, so that a
-// rewind moves it back with its bytes.
+// object found under a new name only (the same inode, born at the same
+// time, and, for a file, the same size and mtime: findRenames) is recorded
+// as a rename, so that a rewind moves it back with its bytes; a new file
+// given a deleted one's inode number is not.
 //
 // Events recorded after the manifest was saved (a change that reached the
 // daemon after the unmount's walk, a rewind made with no daemon, a rewind
@@ -269,7 +272,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		c, ok := cur[p]
 		switch {
 		case !ok, c.st.Type != e.State.Type,
-			e.State.Type == ckpt.Regular && (c.sp.Ino != e.Stamp.Ino || c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime):
+			e.State.Type == ckpt.Regular && (written(c, e) || c.st.Size != e.State.Size):
 			r := tag(priorRecord(p, e.State), e)
 			sealed(r, e.State, e.Stamp, seals)
 			recs = append(recs, r)
@@ -351,7 +354,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			return res, err
 		}
 		for p, e := range seals {
-			if c, ok := cur[p]; ok && c.st.Type == ckpt.Regular && c.st.Size == e.Size && c.sp.Ino == e.Stamp.Ino && c.sp.Mtime == e.Stamp.Mtime {
+			if c, ok := cur[p]; ok && c.st.Type == ckpt.Regular && c.st.Size == e.Size && c.sp.SameBytes(e.Stamp) {
 				putJSON(b, sealKey(p), e)
 			}
 		}
@@ -375,6 +378,20 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		res.Turn = *t
 	}
 	return res, s.syncWAL()
+}
+
+// written reports whether the regular file c, found at the path of the
+// manifest's e, may have been written since: another inode or mtime, or
+// another ctime that no change of its mode or owner explains (a write
+// whose mtime was put back; a link made to it, which stat cannot tell
+// from one). A chmod or chown changes the ctime too: its bytes are then
+// taken as the manifest saw them, and an edit whose mtime was put back
+// in a file also chmodded goes unseen.
+func written(c treeEntry, e manifestEntry) bool {
+	if c.sp.Ino != e.Stamp.Ino || c.sp.Mtime != e.Stamp.Mtime {
+		return true
+	}
+	return !c.sp.SameBytes(e.Stamp) && sameMeta(c.st, e.State)
 }
 
 // treeEntry is one path of the tree as a walk found it.
@@ -441,7 +458,11 @@ func findRenames(old map[string]manifestEntry, cur map[string]treeEntry) ([]*rec
 			continue
 		}
 		c := cur[q]
-		if c.st.Type != e.State.Type || e.State.Type == ckpt.Regular && (c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime) {
+		// The same object (not a new inode given the number), with the
+		// same bytes for all stat tells: a rename changes the ctime, so
+		// only the mtime is compared, and an edit whose mtime was put
+		// back in a file also renamed goes unseen.
+		if c.st.Type != e.State.Type || !c.sp.SameObject(e.Stamp) || e.State.Type == ckpt.Regular && (c.st.Size != e.State.Size || c.sp.Mtime != e.Stamp.Mtime) {
 			continue
 		}
 		if _, ok := ckpt.Under(q, at); ok {
@@ -457,6 +478,13 @@ func findRenames(old map[string]manifestEntry, cur map[string]treeEntry) ([]*rec
 	moved := make(map[string]manifestEntry, len(old))
 	for p, e := range old {
 		moved[now(p)] = e
+	}
+	// A rename changed the ctime of the object renamed (not of what a
+	// directory holds): what its ctime says is lost with it.
+	for _, m := range moves {
+		e := moved[m.to]
+		e.Stamp.Ctime = 0
+		moved[m.to] = e
 	}
 	return recs, moved
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
@@ -120,5 +121,63 @@ func TestOfflineKeepRebasesAfterEvents(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "a"), []byte("edited by hand"), 0o644)
 	if res, err := s.RecordOffline(tree, nil, nil, false); err != nil || res.Paths != 1 || res.Lost != 1 {
 		t.Fatalf("check after the hand edit: %+v, %v; want a, lost", res, err)
+	}
+}
+
+// A file rewritten in place while unmounted, its size kept and its mtime
+// put back (touch -r, rsync --inplace -t), is still seen: by its ctime,
+// which no one can put back. Its bytes at the unmount are then never
+// captured, rather than today's bytes taken for them.
+func TestOfflineSeesAnEditWhoseMtimeWasPutBack(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	p := filepath.Join(root, "v.txt")
+	os.WriteFile(p, []byte("version-one\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "k"), []byte("k\n"), 0o644)
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // a ctime the filesystem tells apart
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("version-TWO\n"), 0)
+	f.Close()
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.RecordOffline(tree, nil, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Paths != 1 || res.Lost != 1 {
+		t.Fatalf("offline check: %+v; want v.txt, its bytes never captured", res)
+	}
+	cs, err := s.Changes(res.Turn.Num-1, res.Turn.Num, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Path != "v.txt" || cs[0].Kind != ckpt.Modified {
+		t.Fatalf("offline turn: %+v", cs)
+	}
+}
+
+// A file deleted while unmounted and a new one given its inode number,
+// with the same size and mtime, is not a rename: the new inode was born
+// later. A real rename (the same birth; its ctime changes) still is.
+func TestFindRenamesTellsAReusedInodeNumber(t *testing.T) {
+	file := ckpt.State{Type: ckpt.Regular, Mode: 0o644, Size: 5}
+	old := map[string]manifestEntry{"": {State: ckpt.State{Type: ckpt.Dir, Mode: 0o755}}, "x": {State: file, Stamp: ckpt.Stamp{Ino: 7, Mtime: 100, Ctime: 100, Btime: 50}}}
+	reused := map[string]treeEntry{"": {st: ckpt.State{Type: ckpt.Dir, Mode: 0o755}}, "y": {st: file, sp: ckpt.Stamp{Ino: 7, Mtime: 100, Ctime: 300, Btime: 250}}}
+	if recs, _ := findRenames(old, reused); len(recs) != 0 {
+		t.Errorf("a new inode with a deleted one's number is taken for its rename: %+v", recs[0])
+	}
+	renamed := map[string]treeEntry{"": reused[""], "y": {st: file, sp: ckpt.Stamp{Ino: 7, Mtime: 100, Ctime: 300, Btime: 50}}}
+	if recs, _ := findRenames(old, renamed); len(recs) != 1 || recs[0].Op != opRename || recs[0].Path != "x" || recs[0].To != "y" {
+		t.Errorf("a rename: %+v", recs)
 	}
 }

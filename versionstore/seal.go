@@ -159,8 +159,8 @@ func (s *Store) sealFile(live ckpt.Tree, p string, e treeEntry) (*contentRef, ck
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, ckpt.Stamp{}, err
 	}
-	sp := ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano()}
-	if sp.Ino != e.sp.Ino || sp.Mtime != e.sp.Mtime || st.Size != e.st.Size {
+	sp := ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
+	if !sp.SameBytes(e.sp) || st.Size != e.st.Size {
 		return nil, sp, nil
 	}
 	if ref := s.cloneInto(f, e.st.Size); ref != nil {
@@ -207,7 +207,7 @@ func (s *Store) eachSeal(fn func(p string, e sealEntry)) error {
 // the unmount sealed of it, if a seal of exactly that state is in seals.
 func sealed(r *record, st ckpt.State, sp ckpt.Stamp, seals map[string]sealEntry) {
 	e, ok := seals[r.Path]
-	if !ok || !r.Lost || st.Type != ckpt.Regular || e.Size != st.Size || e.Stamp.Ino != sp.Ino || e.Stamp.Mtime != sp.Mtime {
+	if !ok || !r.Lost || st.Type != ckpt.Regular || e.Size != st.Size || !e.Stamp.SameBytes(sp) {
 		return
 	}
 	r.Lost, r.Content = false, e.Ref
@@ -225,6 +225,9 @@ func moveSeals(seals map[string]sealEntry, renames []*record) map[string]sealEnt
 		for _, r := range renames {
 			if rest, ok := ckpt.Under(p, r.Path); ok {
 				p = join(r.To, rest)
+				if rest == "" {
+					e.Stamp.Ctime = 0 // the rename changed it (findRenames)
+				}
 			}
 		}
 		out[p] = e

@@ -100,7 +100,7 @@ func stampLive(sn *Snapshot, live ckpt.Tree) error {
 		if st.Size != e.r.liveSize() {
 			return fmt.Errorf("versionstore: %s changed while it was being read: run again", e.r.livePath())
 		}
-		e.stamp = ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano()}
+		e.stamp = ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
 	}
 	return nil
 }
@@ -280,7 +280,7 @@ func (f *ViewFile) readLive(p []byte, off int64) (int, error) {
 		if serr := unix.Fstat(int(f.f.Fd()), &st); serr != nil {
 			return 0, serr
 		}
-		if st.Ino != f.stamp.Ino || st.Mtim.Nano() != f.stamp.Mtime || st.Size != f.r.liveSize() {
+		if !f.stamp.SameBytes(ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}) || st.Size != f.r.liveSize() {
 			return 0, f.changedOffline()
 		}
 	}

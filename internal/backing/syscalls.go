@@ -180,7 +180,12 @@ func InodeOf(st *Stat) ckpt.Inode {
 	return ckpt.Inode{Dev: st.Dev, Ino: st.Ino, Nlink: uint32(st.Nlink)}
 }
 
-// stampOf is the quick identity a walk reports: inode, mtime, links.
+// stampOf is the quick identity a walk reports: inode, mtime, ctime,
+// birth, links.
 func stampOf(st *Stat) ckpt.Stamp {
-	return ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano(), Nlink: uint32(st.Nlink)}
+	sp := ckpt.Stamp{Ino: st.Ino, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Nlink: uint32(st.Nlink)}
+	if st.Btime > 1 {
+		sp.Btime = int64(st.Btime)
+	}
+	return sp
 }

@@ -124,14 +124,37 @@ type State struct {
 }
 
 // Stamp is what tells, without reading its bytes, whether an object
-// changed: a new inode, or new content in the same one (mtime), which a
-// State alone cannot show for a regular file of the same size.
+// changed: a new inode, or new content in the same one (mtime, and ctime,
+// which no user can set back), which a State alone cannot show for a
+// regular file of the same size.
 type Stamp struct {
 	Ino   uint64 `json:"i"`
 	Mtime int64  `json:"t"` // nanoseconds since the epoch
+	// Ctime (ns) changes with every write and every change of the inode's
+	// metadata (a chmod, a link, a rename), and cannot be set: a write
+	// whose mtime was put back (touch -r, rsync --inplace -t) still shows.
+	// Btime (ns) is the inode's birth: a number reused by a new inode
+	// shows. Zero: not known (a stamp of an older store).
+	Ctime int64 `json:"c,omitempty"`
+	Btime int64 `json:"b,omitempty"`
 	// Nlink comes with a walk (which names share an inode); it is not part
 	// of the comparison: a link made elsewhere changes it alone.
 	Nlink uint32 `json:"-"`
+}
+
+// SameBytes reports whether nothing wrote to the object between the two
+// stamps, as far as stat can tell: the same inode, mtime and (where both
+// are known) ctime. A change of the inode's metadata alone (a chmod, a
+// link) counts as a write: stat cannot tell it from one.
+func (s Stamp) SameBytes(o Stamp) bool {
+	return s.Ino == o.Ino && s.Mtime == o.Mtime && (s.Ctime == 0 || o.Ctime == 0 || s.Ctime == o.Ctime)
+}
+
+// SameObject reports whether the two stamps are of one inode, not of two
+// that had the same number one after the other: the same number and
+// (where both are known) birth time.
+func (s Stamp) SameObject(o Stamp) bool {
+	return s.Ino == o.Ino && (s.Btime == 0 || o.Btime == 0 || s.Btime == o.Btime)
 }
 
 // Exists reports whether anything is at the path.
