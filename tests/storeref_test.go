@@ -106,3 +106,42 @@ func TestStoreOfAReusedInodeIsNotMounted(t *testing.T) {
 		t.Errorf("mount of a directory with another's record: %v\n%s", err, out)
 	}
 }
+
+// A store given to another project (--store of a project still there) is
+// refused before anything is recorded: the two histories would alternate
+// in one. The same project, moved while unmounted, still mounts it.
+func TestStoreOfAnotherProjectIsRefused(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	base := t.TempDir()
+	p2, p3, store := filepath.Join(base, "p2"), filepath.Join(base, "p3"), filepath.Join(t.TempDir(), "history")
+	for _, d := range []string{p2, p3} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTree(t, p3, map[string]string{"only-p3.txt": "p3\n"})
+	m := mountProject(t, p2, "--store", store)
+	m.turnctl(t, "begin", "--label", "p2's turn")
+	runIn(t, p2, `echo p2 > a.txt`)
+	m.turnctl(t, "end")
+	m.Unmount(t)
+	before := turnctlOK(t, p2, "log")
+
+	out, err := runCkptfs("mount", "--store", store, p3)
+	if exitCode(err) != 1 || !strings.Contains(out, "holds the history of "+p2+", another project") || rundir.IsMounted(p3) {
+		t.Fatalf("mount of p3 with p2's store: exit %d, mounted %v, %q", exitCode(err), rundir.IsMounted(p3), out)
+	}
+	if after := turnctlOK(t, p2, "log"); after != before {
+		t.Errorf("the refused mount changed p2's history:\n%s\nthen\n%s", before, after)
+	}
+	// p2, moved while unmounted, is the same project.
+	moved := filepath.Join(base, "p2-moved")
+	if err := os.Rename(p2, moved); err != nil {
+		t.Fatal(err)
+	}
+	m = mountProject(t, moved, "--store", store)
+	if log := m.turnctl(t, "log"); !strings.Contains(log, "p2's turn") {
+		t.Errorf("the moved project's log:\n%s", log)
+	}
+	m.Unmount(t)
+}

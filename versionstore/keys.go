@@ -32,6 +32,8 @@ import (
 //	                                       (policy.go); absent: the defaults
 //	         'm' "excludes"                JSON []string: the --exclude patterns the
 //	                                       mounts use (settings.go); absent: none given yet
+//	         'm' "project"                 JSON Project: the project directory the store
+//	                                       was last mounted over (settings.go)
 //	         'm' "ranged"                  JSON rangedInfo: the paths range records were
 //	                                       made of, at their names now, as of a seq
 //	                                       (seal.go)
@@ -92,6 +94,7 @@ var (
 	keyHistory     = []byte("mhistory")
 	keyPolicy      = []byte("mpolicy")
 	keyExcludes    = []byte("mexcludes")
+	keyProject     = []byte("mproject")
 )
 
 func u64Key(prefix byte, n uint64) []byte {

@@ -23,8 +23,9 @@ import (
 // crash either records the turn and drops the manifest, or does neither).
 // The comparison is at the level of stat: a regular file changed when its
 // inode, size, mtime or ctime did (written: a write whose mtime was put
-// back shows by its ctime, which no one can set; a ctime that a chmod or
-// chown explains does not count), its mode or owner when those did. Its prior
+// back shows by its ctime, which no one can set; a ctime that a chmod, a
+// chown or a link explains does not count), its mode or owner when those
+// did. Its prior
 // bytes were never seen, so its record is Lost: every command that would
 // need them (cat, a diff's patch, a rewind across the turn) names the path
 // instead of showing today's bytes as old ones. Everything else (added
@@ -59,12 +60,15 @@ type manifestEntry struct {
 	State  ckpt.State `json:"s"`
 	Stamp  ckpt.Stamp `json:"p"`
 	Target []byte     `json:"t,omitempty"` // a symlink's target, as bytes
+	// Nlink: the inode's link count then (0: not known), which tells a
+	// ctime a link made or removed changed (written).
+	Nlink uint32 `json:"n,omitempty"`
 }
 
 func walkKey(p string) []byte { return append([]byte{prefixWalk}, p...) }
 
 func encodeEntry(st ckpt.State, sp ckpt.Stamp) []byte {
-	e := manifestEntry{State: st, Stamp: sp}
+	e := manifestEntry{State: st, Stamp: sp, Nlink: sp.Nlink}
 	if st.Target != "" {
 		e.Target, e.State.Target = []byte(st.Target), ""
 	}
@@ -220,7 +224,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 	}
 	for p, c := range cur {
 		if recorded.covers(p) {
-			old[p] = manifestEntry{State: c.st, Stamp: c.sp}
+			old[p] = manifestEntry{State: c.st, Stamp: c.sp, Nlink: c.sp.Nlink}
 		}
 	}
 
@@ -382,16 +386,17 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 
 // written reports whether the regular file c, found at the path of the
 // manifest's e, may have been written since: another inode or mtime, or
-// another ctime that no change of its mode or owner explains (a write
-// whose mtime was put back; a link made to it, which stat cannot tell
-// from one). A chmod or chown changes the ctime too: its bytes are then
-// taken as the manifest saw them, and an edit whose mtime was put back
-// in a file also chmodded goes unseen.
+// another ctime that no change of its mode, owner or link count explains
+// (a write whose mtime was put back). A chmod, a chown, a link made or
+// removed change the ctime too: its bytes are then taken as the manifest
+// saw them, and an edit whose mtime was put back in a file also so
+// changed (or one of whose other names was renamed) goes unseen.
 func written(c treeEntry, e manifestEntry) bool {
 	if c.sp.Ino != e.Stamp.Ino || c.sp.Mtime != e.Stamp.Mtime {
 		return true
 	}
-	return !c.sp.SameBytes(e.Stamp) && sameMeta(c.st, e.State)
+	explained := !sameMeta(c.st, e.State) || e.Nlink != c.sp.Nlink
+	return !c.sp.SameBytes(e.Stamp) && !explained
 }
 
 // treeEntry is one path of the tree as a walk found it.

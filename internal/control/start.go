@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/exclude"
@@ -63,6 +65,9 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 	var err error
 	if rel, err := filepath.Rel(root, storeDir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
 		res.Hidden = filepath.ToSlash(rel)
+	}
+	if err := checkProject(st, tree, root); err != nil {
+		return res, err
 	}
 	pats, haveManifest, err := st.ManifestPatterns()
 	if err != nil {
@@ -151,4 +156,33 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 			res.Offline.Paths, res.Offline.Lost, res.Offline.Turn.Num, res.Offline.Examined, took)
 	}
 	return res, nil
+}
+
+// checkProject refuses a store that holds another project's history (a
+// --store given to the wrong project), before anything is recorded: the
+// store keeps the project it was last used for, and one whose directory
+// is still there, with the identity kept, is another project. A store
+// with no record (new, or older than the record), or whose project is
+// this one (also moved: the identity follows a rename) or is gone, is
+// this project's: the record is made or brought up to date.
+func checkProject(st *versionstore.Store, tree *backing.Tree, root string) error {
+	_, ino, err := tree.LstatInode("")
+	if err != nil {
+		return err
+	}
+	here := versionstore.Project{Path: root, Dev: ino.Dev, Ino: ino.Ino}
+	was, ok, err := st.Project()
+	if err != nil {
+		return err
+	}
+	if ok && (was.Dev != here.Dev || was.Ino != here.Ino) && was.Path != root {
+		var x unix.Stat_t
+		if unix.Lstat(was.Path, &x) == nil && uint64(x.Dev) == was.Dev && x.Ino == was.Ino {
+			return fmt.Errorf("the store %s holds the history of %s, another project: use it with that one, or give this one another --store", st.Dir(), was.Path)
+		}
+	}
+	if ok && was == here {
+		return nil
+	}
+	return st.SetProject(here)
 }
