@@ -127,6 +127,11 @@ func TestStoreOfAnotherProjectIsRefused(t *testing.T) {
 	m.Unmount(t)
 	before := turnctlOK(t, p2, "log")
 
+	t.Cleanup(func() { // should the refusal fail
+		if rundir.IsMounted(p3) {
+			runCkptfs("umount", p3)
+		}
+	})
 	out, err := runCkptfs("mount", "--store", store, p3)
 	if exitCode(err) != 1 || !strings.Contains(out, "holds the history of "+p2+", another project") || rundir.IsMounted(p3) {
 		t.Fatalf("mount of p3 with p2's store: exit %d, mounted %v, %q", exitCode(err), rundir.IsMounted(p3), out)
