@@ -320,7 +320,8 @@
 // next mount replays the WAL. To keep a full disk from ever getting that
 // far, Record checks the free space first and refuses with ckpt.ErrStoreFull
 // (a record that keeps no bytes, such as an unlink linked into the attic,
-// needs only the headroom, so rm and mv work on a full disk), and a ballast
+// a rename or a chmod, is paid by the ballast when the disk has less than
+// the headroom free, so rm and mv work on a full disk), and a ballast
 // file gives Pebble's own background writes room when they
 // meet ENOSPC anyway (space.go). A failed fsync at a turn boundary is
 // returned by Begin or End, the turn being opened or closed all the same.

@@ -26,21 +26,39 @@ import (
 //     under the store would drop below headroom after storing the capture's
 //     bytes (storedSize: twice, in the WAL and the table a flush writes,
 //     or once for content ingested as a table).
-//     A record that stores no bytes (a rename, an unlink linked into the
-//     attic, a mode change) needs only the headroom, also while the store
-//     is full: removing or renaming a file never needs room for its data.
 //   - A ballast file (<store>/ballast) holds back room for Pebble's own
 //     background work (a memtable flush, a compaction, the MANIFEST). When
 //     any write of Pebble's still meets ENOSPC, vfs.OnDiskFull deletes the
-//     ballast and the write is retried once; the store is then "full" until
-//     the free space has grown back past the ballast and the headroom, when
-//     the ballast is recreated and captures are accepted again.
+//     ballast and the write is retried once.
+//   - A record that stores no bytes (a rename, an unlink linked into the
+//     attic, a mode change) is a few hundred bytes of log: it never needs
+//     room for a file's data, and the ballast pays for it. With less than
+//     headroom free, the ballast gives back a ballastSlice of its room
+//     (roomForRecord), so rm, mv and chmod keep working on a full disk;
+//     such a record is refused only when the disk and the ballast together
+//     have less than recordRoom left.
+//   - The store is "full" from a refused capture, or from a ballast that
+//     gave back room, until the free space holds a capture's need plus
+//     what the ballast misses (spaceBack): the ballast is then made whole
+//     again and captures with bytes are accepted again. While the ballast
+//     is short, they are refused: Pebble would have no room held back.
+//     Health looks too, with the need of the capture refused last (at
+//     least the headroom), so that status neither reports a full store
+//     after space came back nor a store with room while that capture
+//     would still be refused.
 //
 // Turn boundaries (Begin, End) are always allowed: they are tiny, and
 // refusing them would leave the user unable to close a turn.
 const (
 	// headroom is kept free beyond a capture's own bytes.
 	headroom = 4 << 20
+	// ballastSlice is what the ballast gives back at a time to pay for
+	// records without bytes on a full disk.
+	ballastSlice = headroom
+	// recordRoom is the least free space a record without bytes is
+	// admitted with (once the ballast paid what it could): room for
+	// thousands of them.
+	recordRoom = 1 << 20
 	// maxBallast bounds the ballast: twice the memtable size, so that one
 	// memtable flush always fits once the ballast is gone.
 	maxBallast = 64 << 20
@@ -53,8 +71,18 @@ const (
 func (s *Store) Health() ckpt.Health {
 	avail := int64(-1)
 	if s.dirf != nil {
-		if a, _, err := s.statfs(); err == nil {
+		if a, total, err := s.statfs(); err == nil {
 			avail = a
+			s.mu.Lock()
+			full := s.full
+			s.mu.Unlock()
+			if full {
+				if _, ok := s.spaceBack(avail, total, max(s.fullNeed.Load(), headroom)); ok {
+					if a, _, err := s.statfs(); err == nil {
+						avail = a // less the ballast made whole
+					}
+				}
+			}
 		}
 	}
 	s.mu.Lock()
@@ -164,23 +192,58 @@ func (s *Store) ballastPath() string {
 	return fmt.Sprintf("/proc/self/fd/%d/ballast", s.dirf.Fd())
 }
 
-// makeBallast creates the ballast file if it is missing (best effort: a
-// filesystem without fallocate gets none). s.mu need not be held.
+// ballastHas returns the ballast's size (0: none).
+func (s *Store) ballastHas() int64 {
+	fi, err := os.Stat(s.ballastPath())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// makeBallast makes the ballast size bytes if it is missing or shorter
+// (best effort: a filesystem without fallocate gets none). When it fails,
+// the ballast keeps what it had. s.mu need not be held.
 func (s *Store) makeBallast(size int64) error {
+	s.ballastMu.Lock()
+	defer s.ballastMu.Unlock()
 	p := s.ballastPath()
-	if fi, err := os.Stat(p); err == nil && fi.Size() >= size {
-		return nil
+	had := int64(-1)
+	if fi, err := os.Stat(p); err == nil {
+		if fi.Size() >= size {
+			return nil
+		}
+		had = fi.Size()
 	}
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
 	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err != nil && had >= 0 {
+		f.Truncate(had) // what a partial fallocate added goes again
+	}
 	f.Close()
-	if err != nil {
+	if err != nil && had < 0 {
 		os.Remove(p)
 	}
 	return err
+}
+
+// shrinkBallast gives back n bytes of the ballast's room to the disk
+// (all it has if less). It reports whether it gave back any.
+func (s *Store) shrinkBallast(n int64) bool {
+	s.ballastMu.Lock()
+	defer s.ballastMu.Unlock()
+	p := s.ballastPath()
+	fi, err := os.Stat(p)
+	if err != nil || fi.Size() == 0 {
+		return false
+	}
+	if fi.Size() <= n {
+		return os.Remove(p) == nil
+	}
+	return os.Truncate(p, fi.Size()-n) == nil
 }
 
 // onDiskFull runs when a write of Pebble's meets ENOSPC (vfs.OnDiskFull):
@@ -202,8 +265,10 @@ func (s *Store) onDiskFull() {
 }
 
 // checkSpace returns ckpt.ErrStoreFull when storing size more bytes would leave
-// the store's disk too full; when space has come back after the store was
-// full, it recreates the ballast and accepts captures again.
+// the store's disk too full. A record of no bytes (size 0) is paid by the
+// ballast if need be (roomForRecord). When space has come back after the
+// store was full, it makes the ballast whole again and accepts captures
+// again (spaceBack).
 func (s *Store) checkSpace(size int64) error {
 	if s.dirf == nil {
 		return nil
@@ -227,36 +292,77 @@ func (s *Store) checkSpace(size int64) error {
 		return nil // cannot tell: let the write try
 	}
 	need := storedSize(size) + headroom
-	if full && size == 0 && avail >= headroom {
-		// A record without bytes (rename, unlink into the attic, mode,
-		// directory, symlink) is a few hundred bytes: it never waits for
-		// space to come back, so rm and mv keep working on a full store.
-		return nil
-	}
 	if full {
-		// Back in business only with a margin of a ballast's size (so that
-		// the store does not flip between full and not with every small
-		// capture), plus room to recreate the ballast if it was used.
-		bsize := ballastSize(total)
-		extra := 2 * bsize
-		if fi, err := os.Stat(s.ballastPath()); err == nil && fi.Size() >= bsize {
-			extra = bsize
+		// A record without bytes fits in so little that it says nothing
+		// of space being back: the capture refused last tells.
+		backNeed := need
+		if size == 0 {
+			backNeed = max(s.fullNeed.Load(), headroom)
 		}
-		if avail < need+extra || s.makeBallast(bsize) != nil {
-			return fmt.Errorf("%w: %d bytes free under %s", ckpt.ErrStoreFull, avail, s.dir)
+		missing, ok := s.spaceBack(avail, total, backNeed)
+		if ok {
+			full = false
+			if avail, _, err = s.statfs(); err != nil {
+				return nil
+			}
+		} else if size > 0 {
+			s.fullNeed.Store(need)
+			return fmt.Errorf("%w: %d bytes free under %s, %d needed and %d to refill its ballast",
+				ckpt.ErrStoreFull, avail, s.dir, need, missing)
 		}
-		s.mu.Lock()
-		s.full = false
-		s.mu.Unlock()
-		return nil
+	}
+	if size == 0 {
+		return s.roomForRecord(avail)
 	}
 	if avail < need {
+		s.fullNeed.Store(need)
 		return fmt.Errorf("%w: %d bytes free under %s, %d needed", ckpt.ErrStoreFull, avail, s.dir, need)
 	}
 	s.mu.Lock()
 	s.spaceAt, s.spaceLeft = time.Now(), avail-need+headroom
 	s.mu.Unlock()
 	return nil
+}
+
+// roomForRecord admits a record that stores no bytes (a rename, an
+// unlink linked into the attic, a mode change, a directory, a symlink),
+// avail bytes being free: with less than headroom free the ballast gives
+// back a ballastSlice to pay for it, and the store is full until space is
+// back (spaceBack). It refuses (ckpt.ErrStoreFull) only when less than
+// recordRoom is free even so.
+func (s *Store) roomForRecord(avail int64) error {
+	if avail < headroom && s.shrinkBallast(ballastSlice) {
+		s.mu.Lock()
+		s.full = true
+		s.mu.Unlock()
+		if a, _, err := s.statfs(); err == nil {
+			avail = a
+		}
+	}
+	if avail < recordRoom {
+		return fmt.Errorf("%w: %d bytes free under %s, and no ballast left", ckpt.ErrStoreFull, avail, s.dir)
+	}
+	return nil
+}
+
+// spaceBack ends the store's full state when avail bytes free hold need
+// and what the ballast of a filesystem of total bytes misses: it makes
+// the ballast whole again and reports true. Otherwise the store stays
+// full (false). missing is what the ballast missed.
+func (s *Store) spaceBack(avail, total, need int64) (missing int64, ok bool) {
+	bsize := ballastSize(total)
+	missing = max(0, bsize-s.ballastHas())
+	if avail < need+missing {
+		return missing, false
+	}
+	if err := s.makeBallast(bsize); err != nil && isENOSPC(err) {
+		return missing, false
+	}
+	s.mu.Lock()
+	s.full = false
+	s.mu.Unlock()
+	s.fullNeed.Store(0)
+	return missing, true
 }
 
 // isENOSPC reports whether err is a full disk.

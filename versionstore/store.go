@@ -89,8 +89,13 @@ type Store struct {
 	linkIdx     *linkIndex                      // the hard links a walk found, during a rewind (links.go)
 	unversioned func(p string, isDir bool) bool // paths no capture sees (SetUnversioned)
 
+	// ballastMu orders the changes of the ballast's size (space.go).
+	ballastMu sync.Mutex
+	// fullNeed is the space the capture refused last needed (space.go).
+	fullNeed atomic.Int64
+
 	mu        sync.Mutex
-	full      bool      // captures refused for want of space (space.go)
+	full      bool      // captures refused for want of space, or the ballast short (space.go)
 	spaceAt   time.Time // when the free space was last found sufficient
 	spaceLeft int64     // what that look found free, less what was admitted since
 	reclaimAt time.Time // when a refused capture last ran a gc (space.go)
