@@ -176,11 +176,17 @@ func (s *Store) record(c ckpt.Capture, ranges []int64, who ckpt.Program) error {
 		r.Op = opMeta
 		r.State.Size = 0
 	}
-	// A capture the attic can link (an unlink, a rename over a file) stores
-	// no bytes: only the copy that keepBytes may fall back on checks space
-	// for them, so rm and mv work on a disk too full to copy the file.
-	if err := s.checkSpace(0); err != nil {
-		return s.noteErr(err)
+	// A record that keeps no bytes (an unlink or rename over a file the
+	// attic links, a rename, a mode change) is paid by the ballast on a
+	// full disk (checkSpace(0)), so rm and mv work on a disk too full to
+	// copy the file. A regular file's prior bytes are checked by keepBytes,
+	// once it knows whether it links, clones or copies them: a copy that
+	// is refused must not have given up ballast for nothing.
+	keeps := r.Op == opPrior && c.Prior.Type == ckpt.Regular
+	if !keeps {
+		if err := s.checkSpace(0); err != nil {
+			return s.noteErr(err)
+		}
 	}
 	if r.Op == opPrior && c.Prior.Type.Linkable() && c.Inode.Known() {
 		ino := c.Inode
@@ -191,7 +197,7 @@ func (s *Store) record(c ckpt.Capture, ranges []int64, who ckpt.Program) error {
 			}
 		}
 	}
-	if r.Op == opPrior && c.Prior.Type == ckpt.Regular {
+	if keeps {
 		// From before keepBytes looks for its chunks until the event
 		// naming them is committed: no gc batch deletes them meanwhile
 		// (gc.go).
@@ -214,11 +220,17 @@ func (s *Store) record(c ckpt.Capture, ranges []int64, who ckpt.Program) error {
 // keepBytes keeps the prior bytes of a regular file: linked into the attic
 // when the caller offers it, else cloned into the attic where the
 // filesystem can (clone.go), else copied into chunks. Whichever way, the
-// bytes are durable as doc.go's rules 2 and 3 ask before it returns.
+// bytes are durable as doc.go's rules 2 and 3 ask before it returns. It
+// checks the space each way needs (checkSpace): a link or a clone none
+// for the bytes, a copy theirs.
 func (s *Store) keepBytes(c ckpt.Capture) (*contentRef, error) {
 	if c.Link != nil && s.attic != nil {
 		name := s.atticName()
 		if err := c.Link(s.attic, name); err == nil {
+			if err := s.checkSpace(0); err != nil {
+				unix.Unlinkat(int(s.attic.Fd()), name, 0) // no event names it
+				return nil, err
+			}
 			ref := &contentRef{Size: c.Prior.Size, Attic: name}
 			var st unix.Stat_t
 			if err := unix.Fstatat(int(s.attic.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
@@ -236,9 +248,13 @@ func (s *Store) keepBytes(c ckpt.Capture) (*contentRef, error) {
 		return nil, fmt.Errorf("versionstore: read prior bytes of %q: %w", c.Path, err)
 	}
 	defer f.Close()
-	// A clone needs only the headroom Record checked: its blocks are the
-	// live file's until that diverges.
+	// A clone needs no room for the bytes: its blocks are the live file's
+	// until that diverges.
 	if ref := s.cloneInto(f, c.Prior.Size); ref != nil {
+		if err := s.checkSpace(0); err != nil {
+			unix.Unlinkat(int(s.attic.Fd()), ref.Attic, 0) // no event names it
+			return nil, err
+		}
 		return ref, nil
 	}
 	if err := s.checkSpace(c.Prior.Size); err != nil {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,5 +188,29 @@ func TestFullStoreTakesCapturesOnceSpaceIsBack(t *testing.T) {
 	}
 	if b := ballastBytes(s); b != 32<<20 {
 		t.Errorf("the ballast is %d bytes once space is back, want %d", b, 32<<20)
+	}
+}
+
+// TestRefusedCopyKeepsTheBallast: on a full disk, an rm whose bytes the
+// attic cannot link (the store on another filesystem: EXDEV) needs a copy
+// and is refused, without giving up any of the ballast, which is there
+// for the records that need no bytes.
+func TestRefusedCopyKeepsTheBallast(t *testing.T) {
+	var free int64
+	s, tree, root := openOnFullDisk(t, &free)
+	writeFile(t, filepath.Join(root, "f"), make([]byte, 1<<20))
+	s.Begin(ckpt.KindAgent, "", "")
+	st, ino, err := tree.LstatInode("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ckpt.Capture{Path: "f", Prior: st, Inode: ino,
+		Link: func(*os.File, string) error { return syscall.EXDEV },
+		Open: func() (*os.File, error) { return tree.Open("f") }}
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); !errors.Is(err, ckpt.ErrStoreFull) {
+		t.Fatalf("rm needing a 1 MiB copy on a full disk: %v, want store full", err)
+	}
+	if b := ballastBytes(s); b != 32<<20 {
+		t.Errorf("the ballast is %d bytes after a refused copy, want %d", b, 32<<20)
 	}
 }
