@@ -384,6 +384,82 @@ func TestRmAndMvOfBigFilesOnAFullDisk(t *testing.T) {
 	checkModel(t, proj, before)
 }
 
+// On a disk with no byte free (the store inside the project, on the same
+// filesystem), rm, mv and chmod work: the deleted file's bytes are kept
+// by a hard link into the attic and the store's reserve pays for the
+// records. `ckptfs status` says the store is full until space is back,
+// and no longer once a delete freed it; writes are taken again, and a
+// rewind brings the tree back exactly.
+func TestRmMvChmodOnADiskWithNoByteFree(t *testing.T) {
+	needTurnctl(t)
+	fsDir := mountTmpfs(t, "128m")
+	proj := filepath.Join(fsDir, "proj")
+	if err := os.Mkdir(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(3))
+	model := map[string][]byte{"big": make([]byte, 16<<20), "a": []byte("a\n"), "m": []byte("m\n")}
+	rng.Read(model["big"])
+	for p, b := range model {
+		if err := os.WriteFile(filepath.Join(proj, p), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := mountProject(t, proj, "--keep-size", "1GiB")
+	before := copyTree(model)
+	m.turnctl(t, "begin", "--label", "on a full disk")
+	// Fill the disk, outside the project, to the last byte.
+	var st unix.Statfs_t
+	if err := unix.Statfs(fsDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(fsDir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(st.Bavail)*int64(st.Bsize)); err != nil {
+		t.Fatalf("fill the disk: %v", err)
+	}
+	f.Close()
+	if err := unix.Statfs(fsDir, &st); err != nil || st.Bavail != 0 {
+		t.Fatalf("%d blocks free after filling the disk (%v)", st.Bavail, err)
+	}
+	if err := os.Remove(filepath.Join(proj, "big")); err != nil {
+		t.Errorf("rm with no byte free: %v", err)
+	}
+	if err := os.Rename(filepath.Join(proj, "a"), filepath.Join(proj, "a2")); err != nil {
+		t.Errorf("mv with no byte free: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(proj, "m"), 0o600); err != nil {
+		t.Errorf("chmod with no byte free: %v", err)
+	}
+	m.turnctl(t, "end")
+	if rep := ckptfsStatus(t, m); rep["store_full"] != true {
+		t.Errorf("ckptfs status while the reserve pays for records: store_full %v", rep["store_full"])
+	}
+	if err := os.Remove(filepath.Join(fsDir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	if rep := ckptfsStatus(t, m); rep["store_full"] != false {
+		t.Errorf("ckptfs status once space is back: store_full %v, %v", rep["store_full"], rep["store_error"])
+	}
+	m.turnctl(t, "begin")
+	if err := os.WriteFile(filepath.Join(proj, "m"), []byte("m2\n"), 0o644); err != nil {
+		t.Errorf("write once space is back: %v", err)
+	}
+	m.turnctl(t, "end")
+	m.turnctl(t, "rewind", "0")
+	checkModel(t, proj, before)
+	for p := range before {
+		if fi, err := os.Stat(filepath.Join(proj, p)); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s after the rewind: mode %v, want 0644", p, fi.Mode())
+		}
+	}
+	m.Unmount(t)
+}
+
 func copyTree(m map[string][]byte) map[string][]byte {
 	c := make(map[string][]byte, len(m))
 	for k, v := range m {
