@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
@@ -212,5 +214,72 @@ func TestRefusedCopyKeepsTheBallast(t *testing.T) {
 	}
 	if b := ballastBytes(s); b != 32<<20 {
 		t.Errorf("the ballast is %d bytes after a refused copy, want %d", b, 32<<20)
+	}
+}
+
+// TestShortBallastAtOpenOnAFullDisk: a store reopened on a disk too full
+// to make its ballast whole (it paid for records before) keeps what the
+// ballast has and is full; once space is back the ballast is whole again
+// and the store is not full.
+func TestShortBallastAtOpenOnAFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+	})
+	store := filepath.Join(dir, "store")
+	s, err := Open(store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := ballastBytes(s)
+	s.Close()
+	if whole != 8<<20 {
+		t.Fatalf("a %d-byte ballast on a 64 MiB tmpfs, want %d", whole, 8<<20)
+	}
+	// Half the ballast paid for records.
+	if err := os.Truncate(filepath.Join(store, "ballast"), whole/2); err != nil {
+		t.Fatal(err)
+	}
+	// 2 MiB free: room for Pebble to open, not for the ballast's 4 MiB.
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(st.Bavail)*int64(st.Bsize)-2<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err = Open(store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if b := ballastBytes(s); b != whole/2 {
+		t.Errorf("the ballast is %d bytes after a failed refill, want the %d it had", b, whole/2)
+	}
+	// (s.full, not Health: Pebble's opening may free space meanwhile.)
+	s.mu.Lock()
+	full := s.full
+	s.mu.Unlock()
+	if !full {
+		t.Error("not full with the ballast short and no room to refill it")
+	}
+	if err := os.Remove(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	if s.Health().Full {
+		t.Error("still full once space is back")
+	}
+	if b := ballastBytes(s); b != whole {
+		t.Errorf("the ballast is %d bytes once space is back, want %d", b, whole)
 	}
 }

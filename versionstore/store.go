@@ -197,8 +197,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.learnAttic()
 	}
 	if s.dirf != nil {
-		if _, total, err := s.statfs(); err == nil {
-			s.makeBallast(ballastSize(total)) // best effort (space.go)
+		// Best effort (space.go); a ballast the disk has no room to make
+		// whole leaves the store full until space is back.
+		if _, total, err := s.statfs(); err == nil && isENOSPC(s.makeBallast(ballastSize(total))) {
+			s.full = true
 		}
 	}
 	// Before Pebble replays (and flushes) the log a killed daemon left:
