@@ -460,6 +460,88 @@ func TestRmMvChmodOnADiskWithNoByteFree(t *testing.T) {
 	m.Unmount(t)
 }
 
+// mountExt4 mounts a new ext4 image of size bytes (with its default 5 %
+// reserved for root) on a new directory, by a loop device that the
+// unmount at the test's end detaches.
+func mountExt4(t *testing.T, size int64) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", img).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.ext4: %v %s", err, out)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("mount -o loop: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// The tester's case: on ext4, a program of root's fills the disk to the
+// last block, the blocks reserved for root too. rm, mv and chmod still
+// work: what the store's reserve gives back is room for the daemon's own
+// writes (root's), though none for others'.
+func TestRmOnAnExt4DiskRootFilled(t *testing.T) {
+	needTurnctl(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	fsDir := mountExt4(t, 128<<20)
+	proj := filepath.Join(fsDir, "proj")
+	if err := os.Mkdir(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	model := map[string][]byte{"small": []byte("small\n"), "m": []byte("m\n")}
+	for p, b := range model {
+		if err := os.WriteFile(filepath.Join(proj, p), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := mountProject(t, proj, "--keep-size", "1GiB")
+	m.turnctl(t, "begin", "--label", "build fills disk")
+	// Root's build fills every block (f is written through the mount).
+	f, err := os.Create(filepath.Join(proj, "build.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill the disk: %v", err)
+			}
+			break
+		}
+	}
+	f.Close()
+	m.turnctl(t, "end")
+	var st unix.Statfs_t
+	if err := unix.Statfs(fsDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d KiB free (%d for others) with the disk filled", int64(st.Bfree)*int64(st.Bsize)>>10, int64(st.Bavail)*int64(st.Bsize)>>10)
+	if err := os.Remove(filepath.Join(proj, "build.log")); err != nil {
+		t.Errorf("rm with the disk filled: %v", err)
+	}
+	if err := os.Rename(filepath.Join(proj, "small"), filepath.Join(proj, "small2")); err != nil {
+		t.Errorf("mv with the disk filled: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(proj, "m"), 0o600); err != nil {
+		t.Errorf("chmod with the disk filled: %v", err)
+	}
+	m.Unmount(t)
+}
+
 func copyTree(m map[string][]byte) map[string][]byte {
 	c := make(map[string][]byte, len(m))
 	for k, v := range m {

@@ -312,7 +312,7 @@ func (s *Store) checkSpace(size int64) error {
 		}
 	}
 	if size == 0 {
-		return s.roomForRecord(avail)
+		return s.roomForRecord()
 	}
 	if avail < need {
 		s.fullNeed.Store(need)
@@ -325,24 +325,45 @@ func (s *Store) checkSpace(size int64) error {
 }
 
 // roomForRecord admits a record that stores no bytes (a rename, an
-// unlink linked into the attic, a mode change, a directory, a symlink),
-// avail bytes being free: with less than headroom free the ballast gives
-// back a ballastSlice to pay for it, and the store is full until space is
-// back (spaceBack). It refuses (ckpt.ErrStoreFull) only when less than
-// recordRoom is free even so.
-func (s *Store) roomForRecord(avail int64) error {
-	if avail < headroom && s.shrinkBallast(ballastSlice) {
+// unlink linked into the attic, a mode change, a directory, a symlink):
+// with less than headroom free to the store's own writes (writableFree)
+// the ballast gives back a ballastSlice to pay for it, and the store is
+// full until space is back (spaceBack). It refuses (ckpt.ErrStoreFull)
+// only when less than recordRoom is free even so.
+func (s *Store) roomForRecord() error {
+	free, err := s.writableFree()
+	if err != nil {
+		return nil // cannot tell: let the write try
+	}
+	if free < headroom && s.shrinkBallast(ballastSlice) {
 		s.mu.Lock()
 		s.full = true
 		s.mu.Unlock()
-		if a, _, err := s.statfs(); err == nil {
-			avail = a
+		if free, err = s.writableFree(); err != nil {
+			return nil
 		}
 	}
-	if avail < recordRoom {
-		return fmt.Errorf("%w: %d bytes free under %s, and no ballast left", ckpt.ErrStoreFull, avail, s.dir)
+	if free < recordRoom {
+		return fmt.Errorf("%w: %d bytes free under %s, and its ballast is spent", ckpt.ErrStoreFull, free, s.dir)
 	}
 	return nil
+}
+
+// writableFree returns the bytes the store's own writes may still take:
+// run as root, the blocks a filesystem reserves for root count (ext4's 5 %
+// by default, which a program of root's that filled the disk has taken
+// too: without them a slice of ballast given back would not raise the
+// space available to others above 0).
+func (s *Store) writableFree() (int64, error) {
+	if diskOf != nil || os.Geteuid() != 0 {
+		avail, _, err := s.statfs()
+		return avail, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(s.dirf.Fd()), &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bfree) * int64(st.Bsize), nil
 }
 
 // spaceBack ends the store's full state when avail bytes free hold need
