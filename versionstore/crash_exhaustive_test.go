@@ -15,8 +15,8 @@ import (
 	"ckptfs/internal/ckpt"
 )
 
-// partialTree is a failingTree whose last, failing RemoveAll of a
-// directory removes part of it first: a kill -9 inside the removal.
+// partialTree is a failingTree whose last RemoveAll of a directory, the
+// one killed, removes part of it first: a kill -9 inside the removal.
 type partialTree struct {
 	failingTree
 	root string
@@ -24,14 +24,12 @@ type partialTree struct {
 }
 
 func (f *partialTree) RemoveAll(p string) error {
-	if err := f.spend(); err != nil {
-		fi, err2 := os.Lstat(filepath.Join(f.root, p))
-		if err2 != nil || !fi.IsDir() {
-			return err
-		}
+	if fi, err := os.Lstat(filepath.Join(f.root, p)); f.budget <= 0 && err == nil && fi.IsDir() {
 		if ents, _ := os.ReadDir(filepath.Join(f.root, p)); len(ents) > 0 && f.rng.Intn(2) == 0 {
 			os.RemoveAll(filepath.Join(f.root, p, ents[f.rng.Intn(len(ents))].Name()))
 		}
+	}
+	if err := f.spend(); err != nil {
 		return err
 	}
 	return f.Tree.RemoveAll(p)
@@ -85,7 +83,10 @@ func crashRewindAt(t *testing.T, seed int64, budget int) bool {
 	j := rng.Intn(len(turns) - 1)
 	what := fmt.Sprintf("seed %d, rewind to %d, crash after %d mutations", seed, turns[j], budget)
 	ft := &partialTree{failingTree: failingTree{Tree: tree, budget: budget}, root: root, rng: rand.New(rand.NewSource(int64(budget)))}
-	_, err := s.Rewind(turns[j], ft, RewindOptions{})
+	err := killable(func() error {
+		_, err := s.Rewind(turns[j], ft, RewindOptions{})
+		return err
+	})
 	if err == nil {
 		defer s.Close()
 		if d := diffSnap(snaps[j], takeSnapshot(t, root)); d != "" {
@@ -112,7 +113,7 @@ func crashRewindAt(t *testing.T, seed int64, budget int) bool {
 	// The recovery is killed too, now and then.
 	if rng.Intn(2) == 0 {
 		ft2 := &partialTree{failingTree: failingTree{Tree: tree, budget: rng.Intn(budget + 2)}, root: root, rng: rand.New(rand.NewSource(int64(budget) + 1))}
-		if _, err := s2.Recover(ft2); err != nil && !errors.Is(err, errCrash) {
+		if err := killable(func() error { _, err := s2.Recover(ft2); return err }); err != nil && !errors.Is(err, errCrash) {
 			t.Fatalf("%s: first recovery: %v", what, err)
 		} else if err != nil {
 			what += fmt.Sprintf(", recovery crashed after %d", ft2.budget)

@@ -102,8 +102,10 @@ func TestCrashKeepsReturnedCaptures(t *testing.T) {
 	s.Close()
 }
 
-// failingTree fails every mutation after budget of them: a crash half-way
-// through applying a rewind.
+// failingTree kills the rewind (panics with errCrash) at its mutation
+// after budget of them: a crash half-way through applying a rewind. A
+// rewind that fails with an error rolls back what it did; a kill leaves
+// it to Recover. Run the rewind under killable.
 type failingTree struct {
 	ckpt.Tree
 	budget int
@@ -113,10 +115,23 @@ var errCrash = errors.New("simulated crash")
 
 func (f *failingTree) spend() error {
 	if f.budget <= 0 {
-		return errCrash
+		panic(errCrash)
 	}
 	f.budget--
 	return nil
+}
+
+// killable runs fn, and returns errCrash if a failingTree killed it.
+func killable(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r != errCrash {
+				panic(r)
+			}
+			err = errCrash
+		}
+	}()
+	return fn()
 }
 
 func (f *failingTree) RemoveAll(p string) error {
@@ -195,7 +210,10 @@ func TestCrashDuringRewind(t *testing.T) {
 			j := rng.Intn(len(turns) - 1)
 			before := takeSnapshot(t, root)
 			ft := &failingTree{Tree: tree, budget: rng.Intn(8)}
-			_, err := s.Rewind(turns[j], ft, RewindOptions{})
+			err := killable(func() error {
+				_, err := s.Rewind(turns[j], ft, RewindOptions{})
+				return err
+			})
 			if err == nil {
 				t.Skipf("rewind finished within the budget (%d ops)", ft.budget)
 			}

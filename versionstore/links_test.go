@@ -46,7 +46,10 @@ func crashLinksAt(t *testing.T, seed int64, budget int) bool {
 	what := fmt.Sprintf("seed %d, rewind to %d, crash after %d mutations", seed, turns[j], budget)
 	before := takeSnapshot(t, m.root)
 	ft := &failingTree{Tree: m.tree, budget: budget}
-	_, err := m.store.Rewind(turns[j], ft, RewindOptions{})
+	err := killable(func() error {
+		_, err := m.store.Rewind(turns[j], ft, RewindOptions{})
+		return err
+	})
 	if err == nil {
 		defer m.store.Close()
 		if d := diffSnap(snaps[j], takeSnapshot(t, m.root)); d != "" {
