@@ -56,11 +56,14 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 			return true, err
 		}
 		if j.Rollback != "" {
-			return true, &RolledBackError{Turn: j.Turn, Cause: journaledCause(j.Rollback)}
+			return true, journaledRollback(j, nil)
 		}
 		return true, nil
 	}
-	if err := s.runJournalOrRollBack(j, live, ckpt.Program{Comm: "ckptfs-recover"}); err != nil {
+	// A rewind Recover cannot finish for any reason but unreadable bytes
+	// (a full disk) keeps its journal: it is finished at a later start,
+	// once the cause is gone, as the user asked for it.
+	if err := s.runJournalOrRollBack(j, live, ckpt.Program{Comm: "ckptfs-recover"}, false); err != nil {
 		return true, err
 	}
 	if err := s.noteRewound(j); err != nil {

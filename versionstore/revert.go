@@ -214,12 +214,13 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if label == "" {
 		label = "revert of " + PointWord(n)
 	}
+	op := label // what it calls itself in an error ("undo turn 4")
 	t, err := s.Begin(ckpt.KindRevert, label, "")
 	if err != nil {
 		return res, err
 	}
 	crashpoint.Hit("rewind.begun")
-	j := &rewindJournal{Target: n, Turn: t.Num, Stop: stop, Actions: actions, Restore: true, Lost: res.NotRestored, progress: opts.Progress}
+	j := &rewindJournal{Target: n, Turn: t.Num, Stop: stop, Actions: actions, Restore: true, Lost: res.NotRestored, Op: op, progress: opts.Progress}
 	if err := s.journalAndRun(j, t.Num, n, live, opts.Who); err != nil {
 		return res, err
 	}

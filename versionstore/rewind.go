@@ -172,18 +172,21 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		return res, err
 	}
 	label := fmt.Sprintf("rewind to %s", PointName(target))
+	op := "rewind to " + PointWord(target)
 	switch {
 	case opts.Undo:
 		label = fmt.Sprintf("undo turn %d", target+1)
+		op = label
 	case opts.Paths != nil:
 		label = fmt.Sprintf("%s%s from %s", ckpt.RestoreLabelPrefix, strings.Join(prefixes, " "), PointName(target))
+		op = fmt.Sprintf("restore of %s from %s", strings.Join(prefixes, " "), PointWord(target))
 	}
 	t, err := s.Begin(ckpt.KindRewind, label, "")
 	if err != nil {
 		return res, err
 	}
 	crashpoint.Hit("rewind.begun")
-	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost, LinkPass: true, progress: opts.Progress}
+	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost, LinkPass: true, Op: op, progress: opts.Progress}
 	if j.Restore {
 		j.Next = 0
 		j.Paths, j.Links = prefixes, !shared

@@ -58,6 +58,13 @@ type rewindJournal struct {
 	// turn's own records, and says what stopped the rewind it undoes
 	// (rewind_rollback.go).
 	Rollback string `json:"rollback,omitempty"`
+	// Why says what Rollback is: "" (whyUnreadable, and every journal
+	// of older versions) the error of bytes the rewind could not read,
+	// else (whyFull, whyFailed) a one-line reason the rewind failed.
+	Why string `json:"why,omitempty"`
+	// Op is what the rewind calls itself in an error ("rewind to turn
+	// 3", "revert of turn 4"); "" in journals of older versions.
+	Op string `json:"op,omitempty"`
 	// Jumps are the reverse pass's shortcuts over earlier rewinds
 	// (rewindJumps), newest first: when Next reaches a jump's At, the
 	// pass goes on from its To. They are planned once, before the first
@@ -131,7 +138,7 @@ func (s *Store) journalAndRun(j *rewindJournal, turn, target uint64, live ckpt.T
 		return fmt.Errorf("versionstore: %w", err)
 	}
 	crashpoint.Hit("rewind.journaled")
-	return s.runJournalOrRollBack(j, live, who)
+	return s.runJournalOrRollBack(j, live, who, true)
 }
 
 // saveProgress saves the journal but for its plan, which is unchanged.
