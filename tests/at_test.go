@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -255,6 +256,19 @@ func TestAt(t *testing.T) {
 	}
 	if out, err := runCkptfs("umount", views[0]); err != nil || isView(views[0]) {
 		t.Fatalf("ckptfs umount %s: %v %s", views[0], err, out)
+	}
+	// The daemon lets the turn go once its server of the view has seen
+	// the unmount, a moment after umount returns (longer on a loaded
+	// machine).
+	for i := 0; ; i++ {
+		stderr, code := m.turnctlFail(t, "forget", "--before", "1", "--dry-run")
+		if code == 0 {
+			break
+		}
+		if i == 100 || !strings.Contains(stderr, "a view of it is mounted") {
+			t.Fatalf("forget --dry-run after the view's umount: exit %d, %q", code, stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	m.turnctl(t, "forget", "--before", "1")
 	stderr, _, code := runCkptfsCode(t, "mount", "--at", "0", m.Dir, spare)
