@@ -2,8 +2,6 @@ package fusefs
 
 import (
 	"context"
-
-	"golang.org/x/sys/unix"
 )
 
 // exclusive.go owns the turn boundary: Exclusive, which holds the mutation
@@ -16,11 +14,9 @@ import (
 // holding the lock could deadlock against a request that holds a kernel
 // inode lock and waits for ours.
 func (r *Root) Exclusive(fn func() error) error {
-	if f := r.mountFile(); f != nil {
-		// Not under the lock: flushing sends WRITE requests, which take
-		// the read lock.
-		unix.Syncfs(int(f.Fd()))
-	}
+	// Not under the lock: flushing sends WRITE requests, which take the
+	// read lock.
+	r.syncMount()
 	r.gate.Lock()
 	r.exclusive.Store(true)
 	err := fn()

@@ -169,7 +169,6 @@ func mountFake(t *testing.T, dir string, opts Options) *Root {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		r.Close()
 		if err := srv.Unmount(); err != nil {
 			unix.Unmount(dir, unix.MNT_DETACH)
 		}

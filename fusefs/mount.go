@@ -146,24 +146,25 @@ func closeIsNoop(fsType int64) bool {
 	return false
 }
 
-func (r *Root) mountFile() *os.File {
-	r.mntMu.Lock()
-	defer r.mntMu.Unlock()
-	if r.mnt == nil && r.mountDir != "" {
-		f, err := os.OpenFile(r.mountDir, os.O_RDONLY|unix.O_DIRECTORY, 0)
-		if err == nil {
-			r.mnt = f
-		}
+// syncMount flushes the kernel's dirty pages of the mount (syncfs). It
+// opens the mount by its path for the call only: a lasting fd of the
+// mount, in the daemon, would keep the mount alive after a lazy detach
+// from outside (umount -l), so that the FUSE connection never ended and
+// the daemon never learnt it was unmounted. Once the path no longer leads
+// to this mount (detached, or moved along with a parent directory),
+// there is nothing to flush through it, and it does nothing.
+func (r *Root) syncMount() {
+	if r.mountDir == "" {
+		return
 	}
-	return r.mnt
-}
-
-// Close releases the fds the Root holds (after unmounting).
-func (r *Root) Close() {
-	r.mntMu.Lock()
-	if r.mnt != nil {
-		r.mnt.Close()
-		r.mnt = nil
+	fd, err := unix.Open(r.mountDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
 	}
-	r.mntMu.Unlock()
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Ino != 1 || st.Dev == r.rootDev {
+		return // not the mount's root: the directory it covered
+	}
+	unix.Syncfs(fd)
 }

@@ -127,9 +127,7 @@ type Root struct {
 	// noFlush: FLUSH is answered ENOSYS (closeIsNoop).
 	noFlush bool
 
-	mountDir string
-	mntMu    sync.Mutex
-	mnt      *os.File // an fd of the mount itself, for syncfs
+	mountDir string // where Mount mounted it (syncMount)
 
 	relief  *fdRelief     // has the kernel forget inodes near the fd limit
 	useSeq  atomic.Uint64 // the last Node.used

@@ -269,7 +269,6 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 	}); err != nil {
 		logger.Printf("close open turn, save manifest: %v", err)
 	}
-	root.Close() // its fd of the mount would keep the mount busy
 	unmount(srv, dir, logger)
 	if _, open := store.Current(); open {
 		store.End("") // a change that came in after the boundary

@@ -1,0 +1,78 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A mount detached behind ckptfs's back (umount -l) ends its daemon as an
+// unmount from outside does: the open turn closed, the manifest saved, so
+// that what is changed in the directory afterwards is recorded as an
+// offline turn at the next mount. The turn boundary before opens the
+// daemon's fd of its own mount (syncfs), which must not keep the detached
+// mount alive.
+func TestLazyDetachFromOutsideEndsTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // a lingering daemon
+	m.turnctl(t, "begin", "--label", "t1")
+	writeTree(t, dir, map[string]string{"made-in-t1.txt": "t1\n"})
+
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid, "a lazy detach (umount -l)")
+	detachedEdits(t, dir)
+
+	m = mountProject(t, dir)
+	checkDetachedEdits(t, m)
+}
+
+// waitGone fails the test unless the daemon pid ends within 10 s of what.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	for i := 0; i < 500 && alive(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(pid) {
+		t.Fatalf("the daemon (pid %d) still runs 10 s after %s", pid, what)
+	}
+}
+
+// detachedEdits changes the directory a detached mount had covered.
+func detachedEdits(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "a.txt"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("edited directly\n")
+	f.Close()
+	if err := os.Remove(filepath.Join(dir, "made-in-t1.txt")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkDetachedEdits checks that the next mount recorded detachedEdits
+// as an offline turn after t1.
+func checkDetachedEdits(t *testing.T, m *Mount) {
+	t.Helper()
+	log := m.turnctl(t, "log")
+	if !strings.Contains(log, "t1") || !strings.Contains(log, "changed while unmounted") {
+		t.Fatalf("turnctl log shows no offline turn after t1:\n%s", log)
+	}
+	show := m.turnctl(t, "show", "2")
+	for _, want := range []string{"a.txt", "made-in-t1.txt"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("turnctl show 2 (the offline turn) does not name %s:\n%s", want, show)
+		}
+	}
+}
