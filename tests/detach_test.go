@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -30,6 +31,34 @@ func TestLazyDetachFromOutsideEndsTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, pid, "a lazy detach (umount -l)")
+	detachedEdits(t, dir)
+
+	m = mountProject(t, dir)
+	checkDetachedEdits(t, m)
+}
+
+// The same with a process still in the detached mount (its cwd): the
+// mount lives on for it, and the daemon ends anyway, as 'ckptfs umount
+// --lazy' has it end; that process then sees a dead directory.
+func TestLazyDetachWhileInUseEndsTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	m.turnctl(t, "begin", "--label", "t1")
+	writeTree(t, dir, map[string]string{"made-in-t1.txt": "t1\n"})
+	sleeper := exec.Command("sleep", "60")
+	sleeper.Dir = dir
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid, "a lazy detach (umount -l) of a mount in use")
 	detachedEdits(t, dir)
 
 	m = mountProject(t, dir)

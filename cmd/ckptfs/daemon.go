@@ -26,7 +26,8 @@ import (
 )
 
 // daemon serves the mount in this process until SIGTERM/SIGINT or an
-// external unmount. With o.readyFd set, it reports on that fd (readyPipe)
+// external unmount (a lazy detach too, even while processes still use the
+// detached mount: watchDetach). With o.readyFd set, it reports on that fd (readyPipe)
 // what its start found that the user must know, then "ok" (or the error
 // line) once the mount is live. In the foreground (-f) those notes go to
 // stderr, and so do the warnings 'ckptfs mount' prints of the processes
@@ -245,11 +246,19 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 
 	waited := make(chan struct{})
 	go func() { srv.Wait(); close(waited) }()
+	var detached <-chan struct{} // never, if the mount cannot be found
+	if mnt, ok := topMount(dir); ok {
+		stopWatch := make(chan struct{})
+		defer close(stopWatch)
+		detached = watchDetach(mnt.Dev, stopWatch)
+	}
 	select {
 	case s := <-sigs:
 		logger.Printf("%v: closing the open turn and unmounting", s)
 	case <-waited:
 		logger.Printf("unmounted from outside")
+	case <-detached:
+		logger.Printf("detached from outside (umount -l): closing the open turn and ending")
 	}
 	endWarm()
 	stopControl()
