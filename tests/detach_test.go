@@ -4,12 +4,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/rundir"
 )
 
 // A mount detached behind ckptfs's back (umount -l) ends its daemon as an
@@ -104,4 +107,51 @@ func checkDetachedEdits(t *testing.T, m *Mount) {
 			t.Errorf("turnctl show 2 (the offline turn) does not name %s:\n%s", want, show)
 		}
 	}
+}
+
+// A daemon killed after 'ckptfs umount' asked it to stop and before it
+// saved the manifest: umount detaches the dead mount, but says on stderr
+// that changes made until the next mount will not be in the history, and
+// exits 1.
+func TestUmountTellsTheDaemonDiedBeforeItsManifest(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	// Stopped, the daemon cannot act on umount's SIGTERM before the kill.
+	syscall.Kill(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	cmd := exec.Command(ckptfsBin, "umount", dir)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once umount's SIGTERM is pending.
+	for i := 0; i < 500 && !sigtermPending(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	err := cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	if code != 1 || !strings.Contains(stderr.String(), "died before it saved the record of the tree") || !strings.Contains(stderr.String(), "mount again") || stdout.Len() > 0 {
+		t.Errorf("ckptfs umount with the daemon killed: %v, exit %d\nstdout: %s\nstderr: %s\nwant exit 1 and the loss told on stderr", err, code, stdout.String(), stderr.String())
+	}
+	if rundir.IsMounted(dir) {
+		t.Errorf("%s still mounted after ckptfs umount", dir)
+	}
+}
+
+// sigtermPending reports whether a SIGTERM waits for the process pid (a
+// stopped one) to take it.
+func sigtermPending(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + itoa(pid) + "/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && (k == "ShdPnd" || k == "SigPnd") {
+			if n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && n&(1<<(syscall.SIGTERM-1)) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

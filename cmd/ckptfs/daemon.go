@@ -215,7 +215,8 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 		unmount(srv, dir, logger)
 		return fmt.Errorf("mount: control socket: %v", err)
 	}
-	if err := rundir.WriteInfo(rundir.Info{Dir: dir, Store: o.store, PID: os.Getpid(), Socket: sock, Started: time.Now()}); err != nil {
+	info := rundir.Info{Dir: dir, Store: o.store, PID: os.Getpid(), Socket: sock, Started: time.Now()}
+	if err := rundir.WriteInfo(info); err != nil {
 		stopControl()
 		unmount(srv, dir, logger)
 		return fmt.Errorf("mount: %v", err)
@@ -277,6 +278,13 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 		return store.SaveManifest(tree, started.Skip, o.excludes)
 	}); err != nil {
 		logger.Printf("close open turn, save manifest: %v", err)
+	} else {
+		// Tell 'ckptfs umount', which waits for this process to end,
+		// that it did not die before the manifest was saved.
+		info.Saved = true
+		if err := rundir.WriteInfo(info); err != nil {
+			logger.Printf("note the saved manifest in %s's info file: %v", dir, err)
+		}
 	}
 	unmount(srv, dir, logger)
 	if _, open := store.Current(); open {

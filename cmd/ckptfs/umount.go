@@ -41,7 +41,14 @@ leave it.`, stdout)
 		return err
 	}
 	dir = filepath.Clean(dir)
-	for _, d := range []string{dir, canonical(dir)} {
+	// A view on DIR as given, else on DIR resolved; not resolved when DIR
+	// is a project's mount: that stats DIR, which asks its daemon, and
+	// would hang on a stopped one before umount even signalled it.
+	paths := []string{dir}
+	if !rundir.IsMounted(dir) {
+		paths = append(paths, canonical(dir))
+	}
+	for _, d := range paths {
 		if m, ok := viewMount(d); ok {
 			if err := umountView(d, m, lazy, stderr); err != nil {
 				return err
@@ -72,6 +79,9 @@ leave it.`, stdout)
 // and unmounts) and waits until it is gone and the mount with it; a mount
 // left by a dead daemon is detached. A live mount some process uses is
 // refused, or with lazy detached first (the daemon still closes the turn).
+// A daemon that dies (killed, crashed) before it saved the record of the
+// tree (rundir.Info.Saved) fails the umount, after the detach: changes
+// made until the next mount will not be in the history.
 func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) error {
 	info, ierr := rundir.ReadInfo(dir)
 	mnt, mounted := topMount(dir)
@@ -85,6 +95,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 			return fmt.Errorf("umount: %v", err)
 		}
 	}
+	var died error
 	if ierr == nil && alive(info.PID) {
 		var holders []holder
 		if mounted {
@@ -118,7 +129,10 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if len(holders) > 0 {
+		if now, err := rundir.ReadInfo(dir); err == nil && now.PID == info.PID && !now.Saved {
+			// It ends by removing its info file, after saving.
+			died = fmt.Errorf("umount: the daemon of %s (pid %d) died before it saved the record of the tree: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s')", dir, info.PID, dir)
+		} else if len(holders) > 0 {
 			fmt.Fprintf(stderr, "ckptfs: umount: %s was in use by %s; closed its open turn and detached it lazily: those processes see a dead directory until they leave it\n", dir, listHolders(holders))
 		}
 	}
@@ -128,7 +142,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 		}
 	}
 	rundir.Remove(dir)
-	return nil
+	return died
 }
 
 // topMount returns the topmost ckptfs mount on dir.

@@ -52,6 +52,11 @@ type Info struct {
 	PID     int       `json:"pid"`
 	Socket  string    `json:"socket"`
 	Started time.Time `json:"started"`
+	// Saved: the daemon, stopping, has saved the record of the tree
+	// (the manifest the next mount compares the tree with), and ends.
+	// A daemon gone with its info file left and Saved false died before
+	// it: changes made until the next mount are not told apart.
+	Saved bool `json:"saved,omitempty"`
 }
 
 // Dir returns the runtime directory, creating it (mode 0700) if needed.
