@@ -155,3 +155,37 @@ func sigtermPending(pid int) bool {
 	}
 	return false
 }
+
+// A mount moved along with its parent directory (mv) is unmounted by its
+// new path as by the old: 'ckptfs umount NEWPATH' has the daemon close
+// the open turn and save the manifest, and waits for it, so that what is
+// changed afterwards is an offline turn at the next mount, there.
+func TestUmountAfterTheParentMoved(t *testing.T) {
+	top := t.TempDir()
+	dir := filepath.Join(top, "p", "proj")
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	m.turnctl(t, "begin", "--label", "t1")
+	writeTree(t, dir, map[string]string{"made-in-t1.txt": "t1\n"})
+
+	if err := os.Rename(filepath.Join(top, "p"), filepath.Join(top, "q")); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(top, "q", "proj")
+	t.Cleanup(func() { forceUnmount(t, moved) })
+	if out, err := runCkptfs("umount", moved); err != nil {
+		t.Fatalf("ckptfs umount %s: %v\n%s", moved, err, out)
+	}
+	if alive(pid) {
+		t.Fatalf("ckptfs umount %s returned with the daemon (pid %d) still running", moved, pid)
+	}
+	if rundir.IsMounted(moved) {
+		t.Fatalf("%s still mounted after ckptfs umount", moved)
+	}
+	detachedEdits(t, moved)
+
+	m = mountProject(t, moved)
+	checkDetachedEdits(t, m)
+}

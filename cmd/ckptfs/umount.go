@@ -82,11 +82,18 @@ leave it.`, stdout)
 // A daemon that dies (killed, crashed) before it saved the record of the
 // tree (rundir.Info.Saved) fails the umount, after the detach: changes
 // made until the next mount will not be in the history.
+//
+// A mount moved with a parent directory keeps the info file of the path
+// it was made on, its source in the mount table: its daemon is found
+// there (movedInfo).
 func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) error {
 	info, ierr := rundir.ReadInfo(dir)
 	mnt, mounted := topMount(dir)
 	if ierr != nil && !mounted {
 		return fmt.Errorf("umount: %s is not a ckptfs mount", dir)
+	}
+	if ierr != nil {
+		info, ierr = movedInfo(mnt)
 	}
 	if mounted {
 		// Another user's daemon takes no signal from us, and its runtime
@@ -129,7 +136,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if now, err := rundir.ReadInfo(dir); err == nil && now.PID == info.PID && !now.Saved {
+		if now, err := rundir.ReadInfo(info.Dir); err == nil && now.PID == info.PID && !now.Saved {
 			// It ends by removing its info file, after saving.
 			died = fmt.Errorf("umount: the daemon of %s (pid %d) died before it saved the record of the tree: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s')", dir, info.PID, dir)
 		} else if len(holders) > 0 {
@@ -142,7 +149,28 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 		}
 	}
 	rundir.Remove(dir)
+	if ierr == nil && info.Dir != dir {
+		rundir.Remove(info.Dir)
+	}
 	return died
+}
+
+// movedInfo returns the info file of the daemon of mnt, a mount moved away
+// from the path it was made on (mnt.Source, which names the info file):
+// an error when there is none, or when it is another daemon's, which
+// mounted that path since.
+func movedInfo(mnt rundir.Mount) (rundir.Info, error) {
+	if mnt.Source == "" || mnt.Source == mnt.Dir {
+		return rundir.Info{}, rundir.ErrNotMounted
+	}
+	info, err := rundir.ReadInfo(mnt.Source)
+	if err != nil {
+		return info, err
+	}
+	if other, ok := topMount(info.Dir); ok && other.Dev != mnt.Dev {
+		return rundir.Info{}, rundir.ErrNotMounted
+	}
+	return info, nil
 }
 
 // topMount returns the topmost ckptfs mount on dir.
