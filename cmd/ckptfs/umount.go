@@ -79,9 +79,11 @@ leave it.`, stdout)
 // and unmounts) and waits until it is gone and the mount with it; a mount
 // left by a dead daemon is detached. A live mount some process uses is
 // refused, or with lazy detached first (the daemon still closes the turn).
-// A daemon that dies (killed, crashed) before it saved the record of the
-// tree (rundir.Info.Saved) fails the umount, after the detach: changes
-// made until the next mount will not be in the history.
+// A daemon that dies (killed, crashed) after umount signalled it and
+// before it saved the record of the tree (rundir.Info.Saved) fails the
+// umount, after the detach: changes made until the next mount will not be
+// in the history. One dead before umount ran is told of on stderr, and
+// its mount detached without failing: cleaning up is all umount can do.
 //
 // A mount moved with a parent directory keeps the info file of the path
 // it was made on, its source in the mount table: its daemon is found
@@ -103,7 +105,10 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 		}
 	}
 	var died error
-	if ierr == nil && alive(info.PID) {
+	if ierr == nil && diedUnsaved(info) {
+		// Dead before umount was asked: it can only clean up.
+		fmt.Fprintf(stderr, "ckptfs: umount: the daemon of %s (pid %d) had died before it saved the record of the tree: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s'); detached its dead mount\n", dir, info.PID, dir)
+	} else if ierr == nil && alive(info.PID) {
 		var holders []holder
 		if mounted {
 			holders = mountHolders(dir, mnt.Dev, info.Store, map[int]bool{info.PID: true, os.Getpid(): true})
@@ -136,8 +141,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if now, err := rundir.ReadInfo(info.Dir); err == nil && now.PID == info.PID && !now.Saved {
-			// It ends by removing its info file, after saving.
+		if diedUnsaved(info) {
 			died = fmt.Errorf("umount: the daemon of %s (pid %d) died before it saved the record of the tree: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s')", dir, info.PID, dir)
 		} else if len(holders) > 0 {
 			fmt.Fprintf(stderr, "ckptfs: umount: %s was in use by %s; closed its open turn and detached it lazily: those processes see a dead directory until they leave it\n", dir, listHolders(holders))
@@ -153,6 +157,17 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 		rundir.Remove(info.Dir)
 	}
 	return died
+}
+
+// diedUnsaved reports whether the daemon of info is gone without having
+// saved the manifest: its info file is still there, unmarked
+// (rundir.Info.Saved). A daemon that ends removes the file, after saving.
+func diedUnsaved(info rundir.Info) bool {
+	if alive(info.PID) {
+		return false
+	}
+	now, err := rundir.ReadInfo(info.Dir)
+	return err == nil && now.PID == info.PID && !now.Saved
 }
 
 // movedInfo returns the info file of the daemon of mnt, a mount moved away
