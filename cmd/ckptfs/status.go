@@ -200,7 +200,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			100*float64(rep.HistoryBytes)/float64(rep.BudgetBytes), over)
 	}
 	if rep.StoreFull {
-		fmt.Fprintf(stdout, "problem: store full: changes through the mount fail with ENOSPC until space is freed under the store\n")
+		fmt.Fprintf(stdout, "problem: store full: writes whose earlier bytes must be kept fail with ENOSPC until space is freed under the store (deletes, renames and chmod still work)\n")
 	}
 	if rep.StoreError != "" {
 		fmt.Fprintf(stdout, "error:   %s\n", rep.StoreError)

@@ -34,7 +34,7 @@ func (o *statusOptions) run(e *env, args []string) error {
 		return e.printJSON(jStatus(rep))
 	}
 	if rep.Store.Full {
-		fmt.Fprintf(e.stdout, "store full: changes through the mount fail with ENOSPC until space is freed\n")
+		fmt.Fprintf(e.stdout, "store full: writes whose earlier bytes must be kept fail with ENOSPC until space is freed (deletes, renames and chmod still work)\n")
 	} else if rep.Store.LastError != "" {
 		fmt.Fprintf(e.stdout, "last store error (%s): %s\n", when(rep.Store.LastErrorAt), rep.Store.LastError)
 	}
