@@ -86,10 +86,7 @@ func (s *Store) forgottenErr(n uint64) error {
 			return detailf(ErrForgotten, "turn %d was forgotten: its changes were merged into turn %d", n, into)
 		}
 	}
-	why := "by forget"
-	if h.Reason == ckpt.ReasonPolicy {
-		why = "by the retention policy"
-	}
+	why := h.By()
 	return detailf(ErrForgotten, "turn %d was forgotten %s: history starts at turn %d", n, why, h.Turn)
 }
 

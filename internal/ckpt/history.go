@@ -22,6 +22,15 @@ const (
 	ReasonPolicy = "policy"
 )
 
+// By says who forgot the turns before the start, as people read it:
+// "by forget" or "by the retention policy".
+func (h HistoryStart) By() string {
+	if h.Reason == ReasonPolicy {
+		return "by the retention policy"
+	}
+	return "by forget"
+}
+
 // Pin keeps a turn: a pinned turn always rewinds exactly, whatever the
 // policy; forgetting it is refused.
 type Pin struct {

@@ -156,10 +156,7 @@ func (s *Service) lastActionOf(closedOnly bool) (uint64, []uint64, error) {
 	}
 	if atStart && start.Turn > 0 {
 		// Undoing turn start would need the tree before it, forgotten.
-		why := "by forget"
-		if start.Reason == ckpt.ReasonPolicy {
-			why = "by the retention policy"
-		}
+		why := start.By()
 		return 0, nil, errorf(turnctl.CodeConflict, "nothing to undo: history starts at turn %d (older turns forgotten %s), and no turn after it changed anything", start.Turn, why)
 	}
 	return 0, nil, errorf(turnctl.CodeConflict, "nothing to undo: no turn changed anything")

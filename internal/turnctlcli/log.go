@@ -145,10 +145,7 @@ func (o *logOptions) run(e *env, args []string) error {
 	}
 	e.printTable(rows, "")
 	if h := rep.Start; h != nil {
-		why := "by forget"
-		if h.Reason == ckpt.ReasonPolicy {
-			why = "by the retention policy"
-		}
+		why := h.By()
 		fmt.Fprintf(e.stdout, "history starts at turn %d (older turns forgotten %s, %s)\n", h.Turn, why, when(h.At))
 	}
 	return nil
