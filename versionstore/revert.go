@@ -216,11 +216,16 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	}
 	op := label // what it calls itself in an error ("undo turn 4")
 	t, err := s.Begin(ckpt.KindRevert, label, "")
-	if err != nil {
+	if err != nil && t.Num == 0 {
 		return res, err
 	}
 	crashpoint.Hit("rewind.begun")
 	j := &rewindJournal{Target: n, Turn: t.Num, Stop: stop, Actions: actions, Restore: true, Lost: res.NotRestored, Op: op, progress: opts.Progress}
+	if err != nil {
+		// Opened but not synced: it ends as one whose journal could
+		// not be saved.
+		return res, s.rollBackUnsaved(j, err, live, opts.Who)
+	}
 	if err := s.journalAndRun(j, t.Num, n, live, opts.Who); err != nil {
 		return res, err
 	}

@@ -182,9 +182,12 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		op = fmt.Sprintf("restore of %s from %s", strings.Join(prefixes, " "), PointWord(target))
 	}
 	t, err := s.Begin(ckpt.KindRewind, label, "")
-	if err != nil {
+	if err != nil && t.Num == 0 {
 		return res, err
 	}
+	// From here on, a failure before the journal is saved ends the
+	// turn too (rollBackUnsaved): err, a Begin that opened it but could
+	// not sync, is one.
 	crashpoint.Hit("rewind.begun")
 	j := &rewindJournal{Target: target, Turn: t.Num, Next: t.FirstSeq - 1, Stop: stop, Actions: actions, Restore: opts.Paths != nil, Lost: lost, LinkPass: true, Op: op, progress: opts.Progress}
 	if j.Restore {
@@ -195,9 +198,9 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		// The reverse pass skips the earlier rewinds it can (each one
 		// left the tree as at its target), so that it undoes what
 		// differs and not every rewind since again.
-		jumps, span, err := s.rewindJumps(j.Stop, j.Next)
-		if err != nil {
-			return res, err
+		jumps, span, jerr := s.rewindJumps(j.Stop, j.Next)
+		if err == nil {
+			err = jerr
 		}
 		if span > replayLimit(len(changes)) {
 			// The journey is still much longer than the way: the
@@ -212,6 +215,9 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		} else {
 			j.Jumps = jumps
 		}
+	}
+	if err != nil {
+		return res, s.rollBackUnsaved(j, err, live, opts.Who)
 	}
 	if err := s.journalAndRun(j, t.Num, target, live, opts.Who); err != nil {
 		return res, err

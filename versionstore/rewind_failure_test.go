@@ -8,14 +8,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
+	"ckptfs/internal/crashpoint"
 )
 
 // fillingTree fails a rewind part-way: after k writes of stored bytes
@@ -239,5 +242,105 @@ func TestFailedRewindsRollbackKilled(t *testing.T) {
 				t.Errorf("second recover: journal %v, %v; want none", ok, err)
 			}
 		})
+	}
+}
+
+// unsavedFixture is failureFixture on a store whose next WAL fsync
+// fails (errEIO) once the crash point spec is hit, and works again after
+// that.
+func unsavedFixture(t *testing.T, spec string) (s *Store, tree *backing.Tree, root string, closed uint64, before map[string]fileState, failed *int) {
+	t.Helper()
+	var armed atomic.Bool
+	nfailed := 0
+	s, tog := faultStore(t, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind != errorfs.OpFileSync || !strings.HasSuffix(op.Path, ".log") || !armed.CompareAndSwap(true, false) {
+			return nil
+		}
+		nfailed++
+		return errEIO
+	}))
+	t.Cleanup(func() { s.Close() })
+	root = t.TempDir()
+	tree, err := backing.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tree.Close() })
+	for _, p := range []string{"x", "y", "z"} {
+		writeFile(t, filepath.Join(root, p), []byte(p+" v0"))
+	}
+	c := closedThenOpen(t, s)
+	for i, p := range []string{"x", "y", "z"} {
+		captureFile(t, s, tree, p)
+		writeFile(t, filepath.Join(root, p), []byte(p+" v1"))
+		if err := os.Chmod(filepath.Join(root, p), os.FileMode(0o600+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tog.On() // from here, armed picks the sync to fail
+	disarm, err := crashpoint.Arm(spec, func(string) { armed.Store(true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(disarm)
+	return s, tree, root, c.Num, treeFiles(t, root), &nfailed
+}
+
+// TestRewindWhoseJournalCannotBeSavedChangesNothing: the disk fails a
+// rewind, undo, restore or revert right after its turn was opened: the
+// fsync of its journal's commit (a commit whose sync fails is applied in
+// Pebble all the same), or Begin's own sync (the turn committed, not
+// synced). It used to return the bare I/O error with its turn left open
+// (Target set, after the journal), so the user's next edits went into a
+// "rewind" turn forked at the target, and the journal was left for the
+// next start to run the rewind the user was told had failed. It must
+// end as any rewind that fails does: nothing changed, no journal, the
+// turn closed and saying so, one line naming what failed and that
+// nothing changed; and the same rewind works once the disk does.
+func TestRewindWhoseJournalCannotBeSavedChangesNothing(t *testing.T) {
+	for _, when := range []string{"journal", "begin"} {
+		for _, how := range []string{"rewind", "undo", "restore", "revert"} {
+			t.Run(how+"/"+when, func(t *testing.T) {
+				spec, reason := "rewind.begun", "its plan could not be saved: injected: input/output error"
+				if when == "begin" {
+					// Begin's commit; undo and revert End the open
+					// turn first (runFailing).
+					spec, reason = "turn.committed", `turn \d+ opened, but the log could not be synced to disk: injected: input/output error`
+					if how == "undo" || how == "revert" {
+						spec += "@2"
+					}
+				}
+				s, tree, root, closed, before, failed := unsavedFixture(t, spec)
+				what, err := runFailing(t, s, tree, how, closed)
+				if *failed != 1 {
+					t.Fatalf("%d fsyncs failed, want 1 (%v)", *failed, err)
+				}
+				undoneByFailure(t, s, root, err, before)
+				if !errors.Is(err, syscall.EIO) {
+					t.Errorf("err %v does not match EIO", err)
+				}
+				want := regexp.MustCompile("^" + regexp.QuoteMeta(what) + " failed: " + reason + "; nothing changed$")
+				if !want.MatchString(err.Error()) {
+					t.Errorf("err %q, want it to match %s", err, want)
+				}
+				if ok, err := s.Recover(tree); ok || err != nil {
+					t.Errorf("recover after the failed rewind: journal %v, %v; want none", ok, err)
+				}
+				// The disk works again: a rewind to the same point goes
+				// through.
+				if _, err := s.Rewind(closed, tree, RewindOptions{}); err != nil {
+					t.Fatalf("a later rewind: %v", err)
+				}
+				after := treeFiles(t, root)
+				for _, p := range []string{"x", "y", "z"} {
+					if got := string(after[p].data); got != p+" v0" {
+						t.Errorf("%s after the later rewind: %q, want %q", p, got, p+" v0")
+					}
+				}
+				if cur, ok := s.Current(); ok {
+					t.Errorf("turn %d is open after the later rewind", cur.Num)
+				}
+			})
+		}
 	}
 }

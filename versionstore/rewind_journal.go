@@ -129,13 +129,14 @@ func (s *Store) putJournal(j *rewindJournal, turn, target uint64) error {
 
 // journalAndRun saves j, the journal of turn, which takes the tree to
 // target, and runs it. The journal survives a power loss too: a
-// half-done rewind or revert is always found again.
+// half-done rewind or revert is always found again. One that cannot be
+// saved is rolled back (rollBackUnsaved): nothing changed, the turn ends.
 func (s *Store) journalAndRun(j *rewindJournal, turn, target uint64, live ckpt.Tree, who ckpt.Program) error {
 	if err := s.putJournal(j, turn, target); err != nil {
-		return err
+		return s.rollBackUnsaved(j, fmt.Errorf("versionstore: its plan could not be saved: %w", err), live, who)
 	}
 	if err := s.syncWAL(); err != nil {
-		return fmt.Errorf("versionstore: %w", err)
+		return s.rollBackUnsaved(j, fmt.Errorf("versionstore: its plan could not be saved: %w", err), live, who)
 	}
 	crashpoint.Hit("rewind.journaled")
 	return s.runJournalOrRollBack(j, live, who, true)

@@ -129,22 +129,49 @@ func (s *Store) runJournalOrRollBack(j *rewindJournal, live ckpt.Tree, who ckpt.
 	s.checkReused.Store(true)
 	defer s.checkReused.Store(false)
 	err := s.runJournal(j, live, who)
-	var cause error // what stopped j, when it is rolled back here
 	switch {
 	case err == nil && j.Rollback == "":
 		return nil
 	case err != nil && j.Rollback == "" && !errors.Is(err, ErrCorrupt) && !all:
 		return err
 	case err != nil && j.Rollback == "":
-		r, jerr := s.rollbackJournal(j, err)
-		if jerr != nil {
-			return fmt.Errorf("%w; undoing what it had changed could not start: %v", err, jerr)
-		}
-		if r.Why != whyUnreadable {
-			cause = err
-		}
-		j, err = r, s.runJournal(r, live, who)
+		return s.rollBack(j, err, live, who)
 	}
+	return s.endRollback(j, nil, err)
+}
+
+// rollBackUnsaved rolls back the rewind j, whose turn is open but whose
+// journal could not be saved, or not synced (cause; maybe half there: a
+// commit whose sync fails is applied all the same). Nothing has changed
+// yet, but it ends as a rewind that failed half-way does, through a
+// rollback with nothing to undo: the turn relabelled, without a Target,
+// and closed, and a *RolledBackError saying nothing changed. Left open,
+// the user's next edits would go into a "rewind" turn forked at the
+// target, and a journal that did reach the disk would make the next
+// start run the rewind the user was told had failed.
+func (s *Store) rollBackUnsaved(j *rewindJournal, cause error, live ckpt.Tree, who ckpt.Program) error {
+	s.checkReused.Store(true)
+	defer s.checkReused.Store(false)
+	return s.rollBack(j, cause, live, who)
+}
+
+// rollBack journals and runs the rollback of j's turn, which cause
+// stopped, and ends it (endRollback).
+func (s *Store) rollBack(j *rewindJournal, cause error, live ckpt.Tree, who ckpt.Program) error {
+	r, jerr := s.rollbackJournal(j, cause)
+	if jerr != nil {
+		return fmt.Errorf("%w; undoing what it had changed could not start: %v", cause, jerr)
+	}
+	if r.Why == whyUnreadable {
+		cause = nil // the journal keeps it
+	}
+	return s.endRollback(r, cause, s.runJournal(r, live, who))
+}
+
+// endRollback ends the rollback journal j, which ran with err: the turn
+// ended and the journal dropped, it returns the *RolledBackError; cause
+// is what stopped the rewind j undoes, or nil for the one j keeps.
+func (s *Store) endRollback(j *rewindJournal, cause, err error) error {
 	rb := journaledRollback(j, cause)
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) && rb.Op != "" {
