@@ -275,6 +275,9 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 				return err
 			}
 		}
+		if err := crashpoint.Fail("daemon.manifest"); err != nil {
+			return err
+		}
 		return store.SaveManifest(tree, started.Skip, o.excludes)
 	}); err != nil {
 		logger.Printf("close open turn, save manifest: %v", err)

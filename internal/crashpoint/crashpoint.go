@@ -18,9 +18,16 @@
 // lists the hits counted in FILE.
 //
 // Points lists every name; the tests choose from it with their seed.
+//
+// A failure that the real world gives only by chance (a disk error just
+// as the daemon saves the record of the tree at its unmount) is armed the
+// same way, by name: a process whose environment sets CKPTFS_FAIL=NAME
+// gets an error from every Fail(NAME), which the code there returns as
+// the operation's own. FailPoints lists those names.
 package crashpoint
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -234,3 +241,29 @@ func Trace() (stop func() []string) {
 // Fired reports, after Arm, whether the armed point has fired (or was
 // disarmed).
 func Fired() bool { return armed.Load() == nil }
+
+// FailEnv is the environment variable that arms a failure point.
+const FailEnv = "CKPTFS_FAIL"
+
+// FailPoints names every failure point (Fail). A test in this package
+// checks that the list and the Fail calls in the code agree.
+var FailPoints = []string{
+	// cmd/ckptfs: the daemon, ending, closes the open turn and saves the
+	// manifest (the record of the tree the next mount compares with).
+	"daemon.manifest",
+}
+
+// ErrInjected is what an armed Fail returns (wrapped, with its name).
+var ErrInjected = errors.New("injected failure")
+
+// failAt is the failure point FailEnv names, "" for none.
+var failAt = os.Getenv(FailEnv)
+
+// Fail returns an error matching ErrInjected if the process's
+// environment arms the failure point name (FailEnv), else nil.
+func Fail(name string) error {
+	if failAt == "" || failAt != name {
+		return nil
+	}
+	return fmt.Errorf("%w at %s (%s)", ErrInjected, name, FailEnv)
+}

@@ -1,6 +1,7 @@
 package crashpoint
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -44,8 +45,9 @@ func TestParse(t *testing.T) {
 // every listed point is hit somewhere.
 func TestPointsMatchTheCode(t *testing.T) {
 	root := filepath.Join("..", "..")
-	re := regexp.MustCompile(`crashpoint\.Hit\("([^"]+)"\)`)
+	re := regexp.MustCompile(`crashpoint\.(Hit|Fail)\("([^"]+)"\)`)
 	used := map[string]bool{}
+	failUsed := map[string]bool{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -61,7 +63,11 @@ func TestPointsMatchTheCode(t *testing.T) {
 			return err
 		}
 		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-			used[m[1]] = true
+			if m[1] == "Fail" {
+				failUsed[m[2]] = true
+			} else {
+				used[m[2]] = true
+			}
 		}
 		return nil
 	})
@@ -84,5 +90,31 @@ func TestPointsMatchTheCode(t *testing.T) {
 	sort.Strings(unlisted)
 	if len(unlisted) > 0 {
 		t.Errorf("points hit but not listed in Points: %v", unlisted)
+	}
+	for _, n := range FailPoints {
+		if !failUsed[n] {
+			t.Errorf("failure point %q is listed but never called", n)
+		}
+		delete(failUsed, n)
+	}
+	if len(failUsed) > 0 {
+		t.Errorf("failure points called but not listed in FailPoints: %v", failUsed)
+	}
+}
+
+// TestFailOnlyWhereArmed: Fail returns nil unless FailEnv names the point,
+// and then an error matching ErrInjected that names it.
+func TestFailOnlyWhereArmed(t *testing.T) {
+	defer func(old string) { failAt = old }(failAt)
+	failAt = ""
+	if err := Fail("daemon.manifest"); err != nil {
+		t.Errorf("unarmed: %v", err)
+	}
+	failAt = "daemon.manifest"
+	if err := Fail("other.point"); err != nil {
+		t.Errorf("armed elsewhere: %v", err)
+	}
+	if err := Fail("daemon.manifest"); !errors.Is(err, ErrInjected) || !strings.Contains(err.Error(), "daemon.manifest") {
+		t.Errorf("armed: %v", err)
 	}
 }
