@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/crashpoint"
 	"ckptfs/internal/rundir"
 )
 
@@ -134,6 +135,55 @@ func TestUmountTellsTheDaemonDiedBeforeItsManifest(t *testing.T) {
 	syscall.Kill(pid, syscall.SIGKILL)
 	err := cmd.Wait()
 	checkDiedUmount(t, dir, err, cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
+}
+
+// A daemon that 'ckptfs umount' stopped and that ended as it should but
+// could not close its open turn or save the manifest (a disk error
+// then: CKPTFS_FAIL arms one) used to leave umount saying "unmounted"
+// with exit 0, though the next mount, finding no manifest, cannot see
+// what changes meanwhile. umount must say so on stderr in one line, and
+// exit 1; and the next mount indeed records no offline turn.
+func TestUmountTellsTheDaemonCouldNotSaveItsManifest(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
+	t.Setenv(crashpoint.FailEnv, "daemon.manifest")
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // a lingering daemon
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("through the mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(ckptfsBin, "umount", dir)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	line := strings.TrimSuffix(stderr.String(), "\n")
+	if code := cmd.ProcessState.ExitCode(); code != 1 || stdout.String() != "" || strings.Contains(line, "\n") ||
+		!strings.Contains(line, "could not save the record of the tree") || !strings.Contains(line, "injected failure at daemon.manifest") ||
+		!strings.Contains(line, "changes made until the next mount will not be in the history") || !strings.Contains(line, "mount again") ||
+		strings.Contains(line, "died") {
+		t.Errorf("ckptfs umount of a daemon that could not save its manifest: %v, exit %d\nstdout: %s\nstderr: %s\nwant exit 1, nothing on stdout, and one line on stderr saying the record of the tree was not saved and what that costs", err, code, stdout.String(), stderr.String())
+	}
+	if rundir.IsMounted(dir) {
+		t.Fatalf("%s still mounted after ckptfs umount", dir)
+	}
+	if alive(pid) {
+		t.Errorf("daemon %d still alive after ckptfs umount", pid)
+	}
+	if _, err := rundir.ReadInfo(dir); err == nil {
+		t.Errorf("the info file of %s is left after ckptfs umount", dir)
+	}
+	// What the line warns of: a change made now is not told apart by the
+	// next mount.
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("while unmounted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(crashpoint.FailEnv, "")
+	m = mountProject(t, dir)
+	if log := m.turnctl(t, "log"); strings.Contains(log, "changed while unmounted") {
+		t.Errorf("turnctl log shows an offline turn though no manifest was saved:\n%s", log)
+	}
+	m.Unmount(t)
 }
 
 // The same with the daemon killed before 'ckptfs umount' ran: umount

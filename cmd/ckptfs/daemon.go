@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -281,6 +282,12 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 		return store.SaveManifest(tree, started.Skip, o.excludes)
 	}); err != nil {
 		logger.Printf("close open turn, save manifest: %v", err)
+		// Tell 'ckptfs umount' that it ended without the manifest: the
+		// next mount will not see what changes meanwhile.
+		info.Unsaved = strings.Join(strings.Fields(err.Error()), " ")
+		if err := rundir.WriteInfo(info); err != nil {
+			logger.Printf("note the unsaved manifest in %s's info file: %v", dir, err)
+		}
 	} else {
 		// Tell 'ckptfs umount', which waits for this process to end,
 		// that it did not die before the manifest was saved.
@@ -297,7 +304,11 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 	if err := store.Close(); err != nil {
 		logger.Printf("close store: %v", err)
 	}
-	rundir.Remove(dir)
+	if info.Unsaved != "" {
+		rundir.RemoveSocket(dir) // the info file is umount's to remove
+	} else {
+		rundir.Remove(dir)
+	}
 	return nil
 }
 

@@ -28,7 +28,9 @@ working directory, root, an open file or a memory map inside DIR, umount
 refuses, names those processes ("PID COMMAND") and changes nothing: the
 mount stays live and the open turn open. --lazy closes the open turn and
 detaches DIR anyway; those processes then see a dead directory until they
-leave it.`, stdout)
+leave it. A daemon that dies before it saved the record of the tree (what
+the next mount compares the tree with, to record changes made while
+unmounted), or cannot save it, is told of on stderr, and umount exits 1.`, stdout)
 	fs.BoolVar(&lazy, "lazy", false, "close the open turn and detach DIR even while processes use it")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -80,10 +82,12 @@ leave it.`, stdout)
 // left by a dead daemon is detached. A live mount some process uses is
 // refused, or with lazy detached first (the daemon still closes the turn).
 // A daemon that dies (killed, crashed) after umount signalled it and
-// before it saved the record of the tree (rundir.Info.Saved) fails the
-// umount, after the detach: changes made until the next mount will not be
-// in the history. One dead before umount ran is told of on stderr, and
-// its mount detached without failing: cleaning up is all umount can do.
+// before it saved the record of the tree (rundir.Info.Saved), or that
+// ends but could not save it (rundir.Info.Unsaved: a disk error), fails
+// the umount, after the detach: changes made until the next mount will
+// not be in the history. One dead before umount ran is told of on
+// stderr, and its mount detached without failing: cleaning up is all
+// umount can do.
 //
 // A mount moved with a parent directory keeps the info file of the path
 // it was made on, its source in the mount table: its daemon is found
@@ -107,7 +111,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 	var died error
 	if ierr == nil && diedUnsaved(info) {
 		// Dead before umount was asked: it can only clean up.
-		fmt.Fprintf(stderr, "ckptfs: umount: the daemon of %s (pid %d) had died before it saved the record of the tree: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s'); detached its dead mount\n", dir, info.PID, dir)
+		fmt.Fprintf(stderr, "ckptfs: umount: the daemon of %s (pid %d) %s: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s'); detached its dead mount\n", dir, info.PID, unsavedWhy(info, true), dir)
 	} else if ierr == nil && alive(info.PID) {
 		var holders []holder
 		if mounted {
@@ -142,7 +146,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 			time.Sleep(20 * time.Millisecond)
 		}
 		if diedUnsaved(info) {
-			died = fmt.Errorf("umount: the daemon of %s (pid %d) died before it saved the record of the tree: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s')", dir, info.PID, dir)
+			died = fmt.Errorf("umount: the daemon of %s (pid %d) %s: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s')", dir, info.PID, unsavedWhy(info, false), dir)
 		} else if len(holders) > 0 {
 			fmt.Fprintf(stderr, "ckptfs: umount: %s was in use by %s; closed its open turn and detached it lazily: those processes see a dead directory until they leave it\n", dir, listHolders(holders))
 		}
@@ -161,13 +165,30 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 
 // diedUnsaved reports whether the daemon of info is gone without having
 // saved the manifest: its info file is still there, unmarked
-// (rundir.Info.Saved). A daemon that ends removes the file, after saving.
+// (rundir.Info.Saved). A daemon that ends removes the file, after saving;
+// one that could not save leaves it, saying why (rundir.Info.Unsaved).
 func diedUnsaved(info rundir.Info) bool {
 	if alive(info.PID) {
 		return false
 	}
 	now, err := rundir.ReadInfo(info.Dir)
 	return err == nil && now.PID == info.PID && !now.Saved
+}
+
+// unsavedWhy says how the daemon of info, gone (diedUnsaved), came to
+// leave no record of the tree: it died before saving it, or it ended but
+// could not save it (and why); had, if it was gone before umount ran.
+func unsavedWhy(info rundir.Info, had bool) string {
+	if now, err := rundir.ReadInfo(info.Dir); err == nil && now.PID == info.PID && now.Unsaved != "" {
+		if had {
+			return fmt.Sprintf("had ended without saving the record of the tree (%s)", now.Unsaved)
+		}
+		return fmt.Sprintf("could not save the record of the tree as it ended (%s)", now.Unsaved)
+	}
+	if had {
+		return "had died before it saved the record of the tree"
+	}
+	return "died before it saved the record of the tree"
 }
 
 // movedInfo returns the info file of the daemon of mnt, a mount moved away

@@ -57,6 +57,11 @@ type Info struct {
 	// A daemon gone with its info file left and Saved false died before
 	// it: changes made until the next mount are not told apart.
 	Saved bool `json:"saved,omitempty"`
+	// Unsaved: the daemon, stopping, could not close its open turn or
+	// save the record of the tree, for this reason; it ends all the same,
+	// and leaves its info file so marked for 'ckptfs umount' to tell
+	// (which removes it).
+	Unsaved string `json:"unsaved,omitempty"`
 }
 
 // Dir returns the runtime directory, creating it (mode 0700) if needed.
@@ -205,6 +210,12 @@ func Remove(mountDir string) {
 	if p, err := InfoPath(mountDir); err == nil {
 		os.Remove(p)
 	}
+	RemoveSocket(mountDir)
+}
+
+// RemoveSocket deletes the control socket of a mounted directory, and
+// keeps its info file.
+func RemoveSocket(mountDir string) {
 	if p, err := Socket(mountDir); err == nil {
 		os.Remove(p)
 	}
