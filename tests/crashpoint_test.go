@@ -265,15 +265,49 @@ func (r *crashRounds) traced() []string {
 }
 
 // dead waits for the daemon to be gone: every thread, not only the main
-// one (a zombie while others still exit, holding the store's lock).
+// one (a zombie while others still exit, holding the store's lock). A
+// killed process can take seconds to finish exiting when the disks are
+// busy (a thread in an fsync); one that never does waits on something
+// that will not come, such as a request to its own mount. It fails after
+// a minute, with each remaining thread's kernel stack, and logs those of
+// an exit slower than two seconds.
 func (r *crashRounds) dead() {
-	for i := 0; i < 1000; i++ {
+	start := time.Now()
+	var slow string
+	for time.Since(start) < time.Minute {
 		if gone(r.pid) {
+			if slow != "" {
+				r.t.Logf("daemon %d took %v to exit; its threads after 2 s:\n%s", r.pid, time.Since(start).Round(time.Millisecond), slow)
+			}
 			return
+		}
+		if slow == "" && time.Since(start) > 2*time.Second {
+			slow = threadStacks(r.pid)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	r.t.Fatalf("daemon %d still there 5 s after its crash or kill", r.pid)
+	r.t.Fatalf("daemon %d still there a minute after its crash or kill; its threads:\n%s", r.pid, threadStacks(r.pid))
+}
+
+// threadStacks describes each thread of process pid still there: its
+// state and its kernel stack (what a thread that does not exit waits on).
+func threadStacks(pid int) string {
+	var b strings.Builder
+	ts, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, e := range ts {
+		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, e.Name())
+		stat, _ := os.ReadFile(dir + "stat")
+		state := "?"
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		stack, err := os.ReadFile(dir + "stack")
+		if err != nil {
+			stack = []byte(err.Error())
+		}
+		fmt.Fprintf(&b, "  thread %s, state %s:\n%s\n", e.Name(), state, bytes.TrimSpace(stack))
+	}
+	return b.String()
 }
 
 // gone reports whether process pid has exited with all its threads
