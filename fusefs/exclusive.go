@@ -8,7 +8,7 @@ import (
 // gate's write lock while the store closes a turn or rewinds.
 
 // Exclusive flushes the kernel's dirty pages of the mount (shared mmap
-// writes), then blocks every mutating operation, runs fn, and releases.
+// writes, flushWriters), then blocks every mutating operation, runs fn, and releases.
 // Kernel cache invalidations requested by fn (Invalidate) are sent after
 // the lock is released and before Exclusive returns: sending them while
 // holding the lock could deadlock against a request that holds a kernel
@@ -16,7 +16,7 @@ import (
 func (r *Root) Exclusive(fn func() error) error {
 	// Not under the lock: flushing sends WRITE requests, which take the
 	// read lock.
-	r.syncMount()
+	r.flushWriters()
 	r.gate.Lock()
 	r.exclusive.Store(true)
 	err := fn()

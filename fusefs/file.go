@@ -94,6 +94,9 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (f
 	default:
 		f.kind = kindWriter
 		n.writers++
+		n.r.ptMu.Lock()
+		n.r.writers[n]++
+		n.r.ptMu.Unlock()
 	}
 	if f.kind == kindPTReader || f.kind == kindPTWriter {
 		return &ptFile{f}, 0
@@ -169,6 +172,11 @@ func (f *file) release() {
 		n.readers--
 	case kindWriter:
 		n.writers--
+		n.r.ptMu.Lock()
+		if n.r.writers[n]--; n.r.writers[n] <= 0 {
+			delete(n.r.writers, n)
+		}
+		n.r.ptMu.Unlock()
 	case kindPTReader:
 		n.ptReaders--
 	case kindPTWriter:

@@ -145,26 +145,3 @@ func closeIsNoop(fsType int64) bool {
 	}
 	return false
 }
-
-// syncMount flushes the kernel's dirty pages of the mount (syncfs). It
-// opens the mount by its path for the call only: a lasting fd of the
-// mount, in the daemon, would keep the mount alive after a lazy detach
-// from outside (umount -l), so that the FUSE connection never ended and
-// the daemon never learnt it was unmounted. Once the path no longer leads
-// to this mount (detached, or moved along with a parent directory),
-// there is nothing to flush through it, and it does nothing.
-func (r *Root) syncMount() {
-	if r.mountDir == "" {
-		return
-	}
-	fd, err := unix.Open(r.mountDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Ino != 1 || st.Dev == r.rootDev {
-		return // not the mount's root: the directory it covered
-	}
-	unix.Syncfs(fd)
-}

@@ -93,6 +93,11 @@ type Options struct {
 	// bypass the page cache. The kernel then leaves cached pages alone
 	// when it sees a file's mtime change (explicit data cache control).
 	KeepCache bool
+	// Flush runs FlushFiles(args) in another process and waits for it:
+	// the turn boundary's flush of the kernel's dirty pages (flush.go).
+	// The daemon must never wait on a request to its own mount itself.
+	// nil: FlushFiles runs in this process (tests that never kill it).
+	Flush func(args []string) error
 }
 
 // Logger is the minimal logging sink the overlay uses.
@@ -127,7 +132,7 @@ type Root struct {
 	// noFlush: FLUSH is answered ENOSYS (closeIsNoop).
 	noFlush bool
 
-	mountDir string // where Mount mounted it (syncMount)
+	mountDir string // where Mount mounted it (flushWriters)
 
 	relief  *fdRelief     // has the kernel forget inodes near the fd limit
 	useSeq  atomic.Uint64 // the last Node.used
@@ -144,8 +149,9 @@ type Root struct {
 	// once mounted); see Node.newHandle.
 	backing atomic.Pointer[fuse.Server]
 
-	ptMu      sync.Mutex
+	ptMu      sync.Mutex    // guards ptWriters and writers
 	ptWriters map[*Node]int // nodes open for writing through passthrough
+	writers   map[*Node]int // nodes open for writing, daemon-served (flush.go)
 }
 
 // NewRoot builds the overlay on dir, the backing directory opened before
@@ -178,6 +184,7 @@ func NewRoot(dir *os.File, opts Options) (*Root, error) {
 		attic:     map[fs.StableAttr]int{},
 		comms:     map[uint32]string{},
 		ptWriters: map[*Node]int{},
+		writers:   map[*Node]int{},
 	}
 	r.relief = newFDRelief(r.logf)
 	for _, h := range opts.Hidden {

@@ -192,6 +192,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 		// Without passthrough, reads are the daemon's: let the kernel
 		// keep what it read (ignored with write passthrough).
 		KeepCache: true,
+		Flush:     flushChild,
 	})
 	if err != nil {
 		return fmt.Errorf("mount: %v", err)

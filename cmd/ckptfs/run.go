@@ -62,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runTurnctlOffline(args[1:])
 	case "warm-up": // not in usage: the daemon runs it, see warm.go
 		return runWarmUp(args[1:], stdout)
+	case flushCommand: // not in usage: the daemon runs it, see flush.go
+		return runFlush(args[1:], stderr)
 	default:
 		err = usageError{fmt.Sprintf("unknown command %q (try --help)", args[0])}
 	}

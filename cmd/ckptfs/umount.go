@@ -239,7 +239,8 @@ type holder struct {
 // bypassHolders).
 //
 // A process in skip does not count, nor does a child of one (the daemon's
-// warm-up, warm.go: the daemon ends it before it unmounts).
+// warm-up, warm.go, which it ends before it unmounts; a boundary's
+// flush, flush.go, which it waits for).
 func mountHolders(dir string, dev uint64, store string, skip map[int]bool) []holder {
 	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
 	return scanHolders(skip, func(base string) (string, string, bool) {

@@ -1,0 +1,99 @@
+package fusefs
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// flush.go owns the turn boundary's flush of the kernel's dirty pages.
+//
+// Without a writeback cache every write(2) reaches the daemon before it
+// returns; only a shared writable mmap leaves dirty pages in the kernel,
+// written back later as WRITE requests. Those pages belong to the turn in
+// which they were written, so a boundary has them written back first. A
+// mapping holds its file open, and the kernel writes its pages back when
+// it is unmapped: dirty pages exist only in files with a daemon-served
+// writable handle open (Root.writers; a passthrough handle's mapping is
+// the backing file's own).
+//
+// syncfs(2) does not do: on FUSE it starts the writeback without waiting
+// for it (Linux 6.18), so the pages arrived after the boundary, in the next
+// turn. fsync(2) of each such file waits for its pages. And the daemon
+// must never do it itself: a daemon killed while one of its threads waits
+// on a request to its own mount never finishes exiting (the kernel waits
+// for an answer the dead daemon cannot give, and ends the connection only
+// once the daemon's last thread is gone), leaving the mount hung. So
+// another process does it (Options.Flush), whose wait ends with the
+// connection.
+
+// flushWriters writes back the dirty pages of every file open for
+// writing through the daemon, and waits for them: FlushFiles, run by
+// Options.Flush. A file whose flush fails is logged; the boundary goes on
+// (its pages arrive in the next turn, as they would have unflushed).
+func (r *Root) flushWriters() {
+	if r.mountDir == "" {
+		return
+	}
+	r.ptMu.Lock()
+	var paths []string
+	for n := range r.writers {
+		if p, ok := n.path(); ok && p != "" {
+			paths = append(paths, p)
+		}
+	}
+	r.ptMu.Unlock()
+	if len(paths) == 0 {
+		return
+	}
+	sort.Strings(paths)
+	args := append([]string{r.mountDir, strconv.FormatUint(r.rootDev, 10)}, paths...)
+	flush := r.opts.Flush
+	if flush == nil {
+		flush = FlushFiles
+	}
+	if err := flush(args); err != nil {
+		r.logf("ckptfs: turn boundary: flush the pages of files mapped for writing: %v", err)
+	}
+}
+
+// FlushFiles is the flush of a turn boundary (flushWriters), in the
+// process that runs it: args are the mount's directory, the device
+// number of the directory it covers (which the path leads to once the
+// mount is gone: then there is nothing to flush), and the root-relative
+// paths of the files to fsync. A path that is gone or no longer a
+// regular file is skipped.
+func FlushFiles(args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("flush: want DIR DEV PATH...")
+	}
+	dev, err := strconv.ParseUint(args[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("flush: device %q: %v", args[1], err)
+	}
+	dir, err := unix.Open(args[0], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // unmounted, or moved: nothing to flush through it
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if unix.Fstat(dir, &st) != nil || st.Ino != 1 || st.Dev == dev {
+		return nil // not the mount's root: the directory it covered
+	}
+	var first error
+	for _, p := range args[2:] {
+		fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // renamed or removed since: its pages went with it
+		}
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			if err := unix.Fsync(fd); err != nil && first == nil {
+				first = fmt.Errorf("flush %s: %v", p, err)
+			}
+		}
+		unix.Close(fd)
+	}
+	return first
+}

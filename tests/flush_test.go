@@ -1,0 +1,194 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	mrand "math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/rundir"
+	"ckptfs/turnctl"
+)
+
+// TestMmapWritesBeforeABoundaryAreInItsTurn: pages written through a
+// shared mmap that is still mapped at a turn boundary are in the turn
+// that wrote them, and a rewind to before it gives the old bytes back.
+// (syncfs alone started their writeback without waiting for it: they
+// arrived after the boundary, in a turn of their own.)
+func TestMmapWritesBeforeABoundaryAreInItsTurn(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "hello\n", "b": "other\n"})
+	mountProject(t, dir)
+	if _, err := runTurnctl(t, dir, "begin", "--label", "mapped"); err != nil {
+		t.Fatal(err)
+	}
+	// Another process maps a and writes through the mapping, and keeps
+	// it mapped until the boundary is over.
+	py := exec.Command("python3", "-c", `
+import mmap, os, sys
+fd = os.open("a", os.O_RDWR)
+m = mmap.mmap(fd, 6, mmap.MAP_SHARED)
+m[0:6] = b"HELLO\n"
+print("written", flush=True)
+sys.stdin.readline()
+m.close()
+os.close(fd)
+`)
+	py.Dir = dir
+	py.Stderr = os.Stderr
+	stdin, err := py.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer py.Wait()
+	defer stdin.Close()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
+		t.Fatalf("python: %q, %v", line, err)
+	}
+	out, err := runTurnctl(t, dir, "end")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "1 file") {
+		t.Errorf("turnctl end with a's pages still mapped: %q, want 1 file changed", out)
+	}
+	stdin.Close()
+	if err := py.Wait(); err != nil {
+		t.Fatalf("python: %v", err)
+	}
+	log, err := runTurnctl(t, dir, "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log, "open") || strings.Contains(log, "manual") {
+		t.Errorf("the mapped pages came after the boundary:\n%s", log)
+	}
+	show, err := runTurnctl(t, dir, "show", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(show, "modified  a  +1 -1") {
+		t.Errorf("turnctl show 1:\n%s\nwant a modified", show)
+	}
+	if _, err := runTurnctl(t, dir, "rewind", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "hello\n" {
+		t.Errorf("a after the rewind to 0: %q, %v; want hello", b, err)
+	}
+}
+
+// TestDaemonKilledWhileABoundaryFlushesExits: a turn boundary flushes the
+// kernel's dirty pages of the mount (a shared mmap's writes), whose WRITE
+// requests the daemon itself answers. Killed while it answers one, the
+// daemon must still finish exiting, so that its connection ends and the
+// directory can be mounted again. A daemon thread waiting in that flush
+// would never return: the kernel waits for the answer the dead daemon
+// cannot give, and ends the connection only once every thread is gone.
+func TestDaemonKilledWhileABoundaryFlushesExits(t *testing.T) {
+	r := newCrashRounds(t, 0, mrand.New(mrand.NewSource(1)), &crashTally{points: map[string]int{}})
+	// The mmap's page reaches the daemon first in the boundary's flush:
+	// the WRITE captures a, and the capture's record is the crash.
+	if p := r.mount("record.committed@1"); p != "" {
+		t.Fatalf("crashed at %s while mounting", p)
+	}
+	dev := mountDev(t, r.dir)
+	ctx := context.Background()
+	r.begin(ctx)
+	f, err := os.OpenFile(filepath.Join(r.dir, "a"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m[0] = 'A'
+	ended := make(chan error, 1)
+	go func() {
+		_, err := r.c.End(ctx, turnctl.EndRequest{})
+		ended <- err
+	}()
+	exited := r.exitsWithin(30 * time.Second)
+	if !exited {
+		// Free the stuck thread, or it outlives the test.
+		abortConnection(t, dev)
+	}
+	unix.Munmap(m)
+	f.Close()
+	if !exited {
+		t.Fatalf("the daemon killed at %q during a boundary's flush did not exit", r.crashedAt())
+	}
+	if p := r.crashedAt(); p != "record.committed" {
+		t.Fatalf("crashed at %q, want record.committed (the flush's WRITE)", p)
+	}
+	if err := <-ended; err == nil {
+		t.Fatal("turnctl end succeeded against a daemon that died in it")
+	}
+	forceUnmount(t, r.dir)
+	r.clean()
+	if b, err := os.ReadFile(filepath.Join(r.dir, "a")); err != nil || string(b) != "a0" {
+		t.Fatalf("a after the remount: %q, %v; want the bytes before the unwritten page (a0)", b, err)
+	}
+}
+
+// exitsWithin waits up to d for the daemon to be gone and reports whether
+// it went; it logs the kernel stacks of the threads left otherwise.
+func (r *crashRounds) exitsWithin(d time.Duration) bool {
+	for start := time.Now(); time.Since(start) < d; time.Sleep(10 * time.Millisecond) {
+		if gone(r.pid) {
+			return true
+		}
+	}
+	r.t.Logf("daemon %d still there after %v; its threads:\n%s", r.pid, d, threadStacks(r.pid))
+	return false
+}
+
+// mountDev is the device number of the ckptfs mount on dir, from the
+// mount table (a stat could wait on a daemon that no longer answers).
+func mountDev(t *testing.T, dir string) uint64 {
+	t.Helper()
+	ms, err := rundir.MountTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Dir == dir {
+			return m.Dev
+		}
+	}
+	t.Fatalf("no ckptfs mount on %s", dir)
+	return 0
+}
+
+// abortConnection ends the FUSE connection of the mount with device dev
+// through the fusectl filesystem (mounted for the call if it is not).
+func abortConnection(t *testing.T, dev uint64) {
+	const ctl = "/sys/fs/fuse/connections"
+	abort := fmt.Sprintf("%s/%d/abort", ctl, unix.Minor(dev))
+	if _, err := os.Stat(abort); err != nil {
+		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
+			t.Errorf("mount fusectl: %v", err)
+			return
+		}
+		defer unix.Unmount(ctl, 0)
+	}
+	if err := os.WriteFile(abort, []byte("1"), 0); err != nil {
+		t.Errorf("abort the connection: %v", err)
+	}
+}
