@@ -185,7 +185,7 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 		}
 		actions = append(actions, a)
 	}
-	actions = keepLinks(items, actions)
+	keepLinks(items, actions)
 	// Renames back first: another action may remove or replace what
 	// holds the name the object leaves (a directory the turn put in place
 	// of a file), and the object with it. Then parents before children,
@@ -242,10 +242,13 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 // targets are one inode then) and share one now. Writing each name's
 // bytes anew would split them, changing which names share an inode,
 // which a revert does not do. The first of them (by path) is made as
-// planned; each other one becomes a name of it (actLink), or needs
-// nothing where the first keeps its inode (patched in place, or only
-// its mode or owner changed). actions[i] is items[i]'s.
-func keepLinks(items []*revertItem, actions []action) []action {
+// planned; each other one becomes a name of it (actLink). Even where the
+// first's action changes the file in place (its mode or owner only, or a
+// patch), it leaves the shared inode for one of its own (setFileMeta and
+// patchTo do not write into a file with other names): the others must
+// follow it, or they keep the turn's bytes and mode. actions[i] is
+// items[i]'s, and stays so.
+func keepLinks(items []*revertItem, actions []action) {
 	type key struct{ now, then ckpt.Inode }
 	keyOf := func(it *revertItem) (key, bool) {
 		now, then := it.cur.Inode, it.target.Inode
@@ -260,7 +263,6 @@ func keepLinks(items []*revertItem, actions []action) []action {
 	}
 	sort.Slice(order, func(x, y int) bool { return items[order[x]].path < items[order[y]].path })
 	first := map[key]int{}
-	drop := map[int]bool{}
 	for _, i := range order {
 		k, ok := keyOf(items[i])
 		if !ok || actions[i].Op == actMove {
@@ -271,23 +273,8 @@ func keepLinks(items []*revertItem, actions []action) []action {
 			first[k] = i
 			continue
 		}
-		switch fa := actions[f]; {
-		case fa.Op == actPatch || fa.Op == "" && fa.Live == items[f].path:
-			drop[i] = true // the first keeps the inode, and this name with it
-		default:
-			actions[i] = action{Op: actLink, Path: items[i].path, From: items[f].path, State: items[i].target.State}
-		}
+		actions[i] = action{Op: actLink, Path: items[i].path, From: items[f].path, State: items[i].target.State}
 	}
-	if len(drop) == 0 {
-		return actions
-	}
-	out := actions[:0]
-	for i, a := range actions {
-		if !drop[i] {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // planRevert computes what Revert makes of each path, filling res's
