@@ -122,7 +122,10 @@
 // were asked for. The plan is run as a restore's is: a journal of
 // actions that each carry their bytes in the store, so Recover finishes a
 // revert like a restore. Its turn is of kind revert. Hard links are not
-// regrouped. Its list of changes is what its turn records: a rename
+// regrouped: names that share an inode before the turn and now stay
+// together (keepLinks), and a path given an inode of its own, parted from
+// names the revert leaves as they are, is named as a restore names its
+// splits (SplitLinks; its dry run the same). Its list of changes is what its turn records: a rename
 // undone is one only where the object is renamed back (movesBack); a
 // directory is made again and its files moved back one by one, so it is
 // listed added and its other name deleted.

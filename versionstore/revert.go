@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -65,6 +66,11 @@ type RevertResult struct {
 	// Left: the directories left in place because they hold unversioned
 	// paths, as a rewind leaves them (RewindResult.Left).
 	Left []Left
+	// SplitLinks: the paths the revert gave an inode apart from names
+	// that shared theirs and that it left as they are (not among its
+	// changes), by path, as a restore says (RewindResult.SplitLinks). A
+	// dry run says which it would.
+	SplitLinks []LinkSplit
 }
 
 // revertItem is what the revert makes of one path.
@@ -134,58 +140,38 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 		items = slices.DeleteFunc(items, func(it *revertItem) bool { return !keep[it.path] })
 	}
 	res.Changes = planned
-	if opts.DryRun || len(items) == 0 {
+	if len(items) == 0 {
+		return res, nil
+	}
+	if opts.DryRun {
+		// The actions' kinds, without their bytes: which paths leave
+		// an inode they share.
+		actions, err := s.revertActions(items, live, nil, false)
+		if err != nil {
+			return res, err
+		}
+		linked, err := s.revertLinked(actions, live)
+		if err != nil {
+			return res, err
+		}
+		for _, p := range slices.Sorted(maps.Keys(linked)) {
+			res.SplitLinks = append(res.SplitLinks, LinkSplit{Path: p, Names: linked[p].outside})
+		}
 		return res, nil
 	}
 	if err := s.checkRewindSpace(planned, live); err != nil {
 		return res, err
 	}
-	// Every action carries its bytes in the store (or, patching a file
-	// in place, the layers that tell the only bytes it writes), so that
-	// no action depends on a path an earlier one changed (and a redo
-	// after a crash stands on its own).
-	actions := make([]action, 0, len(items))
-	for i, it := range items {
-		opts.Progress.report("storing", int64(i), int64(len(items)))
-		a := action{Path: it.path, State: it.target.State, Content: it.target.Content}
-		if !it.hasMrg && patchesLive(it.target, it.path, it.cur.State) {
-			// Range records over the file as it is at the same path (no
-			// later turn changed it): patched in place, as a restore does.
-			a = action{Op: actPatch, Path: it.path, State: it.target.State, Layers: it.target.Patch.Layers}
-		} else if it.target.State.Type == ckpt.Regular && !it.hasMrg && a.Content == nil && it.target.Live == it.path {
-			a.Live = it.path // the same file: its mode or owner changes
-		} else if it.target.State.Type == ckpt.Regular {
-			var src io.Reader
-			switch {
-			case it.hasMrg:
-				src = bytes.NewReader(it.merged)
-			case a.Content == nil:
-				rc, err := s.open(it.target, live)
-				if err != nil {
-					return res, err
-				}
-				defer rc.Close()
-				src = rc
-			}
-			if src != nil {
-				if a.Content, err = s.putContent(src, a.State.Size); err != nil {
-					return res, err
-				}
-			}
-		}
-		if a.Op == "" && a.Live == "" {
-			move, err := s.movesBack(it, live)
-			if err != nil {
-				return res, err
-			}
-			if move {
-				ino := it.atFrom.Inode
-				a.Op, a.From, a.Expect = actMove, it.from, &ino
-			}
-		}
-		actions = append(actions, a)
+	actions, err := s.revertActions(items, live, opts.Progress, true)
+	if err != nil {
+		return res, err
 	}
-	keepLinks(items, actions)
+	// The links it splits, as they are before it runs: the report says
+	// which of them it did split.
+	linked, err := s.revertLinked(actions, live)
+	if err != nil {
+		return res, err
+	}
 	// Renames back first: another action may remove or replace what
 	// holds the name the object leaves (a directory the turn put in place
 	// of a file), and the object with it. Then parents before children,
@@ -232,9 +218,113 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if res.Turn, err = s.finishJournal(j); err != nil {
 		return res, err
 	}
+	if res.SplitLinks, err = foundSplits(linked, live); err != nil {
+		return res, err
+	}
 	done, err := s.Changes(res.Turn.Num-1, res.Turn.Num, live)
 	res.Changes = PairLike(done, planned)
 	return res, err
+}
+
+// revertActions makes the actions that carry out items, one each
+// (actions[i] is items[i]'s), telling progress how far it has got. Every
+// action carries its bytes in the store (or, patching a file in place,
+// the layers that tell the only bytes it writes), so that no action
+// depends on a path an earlier one changed (and a redo after a crash
+// stands on its own); without store (a dry run) they are not put there,
+// and the actions are only of the kinds the revert's would be.
+func (s *Store) revertActions(items []*revertItem, live ckpt.Tree, progress Progress, store bool) ([]action, error) {
+	actions := make([]action, 0, len(items))
+	for i, it := range items {
+		progress.report("storing", int64(i), int64(len(items)))
+		a := action{Path: it.path, State: it.target.State, Content: it.target.Content}
+		if !it.hasMrg && patchesLive(it.target, it.path, it.cur.State) {
+			// Range records over the file as it is at the same path (no
+			// later turn changed it): patched in place, as a restore does.
+			a = action{Op: actPatch, Path: it.path, State: it.target.State, Layers: it.target.Patch.Layers}
+		} else if it.target.State.Type == ckpt.Regular && !it.hasMrg && a.Content == nil && it.target.Live == it.path {
+			a.Live = it.path // the same file: its mode or owner changes
+		} else if it.target.State.Type == ckpt.Regular && store {
+			if err := s.storeTarget(it, &a, live); err != nil {
+				return nil, err
+			}
+		}
+		if a.Op == "" && a.Live == "" {
+			move, err := s.movesBack(it, live)
+			if err != nil {
+				return nil, err
+			}
+			if move {
+				ino := it.atFrom.Inode
+				a.Op, a.From, a.Expect = actMove, it.from, &ino
+			}
+		}
+		actions = append(actions, a)
+	}
+	keepLinks(items, actions)
+	return actions, nil
+}
+
+// storeTarget puts the bytes a regular file's action a writes into the
+// store, where they are not there yet (a merge, or a live file's).
+func (s *Store) storeTarget(it *revertItem, a *action, live ckpt.Tree) (err error) {
+	var src io.Reader
+	switch {
+	case it.hasMrg:
+		src = bytes.NewReader(it.merged)
+	case a.Content == nil:
+		rc, err := s.open(it.target, live)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		src = rc
+	default:
+		return nil
+	}
+	a.Content, err = s.putContent(src, a.State.Size)
+	return err
+}
+
+// revertLinked returns the paths the actions of a revert take off an
+// inode they share now with names the revert leaves as they are (no
+// action of it), and those names: the links it splits (LinkSplit).
+// Names with actions of their own are the revert's to set; what they
+// share after it is not a split it reports.
+func (s *Store) revertLinked(actions []action, live ckpt.Tree) (map[string]linkedPath, error) {
+	acted := make(map[string]bool, len(actions))
+	for _, a := range actions {
+		acted[a.Path] = true
+	}
+	out := map[string]linkedPath{}
+	for _, a := range actions {
+		// A move keeps the object's inode, and so its names; a removal
+		// or a directory is no link split.
+		if a.Op == actMove || !a.State.Type.Linkable() {
+			continue
+		}
+		cur, ino, err := live.LstatInode(a.Path)
+		if err != nil {
+			return nil, err
+		}
+		if !cur.Type.Linkable() || ino.Nlink < 2 || keepsSharedInode(a, cur) {
+			continue
+		}
+		names, err := s.otherNames(live, a.Path, ino)
+		if err != nil {
+			return nil, err
+		}
+		l := linkedPath{names: names}
+		for _, q := range names {
+			if !acted[q] {
+				l.outside = append(l.outside, q)
+			}
+		}
+		if len(l.outside) > 0 {
+			out[a.Path] = l
+		}
+	}
+	return out, nil
 }
 
 // keepLinks keeps one inode for the names the revert gives the same

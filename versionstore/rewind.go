@@ -61,6 +61,8 @@ type RewindResult struct {
 // LinkSplit is a path a restore gave an inode other than the one it
 // shared, before the restore, with names outside the restore (Names):
 // they stay on that inode, with their bytes, mode and owner as they are.
+// A revert says the same of the names it leaves as they are
+// (RevertResult.SplitLinks).
 // Why a restore splits the link rather than writing the target bytes
 // into the shared inode or refusing: it changes only the paths it is
 // given (a write into the inode would change the other names too, which

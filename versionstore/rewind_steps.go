@@ -296,6 +296,28 @@ func (s *Store) ensure(live ckpt.Tree, path string, st ckpt.State, content *cont
 	return nil // Special (recorded by an older ckptfs): its kind is unknown
 }
 
+// keepsSharedInode reports whether action a leaves the path, now cur and a
+// name of an inode with other names, on that inode: only where ensure
+// has nothing to do. ensure replaces a file whose type, bytes, symlink
+// target or device number change, and setFileMeta gives one whose mode
+// or owner change an inode of its own; so do patchTo and relink (a
+// patch, a link to another name). Keep it in step with them.
+func keepsSharedInode(a action, cur ckpt.State) bool {
+	if a.Op != "" {
+		return false
+	}
+	st := a.State
+	switch st.Type {
+	case ckpt.Regular:
+		return a.Live == a.Path && cur.Type == ckpt.Regular && sameMeta(cur, st)
+	case ckpt.Symlink:
+		return cur.Type == ckpt.Symlink && cur.Target == st.Target && cur.UID == st.UID && cur.GID == st.GID
+	case ckpt.FIFO, ckpt.Socket, ckpt.CharDevice, ckpt.BlockDevice:
+		return cur.Type == st.Type && cur.Rdev == st.Rdev && sameMeta(cur, st)
+	}
+	return false
+}
+
 // ensureMeta gives path, a directory already, st's mode and owner,
 // recording its current state first.
 func (s *Store) ensureMeta(live ckpt.Tree, path string, cur, st ckpt.State, who ckpt.Program) error {
