@@ -456,3 +456,116 @@ func TestRevertKeepsAHardLinkTheTurnWroteThrough(t *testing.T) {
 	}
 	m.Unmount(t)
 }
+
+// A revert of the turn that made b a hard link of a (rm b; ln a b) gives
+// b its bytes from before that turn on an inode of its own and leaves a
+// on its inode with its bytes: it splits the link, and says so as a
+// restore does, its dry run the same (text and JSON, by the schema). An
+// undo links them again.
+func TestRevertOfALinkTheTurnMadeSaysItSplits(t *testing.T) {
+	dir := t.TempDir()
+	m := mountProject(t, dir)
+	p := func(rel string) string { return filepath.Join(dir, rel) }
+	stat := func(rel string) unix.Stat_t {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(p(rel), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	check := func(what string, want map[string]string) {
+		t.Helper()
+		for rel, w := range want {
+			if b, err := os.ReadFile(p(rel)); err != nil || string(b) != w {
+				t.Errorf("%s: %s = %q, %v; want %q", what, rel, b, err, w)
+			}
+		}
+	}
+	m.turnctl(t, "begin", "--label", "a and b")
+	runIn(t, dir, "echo one > a; echo two > b")
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "b a link of a")
+	runIn(t, dir, "rm b; ln a b")
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "later")
+	runIn(t, dir, "echo three > c")
+	m.turnctl(t, "end")
+	a, b := stat("a"), stat("b")
+	if a.Ino != b.Ino || a.Nlink != 2 {
+		t.Fatalf("before: a inode %d nlink %d, b inode %d: want one inode, nlink 2", a.Ino, a.Nlink, b.Ino)
+	}
+	ino := a.Ino
+
+	const note = "hard links %s (the names not reverted keep their bytes):\n  b from a\n"
+	dryText := m.turnctl(t, "revert", "--dry-run", "2")
+	if !strings.HasSuffix(dryText, fmt.Sprintf(note, "it would split")) {
+		t.Errorf("revert --dry-run 2 says:\n%s", dryText)
+	}
+	dry := m.jsonOut(t, "turnctl-rewind", "revert", "--dry-run", "2")
+	const js = `[map[names:[a] path:b]]`
+	if got := fmt.Sprint(dry["split_links"]); got != js {
+		t.Errorf("revert --json --dry-run 2: split_links %s, want %s", got, js)
+	}
+	check("after the dry runs", map[string]string{"a": "one\n", "b": "one\n", "c": "three\n"})
+	if a, b := stat("a"), stat("b"); a.Ino != ino || b.Ino != ino || a.Nlink != 2 {
+		t.Errorf("after the dry runs: a inode %d nlink %d, b inode %d: want both %d, nlink 2", a.Ino, a.Nlink, b.Ino, ino)
+	}
+
+	out := m.turnctl(t, "revert", "2")
+	want := "revert of turn 2 done as turn 4: 1 file (+1 -1)\n  modified  b  +1 -1\n" + fmt.Sprintf(note, "split")
+	if out != want {
+		t.Errorf("revert 2 says:\n%s\nwant\n%s", out, want)
+	}
+	check("after revert 2", map[string]string{"a": "one\n", "b": "two\n", "c": "three\n"})
+	a, b = stat("a"), stat("b")
+	if a.Ino != ino || a.Nlink != 1 || b.Ino == ino || b.Nlink != 1 {
+		t.Errorf("after revert 2: a inode %d nlink %d, b inode %d nlink %d; want a %d nlink 1, b another inode, nlink 1",
+			a.Ino, a.Nlink, b.Ino, b.Nlink, ino)
+	}
+
+	// The same revert again, as JSON: what its dry run said.
+	m.turnctl(t, "undo")
+	check("after the undo", map[string]string{"a": "one\n", "b": "one\n", "c": "three\n"})
+	if a, b := stat("a"), stat("b"); a.Ino != b.Ino || a.Nlink != 2 {
+		t.Errorf("after the undo: a inode %d nlink %d, b inode %d: want one inode, nlink 2", a.Ino, a.Nlink, b.Ino)
+	}
+	rep := m.jsonOut(t, "turnctl-rewind", "revert", "2")
+	if got := fmt.Sprint(rep["split_links"]); got != js {
+		t.Errorf("revert --json 2: split_links %s, want %s", got, js)
+	}
+	check("after revert 2 again", map[string]string{"a": "one\n", "b": "two\n", "c": "three\n"})
+	if a, b := stat("a"), stat("b"); a.Ino == b.Ino || a.Nlink != 1 || b.Nlink != 1 {
+		t.Errorf("after revert 2 again: a inode %d nlink %d, b inode %d nlink %d; want two inodes, nlink 1", a.Ino, a.Nlink, b.Ino, b.Nlink)
+	}
+}
+
+// A revert of a chmod made through one name of a hard-linked file gives
+// both names their mode back and keeps them one inode, and splits
+// nothing: the names that share the inode are all the revert's.
+func TestRevertOfAChmodThroughAHardLinkKeepsItLinked(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "one\n", "other": "o\n"})
+	runIn(t, dir, "chmod 644 a; ln a b")
+	before := linkState(t, dir)
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "chmod")
+	runIn(t, dir, "chmod 600 a")
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "later")
+	runIn(t, dir, "echo x > other")
+	m.turnctl(t, "end")
+	rep := m.jsonOut(t, "turnctl-rewind", "revert", "1")
+	if got := fmt.Sprint(rep["split_links"]); got != "[]" {
+		t.Errorf("revert --json 1: split_links %s, want []", got)
+	}
+	runIn(t, dir, "echo o > other") // the later turn's change kept; set back to compare
+	if got := linkState(t, dir); got != before {
+		t.Errorf("after the revert:\n%s\nwant, as before the turn:\n%s", got, before)
+	}
+	for _, rel := range []string{"a", "b"} {
+		if fi, err := os.Lstat(filepath.Join(dir, rel)); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("after the revert: %s mode %v, %v; want 0644", rel, fi.Mode().Perm(), err)
+		}
+	}
+}

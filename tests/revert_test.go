@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,9 +23,13 @@ type revertReply struct {
 		Kind  string `json:"kind"`
 		Label string `json:"label"`
 	} `json:"turn"`
-	Merged    []string `json:"merged"`
-	Kept      []string `json:"kept"`
-	KeptTurns []uint64 `json:"kept_turns"`
+	Merged     []string `json:"merged"`
+	Kept       []string `json:"kept"`
+	KeptTurns  []uint64 `json:"kept_turns"`
+	SplitLinks []struct {
+		Path  string   `json:"path"`
+		Names []string `json:"names"`
+	} `json:"split_links"`
 }
 
 func (r revertReply) list() string {
@@ -108,6 +113,9 @@ func TestRevertOnMount(t *testing.T) {
 	}
 	if dry.list() != rep.list() {
 		t.Errorf("the dry run listed\n%s\nthe revert did\n%s", dry.list(), rep.list())
+	}
+	if d, r := fmt.Sprint(dry.SplitLinks), fmt.Sprint(rep.SplitLinks); d != r {
+		t.Errorf("the dry run splits %s, the revert split %s", d, r)
 	}
 	// old is made again and new removed (a revert plans a directory
 	// path by path), x.txt moved back: as the revert turn records it.

@@ -244,9 +244,10 @@ type RewindReply struct {
 	// inside this one), which it leaves as they are. None of them is in
 	// Changes.
 	Left []LeftDir `json:"left,omitempty"`
-	// SplitLinks: restore only, the paths it gave (with DryRun: would
-	// give) an inode apart from names it did not restore, which shared
-	// theirs and keep it with their bytes.
+	// SplitLinks: a restore or a revert (an undo made as one too), the
+	// paths it gave (with DryRun: would give) an inode apart from names
+	// it did not restore or revert, which shared theirs and keep it with
+	// their bytes.
 	SplitLinks []LinkSplit `json:"split_links,omitempty"`
 	// Revert (and an undo made as a revert): the turn it reverted, the
 	// paths whose later changes were merged with the revert, the paths

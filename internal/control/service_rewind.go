@@ -247,6 +247,9 @@ func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult,
 		rep.Conflicts = append(rep.Conflicts, turnctl.RevertConflict{Path: c.Path, Reason: c.Reason, Text: c.Text})
 	}
 	rep.Left = leftDirs(res.Left)
+	for _, l := range res.SplitLinks {
+		rep.SplitLinks = append(rep.SplitLinks, turnctl.LinkSplit{Path: l.Path, Names: l.Names})
+	}
 	to := versionstore.Now
 	if !dry && res.Turn.Num != 0 {
 		t := res.Turn

@@ -403,7 +403,8 @@ type jRewindOut struct {
 	Stats       jStatsOut    `json:"stats"`
 	NotRestored []string     `json:"not_restored"`
 	Left        []jLeftOut   `json:"left"` // directories left: they hold unversioned paths
-	// A restore: the paths it split from hard links it did not restore.
+	// A restore or a revert: the paths it split from hard links it did
+	// not restore or revert.
 	SplitLinks []jLinkSplitOut `json:"split_links"`
 	// A revert, and an undo made as one: the turn reverted (else null),
 	// the paths merged with later changes, those written with conflict

@@ -24,10 +24,12 @@ binary file, a file deleted later, a directory a later turn put files in),
 the revert refuses, names each such path, and changes nothing; with
 --conflicts=markers a text file's conflicting lines are written between
 <<<<<<< now / ======= / >>>>>>> before turn TURN markers instead (the other
-conflicts still refuse). Recorded as a new turn of kind revert ("revert of
-turn TURN"), so it can be undone or reverted in turn. --dry-run lists what it
-would change, the list the revert then reports, or the conflicts it would
-refuse. As with rewind, a long list is cut after its first 50 paths (--all
+conflicts still refuse). A path it changes that shares its inode with names
+it leaves as they are (hard links) gets its state on an inode of its own, and
+the report names each such split, as restore's does. Recorded as a new turn
+of kind revert ("revert of turn TURN"), so it can be undone or reverted in
+turn. --dry-run lists what it would change, the list the revert then reports,
+the splits too, or the conflicts it would refuse. As with rewind, a long list is cut after its first 50 paths (--all
 lists every one), a progress bar on stderr shows how far a long revert has
 got, and --quiet prints nothing but errors.`,
 	changes: true,

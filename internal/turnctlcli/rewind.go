@@ -104,13 +104,22 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	}
 	if len(rep.SplitLinks) > 0 {
 		// A restore splits a hard link rather than write into names
-		// it was not given (versionstore.LinkSplit): say so.
+		// it was not given (versionstore.LinkSplit), and so may a
+		// revert, which changes only the paths the turn changed: say
+		// so.
 		verb := "split"
 		if rep.DryRun {
 			verb = "it would split"
 		}
-		fmt.Fprintf(e.stdout, "hard links %s (the names not restored keep their bytes; restore them too, or rewind, to link them as at %s):\n",
-			verb, pointWord(rep.Target, rep.TargetStep))
+		if rep.Reverted != nil {
+			// Neither a restore nor a rewind to Target links them
+			// again: at Target (before the turn) they may not have
+			// shared an inode either.
+			fmt.Fprintf(e.stdout, "hard links %s (the names not reverted keep their bytes):\n", verb)
+		} else {
+			fmt.Fprintf(e.stdout, "hard links %s (the names not restored keep their bytes; restore them too, or rewind, to link them as at %s):\n",
+				verb, pointWord(rep.Target, rep.TargetStep))
+		}
 		for _, l := range rep.SplitLinks {
 			names := make([]string, len(l.Names))
 			for i, n := range l.Names {

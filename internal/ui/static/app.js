@@ -458,7 +458,9 @@ function reportBody(rep) {
     for (const c of rep.conflicts) lines.push(el("div", {}, `${c.path}: ${c.reason}`));
   }
   if (rep.split_links && rep.split_links.length) {
-    lines.push(el("div", { class: "summary" }, "Hard links split (the names not restored keep their bytes; restore them too, or rewind, to link them again):"));
+    lines.push(el("div", { class: "summary" }, rep.reverted != null
+      ? "Hard links split (the names not reverted keep their bytes):"
+      : "Hard links split (the names not restored keep their bytes; restore them too, or rewind, to link them again):"));
     for (const l of rep.split_links) lines.push(el("div", {}, `${l.path} from ${l.names.join(", ")}`));
   }
   if (rep.not_restored && rep.not_restored.length) lines.push(el("div", { class: "summary" }, "Not restored (bytes never captured): " + rep.not_restored.join(", ")));
