@@ -38,13 +38,17 @@ func (r *Root) flushWriters() {
 		return
 	}
 	r.ptMu.Lock()
-	var paths []string
+	nodes := make([]*Node, 0, len(r.writers))
 	for n := range r.writers {
+		nodes = append(nodes, n)
+	}
+	r.ptMu.Unlock()
+	var paths []string
+	for _, n := range nodes {
 		if p, ok := n.path(); ok && p != "" {
 			paths = append(paths, p)
 		}
 	}
-	r.ptMu.Unlock()
 	if len(paths) == 0 {
 		return
 	}
