@@ -293,6 +293,8 @@ func (r *crashRounds) dead() {
 // state and its kernel stack (what a thread that does not exit waits on).
 func threadStacks(pid int) string {
 	var b strings.Builder
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	fmt.Fprintf(&b, "  process %d: %q\n", pid, bytes.ReplaceAll(bytes.TrimRight(cmdline, "\x00"), []byte{0}, []byte{' '}))
 	ts, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, e := range ts {
 		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, e.Name())
