@@ -52,13 +52,14 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	// The rewind turn must be the open one; reopen it if a crash left it
 	// closed (End ran but the journal was not yet deleted).
 	if cur, ok := s.Current(); !ok || cur.Num != j.Turn {
-		if _, err := s.finishJournal(j); err != nil {
+		_, unsynced, err := s.finishJournal(j)
+		if err != nil {
 			return true, err
 		}
 		if j.Rollback != "" {
 			return true, journaledRollback(j, nil)
 		}
-		return true, nil
+		return true, unsyncedErr(j.Turn, unsynced)
 	}
 	// A rewind Recover cannot finish for any reason but unreadable bytes
 	// (a full disk) keeps its journal: it is finished at a later start,
@@ -69,11 +70,23 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	if err := s.noteRewound(j); err != nil {
 		return true, err
 	}
-	if _, err = s.finishJournal(j); err != nil {
+	_, unsynced, err := s.finishJournal(j)
+	if err != nil {
 		return true, err
 	}
 	crashpoint.Hit("recover.done")
-	return true, nil
+	// Finished, but not synced: the daemon's start says so (and, as
+	// before, stops; the next start finds nothing to finish).
+	return true, unsyncedErr(j.Turn, unsynced)
+}
+
+// unsyncedErr is the error of a rewind Recover finished as turn n but
+// whose log could not be synced (finishJournal's unsynced), or nil.
+func unsyncedErr(n uint64, unsynced error) error {
+	if unsynced == nil {
+		return nil
+	}
+	return fmt.Errorf("versionstore: turn %d closed, but the log could not be synced to disk: %w", n, unsynced)
 }
 
 // dropPhantomRenames settles the renames and exchanges recorded but never

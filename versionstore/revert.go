@@ -71,6 +71,8 @@ type RevertResult struct {
 	// changes), by path, as a restore says (RewindResult.SplitLinks). A
 	// dry run says which it would.
 	SplitLinks []LinkSplit
+	// Warning: as RewindResult.Warning.
+	Warning string
 }
 
 // revertItem is what the revert makes of one path.
@@ -215,9 +217,11 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if err := s.journalAndRun(j, t.Num, n, live, opts.Who); err != nil {
 		return res, err
 	}
-	if res.Turn, err = s.finishJournal(j); err != nil {
+	var unsynced error
+	if res.Turn, unsynced, err = s.finishJournal(j); err != nil {
 		return res, err
 	}
+	res.Warning = unsyncedWarning(res.Turn.Num, unsynced)
 	if res.SplitLinks, err = foundSplits(linked, live); err != nil {
 		return res, err
 	}

@@ -56,6 +56,11 @@ type RewindResult struct {
 	// SplitLinks: the paths a restore split from names it did not
 	// restore (see LinkSplit), by path. A dry run says which it would.
 	SplitLinks []LinkSplit
+	// Warning, when not "", says what went wrong after the rewind was
+	// done ("the store's log could not be synced to disk: …"): its turn
+	// closed, but not synced. The rewind stands (the next start neither
+	// redoes nor undoes it); a power loss may lose its record.
+	Warning string
 }
 
 // LinkSplit is a path a restore gave an inode other than the one it
@@ -227,9 +232,11 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	if err := s.noteRewound(j); err != nil {
 		return res, err
 	}
-	if res.Turn, err = s.finishJournal(j); err != nil {
+	var unsynced error
+	if res.Turn, unsynced, err = s.finishJournal(j); err != nil {
 		return res, err
 	}
+	res.Warning = unsyncedWarning(res.Turn.Num, unsynced)
 	for _, p := range j.Lost {
 		if !slices.Contains(res.NotRestored, p) {
 			res.NotRestored = append(res.NotRestored, p)

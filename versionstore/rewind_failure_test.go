@@ -344,3 +344,112 @@ func TestRewindWhoseJournalCannotBeSavedChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRewindWhoseEndCannotBeSyncedIsDone: the disk fails the fsync of
+// the log right after a rewind, undo, restore or revert closed its turn
+// (End committed the turn, then could not sync). The tree is rewound and
+// the turn closed: the rewind is done, and must say so, with the sync
+// failure as a warning. It used to return the error, as if it had
+// failed, and leave its journal for the next start to find. After a
+// restart nothing is redone or undone, the turn is in the log as a
+// finished rewind, and undoing it puts the tree back as before it.
+func TestRewindWhoseEndCannotBeSyncedIsDone(t *testing.T) {
+	for _, how := range []string{"rewind", "undo", "restore", "revert"} {
+		t.Run(how, func(t *testing.T) {
+			// The rewind's End commits the second turn record, after
+			// Begin's; undo and revert End the open turn first.
+			spec := "turn.committed@2"
+			if how == "undo" || how == "revert" {
+				spec = "turn.committed@3"
+			}
+			s, tree, root, closed, before, failed := unsavedFixture(t, spec)
+			var turn ckpt.Turn
+			var warning string
+			var err error
+			switch how {
+			case "rewind", "restore":
+				opts := RewindOptions{}
+				if how == "restore" {
+					opts.Paths = []string{"x", "y", "z"}
+				}
+				var res RewindResult
+				res, err = s.Rewind(closed, tree, opts)
+				turn, warning = res.Turn, res.Warning
+			case "undo", "revert":
+				if _, err := s.End(""); err != nil {
+					t.Fatal(err)
+				}
+				if how == "undo" {
+					var res RewindResult
+					res, err = s.Rewind(closed, tree, RewindOptions{Undo: true})
+					turn, warning = res.Turn, res.Warning
+				} else {
+					var res RevertResult
+					res, err = s.Revert(closed+1, tree, RevertOptions{})
+					turn, warning = res.Turn, res.Warning
+				}
+			}
+			if *failed != 1 {
+				t.Fatalf("%d fsyncs failed, want 1 (%v)", *failed, err)
+			}
+			if err != nil {
+				t.Fatalf("the rewind is done, but it returned %v", err)
+			}
+			want := regexp.MustCompile(`^the store's log could not be synced to disk: injected: input/output error; a power loss may lose the record of turn \d+$`)
+			if !want.MatchString(warning) {
+				t.Errorf("warning %q, want it to match %s", warning, want)
+			}
+			if turn.Num == 0 || turn.Open || strings.Contains(turn.Label, "undone") {
+				t.Errorf("the rewind's turn: %+v, want it closed and done", turn)
+			}
+			rewound := func(s *Store, when string) {
+				t.Helper()
+				after := treeFiles(t, root)
+				for _, p := range []string{"x", "y", "z"} {
+					if got := after[p]; !strings.HasPrefix(string(got.data), p+" v0") || got.mode != 0o644 {
+						t.Errorf("%s %s: %.12q %v, want %q 0644", p, when, got.data, got.mode, p+" v0")
+					}
+				}
+				if _, closer, err := s.db.Get(keyJournal); err != pebble.ErrNotFound {
+					if err == nil {
+						closer.Close()
+					}
+					t.Errorf("a journal is left %s (%v)", when, err)
+				}
+				if cur, ok := s.Current(); ok {
+					t.Errorf("turn %d is open %s", cur.Num, when)
+				}
+				tn, err := s.Turn(turn.Num)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tn.Open || tn.Label != turn.Label || s.Latest() != turn.Num {
+					t.Errorf("%s: turn %d open %v, label %q, latest %d; want turn %d closed, %q, the latest", when, tn.Num, tn.Open, tn.Label, s.Latest(), turn.Num, turn.Label)
+				}
+			}
+			rewound(s, "after the rewind")
+			// A restart finds nothing to finish.
+			fs := s.wal.FS
+			s.Close()
+			s2, err := Open("/store", Options{FS: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s2.Close() })
+			if ok, err := s2.Recover(tree); ok || err != nil {
+				t.Errorf("recover after the rewind: journal %v, %v; want none", ok, err)
+			}
+			rewound(s2, "after a restart")
+			// Undoing it puts back what it replaced.
+			if _, err := s2.Rewind(turn.Num-1, tree, RewindOptions{Undo: true}); err != nil {
+				t.Fatalf("undo of the rewind: %v", err)
+			}
+			after := treeFiles(t, root)
+			for p, want := range before {
+				if got := after[p]; string(got.data) != string(want.data) || got.mode != want.mode {
+					t.Errorf("%s after undoing the rewind: %.12q %v, want %.12q %v", p, got.data, got.mode, want.data, want.mode)
+				}
+			}
+		})
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -688,17 +690,28 @@ func (s *Store) noteRewound(j *rewindJournal) error {
 	return nil
 }
 
-// finishJournal closes the rewind turn and drops the journal.
-func (s *Store) finishJournal(j *rewindJournal) (ckpt.Turn, error) {
-	var t ckpt.Turn
-	var err error
+// finishJournal closes the rewind turn and drops the journal. Once the
+// turn is closed the rewind is done, whether or not the log can then be
+// synced to disk (End's fsync, or the one after the journal is dropped):
+// such a failure is returned as unsynced, a warning for the user, and
+// the journal is dropped all the same, so that the next start neither
+// redoes nor undoes a rewind the user was told is done. (Left, the
+// journal made the rewind answer an error while the tree had changed
+// and the turn was closed.) err is a failure to close the turn or drop
+// the journal: the journal is kept, for Recover to finish.
+func (s *Store) finishJournal(j *rewindJournal) (t ckpt.Turn, unsynced error, err error) {
 	if cur, ok := s.Current(); ok && cur.Num == j.Turn {
-		t, err = s.End("")
+		if t, err = s.End(""); err != nil && t.Num != 0 {
+			unsynced, err = err, nil // closed (End says so), not synced
+			if u := errors.Unwrap(unsynced); u != nil {
+				unsynced = u // what failed, without "turn N closed"
+			}
+		}
 	} else {
 		t, err = s.Turn(j.Turn)
 	}
 	if err != nil {
-		return t, err
+		return t, nil, err
 	}
 	crashpoint.Hit("rewind.ended")
 	b := s.db.NewBatch()
@@ -706,8 +719,26 @@ func (s *Store) finishJournal(j *rewindJournal) (ckpt.Turn, error) {
 	b.Delete(keyJournal, nil)
 	b.Delete(keyJournalPlan, nil)
 	if err := s.commit(b, pebble.Sync); err != nil {
-		return t, fmt.Errorf("versionstore: %w", err)
+		return t, unsynced, fmt.Errorf("versionstore: %w", err)
 	}
 	crashpoint.Hit("rewind.finished")
-	return t, s.syncWAL()
+	if err := s.syncWAL(); err != nil && unsynced == nil {
+		unsynced = err
+		s.mu.Lock()
+		s.lastErr = fmt.Errorf("versionstore: turn %d closed, but the log could not be synced to disk: %w", t.Num, err)
+		s.lastErrAt = time.Now().UTC()
+		s.mu.Unlock()
+	}
+	return t, unsynced, nil
+}
+
+// unsyncedWarning is what a rewind done as turn n whose log could not be
+// synced (finishJournal's unsynced) tells the user, after "it is done,
+// but", or "" for nil.
+func unsyncedWarning(n uint64, unsynced error) string {
+	if unsynced == nil {
+		return ""
+	}
+	return fmt.Sprintf("the store's log could not be synced to disk: %s; a power loss may lose the record of turn %d",
+		strings.ReplaceAll(unsynced.Error(), "versionstore: ", ""), n)
 }

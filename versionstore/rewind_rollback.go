@@ -189,7 +189,10 @@ func (s *Store) endRollback(j *rewindJournal, cause, err error) error {
 			}
 		}
 	}
-	if _, err := s.finishJournal(j); err != nil {
+	// Undone and its turn closed: a log that then cannot be synced
+	// (kept as the store's last error, see Health) changes nothing of
+	// what rb says.
+	if _, _, err := s.finishJournal(j); err != nil {
 		return err
 	}
 	return rb
