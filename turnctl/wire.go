@@ -259,6 +259,10 @@ type RewindReply struct {
 	// paths they changed.
 	KeptTurns []uint64 `json:"kept_turns,omitempty"`
 	Kept      []string `json:"kept,omitempty"`
+	// Warning, when not "", says what went wrong once the change was
+	// done: its turn closed, but the store's log could not be synced to
+	// disk (a power loss may lose its record). The change stands.
+	Warning string `json:"warning,omitempty"`
 }
 
 // LeftDir is a directory a rewind left in place because it holds

@@ -241,7 +241,7 @@ func (s *Service) revertReply(n uint64, dry bool, res versionstore.RevertResult,
 	}
 	turn, k := versionstore.SplitPoint(n)
 	rep := &turnctl.RewindReply{Reverted: &turn, RevertedStep: k, DryRun: dry, Changes: []turnctl.FileChange{},
-		NotRestored: res.NotRestored, Merged: res.Merged}
+		NotRestored: res.NotRestored, Merged: res.Merged, Warning: res.Warning}
 	rep.Target, rep.TargetStep = versionstore.SplitPoint(prev)
 	for _, c := range res.Conflicts {
 		rep.Conflicts = append(rep.Conflicts, turnctl.RevertConflict{Path: c.Path, Reason: c.Reason, Text: c.Text})
@@ -347,7 +347,7 @@ func (s *Service) rewindStore(n uint64, paths []string, dry, undo bool, p *progr
 
 // rewindReply says what a rewind to n did, counting lines (a phase of p).
 func (s *Service) rewindReply(n uint64, dry bool, res versionstore.RewindResult, m mark, p *progress) (*turnctl.RewindReply, error) {
-	rep := &turnctl.RewindReply{DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored}
+	rep := &turnctl.RewindReply{DryRun: dry, Changes: []turnctl.FileChange{}, NotRestored: res.NotRestored, Warning: res.Warning}
 	rep.Target, rep.TargetStep = versionstore.SplitPoint(n)
 	rep.Left = leftDirs(res.Left)
 	for _, l := range res.SplitLinks {

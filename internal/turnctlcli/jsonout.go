@@ -415,6 +415,9 @@ type jRewindOut struct {
 	Conflicts    []jConflictOut `json:"conflicts"`
 	KeptTurns    []uint64       `json:"kept_turns"`
 	Kept         []string       `json:"kept"`
+	// Done, but the store's log could not be synced to disk: what went
+	// wrong (also on stderr); else null.
+	Warning *string `json:"warning"`
 }
 
 type jLeftOut struct {
@@ -448,6 +451,10 @@ func jRewind(r *turnctl.RewindReply) jRewindOut {
 	}
 	for _, c := range r.Conflicts {
 		o.Conflicts = append(o.Conflicts, jConflictOut{Path: c.Path, Reason: c.Reason})
+	}
+	if r.Warning != "" {
+		w := r.Warning
+		o.Warning = &w
 	}
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"ckptfs/fusefs/fusefstest"
+	"ckptfs/internal/ckpt"
 	"ckptfs/internal/control"
 	"ckptfs/turnctl"
 	"ckptfs/versionstore"
@@ -135,5 +136,28 @@ func TestStatusCutsALongList(t *testing.T) {
 	}
 	if got := strings.Count(out.String(), "  added  "); got != n {
 		t.Errorf("status --all of %d changes: %d listed", n, got)
+	}
+}
+
+// TestRewindDoneWithAWarningSaysSo: a rewind done whose store then could
+// not sync its log (RewindReply.Warning) reports what it did on stdout
+// and the warning on stderr, also with --quiet and --json (where it is
+// "warning" too).
+func TestRewindDoneWithAWarningSaysSo(t *testing.T) {
+	w := "the store's log could not be synced to disk: input/output error; a power loss may lose the record of turn 5"
+	rep := &turnctl.RewindReply{Target: 3, Turn: &ckpt.Turn{Num: 5}, Changes: []turnctl.FileChange{}, Warning: w}
+	want := "turnctl: warning: rewind to turn 3 is done, but " + w + "\n"
+	for _, mode := range []string{"text", "quiet", "json"} {
+		var out, errb bytes.Buffer
+		e := &env{ctx: context.Background(), stdout: &out, stderr: &errb, dash: -1, quiet: mode == "quiet", json: mode == "json"}
+		if err := e.printRewind(rep, "rewind to turn 3"); err != nil {
+			t.Fatal(err)
+		}
+		if errb.String() != want {
+			t.Errorf("%s: stderr %q, want %q", mode, errb.String(), want)
+		}
+		if mode == "json" && !strings.Contains(out.String(), `"warning": "`+w+`"`) {
+			t.Errorf("json: %s, want its warning", out.String())
+		}
 	}
 }

@@ -59,6 +59,11 @@ func (o *rewindOptions) run(e *env, args []string) error {
 
 // printRewind reports a rewind, undo, restore or revert.
 func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
+	if rep.Warning != "" {
+		// Done, but its record may not survive a power loss: said
+		// even with --quiet or --json, as an error would be.
+		fmt.Fprintf(e.stderr, "turnctl: warning: %s is done, but %s\n", what, rep.Warning)
+	}
 	if e.json {
 		return e.printJSON(jRewind(rep))
 	}

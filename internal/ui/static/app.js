@@ -479,7 +479,9 @@ async function action(name, req, title) {
   if (!(await confirmDialog(title, reportBody(preview)))) return;
   try {
     const rep = await post("/api/" + name, req);
-    toast(rep.turn ? `${name} done as turn ${rep.turn.num}: ${counts(rep.stats)[0]}` : `${name}: nothing changed`);
+    const done = rep.turn ? `${name} done as turn ${rep.turn.num}: ${counts(rep.stats)[0]}` : `${name}: nothing changed`;
+    // Done, but its record may not survive a power loss: shown as an error is.
+    toast(rep.warning ? `${done}; but ${rep.warning}` : done, !!rep.warning);
     await loadTimeline(true);
     if (rep.turn) selectTurn(rep.turn.num);
   } catch (err) {
