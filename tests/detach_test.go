@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,9 +143,14 @@ func TestUmountTellsTheDaemonDiedBeforeItsManifest(t *testing.T) {
 // then: CKPTFS_FAIL arms one) used to leave umount saying "unmounted"
 // with exit 0, though the next mount, finding no manifest, cannot see
 // what changes meanwhile. umount must say so on stderr in one line, and
-// exit 1; and the next mount indeed records no offline turn.
+// exit 1; and the next mount indeed records no offline turn, and says
+// why in one line: the last daemon could not save its record of the
+// tree (not, as it used to, that it was killed or crashed).
 func TestUmountTellsTheDaemonCouldNotSaveItsManifest(t *testing.T) {
-	dir := t.TempDir()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
 	t.Setenv(crashpoint.FailEnv, "daemon.manifest")
 	m := mountProject(t, dir)
@@ -156,7 +162,7 @@ func TestUmountTellsTheDaemonCouldNotSaveItsManifest(t *testing.T) {
 	cmd := exec.Command(ckptfsBin, "umount", dir)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	line := strings.TrimSuffix(stderr.String(), "\n")
 	if code := cmd.ProcessState.ExitCode(); code != 1 || stdout.String() != "" || strings.Contains(line, "\n") ||
 		!strings.Contains(line, "could not save the record of the tree") || !strings.Contains(line, "injected failure at daemon.manifest") ||
@@ -179,11 +185,19 @@ func TestUmountTellsTheDaemonCouldNotSaveItsManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(crashpoint.FailEnv, "")
-	m = mountProject(t, dir)
+	m, mstderr := mountStderr(t, dir)
+	want := fmt.Sprintf("ckptfs: warning: the last mount of %s ended, but its daemon could not save its record of the tree (injected failure at daemon.manifest (CKPTFS_FAIL)): changes made between that unmount and this mount are not in the history, and a rewind will not undo them\n", dir)
+	if mstderr != want {
+		t.Errorf("the mount after a daemon that could not save its manifest: stderr:\n%s\nwant:\n%s", mstderr, want)
+	}
 	if log := m.turnctl(t, "log"); strings.Contains(log, "changed while unmounted") {
 		t.Errorf("turnctl log shows an offline turn though no manifest was saved:\n%s", log)
 	}
+	// Told once: after a clean unmount, the next mount says nothing.
 	m.Unmount(t)
+	if _, mstderr = mountStderr(t, dir); mstderr != "" {
+		t.Errorf("the mount after a clean unmount: stderr %q", mstderr)
+	}
 }
 
 // The same with the daemon killed before 'ckptfs umount' ran: umount

@@ -344,6 +344,9 @@
 // its record gets the bytes it had then. An offline command that changed
 // the tree saves the manifest (and the seals) again as it leaves it
 // (control.OpenOffline), so that an edit made after it is told too.
+// A daemon that ends but cannot save the manifest keeps why
+// (NoteUnsaved), so that the next mount, finding none, says so rather
+// than that the daemon crashed (TakeUnsaved; a manifest saved drops it).
 //
 // # Bounded history
 //

@@ -95,6 +95,7 @@ var (
 	keyPolicy      = []byte("mpolicy")
 	keyExcludes    = []byte("mexcludes")
 	keyProject     = []byte("mproject")
+	keyUnsaved     = []byte("munsaved")
 )
 
 func u64Key(prefix byte, n uint64) []byte {

@@ -120,10 +120,44 @@ func (s *Store) SaveManifest(live ckpt.Tree, skip func(string, bool) bool, patte
 		return err
 	}
 	putJSON(b, keyManifest, manifestInfo{Saved: time.Now().UTC(), Patterns: patterns, Events: s.Events()})
+	b.Delete(keyUnsaved, nil)
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return err
 	}
 	return s.syncWAL()
+}
+
+// NoteUnsaved keeps why (one line) as the reason the daemon, ending
+// cleanly, could not save the manifest (or close its open turn before
+// it): the next mount, finding no manifest, can then tell the user what
+// happened, rather than take it for a daemon killed or crashed
+// (TakeUnsaved). A manifest saved since drops it.
+func (s *Store) NoteUnsaved(why string) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Set(keyUnsaved, []byte(why), nil)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	return s.syncWAL()
+}
+
+// TakeUnsaved returns the reason NoteUnsaved kept ("" for none) and drops
+// it, so that it is told once, and a later crash is not taken for it.
+func (s *Store) TakeUnsaved() (string, error) {
+	v, closer, err := s.db.Get(keyUnsaved)
+	if err == pebble.ErrNotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("versionstore: %w", err)
+	}
+	why := string(v)
+	closer.Close()
+	b := s.db.NewBatch()
+	defer b.Close()
+	b.Delete(keyUnsaved, nil)
+	return why, s.commit(b, pebble.Sync)
 }
 
 // ManifestPatterns reports whether a manifest is saved, and the exclude

@@ -181,3 +181,29 @@ func TestFindRenamesTellsAReusedInodeNumber(t *testing.T) {
 		t.Errorf("a rename: %+v", recs)
 	}
 }
+
+// TestUnsavedNoteIsToldOnce: the reason a daemon could not save its
+// manifest (NoteUnsaved) is what the next TakeUnsaved returns, once; a
+// manifest saved since drops it.
+func TestUnsavedNoteIsToldOnce(t *testing.T) {
+	s, tree, _ := offlineFixture(t)
+	if err := s.NoteUnsaved("disk error"); err != nil {
+		t.Fatal(err)
+	}
+	s = reopened(t, s)
+	if why, err := s.TakeUnsaved(); why != "disk error" || err != nil {
+		t.Errorf("TakeUnsaved: %q, %v; want the note", why, err)
+	}
+	if why, err := s.TakeUnsaved(); why != "" || err != nil {
+		t.Errorf("TakeUnsaved again: %q, %v; want none", why, err)
+	}
+	if err := s.NoteUnsaved("disk error"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveManifest(tree, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if why, err := s.TakeUnsaved(); why != "" || err != nil {
+		t.Errorf("TakeUnsaved after a manifest was saved: %q, %v; want none", why, err)
+	}
+}

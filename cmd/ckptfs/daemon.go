@@ -61,7 +61,10 @@ func startNotes(dir string, started control.StartResult, note func(string, ...an
 	case started.Recovered:
 		note("finished a rewind, restore or revert that a crash had interrupted: the tree is as it asked (turnctl log shows it)")
 	}
-	if started.Unclean {
+	switch {
+	case started.Unclean && started.Unsaved != "":
+		note("warning: the last mount of %s ended, but its daemon could not save its record of the tree (%s): changes made between that unmount and this mount are not in the history, and a rewind will not undo them", dir, started.Unsaved)
+	case started.Unclean:
 		note("warning: the last mount of %s did not end with a clean unmount (its daemon was killed or crashed), so no record of the tree was saved: changes made between the crash and this mount are not in the history, and a rewind will not undo them", dir)
 	}
 	if off := started.Offline; off.Paths > 0 {
@@ -288,6 +291,11 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 		info.Unsaved = strings.Join(strings.Fields(err.Error()), " ")
 		if err := rundir.WriteInfo(info); err != nil {
 			logger.Printf("note the unsaved manifest in %s's info file: %v", dir, err)
+		}
+		// And the next mount (umount removes the info file): it then
+		// says why there is no manifest, not that this daemon crashed.
+		if err := store.NoteUnsaved(info.Unsaved); err != nil {
+			logger.Printf("note the unsaved manifest in the store: %v", err)
 		}
 	} else {
 		// Tell 'ckptfs umount', which waits for this process to end,

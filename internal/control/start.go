@@ -44,6 +44,7 @@ type StartResult struct {
 	Recovered  bool                            // a rewind a crash interrupted was finished
 	RolledBack string                          // or rolled back, why (it could not finish)
 	Unclean    bool                            // history but no manifest of the last unmount: changes since were lost (a mount)
+	Unsaved    string                          // with Unclean: the last daemon ended but could not save the manifest, why ("": it was killed or crashed)
 	Offline    versionstore.OfflineResult      // what changed while unmounted
 	Links      []Link                          // the names of hard-linked files, with StartOptions.Links
 	Hidden     string                          // the store's path in the tree ("": outside it)
@@ -130,10 +131,22 @@ func Start(st *versionstore.Store, tree *backing.Tree, root, storeDir string, o 
 			}
 		}
 	}
+	// A mount takes the note of a daemon that ended but could not save
+	// the manifest (told once; stale if a manifest was saved since).
+	unsaved := ""
+	if o.Excludes != nil {
+		if unsaved, err = st.TakeUnsaved(); err != nil {
+			return res, err
+		}
+	}
 	if !haveManifest {
 		if st.Latest() > 0 && o.Excludes != nil {
-			res.Unclean = true
-			logf("no manifest of the last unmount (the daemon did not stop cleanly): changes made since, while unmounted, are not recorded")
+			res.Unclean, res.Unsaved = true, unsaved
+			if unsaved != "" {
+				logf("no manifest of the last unmount (the daemon ended but could not save it: %s): changes made since, while unmounted, are not recorded", unsaved)
+			} else {
+				logf("no manifest of the last unmount (the daemon did not stop cleanly): changes made since, while unmounted, are not recorded")
+			}
 		}
 		if seen == nil {
 			return res, nil
