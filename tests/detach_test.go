@@ -20,9 +20,8 @@ import (
 // A mount detached behind ckptfs's back (umount -l) ends its daemon as an
 // unmount from outside does: the open turn closed, the manifest saved, so
 // that what is changed in the directory afterwards is recorded as an
-// offline turn at the next mount. The turn boundary before opens the
-// daemon's fd of its own mount (syncfs), which must not keep the detached
-// mount alive.
+// offline turn at the next mount. The daemon holds no fd of its own
+// mount, which would keep the detached mount alive.
 func TestLazyDetachFromOutsideEndsTheDaemon(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
