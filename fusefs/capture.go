@@ -180,7 +180,9 @@ func (n *Node) captureRangeThrough(ctx context.Context, f *file, off, end int64)
 
 // captureSelf captures the node under every path it has (all names of a
 // hard-linked file that the overlay has seen). A node in no directory
-// (unlinked while open) is not in the tree and needs no capture.
+// (unlinked while open) is not in the tree and needs no capture, unless
+// it is a hard-linked file whose other names are: a write through the
+// name that went changes them.
 func (n *Node) captureSelf(ctx context.Context, metaOnly bool, rng *ckpt.ByteRange) (eno syscall.Errno) {
 	n.r.settled(func() { eno = n.captureSelfSettled(ctx, metaOnly, rng, -1) })
 	return eno
@@ -207,7 +209,11 @@ func (n *Node) captureSelfSettled(ctx context.Context, metaOnly bool, rng *ckpt.
 	}
 	// Fast path: the one known path was captured already.
 	if p, ok := n.path(); !ok {
-		return 0
+		// Not in go-fuse's tree (the name the kernel knew it by was
+		// removed); other names of a hard-linked file still hold it.
+		if !r.links.has(n.StableAttr().Ino) {
+			return 0
+		}
 	} else if r.excluded(p, isDir) || !r.needs(p, metaOnly, rng) {
 		if !r.links.has(n.StableAttr().Ino) {
 			return 0

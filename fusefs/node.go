@@ -117,7 +117,10 @@ func (n *Node) newChild(ctx context.Context, name string, fd int, st *backing.St
 
 // paths returns the root-relative paths of the node: its go-fuse path and,
 // for a file (anything but a directory) with several links, every other
-// remembered name (linkNames) that still refers to the same inode.
+// remembered name (linkNames) that still refers to the same inode. A file
+// with no go-fuse path (the name the kernel knew it by was removed, while
+// a handle kept it) is looked for among the remembered names whatever its
+// link count: the last name left of a hard-linked file holds it.
 func (n *Node) paths(st *backing.Stat) []string {
 	var out []string
 	if p, ok := n.path(); ok {
@@ -126,7 +129,7 @@ func (n *Node) paths(st *backing.Stat) []string {
 	if !linkable(st.Mode) {
 		return out
 	}
-	if st.Nlink < 2 {
+	if st.Nlink < 2 && len(out) > 0 {
 		// (The names stay remembered: a link made meanwhile may be
 		// among them, and each is checked before use anyway.)
 		return out

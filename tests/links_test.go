@@ -569,3 +569,52 @@ func TestRevertOfAChmodThroughAHardLinkKeepsItLinked(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteThroughAnUnlinkedNameOfAHardLink: a file opened by one of its
+// two names, which is then removed, is still in the tree by the other:
+// a write through the open handle changes that name, and must be
+// recorded so, or no rewind gives the old bytes back.
+func TestWriteThroughAnUnlinkedNameOfAHardLink(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "hello\n"})
+	if err := os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	// No warm-up: it would have the kernel look b up, which gives the
+	// node a second parent in the tree.
+	t.Setenv("CKPTFS_WARMUP", "0")
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin", "--label", "write")
+	f, err := os.OpenFile(filepath.Join(dir, "a"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Remove(filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("HELLO\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m.turnctl(t, "end")
+	if show := m.turnctl(t, "show", "1"); !strings.Contains(show, "modified  b  +1 -1") {
+		t.Errorf("turnctl show 1:\n%s\nwant b modified", show)
+	}
+	m.turnctl(t, "rewind", "0")
+	var sa, sb unix.Stat_t
+	for _, c := range []struct {
+		name string
+		st   *unix.Stat_t
+	}{{"a", &sa}, {"b", &sb}} {
+		if b, err := os.ReadFile(filepath.Join(dir, c.name)); err != nil || string(b) != "hello\n" {
+			t.Errorf("%s after the rewind to 0: %q, %v; want hello", c.name, b, err)
+		}
+		if err := unix.Lstat(filepath.Join(dir, c.name), c.st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sa.Ino != sb.Ino || sa.Nlink != 2 {
+		t.Errorf("after the rewind to 0: a inode %d nlink %d, b inode %d: want one inode with 2 links", sa.Ino, sa.Nlink, sb.Ino)
+	}
+}
