@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // flush.go owns the turn boundary's flush of the kernel's dirty pages.
@@ -45,7 +47,7 @@ func (r *Root) flushWriters() {
 	r.ptMu.Unlock()
 	var paths []string
 	for _, n := range nodes {
-		if p, ok := n.path(); ok && p != "" {
+		if p, ok := n.flushPath(); ok && p != "" {
 			paths = append(paths, p)
 		}
 	}
@@ -61,6 +63,28 @@ func (r *Root) flushWriters() {
 	if err := flush(args); err != nil {
 		r.logf("ckptfs: turn boundary: flush the pages of files mapped for writing: %v", err)
 	}
+}
+
+// flushPath is a root-relative path that leads to n's inode: its path in
+// go-fuse's tree, else (the name the kernel knew it by was removed while
+// it stayed mapped) a remembered name of its hard-linked inode that still
+// holds it, whose bytes the map's pages change. false: no name holds it,
+// and its pages change nothing in the tree.
+func (n *Node) flushPath() (string, bool) {
+	if p, ok := n.path(); ok {
+		return p, true
+	}
+	if !n.r.links.has(n.StableAttr().Ino) {
+		return "", false
+	}
+	st, err := backing.Fstat(n.fd)
+	if err != nil || st.Nlink == 0 {
+		return "", false
+	}
+	if names := n.r.namesOf(&st); len(names) > 0 {
+		return names[0], true
+	}
+	return "", false
 }
 
 // FlushFiles is the flush of a turn boundary (flushWriters), in the

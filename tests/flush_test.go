@@ -192,3 +192,70 @@ func abortConnection(t *testing.T, dev uint64) {
 		t.Errorf("abort the connection: %v", err)
 	}
 }
+
+// TestMmapWritesThroughAnUnlinkedNameAreInTheirTurn: a file with two
+// names, mapped through one that is then removed, still has its other
+// name: pages written through the map before a boundary change that name
+// in the turn that wrote them, and a rewind to before it gives its old
+// bytes back.
+func TestMmapWritesThroughAnUnlinkedNameAreInTheirTurn(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "hello\n"})
+	if err := os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	// No warm-up: it would have the kernel look b up, which gives the
+	// node a second parent in the tree.
+	t.Setenv("CKPTFS_WARMUP", "0")
+	mountProject(t, dir)
+	if _, err := runTurnctl(t, dir, "begin", "--label", "mapped"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "a"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, 6, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmapped := false
+	unmap := func() {
+		if !unmapped {
+			unmapped = true
+			unix.Munmap(m)
+		}
+	}
+	t.Cleanup(unmap) // before the unmount (cleanups run last first)
+	copy(m, "HELLO\n")
+	if err := os.Remove(filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runTurnctl(t, dir, "end"); err != nil {
+		t.Fatal(err)
+	}
+	unmap()
+	log, err := runTurnctl(t, dir, "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log, "open") || strings.Contains(log, "manual") {
+		t.Errorf("the mapped pages came after the boundary:\n%s", log)
+	}
+	show, err := runTurnctl(t, dir, "show", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(show, "modified  b  +1 -1") {
+		t.Errorf("turnctl show 1:\n%s\nwant b modified", show)
+	}
+	if _, err := runTurnctl(t, dir, "rewind", "0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != "hello\n" {
+			t.Errorf("%s after the rewind to 0: %q, %v; want hello", name, b, err)
+		}
+	}
+}
