@@ -26,6 +26,7 @@ type file struct {
 	released bool
 	writable bool
 	readable bool // O_RDWR without O_DIRECT: a capture may read through fd
+	mappable bool // O_RDWR: a shared writable mmap may dirty pages through it (flush.go)
 	kind     int  // which Node counter this handle is in
 }
 
@@ -54,7 +55,8 @@ type ptFile struct{ *file }
 // A writable open of an inode the store's attic has claimed fails with
 // ENOENT (see attic.go); fd is closed then.
 func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (fs.FileHandle, syscall.Errno) {
-	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, readable: flags&unix.O_ACCMODE == unix.O_RDWR && flags&unix.O_DIRECT == 0}
+	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, readable: flags&unix.O_ACCMODE == unix.O_RDWR && flags&unix.O_DIRECT == 0,
+		mappable: flags&unix.O_ACCMODE == unix.O_RDWR}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if f.writable && n.claimedLocked() {
@@ -94,9 +96,11 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (f
 	default:
 		f.kind = kindWriter
 		n.writers++
-		n.r.ptMu.Lock()
-		n.r.writers[n]++
-		n.r.ptMu.Unlock()
+		if f.mappable {
+			n.r.ptMu.Lock()
+			n.r.writers[n]++
+			n.r.ptMu.Unlock()
+		}
 	}
 	if f.kind == kindPTReader || f.kind == kindPTWriter {
 		return &ptFile{f}, 0
@@ -172,11 +176,13 @@ func (f *file) release() {
 		n.readers--
 	case kindWriter:
 		n.writers--
-		n.r.ptMu.Lock()
-		if n.r.writers[n]--; n.r.writers[n] <= 0 {
-			delete(n.r.writers, n)
+		if f.mappable {
+			n.r.ptMu.Lock()
+			if n.r.writers[n]--; n.r.writers[n] <= 0 {
+				delete(n.r.writers, n)
+			}
+			n.r.ptMu.Unlock()
 		}
-		n.r.ptMu.Unlock()
 	case kindPTReader:
 		n.ptReaders--
 	case kindPTWriter:

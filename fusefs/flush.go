@@ -18,7 +18,8 @@ import (
 // which they were written, so a boundary has them written back first. A
 // mapping holds its file open, and the kernel writes its pages back when
 // it is unmapped: dirty pages exist only in files with a daemon-served
-// writable handle open (Root.writers; a passthrough handle's mapping is
+// read-write handle open (Root.writers: a shared writable mapping needs
+// an fd open for reading and writing; a passthrough handle's mapping is
 // the backing file's own).
 //
 // syncfs(2) does not do: on FUSE it starts the writeback without waiting

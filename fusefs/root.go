@@ -151,7 +151,7 @@ type Root struct {
 
 	ptMu      sync.Mutex    // guards ptWriters and writers
 	ptWriters map[*Node]int // nodes open for writing through passthrough
-	writers   map[*Node]int // nodes open for writing, daemon-served (flush.go)
+	writers   map[*Node]int // nodes open read-write, daemon-served (flush.go)
 }
 
 // NewRoot builds the overlay on dir, the backing directory opened before
