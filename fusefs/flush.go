@@ -24,7 +24,9 @@ import (
 //
 // syncfs(2) does not do: on FUSE it starts the writeback without waiting
 // for it (Linux 6.18), so the pages arrived after the boundary, in the next
-// turn. fsync(2) of each such file waits for its pages. And the daemon
+// turn. sync_file_range(2) of each such file, with both waits, writes its
+// pages back and waits for them (fsync would also have the daemon sync
+// the file to disk, which a boundary does not need). And the daemon
 // must never do it itself: a daemon killed while one of its threads waits
 // on a request to its own mount never finishes exiting (the kernel waits
 // for an answer the dead daemon cannot give, and ends the connection only
@@ -92,7 +94,7 @@ func (n *Node) flushPath() (string, bool) {
 // process that runs it: args are the mount's directory, the device
 // number of the directory it covers (which the path leads to once the
 // mount is gone: then there is nothing to flush), and the root-relative
-// paths of the files to fsync. A path that is gone or no longer a
+// paths of the files to write back. A path that is gone or no longer a
 // regular file is skipped.
 func FlushFiles(args []string) error {
 	if len(args) < 2 {
@@ -118,7 +120,10 @@ func FlushFiles(args []string) error {
 			continue // renamed or removed since: its pages went with it
 		}
 		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			if err := unix.Fsync(fd); err != nil && first == nil {
+			// Written back and waited for, not synced to disk: the
+			// boundary needs the pages in the daemon, not on disk.
+			const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+			if err := unix.SyncFileRange(fd, 0, 0, all); err != nil && first == nil {
 				first = fmt.Errorf("flush %s: %v", p, err)
 			}
 		}
