@@ -12,8 +12,7 @@ import (
 )
 
 // mount.go owns mounting: go-fuse's options, the mount flags mirrored from
-// the backing filesystem, the kernel cache timeouts, and the fd of the
-// mount itself (syncfs at turn boundaries).
+// the backing filesystem, and the kernel cache timeouts.
 
 // Cache timeouts. Long timeouts are what make a FUSE overlay cheap
 // (doc/BENCH.md: against native, extract 6.3× → 2.7×, git status 15× →
