@@ -61,13 +61,13 @@ func (o *hooksOptions) addFlags(fs *pflag.FlagSet) {
 }
 
 func (o *hooksOptions) run(e *env, args []string) error {
+	if len(args) > 0 && args[0] != "install" && args[0] != "uninstall" && args[0] != "show" {
+		return usagef("unknown subcommand %q (valid: install, uninstall, show)", args[0])
+	}
 	if err := wantArgs(args, 2, 2); err != nil {
 		return err
 	}
 	verb := args[0]
-	if verb != "install" && verb != "uninstall" && verb != "show" {
-		return usagef("unknown action %q: install, uninstall or show", verb)
-	}
 	if o.project && o.user {
 		return usagef("--project and --user exclude each other")
 	}

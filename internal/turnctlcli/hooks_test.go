@@ -79,3 +79,14 @@ func TestHooksInstallUninstallCLI(t *testing.T) {
 		}
 	}
 }
+
+// An unknown subcommand is named as one, even without an AGENT after it.
+func TestHooksUnknownSubcommand(t *testing.T) {
+	for _, args := range [][]string{{"hooks", "list"}, {"hooks", "list", "claude-code"}} {
+		out, errs, code := tc(t, args...)
+		want := "turnctl hooks: unknown subcommand \"list\" (valid: install, uninstall, show) (see turnctl hooks --help)\n"
+		if code != 2 || out != "" || errs != want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, stderr %q", args, code, out, errs, want)
+		}
+	}
+}
