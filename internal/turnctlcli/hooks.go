@@ -81,7 +81,7 @@ func (o *hooksOptions) run(e *env, args []string) error {
 	}
 	self := o.turnctlCommand()
 	if !agent.HasHooks() {
-		return aiderHooks(e, verb, path, self)
+		return aiderHooks(e, verb, path, self, o.scopeFlag())
 	}
 	switch verb {
 	case "show":
@@ -156,11 +156,7 @@ func (o *hooksOptions) settingsPath(e *env, a *agenthooks.Agent) (string, error)
 	} else if m, err := rundir.FindMount(realPath(root)); err == nil {
 		root = m
 	}
-	file := a.ProjectFile
-	if file == "" {
-		file = aiderConf
-	}
-	return filepath.Join(root, file), nil
+	return a.SettingsPath(root, "", false), nil
 }
 
 // turnctlCommand is how the hooks should call turnctl.

@@ -6,15 +6,12 @@ import (
 	"ckptfs/internal/turnctlcli/agenthooks"
 )
 
-// aiderConf is aider's per-project configuration file.
-const aiderConf = ".aider.conf.yml"
-
 // aiderHooks: aider has no hook configuration, only a command it runs when
 // it has answered; install puts that into .aider.conf.yml as a marked block.
-func aiderHooks(e *env, verb, path, self string) error {
+func aiderHooks(e *env, verb, path, self, scope string) error {
 	switch verb {
 	case "show":
-		fmt.Fprintf(e.stderr, "# Aider: add to %s (or run: turnctl hooks install aider)\n", path)
+		fmt.Fprintf(e.stderr, "# Aider: add to %s (or run: turnctl hooks install aider%s)\n", path, scope)
 		fmt.Fprint(e.stdout, agenthooks.AiderBlock(self))
 		fmt.Fprintf(e.stderr, "# Aider has no prompt hook: each answer closes the turn that collected its edits.\n"+
 			"# To make one aider run one labelled turn instead:\n"+

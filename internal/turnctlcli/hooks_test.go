@@ -90,3 +90,42 @@ func TestHooksUnknownSubcommand(t *testing.T) {
 		}
 	}
 }
+
+// --user for aider edits ~/.aider.conf.yml, not $HOME itself.
+func TestHooksAiderUser(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	conf := filepath.Join(home, ".aider.conf.yml")
+	orig := "model: sonnet\n"
+	os.WriteFile(conf, []byte(orig), 0o640)
+
+	out, errs, code := tc(t, "hooks", "show", "aider", "--user", "--turnctl", "turnctl")
+	if want := "# Aider: add to " + conf + " (or run: turnctl hooks install aider --user)\n"; code != 0 || !strings.HasPrefix(errs, want) {
+		t.Errorf("show: %d %q, want stderr to start with %q", code, errs, want)
+	}
+	out, errs, code = tc(t, "hooks", "install", "aider", "--user", "--turnctl", "turnctl")
+	bak, _ := filepath.Glob(filepath.Join(state, "ckptfs", "backups", "*%.aider.conf.yml.*.bak"))
+	if code != 0 || len(bak) != 1 || out != "Aider notifications command added to "+conf+" (backup: "+bak[0]+")\n" {
+		t.Fatalf("install: %d %q %q %q", code, out, errs, bak)
+	}
+	want := orig +
+		"# >>> turnctl hooks (ckptfs): each aider answer ends a turn >>>\n" +
+		"notifications: true\n" +
+		"notifications-command: 'turnctl hook-event aider'\n" +
+		"# <<< turnctl hooks (ckptfs) <<<\n"
+	if got, _ := os.ReadFile(conf); string(got) != want {
+		t.Errorf("%s after install:\n%s\nwant:\n%s", conf, got, want)
+	}
+	out, errs, code = tc(t, "hooks", "uninstall", "aider", "--user")
+	if code != 0 || !strings.HasPrefix(out, "Aider notifications command removed from "+conf+" (backup: ") {
+		t.Fatalf("uninstall: %d %q %q", code, out, errs)
+	}
+	if got, _ := os.ReadFile(conf); string(got) != orig {
+		t.Errorf("%s after uninstall: %q, want %q", conf, got, orig)
+	}
+	if fi, _ := os.Stat(conf); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640", fi.Mode().Perm())
+	}
+}

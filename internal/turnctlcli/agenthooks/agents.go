@@ -18,7 +18,8 @@ type Agent struct {
 	// boundary inside the open turn.
 	StepEvent string
 	// ProjectFile is the settings file relative to the project root,
-	// UserFile relative to the home directory.
+	// UserFile relative to the home directory (Aider's: its
+	// configuration file, where install puts the notifications command).
 	ProjectFile, UserFile string
 	// hookName, if set, is written as the hook's "name" (Gemini CLI shows
 	// it in its logs).
@@ -56,7 +57,7 @@ var Agents = []*Agent{
 		ProjectFile: ".codex/hooks.json", UserFile: ".codex/hooks.json"},
 	{Name: "gemini", Title: "Gemini CLI", BeginEvent: "BeforeAgent", EndEvent: "AfterAgent", StepEvent: "AfterTool",
 		ProjectFile: ".gemini/settings.json", UserFile: ".gemini/settings.json", hookName: "ckptfs-turns"},
-	{Name: "aider", Title: "Aider"},
+	{Name: "aider", Title: "Aider", ProjectFile: ".aider.conf.yml", UserFile: ".aider.conf.yml"},
 }
 
 // Lookup returns the agent called name (a few aliases accepted).
