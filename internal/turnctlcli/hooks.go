@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -25,6 +24,8 @@ step of the turn (turnctl step). Everything else in the file
 keeps its bytes; the file as it was is kept in $XDG_STATE_HOME/ckptfs/backups
 (default ~/.local/state), not beside it where git would pick it up; the
 output names the copy.
+Hooks of turnctl's already there are left as they are; install with
+--turnctl PATH changes them to run that turnctl, and says so.
 uninstall removes exactly what install added (and the file, if nothing else
 is left in it). show prints the configuration instead of writing it.
 
@@ -57,7 +58,7 @@ type hooksOptions struct {
 func (o *hooksOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.project, "project", false, "the project's settings file (default)")
 	fs.BoolVar(&o.user, "user", false, "your settings file under $HOME, for every project")
-	fs.StringVar(&o.command, "turnctl", "", "how the hooks run turnctl (default: turnctl if PATH finds this binary, else its absolute path)")
+	fs.StringVar(&o.command, "turnctl", "", "the `PATH` of the turnctl the hooks run, quoted for the shell where needed (default: turnctl if $PATH finds this binary, else its absolute path); install changes turnctl's hooks already there to run it")
 }
 
 func (o *hooksOptions) run(e *env, args []string) error {
@@ -81,7 +82,7 @@ func (o *hooksOptions) run(e *env, args []string) error {
 	}
 	self := o.turnctlCommand()
 	if !agent.HasHooks() {
-		return aiderHooks(e, verb, path, self, o.scopeFlag())
+		return aiderHooks(e, verb, path, self, o.scopeFlag(), o.command != "")
 	}
 	switch verb {
 	case "show":
@@ -96,7 +97,7 @@ func (o *hooksOptions) run(e *env, args []string) error {
 		fmt.Fprint(e.stdout, snip)
 		return nil
 	case "install":
-		res, err := agent.Install(path, self)
+		res, err := agent.Install(path, self, o.command != "")
 		if err != nil {
 			return err
 		}
@@ -105,6 +106,10 @@ func (o *hooksOptions) run(e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "%s hooks already in %s\n", agent.Title, path)
 		case res.Created:
 			fmt.Fprintf(e.stdout, "%s hooks written to %s (new file)\n", agent.Title, path)
+		case res.Updated && res.Added:
+			fmt.Fprintf(e.stdout, "%s hooks added to %s, and those already there now run %s (backup: %s)\n", agent.Title, path, agent.HookCommand(self), res.Backup)
+		case res.Updated:
+			fmt.Fprintf(e.stdout, "%s hooks in %s now run %s (backup: %s)\n", agent.Title, path, agent.HookCommand(self), res.Backup)
 		default:
 			fmt.Fprintf(e.stdout, "%s hooks added to %s (backup: %s)\n", agent.Title, path, res.Backup)
 		}
@@ -159,7 +164,8 @@ func (o *hooksOptions) settingsPath(e *env, a *agenthooks.Agent) (string, error)
 	return a.SettingsPath(root, "", false), nil
 }
 
-// turnctlCommand is how the hooks should call turnctl.
+// turnctlCommand is the turnctl the hooks should run: a path, or a name
+// PATH finds; HookCommand quotes it for the shell where needed.
 func (o *hooksOptions) turnctlCommand() string {
 	if o.command != "" {
 		return o.command
@@ -173,9 +179,6 @@ func (o *hooksOptions) turnctlCommand() string {
 		if rp, _ := filepath.EvalSymlinks(p); rp == self {
 			return "turnctl"
 		}
-	}
-	if strings.ContainsAny(self, " \t'\"\\$`") {
-		return "'" + strings.ReplaceAll(self, "'", `'\''`) + "'"
 	}
 	return self
 }

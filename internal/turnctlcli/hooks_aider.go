@@ -8,7 +8,7 @@ import (
 
 // aiderHooks: aider has no hook configuration, only a command it runs when
 // it has answered; install puts that into .aider.conf.yml as a marked block.
-func aiderHooks(e *env, verb, path, self, scope string) error {
+func aiderHooks(e *env, verb, path, self, scope string, update bool) error {
 	switch verb {
 	case "show":
 		fmt.Fprintf(e.stderr, "# Aider: add to %s (or run: turnctl hooks install aider%s)\n", path, scope)
@@ -18,13 +18,15 @@ func aiderHooks(e *env, verb, path, self, scope string) error {
 			"#   turnctl run --label \"fix the tests\" -- aider --yes --message \"fix the tests\"\n")
 		return nil
 	case "install":
-		res, err := agenthooks.InstallAider(path, self)
+		res, err := agenthooks.InstallAider(path, self, update)
 		if err != nil {
 			return err
 		}
 		switch {
 		case !res.Changed:
 			fmt.Fprintf(e.stdout, "Aider notifications command already in %s\n", path)
+		case res.Updated:
+			fmt.Fprintf(e.stdout, "Aider notifications command in %s now runs %s (backup: %s)\n", path, agenthooks.AiderCommand(self), res.Backup)
 		case res.Created:
 			fmt.Fprintf(e.stdout, "Aider notifications command written to %s (new file)\n", path)
 		default:

@@ -2,6 +2,7 @@ package turnctlcli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,5 +128,121 @@ func TestHooksAiderUser(t *testing.T) {
 	}
 	if fi, _ := os.Stat(conf); fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want 0640", fi.Mode().Perm())
+	}
+}
+
+// claudeFile is the settings file install writes for Claude Code when
+// there was none, with hooks that run cmd (JSON-escaped already).
+func claudeFile(cmd string) string {
+	var b strings.Builder
+	b.WriteString("{\n  \"hooks\": {\n")
+	for i, ev := range []string{"UserPromptSubmit", "Stop", "PostToolUse"} {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString(`    "` + ev + `": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "` + cmd + `"
+          }
+        ]
+      }
+    ]`)
+	}
+	b.WriteString("\n  }\n}\n")
+	return b.String()
+}
+
+// A --turnctl path with a space (or a quote) is quoted for the shell the
+// agents run the hooks with; installing again with another --turnctl
+// changes the command of turnctl's own hooks.
+func TestHooksTurnctlPathQuoted(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	tools := filepath.Join(t.TempDir(), "my tools")
+	os.MkdirAll(tools, 0o755)
+	spaced := filepath.Join(tools, "turnctl")
+	os.WriteFile(spaced, []byte("#!/bin/sh\necho \"ran $0 $*\"\n"), 0o755)
+	path := filepath.Join(home, ".claude", "settings.json")
+
+	out, errs, code := tc(t, "hooks", "install", "claude-code", "--user", "--turnctl", spaced)
+	if want := "Claude Code hooks written to " + path + " (new file)\n"; code != 0 || out != want {
+		t.Fatalf("install: %d %q %q, want %q", code, out, errs, want)
+	}
+	quoted := "'" + spaced + "' hook-event claude-code"
+	if got, _ := os.ReadFile(path); string(got) != claudeFile(quoted) {
+		t.Errorf("installed file:\n%s\nwant:\n%s", got, claudeFile(quoted))
+	}
+	// The shell runs that command as the script at the spaced path.
+	if got, err := exec.Command("sh", "-c", quoted).Output(); err != nil || string(got) != "ran "+spaced+" hook-event claude-code\n" {
+		t.Errorf("sh -c %q: %q %v", quoted, got, err)
+	}
+
+	// Installing again without --turnctl keeps the command.
+	out, _, _ = tc(t, "hooks", "install", "claude-code", "--user")
+	if want := "Claude Code hooks already in " + path + "\n"; out != want {
+		t.Errorf("install again: %q, want %q", out, want)
+	}
+	// With another --turnctl it changes it, and says so.
+	odd := "/opt/it's/turnctl"
+	out, errs, code = tc(t, "hooks", "install", "claude-code", "--user", "--turnctl", odd)
+	bak, _ := filepath.Glob(filepath.Join(state, "ckptfs", "backups", "*%.claude%settings.json.*.bak"))
+	if len(bak) != 1 {
+		t.Fatalf("backups: %q", bak)
+	}
+	if want := "Claude Code hooks in " + path + ` now run '/opt/it'\''s/turnctl' hook-event claude-code (backup: ` + bak[0] + ")\n"; code != 0 || out != want {
+		t.Errorf("install with another --turnctl: %d %q %q, want %q", code, out, errs, want)
+	}
+	if got, _ := os.ReadFile(path); string(got) != claudeFile(`'/opt/it'\\''s/turnctl' hook-event claude-code`) {
+		t.Errorf("updated file:\n%s", got)
+	}
+	if b, _ := os.ReadFile(bak[0]); string(b) != claudeFile(quoted) {
+		t.Errorf("backup:\n%s", b)
+	}
+	// The usual command is written as it always was.
+	tc(t, "hooks", "install", "claude-code", "--user", "--turnctl", "turnctl")
+	if got, _ := os.ReadFile(path); string(got) != claudeFile("turnctl hook-event claude-code") {
+		t.Errorf("file with --turnctl turnctl:\n%s", got)
+	}
+
+	for _, c := range []struct {
+		agent, file string
+		n           int
+	}{{"codex", ".codex/hooks.json", 2}, {"gemini", ".gemini/settings.json", 3}} {
+		if _, errs, code := tc(t, "hooks", "install", c.agent, "--user", "--turnctl", spaced); code != 0 {
+			t.Fatalf("install %s: %q", c.agent, errs)
+		}
+		got, _ := os.ReadFile(filepath.Join(home, c.file))
+		if n := strings.Count(string(got), `"command": "'`+spaced+`' hook-event `+c.agent+`"`); n != c.n || strings.Count(string(got), spaced) != c.n {
+			t.Errorf("%s: %d quoted commands, want %d:\n%s", c.agent, n, c.n, got)
+		}
+	}
+	_, errs, _ = tc(t, "hooks", "show", "codex", "--user", "--turnctl", spaced)
+	if want := `notify = ["` + spaced + `", "hook-event", "codex"]`; !strings.Contains(errs, want) {
+		t.Errorf("show codex: %q lacks %q", errs, want)
+	}
+
+	conf := filepath.Join(home, ".aider.conf.yml")
+	tc(t, "hooks", "install", "aider", "--user", "--turnctl", spaced)
+	aiderFile := func(cmd string) string {
+		return "# >>> turnctl hooks (ckptfs): each aider answer ends a turn >>>\n" +
+			"notifications: true\n" +
+			"notifications-command: " + cmd + "\n" +
+			"# <<< turnctl hooks (ckptfs) <<<\n"
+	}
+	if got, _ := os.ReadFile(conf); string(got) != aiderFile(`'''`+spaced+`'' hook-event aider'`) {
+		t.Errorf("%s:\n%s", conf, got)
+	}
+	out, _, code = tc(t, "hooks", "install", "aider", "--user", "--turnctl", "/usr/bin/turnctl")
+	bak, _ = filepath.Glob(filepath.Join(state, "ckptfs", "backups", "*%.aider.conf.yml.*.bak"))
+	if len(bak) != 1 || code != 0 || out != "Aider notifications command in "+conf+" now runs /usr/bin/turnctl hook-event aider (backup: "+bak[0]+")\n" {
+		t.Errorf("aider install with another --turnctl: %d %q %q", code, out, bak)
+	}
+	if got, _ := os.ReadFile(conf); string(got) != aiderFile(`'/usr/bin/turnctl hook-event aider'`) {
+		t.Errorf("%s:\n%s", conf, got)
 	}
 }

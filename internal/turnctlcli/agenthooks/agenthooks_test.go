@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,7 +152,7 @@ func TestInstallUninstall(t *testing.T) {
 			}
 			path := filepath.Join(t.TempDir(), "settings.json")
 			os.WriteFile(path, orig, 0o600)
-			res, err := a.Install(path, "turnctl")
+			res, err := a.Install(path, "turnctl", false)
 			if err != nil || !res.Changed || res.Created {
 				t.Fatalf("install: %+v %v", res, err)
 			}
@@ -197,7 +198,7 @@ func TestInstallUninstall(t *testing.T) {
 				t.Error("Installed: false after install")
 			}
 			// A second install changes nothing.
-			if res, err := a.Install(path, "turnctl"); err != nil || res.Changed {
+			if res, err := a.Install(path, "turnctl", false); err != nil || res.Changed {
 				t.Errorf("second install: %+v %v", res, err)
 			}
 			res, err = a.Uninstall(path)
@@ -217,7 +218,7 @@ func TestInstallUninstall(t *testing.T) {
 func TestInstallNewFileAndUserEdits(t *testing.T) {
 	a := agent(t, "claude-code")
 	path := filepath.Join(t.TempDir(), ".claude", "settings.json")
-	res, err := a.Install(path, "/opt/bin/turnctl")
+	res, err := a.Install(path, "/opt/bin/turnctl", false)
 	if err != nil || !res.Created || res.Backup != "" {
 		t.Fatalf("install into a new file: %+v %v", res, err)
 	}
@@ -239,7 +240,7 @@ func TestInstallNewFileAndUserEdits(t *testing.T) {
 	}
 	// Without the user's hook, the file goes away entirely.
 	os.Remove(path)
-	a.Install(path, "turnctl")
+	a.Install(path, "turnctl", false)
 	if res, err := a.Uninstall(path); err != nil || !res.Removed {
 		t.Errorf("uninstall of a file install created: %+v %v", res, err)
 	}
@@ -253,7 +254,7 @@ func TestInstallRefusesOddFiles(t *testing.T) {
 	for _, doc := range []string{`[1]`, `{"hooks": []}`, `{"hooks": {"Stop": {}}}`, `{"a": }`, `{"a": 1} x`, `{"a": "b` + "\n" + `"}`, `/* open`} {
 		path := filepath.Join(t.TempDir(), "s.json")
 		os.WriteFile(path, []byte(doc), 0o644)
-		if _, err := a.Install(path, "turnctl"); err == nil {
+		if _, err := a.Install(path, "turnctl", false); err == nil {
 			t.Errorf("install into %q: no error", doc)
 		}
 		if got, _ := os.ReadFile(path); string(got) != doc {
@@ -269,7 +270,7 @@ func TestAiderBlock(t *testing.T) {
 	orig, _ := os.ReadFile("testdata/settings/aider.conf.yml")
 	path := filepath.Join(t.TempDir(), ".aider.conf.yml")
 	os.WriteFile(path, orig, 0o644)
-	res, err := InstallAider(path, "turnctl")
+	res, err := InstallAider(path, "turnctl", false)
 	if err != nil || !res.Changed {
 		t.Fatal(res, err)
 	}
@@ -281,7 +282,7 @@ func TestAiderBlock(t *testing.T) {
 		t.Error("no backup")
 	}
 	checkBackupPlace(t, path, res.Backup)
-	if res, _ := InstallAider(path, "turnctl"); res.Changed {
+	if res, _ := InstallAider(path, "turnctl", false); res.Changed {
 		t.Error("second install changed the file")
 	}
 	if _, err := UninstallAider(path); err != nil {
@@ -291,11 +292,11 @@ func TestAiderBlock(t *testing.T) {
 		t.Errorf("after uninstall:\n%s", back)
 	}
 	os.WriteFile(path, []byte("notifications-command: say hi\n"), 0o644)
-	if _, err := InstallAider(path, "turnctl"); err == nil {
+	if _, err := InstallAider(path, "turnctl", false); err == nil {
 		t.Error("install over the user's own notifications-command: no error")
 	}
 	os.Remove(path)
-	InstallAider(path, "turnctl")
+	InstallAider(path, "turnctl", false)
 	if res, _ := UninstallAider(path); !res.Removed {
 		t.Error("a file install created is not removed")
 	}
@@ -323,4 +324,28 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(d)
 	os.Exit(code)
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"turnctl":                  "turnctl",
+		"/usr/local/bin/turnctl":   "/usr/local/bin/turnctl",
+		"/opt/v1.2_x-y+z/turnctl":  "/opt/v1.2_x-y+z/turnctl",
+		"/tmp/ag/my tools/turnctl": "'/tmp/ag/my tools/turnctl'",
+		"/opt/it's/turnctl":        `'/opt/it'\''s/turnctl'`,
+		`/a"b$c` + "`d\\e;f&g|h*i?j[k]~l(m)n{o}p<q>r#s!t\nu": `'/a"b$c` + "`d\\e;f&g|h*i?j[k]~l(m)n{o}p<q>r#s!t\nu'",
+		"PATH=/x/turnctl": "'PATH=/x/turnctl'",
+		"":                "''",
+	} {
+		got := ShellQuote(in)
+		if got != want {
+			t.Errorf("ShellQuote(%q) = %q, want %q", in, got, want)
+			continue
+		}
+		// The shell reads it back as the one word it was.
+		out, err := exec.Command("sh", "-c", "printf %s "+got).Output()
+		if err != nil || string(out) != in {
+			t.Errorf("sh reads %s as %q (%v), want %q", got, out, err, in)
+		}
+	}
 }

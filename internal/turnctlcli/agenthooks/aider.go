@@ -21,8 +21,14 @@ const (
 func AiderBlock(turnctl string) string {
 	return aiderBegin +
 		"notifications: true\n" +
-		"notifications-command: " + yamlQuote(turnctl+" hook-event aider") + "\n" +
+		"notifications-command: " + yamlQuote(AiderCommand(turnctl)) + "\n" +
 		aiderEnd
+}
+
+// AiderCommand is the command line aider runs (with a shell) when it has
+// answered, given the path of turnctl.
+func AiderCommand(turnctl string) string {
+	return ShellQuote(turnctl) + " hook-event aider"
 }
 
 func yamlQuote(s string) string {
@@ -33,8 +39,10 @@ func yamlQuote(s string) string {
 // left alone (YAML does not allow a key twice).
 var aiderKeys = regexp.MustCompile(`(?m)^notifications(-command|_command)?\s*:`)
 
-// InstallAider appends the block to the aider configuration at path.
-func InstallAider(path, turnctl string) (Result, error) {
+// InstallAider appends the block to the aider configuration at path. A
+// file that has it already is left alone, unless update and its command
+// is another: then the block is replaced.
+func InstallAider(path, turnctl string, update bool) (Result, error) {
 	res := Result{Path: path}
 	orig, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -42,18 +50,27 @@ func InstallAider(path, turnctl string) (Result, error) {
 	} else if err != nil {
 		return res, err
 	}
-	if bytes.Contains(orig, []byte(aiderBegin)) {
-		return res, nil
+	var doc []byte
+	if i, j, err := aiderBlockAt(path, orig); err != nil {
+		return res, err
+	} else if i >= 0 {
+		if !update || string(orig[i:j]) == AiderBlock(turnctl) {
+			return res, nil
+		}
+		doc = splice(orig, i, j, AiderBlock(turnctl))
+		res.Updated = true
+	} else {
+		if aiderKeys.Match(orig) {
+			return res, fmt.Errorf("%s already sets notifications or notifications-command; add `%s` to it by hand", path, AiderCommand(turnctl))
+		}
+		doc = append([]byte{}, orig...)
+		if len(doc) > 0 && doc[len(doc)-1] != '\n' {
+			// The file gets a final newline, which uninstall leaves.
+			doc = append(doc, '\n')
+		}
+		doc = append(doc, AiderBlock(turnctl)...)
+		res.Added = true
 	}
-	if aiderKeys.Match(orig) {
-		return res, fmt.Errorf("%s already sets notifications or notifications-command; add `%s hook-event aider` to it by hand", path, turnctl)
-	}
-	doc := append([]byte{}, orig...)
-	if len(doc) > 0 && doc[len(doc)-1] != '\n' {
-		// The file gets a final newline, which uninstall leaves.
-		doc = append(doc, '\n')
-	}
-	doc = append(doc, AiderBlock(turnctl)...)
 	if !res.Created {
 		if res.Backup, err = backup(path, orig); err != nil {
 			return res, err
@@ -76,15 +93,11 @@ func UninstallAider(path string) (Result, error) {
 	} else if err != nil {
 		return res, err
 	}
-	i := bytes.Index(orig, []byte(aiderBegin))
-	if i < 0 {
-		return res, nil
+	i, j, err := aiderBlockAt(path, orig)
+	if err != nil || i < 0 {
+		return res, err
 	}
-	j := bytes.Index(orig[i:], []byte(aiderEnd))
-	if j < 0 {
-		return res, fmt.Errorf("%s: the turnctl block has no end marker; remove it by hand", path)
-	}
-	doc := append(append([]byte{}, orig[:i]...), orig[i+j+len(aiderEnd):]...)
+	doc := splice(orig, i, j, "")
 	res.Changed = true
 	if res.Backup, err = backup(path, orig); err != nil {
 		return res, err
@@ -94,4 +107,18 @@ func UninstallAider(path string) (Result, error) {
 		return res, os.Remove(path)
 	}
 	return res, writeFile(path, doc, path)
+}
+
+// aiderBlockAt finds turnctl's block in doc, the file at path: doc[i:j],
+// or i < 0 if there is none.
+func aiderBlockAt(path string, doc []byte) (i, j int, err error) {
+	i = bytes.Index(doc, []byte(aiderBegin))
+	if i < 0 {
+		return -1, -1, nil
+	}
+	j = bytes.Index(doc[i:], []byte(aiderEnd))
+	if j < 0 {
+		return -1, -1, fmt.Errorf("%s: the turnctl block has no end marker; remove it by hand", path)
+	}
+	return i, i + j + len(aiderEnd), nil
 }

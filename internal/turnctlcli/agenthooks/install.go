@@ -60,9 +60,23 @@ type hookCmd struct {
 	Command string `json:"command"`
 }
 
-// HookCommand is the command line the hooks run, given how to call turnctl.
+// HookCommand is the command line the hooks run, given the path of
+// turnctl (or its name on PATH). The agents run it with a shell, so a path
+// that holds anything but the usual characters is quoted.
 func (a *Agent) HookCommand(turnctl string) string {
-	return turnctl + " hook-event " + a.Name
+	return ShellQuote(turnctl) + " hook-event " + a.Name
+}
+
+// ShellQuote quotes s for a POSIX shell as one word: as it is if it holds
+// only characters no shell treats specially (so the usual path stays as
+// it is), else in single quotes, a ' in s written as '\”.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./+,:@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // isOurs says whether a hook command is one turnctl installed for a.
@@ -79,6 +93,8 @@ type Result struct {
 	Path    string
 	Changed bool   // the file was written (or removed)
 	Created bool   // Install: the file did not exist
+	Added   bool   // Install: hooks were added
+	Updated bool   // Install: hooks already there now run another command
 	Removed bool   // Uninstall: nothing but {} was left, so the file went
 	Backup  string // the copy of the file from before the edit, if any
 }
@@ -88,15 +104,16 @@ func (a *Agent) Snippet(turnctl string) (string, error) {
 	if !a.HasHooks() {
 		return "", fmt.Errorf("%s has no hook configuration", a.Title)
 	}
-	doc, _, err := a.add([]byte("{}\n"), turnctl)
+	doc, _, _, err := a.add([]byte("{}\n"), turnctl, false)
 	return string(doc), err
 }
 
 // Install merges the hooks that run `turnctl hook-event` into the settings
 // file at path, creating it if needed. Everything else in the file keeps
-// its bytes; hooks already there are left alone. A file that already has
-// them is not touched.
-func (a *Agent) Install(path, turnctl string) (Result, error) {
+// its bytes; hooks already there are left alone, except that with update
+// those of turnctl's that run another command are changed to run
+// turnctl's. A file that already has them is not touched.
+func (a *Agent) Install(path, turnctl string, update bool) (Result, error) {
 	res := Result{Path: path}
 	if !a.HasHooks() {
 		return res, fmt.Errorf("%s has no hook configuration to install into", a.Title)
@@ -112,13 +129,14 @@ func (a *Agent) Install(path, turnctl string) (Result, error) {
 	if res.Created {
 		doc = []byte("{}\n")
 	}
-	doc, changed, err := a.add(doc, turnctl)
+	doc, added, updated, err := a.add(doc, turnctl, update)
 	if err != nil {
 		return res, fmt.Errorf("%s: %v", path, err)
 	}
-	if !changed {
+	if !added && !updated {
 		return res, nil
 	}
+	res.Added, res.Updated = added, updated
 	if !res.Created {
 		if res.Backup, err = backup(path, orig); err != nil {
 			return res, err
@@ -133,13 +151,13 @@ func (a *Agent) Install(path, turnctl string) (Result, error) {
 	return res, nil
 }
 
-// add inserts the hook groups missing from doc.
-func (a *Agent) add(doc []byte, turnctl string) ([]byte, bool, error) {
-	changed := false
+// add inserts the hook groups missing from doc; with update, it also
+// makes those of ours that run another command run turnctl's.
+func (a *Agent) add(doc []byte, turnctl string, update bool) (_ []byte, added, updated bool, _ error) {
 	for _, ev := range a.events() {
 		root, err := parseDoc(doc)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		g := a.group(turnctl)
 		_, hooks := root.member("hooks")
@@ -147,26 +165,36 @@ func (a *Agent) add(doc []byte, turnctl string) ([]byte, bool, error) {
 		case hooks == nil:
 			doc, err = addMember(doc, root, "hooks", map[string][]hookGroup{ev: {g}})
 		case hooks.kind != '{':
-			return nil, false, fmt.Errorf(`"hooks" is not an object`)
+			return nil, false, false, fmt.Errorf(`"hooks" is not an object`)
 		default:
 			_, list := hooks.member(ev)
 			switch {
 			case list == nil:
 				doc, err = addMember(doc, hooks, ev, []hookGroup{g})
 			case list.kind != '[':
-				return nil, false, fmt.Errorf(`"hooks"."%s" is not an array`, ev)
-			case a.findOurs(doc, list) != nil:
-				continue
+				return nil, false, false, fmt.Errorf(`"hooks"."%s" is not an array`, ev)
 			default:
-				doc, err = addElem(doc, list, g)
+				o := a.findOurs(doc, list)
+				if o == nil {
+					doc, err = addElem(doc, list, g)
+					break
+				}
+				want := a.HookCommand(turnctl)
+				if !update || o.command == want {
+					continue
+				}
+				q, _ := json.Marshal(want)
+				doc = splice(doc, o.cmd.start, o.cmd.end, jsonUnescape(string(q)))
+				updated = true
+				continue
 			}
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
-		changed = true
+		added = true
 	}
-	return doc, changed, nil
+	return doc, added, updated, nil
 }
 
 // events are the hook events Install wires.
@@ -182,6 +210,8 @@ func (a *Agent) events() []string {
 type ours struct {
 	group, hook int
 	alone       bool // the only hook in its group
+	cmd         *node
+	command     string // cmd's value
 }
 
 func (a *Agent) findOurs(doc []byte, list *node) *ours {
@@ -202,7 +232,7 @@ func (a *Agent) findOurs(doc []byte, list *node) *ours {
 			if c == nil || json.Unmarshal(doc[c.start:c.end], &cmd) != nil || !a.isOurs(cmd) {
 				continue
 			}
-			return &ours{group: gi, hook: hi, alone: len(hs.elems) == 1}
+			return &ours{group: gi, hook: hi, alone: len(hs.elems) == 1, cmd: c, command: cmd}
 		}
 	}
 	return nil

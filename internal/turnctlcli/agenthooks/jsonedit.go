@@ -263,7 +263,13 @@ func (l layout) encode(v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(string(b)), nil
+	return jsonUnescape(string(b)), nil
+}
+
+// jsonUnescape undoes encoding/json's escaping of <, > and &, which JSON
+// does not need and a person reading the file would wonder about.
+func jsonUnescape(s string) string {
+	return strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(s)
 }
 
 func splice(doc []byte, from, to int, s string) []byte {
