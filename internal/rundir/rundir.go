@@ -110,7 +110,8 @@ func private(d string) error {
 
 // StateDir is where ckptfs keeps the user's files that outlive a mount
 // but belong in neither the project nor its store (the stores given with
-// --store, the backups of agents' settings files): $XDG_STATE_HOME/ckptfs,
+// --store, the backups of agents' settings files, the records of what
+// turnctl hooks install created in them): $XDG_STATE_HOME/ckptfs,
 // else ~/.local/state/ckptfs. It is not created.
 func StateDir() (string, error) {
 	d := os.Getenv("XDG_STATE_HOME")

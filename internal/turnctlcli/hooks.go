@@ -21,13 +21,18 @@ var hooksCmd = &command{
 has answered, so each prompt becomes one turn, and where the agent has one,
 after each tool call, so each tool call that changed something becomes one
 step of the turn (turnctl step). Everything else in the file
-keeps its bytes; the file as it was is kept in $XDG_STATE_HOME/ckptfs/backups
+keeps its bytes (a byte order mark too; added lines end as the file's do;
+an empty file counts as {}); a file that is a symbolic link is edited
+where it leads. The file as it was is kept in $XDG_STATE_HOME/ckptfs/backups
 (default ~/.local/state), not beside it where git would pick it up; the
 output names the copy.
 Hooks of turnctl's already there are left as they are; install with
 --turnctl PATH changes them to run that turnctl, and says so.
-uninstall removes exactly what install added (and the file, if nothing else
-is left in it). show prints the configuration instead of writing it.
+uninstall removes exactly what install added: what it created (the "hooks"
+object, the file, its directory) install records in
+$XDG_STATE_HOME/ckptfs/hooks, and uninstall removes it once nothing else is
+in it; without that record, it keeps an empty "hooks" object and the file.
+show prints the configuration instead of writing it.
 
   claude-code   .claude/settings.json     UserPromptSubmit, Stop; steps:
                                           PostToolUse

@@ -3,6 +3,7 @@ package agenthooks
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -346,6 +347,222 @@ func TestShellQuote(t *testing.T) {
 		out, err := exec.Command("sh", "-c", "printf %s "+got).Output()
 		if err != nil || string(out) != in {
 			t.Errorf("sh reads %s as %q (%v), want %q", got, out, err, in)
+		}
+	}
+}
+
+// installUninstall installs a's hooks into a file holding orig, checks
+// the installed file with check, uninstalls, and wants orig back.
+func installUninstall(t *testing.T, a *Agent, orig string, check func(got string)) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "settings.json")
+	os.WriteFile(path, []byte(orig), 0o640)
+	if res, err := a.Install(path, "turnctl", false); err != nil || !res.Changed || res.Created {
+		t.Fatalf("install into %q: %+v %v", orig, res, err)
+	}
+	got, _ := os.ReadFile(path)
+	if check != nil {
+		check(string(got))
+	}
+	if res, err := a.Uninstall(path); err != nil || !res.Changed || res.Removed {
+		t.Fatalf("uninstall from %q: %+v %v", got, res, err)
+	}
+	if back, err := os.ReadFile(path); err != nil || string(back) != orig {
+		t.Errorf("uninstall gave %q (%v), want the original %q back", back, err, orig)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640", fi.Mode().Perm())
+	}
+}
+
+// Uninstall takes away the "hooks" object and event lists install added,
+// but not empty ones the user had before.
+func TestUninstallKeepsUsersEmptyHooks(t *testing.T) {
+	a := agent(t, "claude-code")
+	for _, orig := range []string{
+		"{\"hooks\": {}}\n",
+		"{\n  \"model\": \"sonnet\",\n  \"hooks\": {}\n}\n",
+		"{\n  \"hooks\": {\n    \"Stop\": []\n  }\n}\n",
+		"{\n  \"hooks\": {\n    \"Stop\": [],\n    \"PostToolUse\": []\n  },\n  \"model\": \"sonnet\"\n}\n",
+		"{}\n",
+		"{\"model\": \"sonnet\"}",
+	} {
+		installUninstall(t, a, orig, nil)
+	}
+
+	// Without the record of what install added (a settings file from
+	// elsewhere), uninstall cannot tell: it keeps "hooks", and the file.
+	for orig, want := range map[string]string{
+		"{\"model\": \"sonnet\"}\n": "{\"model\": \"sonnet\", \"hooks\": {}}\n",
+		"{}\n":                      "{\n  \"hooks\": {}\n}\n",
+	} {
+		path := filepath.Join(t.TempDir(), "settings.json")
+		os.WriteFile(path, []byte(orig), 0o644)
+		a.Install(path, "turnctl", false)
+		recs, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_STATE_HOME"), "ckptfs", "hooks", "*%settings.json.claude-code.json"))
+		if len(recs) != 1 {
+			t.Fatalf("records: %q", recs)
+		}
+		os.Remove(recs[0])
+		if res, err := a.Uninstall(path); err != nil || !res.Changed || res.Removed {
+			t.Fatalf("uninstall: %+v %v", res, err)
+		}
+		if got, _ := os.ReadFile(path); string(got) != want {
+			t.Errorf("uninstall without a record from %q: %q, want %q", orig, got, want)
+		}
+	}
+}
+
+// Lines install adds end as the file's lines do.
+func TestInstallCRLF(t *testing.T) {
+	for _, orig := range []string{
+		"{\r\n  \"model\": \"sonnet\"\r\n}\r\n",
+		"{\r\n  \"hooks\": {}\r\n}\r\n",
+		"{\r\n  \"hooks\": {\r\n    \"Stop\": [\r\n      {\"hooks\": [{\"type\": \"command\", \"command\": \"say hi\"}]}\r\n    ]\r\n  }\r\n}\r\n",
+	} {
+		for _, name := range []string{"claude-code", "gemini"} {
+			installUninstall(t, agent(t, name), orig, func(got string) {
+				if strings.Count(got, "\n") != strings.Count(got, "\r\n") || !strings.Contains(got, "hook-event") || !json.Valid([]byte(got)) {
+					t.Errorf("install into %q: a line ends in a bare LF:\n%q", orig, got)
+				}
+			})
+		}
+	}
+	block := strings.ReplaceAll(AiderBlock("turnctl"), "\n", "\r\n")
+	for orig, want := range map[string]string{
+		"model: sonnet\r\n":                 "model: sonnet\r\n" + block,
+		"model: sonnet\r\nmap-tokens: 1024": "model: sonnet\r\nmap-tokens: 1024\r\n" + block,
+	} {
+		path := filepath.Join(t.TempDir(), ".aider.conf.yml")
+		os.WriteFile(path, []byte(orig), 0o644)
+		InstallAider(path, "turnctl", false)
+		if got, _ := os.ReadFile(path); string(got) != want {
+			t.Errorf("aider install into %q: %q, want %q", orig, got, want)
+		}
+		UninstallAider(path)
+		if back, _ := os.ReadFile(path); string(back) != orig {
+			t.Errorf("aider uninstall: %q, want %q", back, orig)
+		}
+	}
+}
+
+// An empty (or white-space-only) file is an empty object, and stays what
+// it was after uninstall; a UTF-8 byte order mark is kept.
+func TestInstallBlankAndBOM(t *testing.T) {
+	a := agent(t, "claude-code")
+	snip, _ := a.Snippet("turnctl")
+	for _, orig := range []string{"", " \n\t\n", "\n"} {
+		installUninstall(t, a, orig, func(got string) {
+			if got != snip {
+				t.Errorf("install into %q:\n%s\nwant:\n%s", orig, got, snip)
+			}
+		})
+	}
+	const bom = "\uFEFF"
+	for _, orig := range []string{bom + "{\n  \"model\": \"sonnet\"\n}\n", bom, bom + "{}"} {
+		installUninstall(t, a, orig, func(got string) {
+			if !strings.HasPrefix(got, bom) || !json.Valid([]byte(got[len(bom):])) || !strings.Contains(got, "hook-event") {
+				t.Errorf("install into %q: %q", orig, got)
+			}
+		})
+	}
+	// Installed reads them too.
+	path := filepath.Join(t.TempDir(), "settings.json")
+	for _, doc := range []string{"", bom + snip} {
+		os.WriteFile(path, []byte(doc), 0o644)
+		if ok, err := a.Installed(path); err != nil || ok != (doc != "") {
+			t.Errorf("Installed(%q) = %v, %v", doc, ok, err)
+		}
+	}
+}
+
+// Uninstall removes the file and the directory install created, and
+// leaves the directory once it holds something else.
+func TestUninstallRemovesCreatedDir(t *testing.T) {
+	for _, name := range []string{"claude-code", "aider"} {
+		a := agent(t, name)
+		install, uninstall := func(p string) { a.Install(p, "turnctl", false) }, func(p string) (Result, error) { return a.Uninstall(p) }
+		if name == "aider" {
+			install = func(p string) { InstallAider(p, "turnctl", false) }
+			uninstall = UninstallAider
+		}
+		root := t.TempDir()
+		path := filepath.Join(root, "a", "b", "settings")
+		install(path)
+		if res, err := uninstall(path); err != nil || !res.Removed {
+			t.Fatalf("%s: uninstall: %+v %v", name, res, err)
+		}
+		if names, _ := os.ReadDir(root); len(names) != 0 {
+			t.Errorf("%s: left in %s: %v", name, root, names)
+		}
+		install(path)
+		os.WriteFile(filepath.Join(root, "a", "mine"), nil, 0o644)
+		uninstall(path)
+		if names, _ := os.ReadDir(filepath.Join(root, "a")); len(names) != 1 || names[0].Name() != "mine" {
+			t.Errorf("%s: left in a/: %v", name, names)
+		}
+	}
+}
+
+// A settings file that is a symbolic link is edited where the link leads;
+// the link stays, and so does the mode of its target.
+func TestInstallThroughSymlink(t *testing.T) {
+	for _, name := range []string{"claude-code", "aider"} {
+		a := agent(t, name)
+		install, uninstall := func(p string) (Result, error) { return a.Install(p, "turnctl", false) }, func(p string) (Result, error) { return a.Uninstall(p) }
+		if name == "aider" {
+			install = func(p string) (Result, error) { return InstallAider(p, "turnctl", false) }
+			uninstall = UninstallAider
+		}
+		home := t.TempDir()
+		os.MkdirAll(filepath.Join(home, "dotfiles"), 0o755)
+		os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+		target := filepath.Join(home, "dotfiles", "settings")
+		orig := "{\"model\": \"sonnet\"}\n"
+		os.WriteFile(target, []byte(orig), 0o640)
+		link := filepath.Join(home, ".claude", "settings.json")
+		os.Symlink("../dotfiles/settings", link)
+		check := func(what string) {
+			t.Helper()
+			if l, err := os.Readlink(link); err != nil || l != "../dotfiles/settings" {
+				t.Errorf("%s %s: link now %q %v", name, what, l, err)
+			}
+			if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o640 {
+				t.Errorf("%s %s: target %v %v", name, what, fi, err)
+			}
+		}
+		if res, err := install(link); err != nil || !res.Changed || res.Created {
+			t.Fatalf("%s install: %+v %v", name, res, err)
+		}
+		check("install")
+		if got, _ := os.ReadFile(target); !strings.Contains(string(got), "hook-event") {
+			t.Errorf("%s: target after install: %q", name, got)
+		}
+		if res, err := uninstall(link); err != nil || !res.Changed {
+			t.Fatalf("%s uninstall: %+v %v", name, res, err)
+		}
+		check("uninstall")
+		if got, _ := os.ReadFile(target); string(got) != orig {
+			t.Errorf("%s: target after uninstall: %q, want %q", name, got, orig)
+		}
+
+		// A link to a file not there yet: install creates the file, and
+		// uninstall removes it again; the link stays as it was.
+		os.Remove(target)
+		if res, err := install(link); err != nil || !res.Created {
+			t.Fatalf("%s install through a dangling link: %+v %v", name, res, err)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("%s: link replaced: %v %v", name, fi, err)
+		}
+		if res, err := uninstall(link); err != nil || !res.Removed {
+			t.Fatalf("%s uninstall: %+v %v", name, res, err)
+		}
+		if _, err := os.Stat(target); !os.IsNotExist(err) {
+			t.Errorf("%s: target still there: %v", name, err)
+		}
+		if l, err := os.Readlink(link); err != nil || l != "../dotfiles/settings" {
+			t.Errorf("%s: link now %q %v", name, l, err)
 		}
 	}
 }

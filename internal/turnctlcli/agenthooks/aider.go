@@ -2,11 +2,10 @@ package agenthooks
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // Aider reads .aider.conf.yml (YAML). turnctl does not edit YAML: it
@@ -39,25 +38,30 @@ func yamlQuote(s string) string {
 // left alone (YAML does not allow a key twice).
 var aiderKeys = regexp.MustCompile(`(?m)^notifications(-command|_command)?\s*:`)
 
-// InstallAider appends the block to the aider configuration at path. A
+// InstallAider appends the block to the aider configuration at path
+// (where its symbolic links lead), its lines ending as the file's do. A
 // file that has it already is left alone, unless update and its command
-// is another: then the block is replaced.
+// is another: then the block is replaced. What it creates (the file, its
+// directories, a final newline) is recorded for UninstallAider.
 func InstallAider(path, turnctl string, update bool) (Result, error) {
 	res := Result{Path: path}
-	orig, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		res.Created = true
-	} else if err != nil {
+	f, err := readSettings(path)
+	if err != nil {
 		return res, err
 	}
+	res.Created = !f.exists
+	orig := f.data
+	eol := eolOf(orig)
+	block := withEOL(AiderBlock(turnctl), eol)
 	var doc []byte
+	rec := &record{File: !f.exists}
 	if i, j, err := aiderBlockAt(path, orig); err != nil {
 		return res, err
 	} else if i >= 0 {
-		if !update || string(orig[i:j]) == AiderBlock(turnctl) {
+		if !update || string(orig[i:j]) == block {
 			return res, nil
 		}
-		doc = splice(orig, i, j, AiderBlock(turnctl))
+		doc = splice(orig, i, j, block)
 		res.Updated = true
 	} else {
 		if aiderKeys.Match(orig) {
@@ -65,60 +69,100 @@ func InstallAider(path, turnctl string, update bool) (Result, error) {
 		}
 		doc = append([]byte{}, orig...)
 		if len(doc) > 0 && doc[len(doc)-1] != '\n' {
-			// The file gets a final newline, which uninstall leaves.
-			doc = append(doc, '\n')
+			// The file gets a final newline, which uninstall takes away
+			// again.
+			doc = append(doc, eol...)
+			rec.EOL = true
 		}
-		doc = append(doc, AiderBlock(turnctl)...)
+		doc = append(doc, block...)
 		res.Added = true
+		if !f.exists {
+			if rec.Dirs, err = mkdirs(filepath.Dir(f.target)); err != nil {
+				return res, err
+			}
+		}
+		if err := saveRecord(f.target, "aider", rec); err != nil {
+			return res, err
+		}
 	}
-	if !res.Created {
+	if f.exists {
 		if res.Backup, err = backup(path, orig); err != nil {
 			return res, err
 		}
 	}
-	if err := writeFile(path, doc, path); err != nil {
+	if err := writeFile(f.target, doc, f.target); err != nil {
 		return res, err
 	}
 	res.Changed = true
 	return res, nil
 }
 
-// UninstallAider removes the block (and the newline install added before
-// it); a file left empty is removed.
+// UninstallAider removes the block, and what InstallAider's record says it
+// created: the newline it added before the block, the file if nothing
+// else is left in it (and the directories made for it, if empty).
+// Without a record it removes only the block.
 func UninstallAider(path string) (Result, error) {
 	res := Result{Path: path}
-	orig, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return res, nil
-	} else if err != nil {
+	f, err := readSettings(path)
+	if err != nil || !f.exists {
 		return res, err
 	}
+	rec := loadRecord(f.target, "aider")
+	orig := f.data
 	i, j, err := aiderBlockAt(path, orig)
 	if err != nil || i < 0 {
+		if err == nil && rec != nil {
+			dropRecord(f.target, "aider")
+		}
 		return res, err
+	}
+	if rec == nil {
+		rec = &record{}
+	}
+	if rec.EOL && j == len(orig) {
+		// Install ended the file's last line before its block.
+		switch {
+		case bytes.HasSuffix(orig[:i], []byte("\r\n")):
+			i -= 2
+		case bytes.HasSuffix(orig[:i], []byte("\n")):
+			i--
+		}
 	}
 	doc := splice(orig, i, j, "")
 	res.Changed = true
 	if res.Backup, err = backup(path, orig); err != nil {
 		return res, err
 	}
-	if len(doc) == 0 {
+	if len(doc) == 0 && rec.File {
 		res.Removed = true
-		return res, os.Remove(path)
+		if err := removeCreated(f.target, rec); err != nil {
+			return res, err
+		}
+	} else if err := writeFile(f.target, doc, f.target); err != nil {
+		return res, err
 	}
-	return res, writeFile(path, doc, path)
+	dropRecord(f.target, "aider")
+	return res, nil
 }
 
 // aiderBlockAt finds turnctl's block in doc, the file at path: doc[i:j],
-// or i < 0 if there is none.
+// or i < 0 if there is none. Its lines may end in "\n" or "\r\n".
 func aiderBlockAt(path string, doc []byte) (i, j int, err error) {
-	i = bytes.Index(doc, []byte(aiderBegin))
+	begin, end := strings.TrimSuffix(aiderBegin, "\n"), strings.TrimSuffix(aiderEnd, "\n")
+	i = bytes.Index(doc, []byte(begin))
 	if i < 0 {
 		return -1, -1, nil
 	}
-	j = bytes.Index(doc[i:], []byte(aiderEnd))
+	j = bytes.Index(doc[i:], []byte(end))
 	if j < 0 {
 		return -1, -1, fmt.Errorf("%s: the turnctl block has no end marker; remove it by hand", path)
 	}
-	return i, i + j + len(aiderEnd), nil
+	j += i + len(end)
+	switch {
+	case bytes.HasPrefix(doc[j:], []byte("\r\n")):
+		j += 2
+	case bytes.HasPrefix(doc[j:], []byte("\n")):
+		j++
+	}
+	return i, j, nil
 }

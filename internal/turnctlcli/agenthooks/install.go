@@ -3,11 +3,11 @@ package agenthooks
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,7 +95,7 @@ type Result struct {
 	Created bool   // Install: the file did not exist
 	Added   bool   // Install: hooks were added
 	Updated bool   // Install: hooks already there now run another command
-	Removed bool   // Uninstall: nothing but {} was left, so the file went
+	Removed bool   // Uninstall: install created the file, and it held nothing else, so it went
 	Backup  string // the copy of the file from before the edit, if any
 }
 
@@ -104,75 +104,109 @@ func (a *Agent) Snippet(turnctl string) (string, error) {
 	if !a.HasHooks() {
 		return "", fmt.Errorf("%s has no hook configuration", a.Title)
 	}
-	doc, _, _, err := a.add([]byte("{}\n"), turnctl, false)
+	doc, _, err := a.add([]byte("{}\n"), turnctl, false)
 	return string(doc), err
 }
 
 // Install merges the hooks that run `turnctl hook-event` into the settings
-// file at path, creating it if needed. Everything else in the file keeps
-// its bytes; hooks already there are left alone, except that with update
-// those of turnctl's that run another command are changed to run
-// turnctl's. A file that already has them is not touched.
+// file at path (where its symbolic links lead), creating it if needed; a
+// file that holds only white space is an empty object. Everything else in
+// the file keeps its bytes, and lines it adds end as the file's do; hooks
+// already there are left alone, except that with update those of
+// turnctl's that run another command are changed to run turnctl's. A file
+// that already has them is not touched. What it creates (the "hooks"
+// object, an event's list, the file, its directories) is recorded for
+// Uninstall.
 func (a *Agent) Install(path, turnctl string, update bool) (Result, error) {
 	res := Result{Path: path}
 	if !a.HasHooks() {
 		return res, fmt.Errorf("%s has no hook configuration to install into", a.Title)
 	}
-	orig, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		res.Created = true
-		orig = nil
-	} else if err != nil {
+	f, err := readSettings(path)
+	if err != nil {
 		return res, err
 	}
-	doc := orig
-	if res.Created {
-		doc = []byte("{}\n")
+	res.Created = !f.exists
+	doc := f.body
+	if f.blank() {
+		doc = []byte("{}" + eolOf(f.body))
 	}
-	doc, added, updated, err := a.add(doc, turnctl, update)
+	_, had, _ := a.remove(doc, nil)
+	doc, e, err := a.add(doc, turnctl, update)
 	if err != nil {
 		return res, fmt.Errorf("%s: %v", path, err)
 	}
-	if !added && !updated {
+	if !e.added && !e.updated {
 		return res, nil
 	}
-	res.Added, res.Updated = added, updated
-	if !res.Created {
-		if res.Backup, err = backup(path, orig); err != nil {
+	res.Added, res.Updated = e.added, e.updated
+	if e.added {
+		// A record from an earlier install counts only while its hooks
+		// are still there.
+		rec := loadRecord(f.target, a.Name)
+		if rec == nil || !had {
+			rec = &record{File: !f.exists}
+			if f.exists && f.blank() {
+				b := string(f.body)
+				rec.Blank = &b
+			}
+		}
+		rec.Hooks = rec.Hooks || e.hooks
+		rec.Events = append(rec.Events, e.events...)
+		if !f.exists {
+			if rec.Dirs, err = mkdirs(filepath.Dir(f.target)); err != nil {
+				return res, err
+			}
+		}
+		if err := saveRecord(f.target, a.Name, rec); err != nil {
 			return res, err
 		}
-	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return res, err
 	}
-	if err := writeFile(path, doc, path); err != nil {
+	if f.exists {
+		if res.Backup, err = backup(path, f.data); err != nil {
+			return res, err
+		}
+	}
+	if err := f.write(doc); err != nil {
 		return res, err
 	}
 	res.Changed = true
 	return res, nil
 }
 
+// edit is what add did.
+type edit struct {
+	added, updated bool
+	hooks          bool     // it added the "hooks" object
+	events         []string // and these event lists
+}
+
 // add inserts the hook groups missing from doc; with update, it also
 // makes those of ours that run another command run turnctl's.
-func (a *Agent) add(doc []byte, turnctl string, update bool) (_ []byte, added, updated bool, _ error) {
+func (a *Agent) add(doc []byte, turnctl string, update bool) ([]byte, edit, error) {
+	var e edit
 	for _, ev := range a.events() {
 		root, err := parseDoc(doc)
 		if err != nil {
-			return nil, false, false, err
+			return nil, e, err
 		}
 		g := a.group(turnctl)
 		_, hooks := root.member("hooks")
 		switch {
 		case hooks == nil:
 			doc, err = addMember(doc, root, "hooks", map[string][]hookGroup{ev: {g}})
+			e.hooks = true
+			e.events = append(e.events, ev)
 		case hooks.kind != '{':
-			return nil, false, false, fmt.Errorf(`"hooks" is not an object`)
+			return nil, e, fmt.Errorf(`"hooks" is not an object`)
 		default:
 			_, list := hooks.member(ev)
 			switch {
 			case list == nil:
 				doc, err = addMember(doc, hooks, ev, []hookGroup{g})
+				e.events = append(e.events, ev)
 			case list.kind != '[':
-				return nil, false, false, fmt.Errorf(`"hooks"."%s" is not an array`, ev)
+				return nil, e, fmt.Errorf(`"hooks"."%s" is not an array`, ev)
 			default:
 				o := a.findOurs(doc, list)
 				if o == nil {
@@ -185,16 +219,16 @@ func (a *Agent) add(doc []byte, turnctl string, update bool) (_ []byte, added, u
 				}
 				q, _ := json.Marshal(want)
 				doc = splice(doc, o.cmd.start, o.cmd.end, jsonUnescape(string(q)))
-				updated = true
+				e.updated = true
 				continue
 			}
 		}
 		if err != nil {
-			return nil, false, false, err
+			return nil, e, err
 		}
-		added = true
+		e.added = true
 	}
-	return doc, added, updated, nil
+	return doc, e, nil
 }
 
 // events are the hook events Install wires.
@@ -241,52 +275,74 @@ func (a *Agent) findOurs(doc []byte, list *node) *ours {
 // Installed says whether the file at path holds any hook turnctl installs
 // for a.
 func (a *Agent) Installed(path string) (bool, error) {
-	doc, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
+	f, err := readSettings(path)
+	if err != nil || f.blank() {
 		return false, err
 	}
-	_, changed, err := a.remove(doc)
+	_, changed, err := a.remove(f.body, nil)
 	return changed, err
 }
 
-// Uninstall removes the hooks Install added, and the "hooks" entries that
-// held nothing else; if the file is left holding only {}, it is removed.
-// After an Install and no other edit of those entries, the file is what it
-// was before, byte for byte — except that an empty "hooks": {} or event
-// list the file held before goes too (nothing records that it was there).
+// Uninstall removes the hooks Install added, and what Install's record
+// says it created for them: the event lists and "hooks" object left
+// empty, the file if it holds nothing else (and the directories made for
+// it, if empty), or the white space it held. After an Install and no
+// other edit of those entries, the file is what it was before, byte for
+// byte. Without a record (an install by an older turnctl, a cleared state
+// directory, a settings file from another machine) it cannot tell what the
+// user had: it keeps an empty "hooks" object and the file, and removes the
+// event lists that held only turnctl's hooks.
 func (a *Agent) Uninstall(path string) (Result, error) {
 	res := Result{Path: path}
-	orig, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return res, nil
-	} else if err != nil {
+	f, err := readSettings(path)
+	if err != nil || !f.exists {
 		return res, err
 	}
-	doc, changed, err := a.remove(orig)
-	if err != nil {
-		return res, fmt.Errorf("%s: %v", path, err)
+	rec := loadRecord(f.target, a.Name)
+	var doc []byte
+	changed := false
+	if !f.blank() {
+		doc, changed, err = a.remove(f.body, rec)
+		if err != nil {
+			return res, fmt.Errorf("%s: %v", path, err)
+		}
 	}
 	if !changed {
-		return res, nil
-	}
-	res.Changed = true
-	if res.Backup, err = backup(path, orig); err != nil {
-		return res, err
-	}
-	if string(bytes.TrimSpace(doc)) == "{}" {
-		res.Removed = true
-		if err := os.Remove(path); err != nil {
-			return res, err
+		if rec != nil {
+			dropRecord(f.target, a.Name)
 		}
 		return res, nil
 	}
-	return res, writeFile(path, doc, path)
+	res.Changed = true
+	if res.Backup, err = backup(path, f.data); err != nil {
+		return res, err
+	}
+	if rec != nil && string(bytes.TrimSpace(doc)) == "{}" {
+		switch {
+		case rec.File:
+			res.Removed = true
+			if err := removeCreated(f.target, rec); err != nil {
+				return res, err
+			}
+			dropRecord(f.target, a.Name)
+			return res, nil
+		case rec.Blank != nil:
+			doc = []byte(*rec.Blank)
+		}
+	}
+	if err := f.write(doc); err != nil {
+		return res, err
+	}
+	if rec != nil {
+		dropRecord(f.target, a.Name)
+	}
+	return res, nil
 }
 
-// remove deletes our hooks from doc, one at a time.
-func (a *Agent) remove(doc []byte) ([]byte, bool, error) {
+// remove deletes our hooks from doc, one at a time, and the containers
+// rec says install added for them once they are empty (rec nil: the event
+// lists, not "hooks").
+func (a *Agent) remove(doc []byte, rec *record) ([]byte, bool, error) {
 	changed := false
 	for {
 		root, err := parseDoc(doc)
@@ -314,11 +370,12 @@ func (a *Agent) remove(doc []byte) ([]byte, bool, error) {
 				break
 			}
 			// The group held only our hook: remove it, then the event's
-			// list and "hooks" if that leaves them empty.
+			// list and "hooks" if that leaves them empty and install
+			// added them.
 			switch {
-			case len(list.elems) > 1:
+			case len(list.elems) > 1 || rec != nil && !slices.Contains(rec.Events, ev.key):
 				doc = removeChild(doc, list, o.group)
-			case len(hooks.members) > 1:
+			case len(hooks.members) > 1 || rec == nil || !rec.Hooks:
 				doc = removeChild(doc, hooks, ei)
 			default:
 				i, _ := root.member("hooks")

@@ -17,8 +17,9 @@ import (
 //
 //	<value end of the previous one>,\n<indent>"key": value
 //
-// and removing the last member deletes exactly that span again, so an
-// install followed by an uninstall gives back the original bytes.
+// (with "\r\n" for "\n" in a file whose lines end so), and removing the
+// last member deletes exactly that span again, so an install followed by
+// an uninstall gives back the original bytes.
 
 // node is one JSON value: its bytes are doc[start:end].
 type node struct {
@@ -291,16 +292,17 @@ func addMember(doc []byte, obj *node, key string, v any) ([]byte, error) {
 		return nil, err
 	}
 	k, _ := json.Marshal(key)
+	eol := eolOf(doc)
 	if len(obj.members) == 0 {
 		outer := lineIndent(doc, obj.start)
-		return splice(doc, obj.start+1, obj.end-1, "\n"+l.indent+string(k)+": "+val+"\n"+outer), nil
+		return splice(doc, obj.start+1, obj.end-1, withEOL("\n"+l.indent+string(k)+": "+val+"\n"+outer, eol)), nil
 	}
 	sep := ", "
 	if l.multiline {
 		sep = ",\n" + l.indent
 	}
 	last := obj.members[len(obj.members)-1].val.end
-	return splice(doc, last, last, sep+string(k)+": "+val), nil
+	return splice(doc, last, last, withEOL(sep+string(k)+": "+val, eol)), nil
 }
 
 // addElem adds v as the last element of the array arr.
@@ -314,16 +316,17 @@ func addElem(doc []byte, arr *node, v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	eol := eolOf(doc)
 	if len(arr.elems) == 0 {
 		outer := lineIndent(doc, arr.start)
-		return splice(doc, arr.start+1, arr.end-1, "\n"+l.indent+val+"\n"+outer), nil
+		return splice(doc, arr.start+1, arr.end-1, withEOL("\n"+l.indent+val+"\n"+outer, eol)), nil
 	}
 	sep := ", "
 	if l.multiline {
 		sep = ",\n" + l.indent
 	}
 	last := arr.elems[len(arr.elems)-1].end
-	return splice(doc, last, last, sep+val), nil
+	return splice(doc, last, last, withEOL(sep+val, eol)), nil
 }
 
 // removeChild removes child i of the container n (its members or
