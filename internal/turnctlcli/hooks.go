@@ -118,7 +118,7 @@ func (o *hooksOptions) run(e *env, args []string) error {
 		default:
 			fmt.Fprintf(e.stdout, "%s hooks added to %s (backup: %s)\n", agent.Title, path, res.Backup)
 		}
-		if agent.Name == "gemini" && res.Changed {
+		if agent.Name == "gemini" && res.Changed && !agenthooks.HooksEnabled(path) {
 			fmt.Fprintln(e.stdout, `note: Gemini CLI releases where hooks are experimental also need "hooksConfig": {"enabled": true}`)
 		}
 		if mnt, err := rundir.FindMount(filepath.Dir(path)); err == nil && res.Changed {

@@ -246,3 +246,37 @@ func TestHooksTurnctlPathQuoted(t *testing.T) {
 		t.Errorf("%s:\n%s", conf, got)
 	}
 }
+
+// install gemini says that hooks may need "hooksConfig" only when the
+// file does not enable them already.
+func TestHooksGeminiEnabledNote(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	const note = `note: Gemini CLI releases where hooks are experimental also need "hooksConfig": {"enabled": true}` + "\n"
+	for doc, wantNote := range map[string]bool{
+		"":                                    true,
+		`{"hooksConfig": {"enabled": false}}`: true,
+		`{"hooksConfig": {}}`:                 true,
+		`{"enabled": true}`:                   true,
+		`{"hooksConfig": {"enabled": true}}`:  false,
+		"{\n  // on\n  \"hooksConfig\": {\"enabled\": true},\n  \"model\": {\"name\": \"gemini-2.5-pro\"}\n}\n": false,
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, ".gemini", "settings.json")
+		if doc != "" {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte(doc), 0o644)
+		}
+		out, errs, code := tc(t, "-C", dir, "hooks", "install", "gemini", "--turnctl", "turnctl")
+		lines := strings.SplitAfter(out, "\n")
+		if code != 0 || len(lines) < 2 {
+			t.Fatalf("install into %q: %d %q %q", doc, code, out, errs)
+		}
+		want := ""
+		if wantNote {
+			want = note
+		}
+		if got := strings.Join(lines[1:], ""); got != want {
+			t.Errorf("install into %q: %q after the first line, want %q", doc, got, want)
+		}
+	}
+}

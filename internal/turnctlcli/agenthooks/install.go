@@ -418,3 +418,23 @@ func writeFile(path string, data []byte, like string) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// HooksEnabled says whether the settings file at path sets
+// "hooksConfig": {"enabled": true}, which Gemini CLI releases where hooks
+// are experimental need.
+func HooksEnabled(path string) bool {
+	f, err := readSettings(path)
+	if err != nil || f.blank() {
+		return false
+	}
+	root, err := parseDoc(f.body)
+	if err != nil {
+		return false
+	}
+	_, hc := root.member("hooksConfig")
+	if hc == nil || hc.kind != '{' {
+		return false
+	}
+	_, en := hc.member("enabled")
+	return en != nil && string(f.body[en.start:en.end]) == "true"
+}
