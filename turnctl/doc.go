@@ -41,7 +41,7 @@
 //
 //	endpoint        request                                   reply
 //	/v1/begin       {"label"?, "ref"?}                        BeginReply
-//	/v1/end         {"ref"?}                                  EndReply
+//	/v1/end         {"ref"?, "if_opened_by"?}                 EndReply
 //	/v1/step        {"tool"?, "label"?}                       StepReply
 //	/v1/status      {"brief"?}                                StatusReply
 //	/v1/log         {"n"?, "paths"?, "pickaxe"?, "grep"?,     LogReply

@@ -35,6 +35,36 @@ type BeginReply struct {
 // EndRequest closes the open turn (POST /v1/end).
 type EndRequest struct {
 	Ref string `json:"ref,omitempty"`
+	// IfOpenedBy, when set, closes the open turn only if it was opened
+	// for it: OpenedBy(turn, IfOpenedBy) (an agent's session id, Codex's
+	// turn_id). Otherwise nothing changes and End fails with
+	// CodeConflict: an agent's end must not close another session's
+	// turn, nor a manual turn of a person's edits.
+	IfOpenedBy string `json:"if_opened_by,omitempty"`
+}
+
+// OpenedBy reports whether turn t was opened for key (an agent's session
+// id, Codex's turn_id): it is an agent turn whose first ref, the one its
+// begin gave, is key or starts with key followed by ":" or "."
+// (SESSION:DIGEST, and a suffix hook-event adds to a repeated ref).
+func OpenedBy(t ckpt.Turn, key string) bool {
+	if key == "" || t.Kind != ckpt.KindAgent || len(t.Refs) == 0 {
+		return false
+	}
+	r := t.Refs[0]
+	return r == key || len(r) > len(key) && r[:len(key)] == key && (r[len(key)] == ':' || r[len(key)] == '.')
+}
+
+// NotOpenedBy says why the open turn t was not opened for key (OpenedBy
+// is false), in a phrase: "turn 4 is another session's (ref B:1a2b3c4d)".
+func NotOpenedBy(t ckpt.Turn, key string) string {
+	switch {
+	case t.Kind == ckpt.KindManual:
+		return fmt.Sprintf("the open turn %d is a manual turn (changes made while no agent's turn was open), not %s's", t.Num, key)
+	case len(t.Refs) == 0:
+		return fmt.Sprintf("the open turn %d was opened without a ref, not by %s", t.Num, key)
+	}
+	return fmt.Sprintf("the open turn %d is another session's (ref %s), not %s's", t.Num, t.Refs[0], key)
 }
 
 // EndReply is the closed turn (with its Stats) and a one-line summary.

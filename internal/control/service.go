@@ -202,11 +202,21 @@ func (s *Service) Step(ctx context.Context, req turnctl.StepRequest) (*turnctl.S
 	return rep, nil
 }
 
-// End closes the open turn and records its Stats.
+// End closes the open turn and records its Stats; with IfOpenedBy, only
+// a turn opened for it (turnctl.OpenedBy).
 func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.EndReply, error) {
 	var t ckpt.Turn
 	var m mark
 	err := s.exclusive(func() error {
+		if req.IfOpenedBy != "" {
+			cur, ok := s.store.Current()
+			if !ok {
+				return versionstore.ErrNoOpenTurn
+			}
+			if !turnctl.OpenedBy(cur, req.IfOpenedBy) {
+				return errorf(turnctl.CodeConflict, "%s; left open", turnctl.NotOpenedBy(cur, req.IfOpenedBy))
+			}
+		}
 		var err error
 		t, err = s.store.End(req.Ref)
 		m = s.mark()

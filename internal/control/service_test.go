@@ -135,6 +135,51 @@ func TestBeginEndStats(t *testing.T) {
 	}
 }
 
+// TestEndIfOpenedBy: an end with IfOpenedBy closes only a turn opened
+// for it (its first ref is the key, or the key and ":" or "."); any
+// other open turn, a manual one too, stays open and unchanged.
+func TestEndIfOpenedBy(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.svc.Begin(f.ctx, turnctl.BeginRequest{Label: "B", Ref: "sessB:1234abcd"}); err != nil {
+		t.Fatal(err)
+	}
+	f.ov.Write("b.txt", "b\n")
+	_, err := f.svc.End(f.ctx, turnctl.EndRequest{Ref: "answerA", IfOpenedBy: "sessA"})
+	if !isCode(err, turnctl.CodeConflict) || err.Error() != "the open turn 1 is another session's (ref sessB:1234abcd), not sessA's; left open" {
+		t.Fatalf("end of another session: %v", err)
+	}
+	if cur, ok := f.svc.store.Current(); !ok || cur.Num != 1 || len(cur.Refs) != 1 {
+		t.Fatalf("the turn changed: %+v %v", cur, ok)
+	}
+	rep, err := f.svc.End(f.ctx, turnctl.EndRequest{Ref: "answerB", IfOpenedBy: "sessB"})
+	if err != nil || rep.Turn.Num != 1 || len(rep.Turn.Refs) != 2 || rep.Turn.Refs[1] != "answerB" {
+		t.Fatalf("end of its session: %+v %v", rep, err)
+	}
+	_, err = f.svc.End(f.ctx, turnctl.EndRequest{IfOpenedBy: "sessB"})
+	if !isCode(err, turnctl.CodeConflict) || err.Error() != "no turn is open (turnctl begin opens one)" {
+		t.Fatalf("end with none open: %v", err)
+	}
+	f.ov.Write("c.txt", "c\n") // a manual turn
+	_, err = f.svc.End(f.ctx, turnctl.EndRequest{IfOpenedBy: "sessB"})
+	if !isCode(err, turnctl.CodeConflict) || !strings.HasPrefix(err.Error(), "the open turn 2 is a manual turn") {
+		t.Fatalf("end of a manual turn: %v", err)
+	}
+	if cur, ok := f.svc.store.Current(); !ok || cur.Num != 2 || cur.Kind != ckpt.KindManual {
+		t.Fatalf("the manual turn changed: %+v %v", cur, ok)
+	}
+	for _, c := range []struct {
+		ref, key string
+		want     bool
+	}{
+		{"t1", "t1", true}, {"t1.lq3x", "t1", true}, {"s:1234", "s", true},
+		{"s1:1234", "s", false}, {"s", "s1", false}, {"x", "", false},
+	} {
+		if got := turnctl.OpenedBy(ckpt.Turn{Kind: ckpt.KindAgent, Refs: []string{c.ref}}, c.key); got != c.want {
+			t.Errorf("OpenedBy(ref %q, %q) = %v", c.ref, c.key, got)
+		}
+	}
+}
+
 func isCode(err error, code string) bool {
 	var e *turnctl.Error
 	return errors.As(err, &e) && e.Code == code
