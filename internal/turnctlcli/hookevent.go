@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,8 +42,18 @@ policy, until turnctl unpin.
 
 The same prompt event delivered twice leaves the turn it opened alone; a
 second prompt without an end closes the first turn (begin does); an end
-with no turn open does nothing. The project is the mount that contains the
-agent's cwd (from the payload), else -C DIR or the current directory.
+with no turn open does nothing. An end closes only its own session's turn:
+one whose opening ref names the payload's session_id (Codex: its turn_id).
+While another session's turn or a manual turn (a person's edits) is open,
+it changes nothing and says so on standard error. Aider and Codex's
+notify, which name no session, close whatever turn is open.
+
+The project is the mount that contains the first of: -C DIR; the agent's
+cwd (from the payload); $CLAUDE_PROJECT_DIR (Claude Code) or
+$GEMINI_PROJECT_DIR (Gemini CLI); the current directory. An end goes on
+down that list to the mount whose open turn is its session's, so a session
+that cd'ed out of the project (/tmp, an --add-dir directory) still closes
+its turn.
 
 hook-event never fails the agent's turn: it always exits 0 and prints
 nothing on standard output (Gemini CLI: "{}"). When the project is not
@@ -108,18 +119,18 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 		}
 		return nil
 	}
-	h := e.h // tests set it
-	if h == nil {
-		var closer func()
-		h, closer, err = connectForHook(e, ev)
-		if err != nil {
-			return err
-		}
-		defer closer()
-	}
 	ctx, cancel := context.WithTimeout(e.ctx, hookTimeout)
 	defer cancel()
-	what, err := applyEvent(ctx, h, ev)
+	var what string
+	if e.h != nil { // tests set it
+		what, err = applyEvent(ctx, e.h, ev)
+	} else {
+		what, err = applyInMounts(ctx, e, agent, ev)
+	}
+	var nm *hookNotMountedError
+	if errors.As(err, &nm) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%s (%s): %v", ev.Action, ev.Name, err)
 	}
@@ -129,28 +140,104 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 	return nil
 }
 
-// connectForHook reaches the daemon of the mount containing the agent's
-// cwd (-C DIR first, the current directory last).
-func connectForHook(e *env, ev agenthooks.Event) (turnctl.Handler, func(), error) {
-	g := globals{dir: e.g.dir}
-	if g.dir == "" {
-		g.dir = ev.Cwd
-	}
-	p, err := findProject(g, true)
-	if errors.Is(err, errNotMounted) {
-		where := g.dir
-		if where == "" {
-			where, _ = os.Getwd()
+// hookDir is a directory a hook's project may be found from, and what
+// named it.
+type hookDir struct {
+	dir, from string // dir "": the current directory
+}
+
+// hookDirs lists, in order, where hook-event looks for the project: -C
+// DIR; the agent's cwd from the payload; the agent's project directory
+// from the environment it gives its hooks ($CLAUDE_PROJECT_DIR for
+// Claude Code, $GEMINI_PROJECT_DIR for Gemini CLI); the current
+// directory (or $CKPTFS_DIR). A session that cd'ed out of the project
+// (into an --add-dir directory, /tmp) still reaches its mount.
+func hookDirs(e *env, agent *agenthooks.Agent, ev agenthooks.Event) []hookDir {
+	var ds []hookDir
+	add := func(dir, from string) {
+		if dir == "" {
+			return
 		}
-		return nil, nil, fmt.Errorf("%s is not inside a ckptfs mount; %s not recorded", where, ev.Action)
-	} else if err != nil {
-		return nil, nil, fmt.Errorf("%v; %s not recorded", err, ev.Action)
+		for _, d := range ds {
+			if filepath.Clean(d.dir) == filepath.Clean(dir) {
+				return
+			}
+		}
+		ds = append(ds, hookDir{dir, from})
 	}
-	h, closer, err := p.connect(e.offline)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%v; %s not recorded", err, ev.Action)
+	add(e.g.dir, "-C")
+	add(ev.Cwd, "the payload's cwd")
+	if v := projectDirEnv[agent.Name]; v != "" {
+		add(os.Getenv(v), "$"+v)
 	}
-	return h, closer, nil
+	return append(ds, hookDir{"", "the current directory"})
+}
+
+// projectDirEnv names the environment variable an agent sets for its
+// hooks to the project's root.
+var projectDirEnv = map[string]string{
+	"claude-code": "CLAUDE_PROJECT_DIR",
+	"gemini":      "GEMINI_PROJECT_DIR",
+}
+
+// hookNotMountedError: none of the hook's directories is inside a mount.
+type hookNotMountedError struct{ msg string }
+
+func (e *hookNotMountedError) Error() string { return e.msg }
+
+// applyInMounts carries out ev in the mount of the first of hookDirs
+// inside one. An end that must close its session's turn (ev.Session) and
+// finds another turn open there, or none, goes on to the next mount: the
+// one whose open turn is this session's records it.
+func applyInMounts(ctx context.Context, e *env, agent *agenthooks.Agent, ev agenthooks.Event) (string, error) {
+	var problems []string
+	var firstWhat string
+	var firstErr error
+	tried := false
+	seen := map[string]bool{}
+	for _, d := range hookDirs(e, agent, ev) {
+		p, err := findProject(globals{dir: d.dir}, true)
+		if err != nil {
+			where := d.dir
+			if where == "" {
+				where, _ = os.Getwd()
+			}
+			if seen[where] {
+				continue // the current directory, the payload's cwd too
+			}
+			seen[where] = true
+			if errors.Is(err, errNotMounted) {
+				problems = append(problems, fmt.Sprintf("%s (%s) is not inside a ckptfs mount", where, d.from))
+			} else {
+				problems = append(problems, fmt.Sprintf("%v (%s)", err, d.from))
+			}
+			continue
+		}
+		if seen[p.root] {
+			continue
+		}
+		seen[p.root] = true
+		h, closer, err := p.connect(e.offline)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		what, err := applyEvent(ctx, h, ev)
+		closer()
+		var lo *leftOpenError
+		if ev.Action == agenthooks.End && ev.Session != "" && (errors.As(err, &lo) || what == noTurnToClose(ev)) {
+			if !tried {
+				firstWhat, firstErr = what, err
+			}
+			tried = true
+			continue
+		}
+		return what, err
+	}
+	if tried {
+		return firstWhat, firstErr
+	}
+	return "", &hookNotMountedError{fmt.Sprintf("%s; %s not recorded", strings.Join(problems, "; "), ev.Action)}
 }
 
 // applyEvent carries out ev and says what it did. Repeated and
@@ -160,6 +247,9 @@ func connectForHook(e *env, ev agenthooks.Event) (turnctl.Handler, func(), error
 //   - a prompt whose ref names an older turn (the same text sent again):
 //     the ref gets a suffix;
 //   - an end with no turn open: no-op;
+//   - an end of a session (ev.Session) while a turn not opened for it is
+//     open (another session's, a manual turn): no-op, and an error
+//     (leftOpenError) that says so;
 //   - an end whose ref names another turn: the turn is closed without it;
 //   - a step with no turn open, or after a tool that changed nothing:
 //     no-op.
@@ -187,14 +277,20 @@ func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (st
 		}
 		return fmt.Sprintf("turn %d opened and pinned (%s, ref %s)", rep.Turn.Num, ev.Name, req.Ref), nil
 	case agenthooks.End:
-		rep, err := h.End(ctx, turnctl.EndRequest{Ref: ev.Ref})
+		req := turnctl.EndRequest{Ref: ev.Ref, IfOpenedBy: ev.Session}
+		rep, err := endIf(ctx, h, req)
 		if isConflict(err) {
-			st, serr := h.Status(ctx, turnctl.StatusRequest{})
+			st, serr := h.Status(ctx, turnctl.StatusRequest{Brief: true})
 			if serr == nil && !st.Open {
-				return fmt.Sprintf("no turn is open: nothing to close (%s)", ev.Name), nil
+				return noTurnToClose(ev), nil
+			}
+			if serr == nil && st.Turn != nil && ev.Session != "" && !turnctl.OpenedBy(*st.Turn, ev.Session) {
+				return "", &leftOpenError{turnctl.NotOpenedBy(*st.Turn, ev.Session)}
 			}
 			if ev.Ref != "" {
-				rep, err = h.End(ctx, turnctl.EndRequest{})
+				// The ref names an earlier turn: close without it.
+				req.Ref = ""
+				rep, err = endIf(ctx, h, req)
 			}
 		}
 		if err != nil {
@@ -215,6 +311,39 @@ func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (st
 		return fmt.Sprintf("step %d.%d ended (%s, %s)", rep.Step.Turn, rep.Step.Num, ev.Tool, ev.Name), nil
 	}
 	return "nothing to do", nil
+}
+
+// noTurnToClose says that an end found no turn open.
+func noTurnToClose(ev agenthooks.Event) string {
+	return fmt.Sprintf("no turn is open: nothing to close (%s)", ev.Name)
+}
+
+// leftOpenError: an end left the open turn alone, it is not its
+// session's.
+type leftOpenError struct{ why string }
+
+func (e *leftOpenError) Error() string { return e.why + "; left open" }
+
+// endIf is h.End. A daemon older than IfOpenedBy rejects it as an unknown
+// field: then the open turn is checked first (not atomically, as before).
+func endIf(ctx context.Context, h turnctl.Handler, req turnctl.EndRequest) (*turnctl.EndReply, error) {
+	rep, err := h.End(ctx, req)
+	var te *turnctl.Error
+	if req.IfOpenedBy == "" || !errors.As(err, &te) || te.Code != turnctl.CodeBadRequest || !strings.Contains(te.Message, "if_opened_by") {
+		return rep, err
+	}
+	st, err := h.Status(ctx, turnctl.StatusRequest{Brief: true})
+	if err != nil {
+		return nil, err
+	}
+	if !st.Open || st.Turn == nil {
+		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: "no turn is open"}
+	}
+	if !turnctl.OpenedBy(*st.Turn, req.IfOpenedBy) {
+		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: turnctl.NotOpenedBy(*st.Turn, req.IfOpenedBy)}
+	}
+	req.IfOpenedBy = ""
+	return h.End(ctx, req)
 }
 
 // pinNote is the note of a pin a prompt asked for.

@@ -90,14 +90,19 @@ func TestHookEventClaudeCode(t *testing.T) {
 		t.Fatalf("repeated Stop made turns: %+v", ts)
 	}
 
-	// Stop without a prompt (the hook was installed mid-turn): the edits
-	// collected in the manual turn are closed by it; its ref (already the
-	// ref of turn 1) is not reused.
+	// Stop without a prompt (the hook was installed mid-turn, a person
+	// edited after the answer): the manual turn is not the session's, it
+	// stays open without the answer's id, and one line says so.
 	ov.Write("README", "hi\n")
-	hook(t, e, stop, "claude-code")
+	if out, errs := hook(t, e, stop, "claude-code"); out != "" || errs != "turnctl hook-event: end (Stop): the open turn 2 is a manual turn (changes made while no agent's turn was open), not 9f1c6a52-3d4e-4b8a-9a0f-2c7d1e5b6a11's; left open\n" {
+		t.Errorf("Stop in a manual turn printed %q %q", out, errs)
+	}
 	ts = turns(t, e)
-	if len(ts) != 2 || ts[1].Open || ts[1].Kind != ckpt.KindManual || len(ts[1].Refs) != 0 {
+	if len(ts) != 2 || !ts[1].Open || ts[1].Kind != ckpt.KindManual || len(ts[1].Refs) != 0 {
 		t.Fatalf("Stop without a prompt: %+v", ts[1:])
+	}
+	if err := (&endOptions{}).run(e, nil); err != nil {
+		t.Fatal(err)
 	}
 
 	// The same prompt event delivered twice opens one turn.
@@ -126,6 +131,75 @@ func TestHookEventClaudeCode(t *testing.T) {
 	hook(t, e, payload(t, "claude-code/pre-tool-use.json", dir), "claude-code")
 	if ts := turns(t, e); len(ts) != 4 || !ts[3].Open {
 		t.Errorf("PreToolUse changed the turns: %+v", ts[3:])
+	}
+}
+
+// TestHookEventEndClosesOnlyItsSession: two sessions of one agent in one
+// project, and a person's edits. A second session's prompt closes the
+// first's turn (begin does); the first's Stop then leaves the second's
+// turn open, and its answer's id is not stamped on it; the second's Stop
+// closes its own turn. A Stop while a manual turn is open leaves it too.
+func TestHookEventEndClosesOnlyItsSession(t *testing.T) {
+	e, _, _, ov := onlineEnv(t)
+	dir := e.proj.root
+	const sessA, sessB = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002"
+	const uuidA, uuidB = "a0000000-0000-4000-8000-00000000000a", "b0000000-0000-4000-8000-00000000000b"
+	event := func(session, name, extra string) string {
+		tr := filepath.Join(t.TempDir(), "transcript.jsonl")
+		uuid := map[string]string{sessA: uuidA, sessB: uuidB}[session]
+		os.WriteFile(tr, []byte(`{"type":"assistant","uuid":"`+uuid+`"}`+"\n"), 0o644)
+		return fmt.Sprintf(`{"session_id":%q,"transcript_path":%q,"cwd":%q,"hook_event_name":%q%s}`, session, tr, dir, name, extra)
+	}
+	hook(t, e, event(sessA, "UserPromptSubmit", `,"prompt":"task A"`), "claude-code")
+	ov.Write("a.txt", "A\n")
+	hook(t, e, event(sessB, "UserPromptSubmit", `,"prompt":"task B"`), "claude-code")
+	ov.Write("b.txt", "B\n")
+	out, errs := hook(t, e, event(sessA, "Stop", ""), "claude-code")
+	if want := "turnctl hook-event: end (Stop): the open turn 2 is another session's (ref " + sessB + ":"; out != "" || !strings.HasPrefix(errs, want) ||
+		!strings.HasSuffix(errs, "), not "+sessA+"'s; left open\n") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("A's Stop in B's turn printed %q %q", out, errs)
+	}
+	ov.Write("b2.txt", "B\n")
+	if out, errs := hook(t, e, event(sessB, "Stop", ""), "claude-code"); out != "" || errs != "" {
+		t.Errorf("B's Stop printed %q %q", out, errs)
+	}
+	ts := turns(t, e)
+	if len(ts) != 2 || ts[0].Open || ts[0].Label != "task A" || len(ts[0].Refs) != 1 || !strings.HasPrefix(ts[0].Refs[0], sessA+":") ||
+		ts[1].Open || ts[1].Label != "task B" || len(ts[1].Refs) != 2 || !strings.HasPrefix(ts[1].Refs[0], sessB+":") || ts[1].Refs[1] != uuidB ||
+		ts[1].Stats == nil || ts[1].Stats.Files != 2 {
+		t.Fatalf("turns: %+v", ts)
+	}
+	if _, err := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: "ref:" + uuidA}); err == nil {
+		t.Errorf("A's answer id names a turn")
+	}
+
+	// A person's edits, then a late Stop: the manual turn stays open.
+	ov.Write("notes", "mine\n")
+	out, errs = hook(t, e, event(sessA, "Stop", ""), "claude-code")
+	if out != "" || errs != "turnctl hook-event: end (Stop): the open turn 3 is a manual turn (changes made while no agent's turn was open), not "+sessA+"'s; left open\n" {
+		t.Errorf("Stop in a manual turn printed %q %q", out, errs)
+	}
+	if ts := turns(t, e); len(ts) != 3 || !ts[2].Open || ts[2].Kind != ckpt.KindManual || len(ts[2].Refs) != 0 {
+		t.Fatalf("after a Stop in a manual turn: %+v", ts[2:])
+	}
+
+	// Gemini CLI's AfterAgent and Codex's Stop follow the same rule.
+	hook(t, e, `{"session_id":"g1","cwd":"`+dir+`","hook_event_name":"BeforeAgent","prompt":"gemini task"}`, "gemini")
+	out, errs = hook(t, e, `{"session_id":"g2","cwd":"`+dir+`","hook_event_name":"AfterAgent"}`, "gemini")
+	if out != "{}\n" || !strings.Contains(errs, "the open turn 4 is another session's (ref g1:") {
+		t.Errorf("gemini AfterAgent of another session printed %q %q", out, errs)
+	}
+	hook(t, e, `{"session_id":"c1","turn_id":"t1","cwd":"`+dir+`","hook_event_name":"UserPromptSubmit","prompt":"codex task"}`, "codex")
+	_, errs = hook(t, e, `{"session_id":"c1","turn_id":"t0","cwd":"`+dir+`","hook_event_name":"Stop"}`, "codex")
+	if !strings.Contains(errs, "the open turn 5 is another session's (ref t1), not t0's; left open") {
+		t.Errorf("codex Stop of another turn_id printed %q", errs)
+	}
+	if _, errs := hook(t, e, `{"session_id":"c1","turn_id":"t1","cwd":"`+dir+`","hook_event_name":"Stop"}`, "codex"); errs != "" {
+		t.Errorf("codex Stop of its turn printed %q", errs)
+	}
+	ts = turns(t, e)
+	if len(ts) != 5 || ts[3].Open || ts[3].Label != "gemini task" || ts[4].Open || !slices.Equal(ts[4].Refs, []string{"t1"}) {
+		t.Fatalf("gemini and codex turns: %+v", ts[3:])
 	}
 }
 

@@ -32,6 +32,11 @@ type Event struct {
 	Prompt string // Begin: the whole prompt (cut to ckpt.MaxText bytes); the turn's label is its first line
 	Ref    string // the agent's id for the prompt or the answer; may be ""
 	Cwd    string // the agent's working directory, if the payload says
+	// Session, for an End, names what the turn it closes must have been
+	// opened for (turnctl.OpenedBy): the session id (Claude Code, Gemini
+	// CLI), Codex's turn_id. "" when the event names none (Aider, Codex
+	// notify): the end closes whatever turn is open.
+	Session string
 	// Step: the tool that ran, and what it worked on (a file, the
 	// first line of a command), cut to one line.
 	Tool, ToolLabel string
@@ -106,6 +111,10 @@ func Parse(a *Agent, input []byte, args []string) (Event, error) {
 	case a.EndEvent:
 		ev.Action = End
 		ev.Ref = endRef(a, p)
+		ev.Session = p.SessionID
+		if a.Name == "codex" && p.TurnID != "" {
+			ev.Session = p.TurnID // its prompt's ref (promptRef)
+		}
 	case a.StepEvent:
 		if a.StepEvent == "" {
 			ev.Action = Ignore

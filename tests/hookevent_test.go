@@ -1,0 +1,154 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// hookIn runs `turnctl hook-event AGENT` as an agent does: the payload on
+// stdin, in directory dir, with env added to the environment (no -C, no
+// $CKPTFS_DIR); it returns stdout and stderr and wants exit 0.
+func hookIn(t *testing.T, m *Mount, dir string, env []string, agent string, payload map[string]any) (string, string) {
+	t.Helper()
+	needTurnctl(t)
+	in, _ := json.Marshal(payload)
+	cmd := exec.Command(turnctlBin, "hook-event", agent)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CKPTFS_RUNTIME_DIR="+m.Runtime, "CKPTFS_DIR=", "CLAUDE_PROJECT_DIR=", "GEMINI_PROJECT_DIR=")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin = bytes.NewReader(in)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hook-event %s %v: %v %q", agent, payload["hook_event_name"], err, errb.String())
+	}
+	return out.String(), errb.String()
+}
+
+// transcript writes a Claude Code transcript whose last assistant message
+// is uuid, and returns its path.
+func transcript(t *testing.T, uuid string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "transcript.jsonl")
+	line := `{"type":"assistant","uuid":"` + uuid + `","message":{"role":"assistant"}}` + "\n"
+	if err := os.WriteFile(p, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// logLines is `turnctl log` with its times taken out, one string per
+// line.
+func logLines(t *testing.T, m *Mount) string {
+	t.Helper()
+	out := m.turnctl(t, "log")
+	return regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(out, "TIME")
+}
+
+// Two Claude Code sessions in one project, and a person's edits. The
+// second session's prompt closes the first's turn; the first's Stop then
+// leaves the second's turn open (one line on stderr) and its answer's id
+// names no turn; the second's edits stay in its turn, and its Stop closes
+// it with its answer's id. A late Stop while a manual turn is open leaves
+// it open too.
+func TestHookEndClosesOnlyItsSessionsTurn(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q . && echo base > base.txt")
+	m := mountProject(t, proj)
+	const sessA, sessB = "aaaaaaaa-1111-4000-8000-000000000001", "bbbbbbbb-2222-4000-8000-000000000002"
+	const uuidA, uuidB = "a0000000-0000-4000-8000-00000000000a", "b0000000-0000-4000-8000-00000000000b"
+	trA, trB := transcript(t, uuidA), transcript(t, uuidB)
+	ev := func(sess, tr, name string, kv ...string) map[string]any {
+		p := map[string]any{"session_id": sess, "transcript_path": tr, "cwd": proj, "hook_event_name": name}
+		for i := 0; i+1 < len(kv); i += 2 {
+			p[kv[i]] = kv[i+1]
+		}
+		return p
+	}
+	quiet := func(sess, tr, name string, kv ...string) {
+		t.Helper()
+		if out, errs := hookIn(t, m, proj, nil, "claude-code", ev(sess, tr, name, kv...)); out != "" || errs != "" {
+			t.Fatalf("%s of %s printed %q %q", name, sess, out, errs)
+		}
+	}
+	quiet(sessA, trA, "UserPromptSubmit", "prompt", "task A")
+	runIn(t, proj, "echo a > a.txt")
+	quiet(sessB, trB, "UserPromptSubmit", "prompt", "task B")
+	runIn(t, proj, "echo b > b.txt")
+	out, errs := hookIn(t, m, proj, nil, "claude-code", ev(sessA, trA, "Stop"))
+	if want := regexp.MustCompile(`^turnctl hook-event: end \(Stop\): the open turn 2 is another session's \(ref ` + sessB + `:[0-9a-f]{8}\), not ` + sessA + `'s; left open\n$`); out != "" || !want.MatchString(errs) {
+		t.Fatalf("A's Stop in B's turn printed %q %q", out, errs)
+	}
+	runIn(t, proj, "echo b2 > b2.txt")
+	quiet(sessB, trB, "Stop")
+	// A person's edits, then a late Stop of A.
+	runIn(t, proj, "echo mine > notes")
+	out, errs = hookIn(t, m, proj, nil, "claude-code", ev(sessA, trA, "Stop"))
+	if out != "" || errs != "turnctl hook-event: end (Stop): the open turn 3 is a manual turn (changes made while no agent's turn was open), not "+sessA+"'s; left open\n" {
+		t.Fatalf("A's Stop in a manual turn printed %q %q", out, errs)
+	}
+	got := logLines(t, m)
+	want := "" +
+		"3  open      manual                                                                  1 file  +1 -0  bash\n" +
+		"2  TIME  agent    task B ref:" + sessB + ":DIGEST ...  2 files  +2 -0  bash\n" +
+		"1  TIME  agent    task A ref:" + sessA + ":DIGEST       1 file  +1 -0  bash\n" +
+		"0  TIME  initial\n"
+	if !regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(want), "DIGEST", "[0-9a-f]{8}") + "$").MatchString(got) {
+		t.Errorf("log:\n%s\nwant (DIGEST: 8 hex digits):\n%s", got, want)
+	}
+	show := m.turnctl(t, "show", "ref:"+uuidB)
+	if !strings.HasPrefix(show, "turn 2  agent  \"task B\"  ref:"+sessB+":") || !strings.Contains(show, " ref:"+uuidB+" ") {
+		t.Errorf("show ref:%s:\n%s", uuidB, show)
+	}
+	if _, code := m.turnctlFail(t, "show", "ref:"+uuidA); code == 0 {
+		t.Errorf("A's answer id names a turn")
+	}
+}
+
+// A Stop whose payload cwd is outside the mount (the session cd'ed into
+// /tmp or an --add-dir directory) still closes its turn: hook-event falls
+// back to $CLAUDE_PROJECT_DIR, then to its own current directory.
+func TestHookEndFindsTheProjectWhenCwdLeftIt(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q . && mkdir sub")
+	m := mountProject(t, proj)
+	outside := t.TempDir()
+	const sess = "cccccccc-3333-4000-8000-000000000003"
+	for i, c := range []struct {
+		dir string
+		env []string
+	}{
+		{outside, []string{"CLAUDE_PROJECT_DIR=" + proj}}, // the hook runs outside too
+		{filepath.Join(proj, "sub"), nil},                 // no $CLAUDE_PROJECT_DIR: the current directory
+	} {
+		uuid := "d0000000-0000-4000-8000-00000000000" + string(rune('0'+i))
+		tr := transcript(t, uuid)
+		hookIn(t, m, proj, nil, "claude-code", map[string]any{"session_id": sess, "transcript_path": tr, "cwd": proj,
+			"hook_event_name": "UserPromptSubmit", "prompt": "task " + string(rune('A'+i))})
+		runIn(t, proj, "echo x >> f.txt")
+		out, errs := hookIn(t, m, c.dir, c.env, "claude-code", map[string]any{"session_id": sess, "transcript_path": tr, "cwd": outside,
+			"hook_event_name": "Stop"})
+		if out != "" || errs != "" {
+			t.Fatalf("Stop %d from %s printed %q %q", i, outside, out, errs)
+		}
+		if st := m.turnctl(t, "status"); !strings.HasPrefix(st, "no turn open") {
+			t.Fatalf("Stop %d left the turn open:\n%s", i, st)
+		}
+		if show := m.turnctl(t, "show", "ref:"+uuid); !strings.HasPrefix(show, "turn "+string(rune('1'+i))+"  agent  \"task "+string(rune('A'+i))+"\"") {
+			t.Fatalf("show ref:%s:\n%s", uuid, show)
+		}
+	}
+	// Nowhere mounted: one line that names every place looked at.
+	hookIn(t, m, proj, nil, "claude-code", map[string]any{"session_id": sess, "cwd": proj, "hook_event_name": "UserPromptSubmit", "prompt": "task C"})
+	out, errs := hookIn(t, m, outside, []string{"CLAUDE_PROJECT_DIR=/"}, "claude-code", map[string]any{"session_id": sess, "cwd": outside, "hook_event_name": "Stop"})
+	want := outside + " (the payload's cwd) is not inside a ckptfs mount; / ($CLAUDE_PROJECT_DIR) is not inside a ckptfs mount; end not recorded\n"
+	if out != "" || errs != "turnctl hook-event: "+want {
+		t.Errorf("Stop with nothing mounted printed %q %q, want %q", out, errs, want)
+	}
+}
