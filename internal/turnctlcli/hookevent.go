@@ -79,12 +79,12 @@ const hookTimeout = 5 * time.Second
 const maxHookInput = 16 << 20
 
 func (o *hookEventOptions) run(e *env, args []string) (err error) {
-	var ev agenthooks.Event
+	wantsJSON := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("BUG: %v", r)
 		}
-		if ev.WantsJSON {
+		if wantsJSON {
 			fmt.Fprintln(e.stdout, "{}")
 		}
 		if err != nil {
@@ -99,7 +99,9 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("%v; nothing recorded", err)
 	}
-	ev.WantsJSON = agent.Name == "gemini"
+	// Gemini CLI reads the hook's standard output as JSON whatever
+	// happens: {} also when the input is malformed.
+	wantsJSON = agent.Name == "gemini"
 	var input []byte
 	if agent.Name != "aider" && !hasJSONArg(args[1:]) && !isTerminal(e.stdin) {
 		// Aider runs its notifications command with its own terminal as
@@ -109,7 +111,7 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 			return fmt.Errorf("reading the hook input: %v; nothing recorded", err)
 		}
 	}
-	ev, err = agenthooks.Parse(agent, input, args[1:])
+	ev, err := agenthooks.Parse(agent, input, args[1:])
 	if err != nil {
 		return fmt.Errorf("%s: %v; nothing recorded", agent.Title, err)
 	}
