@@ -152,3 +152,46 @@ func TestHookEndFindsTheProjectWhenCwdLeftIt(t *testing.T) {
 		t.Errorf("Stop with nothing mounted printed %q %q, want %q", out, errs, want)
 	}
 }
+
+// turnctl run inside an open agent turn does not close it: what the
+// command changed becomes a step of the turn, and the agent's later edits
+// and its Stop still belong to its turn. --new-turn opens a turn of its
+// own, and says which open turn it closed.
+func TestRunInsideAnAgentTurnIsAStep(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q .")
+	m := mountProject(t, proj)
+	const sess = "eeeeeeee-4444-4000-8000-000000000004"
+	hookIn(t, m, proj, nil, "claude-code", map[string]any{"session_id": sess, "cwd": proj, "hook_event_name": "UserPromptSubmit", "prompt": "build it"})
+	runIn(t, proj, "echo a > a.txt")
+	cmd := m.turnctlCmd("run", "--label", "inner", "--", "sh", "-c", "echo x > inner.txt")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "turnctl run: inside the open turn 1: recorded step 1.2 (the turn stays open)\n" {
+		t.Fatalf("run inside turn 1: %v %q", err, out)
+	}
+	runIn(t, proj, "echo c > c.txt")
+	if out, errs := hookIn(t, m, proj, nil, "claude-code", map[string]any{"session_id": sess, "cwd": proj, "hook_event_name": "Stop"}); out != "" || errs != "" {
+		t.Fatalf("Stop after run printed %q %q", out, errs)
+	}
+	got := logLines(t, m)
+	want := "" +
+		"1  TIME  agent    build it ref:" + sess + ":DIGEST  3 files  +3 -0  bash, sh\n" +
+		"0  TIME  initial\n"
+	if !regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(want), "DIGEST", "[0-9a-f]{8}") + "$").MatchString(got) {
+		t.Errorf("log:\n%s\nwant (DIGEST: 8 hex digits):\n%s", got, want)
+	}
+	show := regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(m.turnctl(t, "show", "1"), "TIME")
+	if !strings.Contains(show, "3 steps:\n  1.1  TIME\n  1.2  TIME  run  inner\n  1.3  TIME\n") {
+		t.Errorf("show 1:\n%s", show)
+	}
+	if s := m.turnctl(t, "show", "1.2"); !strings.Contains(s, "inner.txt") || strings.Contains(s, "a.txt") || strings.Contains(s, "c.txt") {
+		t.Errorf("show 1.2:\n%s", s)
+	}
+
+	// --new-turn: a turn of its own, closing the agent's, with a note.
+	hookIn(t, m, proj, nil, "claude-code", map[string]any{"session_id": sess, "cwd": proj, "hook_event_name": "UserPromptSubmit", "prompt": "again"})
+	out, err = m.turnctlCmd("run", "--new-turn", "--label", "own", "--", "sh", "-c", "echo y > own.txt").CombinedOutput()
+	if err != nil || string(out) != "turnctl run: turn 2 was still open (no turnctl end); closed it\nturn 3 closed: 1 file (+1 -0) by sh\n" {
+		t.Fatalf("run --new-turn: %v %q", err, out)
+	}
+}

@@ -459,10 +459,15 @@ func jRewind(r *turnctl.RewindReply) jRewindOut {
 	return o
 }
 
+// jRunOut is run's output: begin and end of its turn; or, inside an open
+// agent turn, that turn (in_turn) and the step it recorded (null when the
+// command changed nothing). The other keys are null.
 type jRunOut struct {
-	Begin    jBeginOut `json:"begin"`
-	End      jEndOut   `json:"end"`
-	ExitCode int       `json:"exit_code"`
+	Begin    *jBeginOut `json:"begin"`
+	End      *jEndOut   `json:"end"`
+	InTurn   *uint64    `json:"in_turn"`
+	Step     *jStepOut  `json:"step"`
+	ExitCode int        `json:"exit_code"`
 }
 
 type jVerifyOut struct {

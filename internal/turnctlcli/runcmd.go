@@ -14,18 +14,27 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
 
 var runCmd = &command{
 	name:  "run",
-	args:  "[--label TEXT] [--ref ID] -- CMD ARGS...",
-	short: "run a command as one turn",
+	args:  "[--label TEXT] [--ref ID] [--new-turn] -- CMD ARGS...",
+	short: "run a command as one turn (as one step inside an open agent turn)",
 	long: `Opens a turn (begin), runs CMD in the current directory with standard input,
 output and error passed through, closes the turn (end, even when CMD fails),
 prints the turn's summary on standard error, and exits with CMD's exit status
 (128+N if a signal N killed it, 127 if it could not be started). The label
-defaults to the command line. SIGINT, SIGTERM and SIGHUP are passed on to CMD.`,
+defaults to the command line. SIGINT, SIGTERM and SIGHUP are passed on to CMD.
+
+Inside a turn a begin opened (an agent's, whose hooks run turnctl run, or a
+script's between turnctl begin and end), run does not close that turn: what
+CMD changed becomes one step of it (turnctl step, tool "run", the label as
+its label: show N lists it, N.K names it), the turn stays open for the rest
+of the agent's work, and run says on standard error which step it recorded.
+With --new-turn or --ref, run opens its own turn all the same, closing the
+open one, and says so on standard error.`,
 	mount:          true,
 	noInterspersed: true,
 	opts:           func() options { return &runOptions{} },
@@ -33,11 +42,13 @@ defaults to the command line. SIGINT, SIGTERM and SIGHUP are passed on to CMD.`,
 
 type runOptions struct {
 	label, ref string
+	newTurn    bool
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.label, "label", "", "describe the turn (default: the command line)")
-	fs.StringVar(&o.ref, "ref", "", "attach `ID` to the turn")
+	fs.StringVar(&o.ref, "ref", "", "attach `ID` to the turn (run then opens its own turn)")
+	fs.BoolVar(&o.newTurn, "new-turn", false, "open a turn of its own also inside an open agent turn (closing it)")
 }
 
 func (o *runOptions) run(e *env, args []string) error {
@@ -54,9 +65,22 @@ func (o *runOptions) run(e *env, args []string) error {
 		// Nothing ran: no turn.
 		return &exitError{code: 127, msg: err.Error()}
 	}
+	if !o.newTurn && o.ref == "" {
+		st, err := e.h.Status(e.ctx, turnctl.StatusRequest{Brief: true})
+		if err == nil && st.Open && st.Turn != nil && st.Turn.Kind == ckpt.KindAgent {
+			// The step so far (the agent's own edits) ends here, so
+			// that the next holds only what CMD changes.
+			if _, err := e.h.Step(e.ctx, turnctl.StepRequest{}); err == nil {
+				return o.runAsStep(e, cmd, args, label, st.Turn.Num)
+			}
+		}
+	}
 	begin, err := e.h.Begin(e.ctx, turnctl.BeginRequest{Label: label, Ref: o.ref})
 	if err != nil {
 		return err
+	}
+	if c := begin.Closed; c != nil && c.Kind == ckpt.KindAgent && !e.json {
+		fmt.Fprintf(e.stderr, "turnctl run: turn %d was still open (no turnctl end); closed it\n", c.Num)
 	}
 	code, runErr := runChild(cmd, args)
 	end, err := e.h.End(e.ctx, turnctl.EndRequest{})
@@ -64,12 +88,36 @@ func (o *runOptions) run(e *env, args []string) error {
 		return err
 	}
 	if e.json {
-		if err := e.printJSON(jRunOut{Begin: jBegin(begin), End: jEnd(end), ExitCode: code}); err != nil {
+		if err := e.printJSON(jRunOut{Begin: ptr(jBegin(begin)), End: ptr(jEnd(end)), ExitCode: code}); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintln(e.stderr, end.Summary)
 	}
+	return runExit(code, runErr)
+}
+
+// runAsStep runs cmd inside the open agent turn n and makes what it
+// changed one step of it.
+func (o *runOptions) runAsStep(e *env, cmd *exec.Cmd, args []string, label string, n uint64) error {
+	code, runErr := runChild(cmd, args)
+	rep, err := e.h.Step(e.ctx, turnctl.StepRequest{Tool: "run", Label: label})
+	if err != nil {
+		return fmt.Errorf("ran inside turn %d, but its step was not recorded: %w", n, err)
+	}
+	if e.json {
+		if err := e.printJSON(jRunOut{InTurn: &n, Step: jStepReply(rep).Step, ExitCode: code}); err != nil {
+			return err
+		}
+	} else if rep.Step != nil {
+		fmt.Fprintf(e.stderr, "turnctl run: inside the open turn %d: recorded step %d.%d (the turn stays open)\n", n, rep.Step.Turn, rep.Step.Num)
+	} else {
+		fmt.Fprintf(e.stderr, "turnctl run: inside the open turn %d: changed nothing, no step (the turn stays open)\n", n)
+	}
+	return runExit(code, runErr)
+}
+
+func runExit(code int, runErr error) error {
 	if runErr != nil {
 		return &exitError{code: code, msg: runErr.Error()}
 	}
@@ -78,6 +126,8 @@ func (o *runOptions) run(e *env, args []string) error {
 	}
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // childCommand prepares args to run in the project's current directory,
 // or says why it cannot run (not found, not executable) before any turn

@@ -162,12 +162,16 @@ func TestJSONOnline(t *testing.T) {
 	if tr, _ := st["turn"].(map[string]any); tr == nil || tr["end"] != nil || len(st["changes"].([]any)) != 2 {
 		t.Errorf("status --json with an open turn: %v", st)
 	}
+	// run inside the open turn: in_turn, no step (true changes nothing).
+	if ri := run("run", &runOptions{label: "inner"}, "true"); ri["in_turn"] != b["turn"].(map[string]any)["num"] || ri["begin"] != nil || ri["step"] != nil || ri["exit_code"] != 0.0 {
+		t.Errorf("run --json inside a turn: %v", ri)
+	}
 	en := run("end", &endOptions{ref: "m1-end"})
 	if tr := en["turn"].(map[string]any); tr["end"] == nil || tr["stats"] == nil {
 		t.Errorf("end --json: %v", en)
 	}
 	r := run("run", &runOptions{label: "touch"}, "sh", "-c", "echo x > run.txt")
-	if r["exit_code"] != 0.0 {
+	if r["exit_code"] != 0.0 || r["begin"] == nil || r["in_turn"] != nil {
 		t.Errorf("run --json: %v", r)
 	}
 	run("status", &statusOptions{})
