@@ -129,7 +129,8 @@ type LogRequest struct {
 	// and after each change the turn made (at or below Paths).
 	Pickaxe string `json:"pickaxe,omitempty"`
 	// Grep, if not "", is a Go regexp (package regexp) a turn's label or
-	// whole prompt must match.
+	// whole prompt must match, in multi-line mode (as git log --grep): ^
+	// and $ match at the start and end of each line.
 	Grep string `json:"grep,omitempty"`
 	// Programs, if not empty, keeps the turns in which one of these
 	// command names wrote (Turn.Programs).

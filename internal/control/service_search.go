@@ -36,7 +36,9 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 	var re *regexp.Regexp
 	if req.Grep != "" {
 		var err error
-		if re, err = regexp.Compile(req.Grep); err != nil {
+		// Multi-line mode, as git log --grep: ^ and $ match at the start
+		// and end of each line of a prompt (\A and \z at its ends).
+		if re, err = regexp.Compile("(?m)" + req.Grep); err != nil {
 			return nil, errorf(turnctl.CodeBadRequest, "bad --grep pattern: %v", err)
 		}
 	}

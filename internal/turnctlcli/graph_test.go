@@ -171,6 +171,10 @@ func TestLogSearch(t *testing.T) {
 		{[]string{"--grep", "Hay"}, "2"},
 		{[]string{"--grep", "^add [bc]$"}, "5 3"},
 		{[]string{"--grep", "^(rewind|undo)"}, "8 6 4"},
+		// ^ and $ match at each line of a prompt, as in git log --grep.
+		{[]string{"--grep", "^in the Hay"}, "2"},
+		{[]string{"--grep", "needle$\n^in the"}, "2"},
+		{[]string{"--grep", "\\Ain the"}, ""},
 		{[]string{"--program", "npm"}, "2"},
 		{[]string{"--program", "npm", "--program", "turnctl"}, "9 8 6 4 2"},
 		{[]string{"--program", "turnctl", "-S", "needle", "-n", "3"}, "9 6 4"},

@@ -47,7 +47,9 @@ the turns found; a turn is listed when it passes every one):
                    TEXT added or removed, not merely moved within a file);
                    only the files each turn changed are read
   --grep PATTERN   turns whose label or whole prompt matches PATTERN, a Go
-                   regular expression (https://pkg.go.dev/regexp/syntax)
+                   regular expression (https://pkg.go.dev/regexp/syntax);
+                   ^ and $ match at each line's start and end, as in git
+                   log --grep (\A and \z: the prompt's)
   --program NAME   turns in which the program NAME wrote, as the last
                    column shows it (repeat: any of them)
 --graph draws the whole timeline and takes none of them, nor PATHs.`,
