@@ -27,6 +27,10 @@ func (s *Service) Show(ctx context.Context, req turnctl.ShowRequest) (*turnctl.S
 	var step *ckpt.Step
 	if k > 0 {
 		step = &steps[k-1]
+	} else if !strings.HasPrefix(req.Turn, "ref:") && strings.Contains(req.Turn, ".") && len(steps) == 1 {
+		// "N.1" of a turn that is one step resolves to the turn: it is
+		// still the step that was asked for.
+		step = &steps[0]
 	}
 	if len(req.Paths) > 0 {
 		prefixes, err := cleanPaths(req.Paths)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -158,6 +159,43 @@ func TestRewindDoneWithAWarningSaysSo(t *testing.T) {
 		}
 		if mode == "json" && !strings.Contains(out.String(), `"warning": "`+w+`"`) {
 			t.Errorf("json: %s, want its warning", out.String())
+		}
+	}
+}
+
+// TestShowSteps: show N.K names the step in its first line and the turn
+// after it; show N lists a turn's steps when a boundary was marked in
+// it, also a single step, and none for a turn without any.
+func TestShowSteps(t *testing.T) {
+	e, out, _, ov := onlineEnv(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must((&beginOptions{label: "one step"}).run(e, nil))
+	ov.Write("a.go", "package a\n")
+	must((&stepOptions{tool: "Edit", label: "a.go"}).run(e, nil))
+	must((&endOptions{}).run(e, nil))
+	must((&beginOptions{label: "no step"}).run(e, nil))
+	ov.Write("b.go", "package b\n")
+	must((&endOptions{}).run(e, nil))
+	times := regexp.MustCompile(`\d\d:\d\d:\d\d`)
+	show := func(arg string) string {
+		t.Helper()
+		out.Reset()
+		must((&showOptions{}).run(e, []string{arg}))
+		return times.ReplaceAllString(out.String(), "TIME")
+	}
+	for _, c := range []struct{ arg, want string }{
+		{"1", "turn 1  agent  \"one step\"  TIME  by test\n1 step:\n  1.1  TIME  Edit  a.go\n  added  a.go  +1 -0\n1 file (+1 -0)\n"},
+		{"1.1", "step 1.1 (Edit: a.go)  TIME  (its changes only)\nof turn 1  agent  \"one step\"  TIME  by test\n  added  a.go  +1 -0\n1 file (+1 -0)\n"},
+		{"2", "turn 2  agent  \"no step\"  TIME  by test\n  added  b.go  +1 -0\n1 file (+1 -0)\n"},
+		{"2.1", "step 2.1  TIME  (its changes only)\nof turn 2  agent  \"no step\"  TIME  by test\n  added  b.go  +1 -0\n1 file (+1 -0)\n"},
+	} {
+		if got := show(c.arg); got != c.want {
+			t.Errorf("show %s:\n%s\nwant:\n%s", c.arg, got, c.want)
 		}
 	}
 }

@@ -20,7 +20,10 @@ owner changed) or type (e.g. a file became a symlink), with lines +/- (binary
 files and files over 8 MiB count no lines). A directory renamed shows as
 itself and each path below it renamed. --patch adds the patch diff prints.
 A turn opened with more than its label (an agent's whole prompt, a label of
-several lines) shows all of it, indented, under its first line. The changes
+several lines) shows all of it, indented, under its first line. A turn in
+which step boundaries were marked (turnctl step, an agent's hook after each
+tool call) lists its steps, also a single one; TURN N.K shows step K alone:
+its first line names the step, the next its turn. The changes
 under .git (git's objects, index, refs, logs) are one line, "git: commit
 ec90ceb, 24 files in .git" (what HEAD's branch did, read from the recorded
 .git/HEAD and ref, then how many files), and are not in the count of files
@@ -66,6 +69,14 @@ func (o *showOptions) run(e *env, args []string) error {
 		return e.printJSON(jShow(rep))
 	}
 	t := rep.Turn
+	if st := rep.Step; st != nil {
+		// show N.K: the step first, then the turn it belongs to.
+		tm := when(st.End)
+		if st.End.IsZero() {
+			tm = "open"
+		}
+		fmt.Fprintf(e.stdout, "step %d.%d%s  %s  (its changes only)\n", st.Turn, st.Num, stepText(*st), tm)
+	}
 	line := e.turnTitle(t) + "  " + when(t.End)
 	if t.Open {
 		line = e.turnTitle(t) + "  since " + when(t.Start)
@@ -75,6 +86,9 @@ func (o *showOptions) run(e *env, args []string) error {
 	}
 	if len(t.Programs) > 0 {
 		line += "  by " + strings.Join(t.Programs, ", ")
+	}
+	if rep.Step != nil {
+		line = "of " + line
 	}
 	fmt.Fprintln(e.stdout, line)
 	if t.MergedFrom > 0 {
@@ -87,10 +101,8 @@ func (o *showOptions) run(e *env, args []string) error {
 		}
 	}
 	e.printPrompt(t.Prompt)
-	if st := rep.Step; st != nil {
-		fmt.Fprintf(e.stdout, "step %d.%d%s: its changes only\n", st.Turn, st.Num, stepText(*st))
-	} else if len(rep.Steps) > 1 {
-		fmt.Fprintf(e.stdout, "%d steps:\n", len(rep.Steps))
+	if rep.Step == nil && hasMarkedSteps(t, rep.Steps) {
+		fmt.Fprintf(e.stdout, "%s:\n", plural(len(rep.Steps), "step"))
 		var rows [][]cell
 		for _, st := range rep.Steps {
 			tm := when(st.End)
@@ -109,6 +121,15 @@ func (o *showOptions) run(e *env, args []string) error {
 		e.printPatches(rep.Changes)
 	}
 	return nil
+}
+
+// hasMarkedSteps reports whether a step boundary was marked in turn t,
+// whose steps the daemon listed: then show lists them, also a single one.
+// A turn without any has one step, the turn itself, which ends when the
+// turn does (open: no end); a marked step ends when its boundary was
+// marked, before the turn's end.
+func hasMarkedSteps(t ckpt.Turn, steps []ckpt.Step) bool {
+	return len(steps) > 1 || len(steps) == 1 && !steps[0].End.Equal(t.End)
 }
 
 // stepText is " (TOOL: LABEL)" for a step, or "" when neither is known.
