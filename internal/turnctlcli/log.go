@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/mattn/go-runewidth"
 	"github.com/spf13/pflag"
 
 	"ckptfs/internal/ckpt"
@@ -235,13 +236,10 @@ func dropEmptyColumn(rows [][]cell, i int) [][]cell {
 	return rows
 }
 
-// truncate shortens s to at most n runes, marking the cut with "...".
+// truncate shortens s to at most n terminal columns (textWidth), marking
+// the cut with "...". A wide character is not split.
 func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-3]) + "..."
+	return runewidth.Truncate(s, n, "...")
 }
 
 // withGraph puts the timeline (drawGraph) before rows, one per turn of

@@ -199,3 +199,33 @@ func TestShowSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestLogAlignsWideLabels: log pads its columns by terminal width, so a
+// label of wide characters (CJK, emoji) does not push the next columns
+// right; truncation counts columns too.
+func TestLogAlignsWideLabels(t *testing.T) {
+	e, out, _, ov := onlineEnv(t)
+	for i, label := range []string{"修复解析器", "fix 🎉", "plain label", strings.Repeat("长", 40)} {
+		if err := (&beginOptions{label: label}).run(e, nil); err != nil {
+			t.Fatal(err)
+		}
+		ov.Write(fmt.Sprintf("f%d.go", i), "package f\n")
+		if err := (&endOptions{}).run(e, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if err := (&logOptions{}).run(e, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(out.String(), "TIME")
+	want := "" +
+		"4  TIME  agent    " + strings.Repeat("长", 28) + "...  1 file  +1 -0  test\n" +
+		"3  TIME  agent    plain label" + strings.Repeat(" ", 48) + "  1 file  +1 -0  test\n" +
+		"2  TIME  agent    fix 🎉" + strings.Repeat(" ", 53) + "  1 file  +1 -0  test\n" +
+		"1  TIME  agent    修复解析器" + strings.Repeat(" ", 49) + "  1 file  +1 -0  test\n" +
+		"0  TIME  initial\n"
+	if got != want {
+		t.Errorf("log:\n%s\nwant:\n%s", got, want)
+	}
+}

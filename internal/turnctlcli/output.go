@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mattn/go-runewidth"
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
@@ -62,8 +63,13 @@ type cell struct {
 	right bool // right-aligned
 }
 
-// printTable prints rows with columns aligned by their visible width, two
-// spaces apart; the last column is not padded.
+// textWidth is how many terminal columns s takes: 2 for a wide character
+// (CJK, most emoji), 0 for a combining mark.
+func textWidth(s string) int { return runewidth.StringWidth(s) }
+
+// printTable prints rows with columns aligned by their visible width (in
+// terminal columns: textWidth), two spaces apart; the last column is not
+// padded.
 func (e *env) printTable(rows [][]cell, indent string) {
 	var widths []int
 	for _, r := range rows {
@@ -76,7 +82,7 @@ func (e *env) printTable(rows [][]cell, indent string) {
 			if i >= len(widths) {
 				widths = append(widths, 0)
 			}
-			widths[i] = max(widths[i], utf8.RuneCountInString(c.text))
+			widths[i] = max(widths[i], textWidth(c.text))
 		}
 	}
 	for _, r := range rows {
@@ -88,7 +94,7 @@ func (e *env) printTable(rows [][]cell, indent string) {
 			n--
 		}
 		for i, c := range r[:n] {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c.text))
+			pad := strings.Repeat(" ", widths[i]-textWidth(c.text))
 			if i > 0 {
 				b.WriteString("  ")
 			}
