@@ -238,12 +238,18 @@ func CutText(text string) string {
 	if len(text) <= MaxText {
 		return text
 	}
-	note := fmt.Sprintf("\n[... %d more bytes not kept]", len(text))
-	n := MaxText - len(note)
-	for n > 0 && !utf8.RuneStart(text[n]) {
+	return CutTextOf(text, len(text))
+}
+
+// CutTextOf is CutText of a text of total bytes of which only a prefix,
+// of at least MaxText bytes, was read (hook-event streams a huge prompt).
+func CutTextOf(prefix string, total int) string {
+	note := fmt.Sprintf("\n[... %d more bytes not kept]", total)
+	n := min(MaxText-len(note), len(prefix))
+	for n > 0 && n < len(prefix) && !utf8.RuneStart(prefix[n]) {
 		n--
 	}
-	return text[:n] + fmt.Sprintf("\n[... %d more bytes not kept]", len(text)-n)
+	return prefix[:n] + fmt.Sprintf("\n[... %d more bytes not kept]", total-n)
 }
 
 // Step is one step of a turn: the changes one tool call of an agent made

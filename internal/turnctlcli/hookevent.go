@@ -55,6 +55,11 @@ down that list to the mount whose open turn is its session's, so a session
 that cd'ed out of the project (/tmp, an --add-dir directory) still closes
 its turn.
 
+The input is read as a stream, so its size matters little: a prompt over
+128 KiB is cut (and says so at its end), other long strings (a tool's
+whole output) are skipped. Only an input over 256 MiB, or over 16 MiB
+with its long strings cut, is refused, and the message says which.
+
 hook-event never fails the agent's turn: it always exits 0 and prints
 nothing on standard output (Gemini CLI: "{}"). When the project is not
 mounted or anything goes wrong it prints one line on standard error.
@@ -74,9 +79,6 @@ func (o *hookEventOptions) addFlags(fs *pflag.FlagSet) {
 
 // hookTimeout bounds the whole of hook-event's talk with the daemon.
 const hookTimeout = 5 * time.Second
-
-// maxHookInput bounds what hook-event reads from standard input.
-const maxHookInput = 16 << 20
 
 func (o *hookEventOptions) run(e *env, args []string) (err error) {
 	wantsJSON := false
@@ -102,18 +104,23 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 	// Gemini CLI reads the hook's standard output as JSON whatever
 	// happens: {} also when the input is malformed.
 	wantsJSON = agent.Name == "gemini"
-	var input []byte
+	var in shrunkJSON
 	if agent.Name != "aider" && !hasJSONArg(args[1:]) && !isTerminal(e.stdin) {
 		// Aider runs its notifications command with its own terminal as
 		// standard input: reading it would steal the user's keystrokes.
-		input, err = io.ReadAll(io.LimitReader(e.stdin, maxHookInput))
-		if err != nil {
+		in, err = shrinkJSON(e.stdin, maxHookString, maxShrunkInput, maxHookInput)
+		if errors.Is(err, errHookInputTooLarge) {
+			return fmt.Errorf("%s: %v; nothing recorded", agent.Title, err)
+		} else if err != nil {
 			return fmt.Errorf("reading the hook input: %v; nothing recorded", err)
 		}
 	}
-	ev, err := agenthooks.Parse(agent, input, args[1:])
+	ev, err := agenthooks.Parse(agent, in.data, args[1:])
 	if err != nil {
 		return fmt.Errorf("%s: %v; nothing recorded", agent.Title, err)
+	}
+	if total, ok := in.cut["prompt"]; ok && ev.Action == agenthooks.Begin {
+		ev.Prompt = fixCutNote(ev.Prompt, total)
 	}
 	if ev.Action == agenthooks.Ignore {
 		if o.verbose {

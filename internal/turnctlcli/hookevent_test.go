@@ -332,3 +332,68 @@ func TestHookEventPinsOnRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestHookEventHugeInput: a payload over 16 MiB is streamed: a huge prompt
+// still opens its turn, cut as a 128 KiB prompt is (the note counts the
+// bytes of the whole prompt, escapes decoded), a huge tool_response does
+// not stop a step; only an input that stays huge with its strings cut,
+// or one over 256 MiB (here 32 MiB), is refused, and the message says so.
+func TestHookEventHugeInput(t *testing.T) {
+	e, _, _, ov := onlineEnv(t)
+	dir := e.proj.root
+	const sess = "ffffffff-5555-4000-8000-000000000005"
+	for i, c := range []struct{ raw, text string }{
+		{"big prompt\\n" + strings.Repeat("x", 20<<20), "big prompt\n" + strings.Repeat("x", 20<<20)},
+		{"grand \\u00e9t\\u00e9\\n" + strings.Repeat("\\u00e9\\ud83d\\ude00", 2<<20), "grand été\n" + strings.Repeat("é😀", 2<<20)},
+	} {
+		in := `{"session_id":"` + sess + `","cwd":"` + dir + `","hook_event_name":"UserPromptSubmit","prompt":"` + c.raw + `"}`
+		if out, errs := hook(t, e, in, "claude-code"); out != "" || errs != "" {
+			t.Fatalf("prompt %d printed %q %q", i, out, errs)
+		}
+		rep, err := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: fmt.Sprint(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := ckpt.CutText(c.text); !rep.Turn.Open || rep.Turn.Label != strings.SplitN(c.text, "\n", 2)[0] || rep.Turn.Prompt != want {
+			t.Errorf("turn %d: open %v, label %q, prompt ends %q, want %q", i+1, rep.Turn.Open, rep.Turn.Label,
+				rep.Turn.Prompt[max(0, len(rep.Turn.Prompt)-40):], want[len(want)-40:])
+		}
+	}
+	ov.Write("a.go", "package a\n")
+	in := `{"session_id":"` + sess + `","cwd":"` + dir + `","hook_event_name":"PostToolUse","tool_name":"Write","tool_input":{"file_path":"a.go"},"tool_response":"` + strings.Repeat("y", 20<<20) + `"}`
+	if out, errs := hook(t, e, in, "claude-code"); out != "" || errs != "" {
+		t.Fatalf("huge PostToolUse printed %q %q", out, errs)
+	}
+	if rep, err := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: "2.1"}); err != nil || rep.Step == nil || rep.Step.Tool != "Write" || rep.Step.Label != "a.go" {
+		t.Errorf("step after a huge PostToolUse: %+v %v", rep, err)
+	}
+	in = `{"session_id":"` + sess + `","cwd":"` + dir + `","hook_event_name":"Stop","n":[` + strings.Repeat("1,", 9<<20) + `1]}`
+	if _, errs := hook(t, e, in, "claude-code"); errs != "turnctl hook-event: Claude Code: hook input is too large: over 16 MiB even with its long strings cut; nothing recorded\n" {
+		t.Errorf("huge Stop: %q", errs)
+	}
+	defer func(n int64) { maxHookInput = n }(maxHookInput)
+	maxHookInput = 32 << 20 // 256 MiB, but not in a test
+	if _, errs := hook(t, e, `{"prompt":"`+strings.Repeat("z", 32<<20)+`"}`, "gemini"); errs != "turnctl hook-event: Gemini CLI: hook input is too large: over 32 MiB; nothing recorded\n" {
+		t.Errorf("input over 256 MiB: %q", errs)
+	}
+}
+
+func TestShrinkJSON(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a":"abcdefgh","b":[1,"xy"]}`, `{"a":"abcd","b":[1,"xy"]}`},
+		{`{"a":"ab\u00e9cdef"}`, `{"a":"ab"}`}, // not inside the escape
+		{`{"a":"ééééé"}`, `{"a":"éé"}`},        // not inside a character
+		{`{"a":"a\"bcdef"}`, `{"a":"a\"b"}`},   // an escaped quote is not the end
+		{`{"k":{"a":"abcdefg"}}`, `{"k":{"a":"abcd"}}`},
+		{`{not json`, `{notjson`}, // for the decoder to refuse
+	} {
+		got, err := shrinkJSON(strings.NewReader(c.in), 4, 1<<20, 1<<20)
+		if err != nil || string(got.data) != c.want {
+			t.Errorf("shrinkJSON(%s) = %s %v, want %s", c.in, got.data, err, c.want)
+		}
+	}
+	got, _ := shrinkJSON(strings.NewReader(`{"prompt":"ab\u00e9\ud83d\ude00\n","x":"yyyyyyyyyy","k":{"prompt":"zzzzzzzz"}}`), 6, 1<<20, 1<<20)
+	if len(got.cut) != 2 || got.cut["prompt"] != 2+2+4+1 || got.cut["x"] != 10 {
+		t.Errorf("cut lengths: %v", got.cut)
+	}
+}
