@@ -406,13 +406,17 @@ func (r *crashRounds) round(k int) {
 		r.note("%s: overlay turn %d, crashed at %q", what, open, point)
 	} else {
 		_, err := r.c.Rewind(ctx, turnctl.RewindRequest{Turn: fmt.Sprint(target)})
+		// The daemon logs its crash before it kills itself, and the
+		// rewind fails only once it is killed: a failure with no crash
+		// logged is the rewind's own.
+		point = r.crashedAt()
+		if err != nil && point == "" {
+			t.Fatalf("%s (seed %d): rewind to %d failed, and the daemon did not crash: %v", what, r.seed, target, err)
+		}
 		if err != nil {
 			r.dead()
 		}
-		if point = r.crashedAt(); point == "" {
-			if err != nil {
-				t.Fatalf("%s: rewind to %d: %v", what, target, err)
-			}
+		if point == "" {
 			if hits := len(r.traced()); hits > r.rewindHits {
 				r.rewindHits = hits
 			}
