@@ -91,15 +91,17 @@ func (e *env) watch(what string, call func(ctx context.Context) error) error {
 // counts and percent when the phase's total is known, a spinner and the
 // count so far when it is not.
 type progressBar struct {
-	bar   *pb.ProgressBar
-	what  string
-	known bool // the template in use is the one with a bar
+	bar  *pb.ProgressBar
+	what string
 }
 
-const (
-	tmplKnown   = `{{string . "what"}}: {{string . "phase"}} {{bar . "[" "=" ">" " " "]"}} {{counters . }} {{percent . "%.0f%%"}}`
-	tmplUnknown = `{{string . "what"}}: {{string . "phase"}} {{cycle . "-" "\\" "|" "/"}} {{string . "count"}}`
-)
+// progressTmpl draws a bar when the total is known, else a spinner. One
+// template for both: pb renders from another goroutine and reads its
+// template without its lock, so a running bar's template must not be
+// replaced (SetTemplateString races with the render).
+const progressTmpl = `{{string . "what"}}: {{string . "phase"}} ` +
+	`{{if gt .Total 0}}{{bar . "[" "=" ">" " " "]"}} {{counters . }} {{percent . "%.0f%%"}}` +
+	`{{else}}{{cycle . "-" "\\" "|" "/"}} {{string . "count"}}{{end}}`
 
 func newProgressBar(w io.Writer, what string) *progressBar {
 	b := pb.New64(0)
@@ -110,7 +112,7 @@ func newProgressBar(w io.Writer, what string) *progressBar {
 	b.Set("what", what)
 	b.SetMaxWidth(100)
 	b.SetRefreshRate(progressTick)
-	b.SetTemplateString(tmplUnknown)
+	b.SetTemplateString(progressTmpl)
 	b.Start()
 	// Drawn now, not at the refresher's first tick: a command that ends
 	// within a tick of the bar's start still shows what it was doing.
@@ -119,15 +121,6 @@ func newProgressBar(w io.Writer, what string) *progressBar {
 }
 
 func (p *progressBar) update(rep *turnctl.ProgressReply) {
-	known := rep.Total > 0
-	if known != p.known {
-		p.known = known
-		if known {
-			p.bar.SetTemplateString(tmplKnown)
-		} else {
-			p.bar.SetTemplateString(tmplUnknown)
-		}
-	}
 	p.bar.Set("phase", rep.Phase)
 	count := ""
 	if rep.Done > 0 {
