@@ -566,3 +566,34 @@ func TestInstallThroughSymlink(t *testing.T) {
 		}
 	}
 }
+
+// A JSONC settings file (Gemini CLI's) whose object, "hooks" or event list
+// is empty but for comments (a template of settings commented out) keeps
+// them: install puts its hooks after them, uninstall gives the file back.
+func TestInstallKeepsCommentsOfAnEmptyObject(t *testing.T) {
+	a := agent(t, "gemini")
+	orig := "{\n  // \"theme\": \"Default\",\n  /* \"hooks\": {} */\n}\n"
+	installUninstall(t, a, orig, func(got string) {
+		want := "{\n  // \"theme\": \"Default\",\n  /* \"hooks\": {} */\n  \"hooks\": {\n    \"BeforeAgent\": ["
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("install into %q gave\n%s\nwant it to start %q", orig, got, want)
+		}
+		if _, err := parseDoc([]byte(got)); err != nil {
+			t.Errorf("installed file does not parse: %v\n%s", err, got)
+		}
+	})
+	for _, orig := range []string{
+		"{\n  \"hooks\": {\n    // none yet\n  }\n}\n",
+		"{\"hooks\": {\"AfterTool\": [ /* later */ ]}}\n",
+		"{\n  \"hooks\": {\n    \"AfterTool\": [\n      // { \"hooks\": [] }\n    ]\n  }\n}\n",
+	} {
+		installUninstall(t, a, orig, func(got string) {
+			if c := orig[strings.Index(orig, "/"):strings.LastIndex(orig, "/")]; !strings.Contains(got, c) {
+				t.Errorf("install into %q lost the comment %q:\n%s", orig, c, got)
+			}
+			if _, err := parseDoc([]byte(got)); err != nil {
+				t.Errorf("installed file does not parse: %v\n%s", err, got)
+			}
+		})
+	}
+}

@@ -294,8 +294,7 @@ func addMember(doc []byte, obj *node, key string, v any) ([]byte, error) {
 	k, _ := json.Marshal(key)
 	eol := eolOf(doc)
 	if len(obj.members) == 0 {
-		outer := lineIndent(doc, obj.start)
-		return splice(doc, obj.start+1, obj.end-1, withEOL("\n"+l.indent+string(k)+": "+val+"\n"+outer, eol)), nil
+		return addFirst(doc, obj, string(k)+": "+val, l, eol), nil
 	}
 	sep := ", "
 	if l.multiline {
@@ -318,8 +317,7 @@ func addElem(doc []byte, arr *node, v any) ([]byte, error) {
 	}
 	eol := eolOf(doc)
 	if len(arr.elems) == 0 {
-		outer := lineIndent(doc, arr.start)
-		return splice(doc, arr.start+1, arr.end-1, withEOL("\n"+l.indent+val+"\n"+outer, eol)), nil
+		return addFirst(doc, arr, val, l, eol), nil
 	}
 	sep := ", "
 	if l.multiline {
@@ -329,13 +327,35 @@ func addElem(doc []byte, arr *node, v any) ([]byte, error) {
 	return splice(doc, last, last, withEOL(sep+val, eol)), nil
 }
 
+// addFirst puts child, a member or element written for layout l, into
+// the empty container n. Comments in it (a JSONC file's template of
+// settings commented out: {\n  // "theme": "Default"\n}) stay, before
+// the child; without any, the container becomes the child on its own
+// line.
+func addFirst(doc []byte, n *node, child string, l layout, eol string) []byte {
+	inner := doc[n.start+1 : n.end-1]
+	if len(bytes.TrimSpace(inner)) == 0 {
+		outer := lineIndent(doc, n.start)
+		return splice(doc, n.start+1, n.end-1, withEOL("\n"+l.indent+child+"\n"+outer, eol))
+	}
+	at := n.start + 1 + len(bytes.TrimRight(inner, " \t\r\n"))
+	return splice(doc, at, at, withEOL("\n"+l.indent+child, eol))
+}
+
 // removeChild removes child i of the container n (its members or
-// elements), with the separator before it (after it, for the first).
+// elements), with the separator before it (after it, for the first). The
+// only child goes with the white space around it, and the container is
+// left as addFirst found it: empty, or with its comments.
 func removeChild(doc []byte, n *node, i int) []byte {
 	starts, ends := n.childSpans()
 	switch {
 	case len(starts) == 1:
-		return splice(doc, n.start+1, n.end-1, "")
+		before := doc[n.start+1 : starts[0]]
+		if len(bytes.TrimSpace(before)) == 0 && len(bytes.TrimSpace(doc[ends[0]:n.end-1])) == 0 {
+			return splice(doc, n.start+1, n.end-1, "")
+		}
+		from := n.start + 1 + len(bytes.TrimRight(before, " \t\r\n"))
+		return splice(doc, from, ends[0], "")
 	case i > 0:
 		return splice(doc, ends[i-1], ends[i], "")
 	default:
