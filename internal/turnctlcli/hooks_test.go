@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ckptfs/internal/turnctlcli/agenthooks"
 )
 
 func TestHooksInstallUninstallCLI(t *testing.T) {
@@ -278,5 +280,39 @@ func TestHooksGeminiEnabledNote(t *testing.T) {
 		if got := strings.Join(lines[1:], ""); got != want {
 			t.Errorf("install into %q: %q after the first line, want %q", doc, got, want)
 		}
+	}
+}
+
+// A turnctl under another name (--turnctl /opt/bin/tc) is still known as
+// turnctl's: installing again leaves its hooks as they are, uninstall
+// removes them, and install --turnctl changes them.
+func TestHooksTurnctlOfAnotherName(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	path := filepath.Join(home, ".claude", "settings.json")
+	for _, tool := range []string{"/opt/bin/tc", "/opt/my bin/tc"} {
+		tc(t, "hooks", "install", "claude-code", "--user", "--turnctl", tool)
+		out, errs, code := tc(t, "hooks", "install", "claude-code", "--user", "--turnctl", tool)
+		if want := "Claude Code hooks already in " + path + "\n"; code != 0 || out != want {
+			t.Errorf("install --turnctl %s again: %d %q %q, want %q", tool, code, out, errs, want)
+		}
+		if got, _ := os.ReadFile(path); string(got) != claudeFile(agenthooks.ShellQuote(tool)+" hook-event claude-code") {
+			t.Errorf("installed twice with --turnctl %s:\n%s", tool, got)
+		}
+		out, errs, code = tc(t, "hooks", "uninstall", "claude-code", "--user")
+		if want := "Claude Code hooks removed; " + path + " held nothing else and is gone"; code != 0 || !strings.HasPrefix(out, want) {
+			t.Errorf("uninstall of --turnctl %s: %d %q %q, want %q", tool, code, out, errs, want)
+		}
+		if _, err := os.Stat(path); err == nil {
+			got, _ := os.ReadFile(path)
+			t.Errorf("uninstall left:\n%s", got)
+			os.Remove(path)
+		}
+	}
+	tc(t, "hooks", "install", "claude-code", "--user", "--turnctl", "/opt/bin/tc")
+	tc(t, "hooks", "install", "claude-code", "--user", "--turnctl", "/usr/bin/turnctl")
+	if got, _ := os.ReadFile(path); string(got) != claudeFile("/usr/bin/turnctl hook-event claude-code") {
+		t.Errorf("after install --turnctl /usr/bin/turnctl:\n%s", got)
 	}
 }

@@ -79,9 +79,29 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// isOurs says whether a hook command is one turnctl installed for a.
+// isOurs says whether a hook command is one turnctl installed for a:
+// "TURNCTL hook-event AGENT", where TURNCTL is one shell word (HookCommand
+// writes it so) or names turnctl (an older install wrote a path with a
+// space as it is). A turnctl under another name (--turnctl /opt/bin/tc)
+// is still recognised, so that uninstall removes its hooks and install
+// does not add them twice.
 func (a *Agent) isOurs(cmd string) bool {
-	return strings.Contains(cmd, "turnctl") && strings.HasSuffix(strings.TrimSpace(cmd), " hook-event "+a.Name)
+	prog, ok := strings.CutSuffix(strings.TrimSpace(cmd), " hook-event "+a.Name)
+	prog = strings.TrimSpace(prog)
+	return ok && prog != "" && (strings.Contains(prog, "turnctl") || oneShellWord(prog))
+}
+
+// oneShellWord says whether s is one word to a POSIX shell as ShellQuote
+// writes words: without white space, or all in single quotes.
+func oneShellWord(s string) bool {
+	if !strings.ContainsAny(s, " \t\n") {
+		return true
+	}
+	inner, ok := strings.CutPrefix(s, "'")
+	if inner, ok = strings.CutSuffix(inner, "'"); !ok {
+		return false
+	}
+	return ShellQuote(strings.ReplaceAll(inner, `'\''`, "'")) == s
 }
 
 func (a *Agent) group(turnctl string) hookGroup {
