@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -595,5 +596,64 @@ func TestInstallKeepsCommentsOfAnEmptyObject(t *testing.T) {
 				t.Errorf("installed file does not parse: %v\n%s", err, got)
 			}
 		})
+	}
+}
+
+// Run as root (sudo turnctl hooks install --user, root wiring a user's
+// project), install and uninstall leave a user's settings file the user's:
+// its owner stays, and a file and directory install creates belong to
+// the owner of the directory they are made in.
+func TestInstallAsRootKeepsTheOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	const uid, gid = 65534, 65533
+	owner := func(p string) [2]uint32 {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return [2]uint32{st.Uid, st.Gid}
+	}
+	want := [2]uint32{uid, gid}
+	a := agent(t, "claude-code")
+	proj := t.TempDir()
+	os.Chown(proj, uid, gid)
+	path := filepath.Join(proj, ".claude", "settings.json")
+	if _, err := a.Install(path, "turnctl", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Dir(path), path} {
+		if got := owner(p); got != want {
+			t.Errorf("new %s: owner %v, want %v", p, got, want)
+		}
+	}
+	a.Uninstall(path)
+
+	os.Mkdir(filepath.Dir(path), 0o700)
+	os.WriteFile(path, []byte("{\"model\": \"opus\"}\n"), 0o600)
+	os.Chown(filepath.Dir(path), uid, gid)
+	os.Chown(path, uid, gid)
+	if _, err := a.Install(path, "turnctl", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := owner(path); got != want {
+		t.Errorf("after install: owner %v, want %v", got, want)
+	}
+	if _, err := a.Uninstall(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := owner(path); got != want {
+		t.Errorf("after uninstall: owner %v, want %v", got, want)
+	}
+	conf := filepath.Join(proj, ".aider.conf.yml")
+	os.WriteFile(conf, []byte("model: x\n"), 0o600)
+	os.Chown(conf, uid, gid)
+	if _, err := InstallAider(conf, "turnctl", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := owner(conf); got != want {
+		t.Errorf("aider after install: owner %v, want %v", got, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"ckptfs/internal/rundir"
@@ -410,7 +411,10 @@ func (a *Agent) remove(doc []byte, rec *record) ([]byte, bool, error) {
 }
 
 // writeFile replaces path atomically with data, with the mode of like (if
-// it exists; else 0644).
+// it exists; else 0644). Run as root, it keeps path's owner (a new file:
+// its directory's), as an edit in place would: root editing a user's
+// settings file must not leave it root's, unreadable to the user at mode
+// 0600.
 func writeFile(path string, data []byte, like string) error {
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(like); err == nil {
@@ -425,6 +429,12 @@ func writeFile(path string, data []byte, like string) error {
 		tmp.Close()
 		return err
 	}
+	if uid, gid, ok := ownerFor(path); ok {
+		if err := tmp.Chown(uid, gid); err != nil {
+			tmp.Close()
+			return err
+		}
+	}
 	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return err
@@ -437,6 +447,27 @@ func writeFile(path string, data []byte, like string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// ownerFor says, when turnctl runs as root, whom a file it writes at path
+// should belong to: path's owner, or if there is no file there, the
+// owner of the directory it goes into. ok is false when not root (a file
+// one writes is one's own) or the owner is root anyway.
+func ownerFor(path string) (uid, gid int, ok bool) {
+	if os.Geteuid() != 0 {
+		return 0, 0, false
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		if fi, err = os.Stat(filepath.Dir(path)); err != nil {
+			return 0, 0, false
+		}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid == 0 && st.Gid == 0 {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
 }
 
 // HooksEnabled says whether the settings file at path sets

@@ -104,7 +104,8 @@ func realDir(dir string) string {
 }
 
 // mkdirs creates dir and the directories above it that are missing, and
-// returns those it created, the deepest first.
+// returns those it created, the deepest first. Run as root, it gives them
+// the owner of the directory they are made in (ownerFor).
 func mkdirs(dir string) ([]string, error) {
 	var made []string
 	for d := dir; ; d = filepath.Dir(d) {
@@ -118,7 +119,17 @@ func mkdirs(dir string) ([]string, error) {
 			break
 		}
 	}
-	return made, os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return made, err
+	}
+	for i := len(made) - 1; i >= 0; i-- {
+		if uid, gid, ok := ownerFor(filepath.Dir(made[i])); ok {
+			if err := os.Chown(made[i], uid, gid); err != nil {
+				return made, err
+			}
+		}
+	}
+	return made, nil
 }
 
 // eolOf is the line ending doc uses: "\r\n" if its first line ends so,
