@@ -195,3 +195,24 @@ func TestRunInsideAnAgentTurnIsAStep(t *testing.T) {
 		t.Fatalf("run --new-turn: %v %q", err, out)
 	}
 }
+
+// turnctl run --label of several lines inside an open agent turn: the
+// command's changes are its step, labelled with the first line, and run
+// exits with the command's status (the step used to be refused after the
+// command ran: "label must be one line", exit 2).
+func TestRunStepLabel(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q .")
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "a script's turn")
+	cmd := m.turnctlCmd("run", "--label", "run the tests\n\nand write the report", "--", "sh", "-c", "echo r > report.txt; exit 3")
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 3 || string(out) != "turnctl run: inside the open turn 1: recorded step 1.1 (the turn stays open)\n" {
+		t.Fatalf("run inside turn 1: exit %d (%v) %q", code, err, out)
+	}
+	m.turnctl(t, "end")
+	show := regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(m.turnctl(t, "show", "1"), "TIME")
+	if !strings.Contains(show, "1 step:\n  1.1  TIME  run  run the tests\n") {
+		t.Errorf("show 1:\n%s", show)
+	}
+}

@@ -161,3 +161,26 @@ func TestRewindDoneWithAWarningSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// run inside an open agent turn records its step with the label's first
+// line, as a turn's label is: a --label of several lines (or a long one)
+// is fine for a turn of its own, and must not make the step fail after
+// the command ran, nor lose its exit status. (The command's writes do not
+// reach this test's overlay: it changes nothing; TestRunStepLabel in
+// tests/ sees the step.)
+func TestRunInsideATurnWithALongLabel(t *testing.T) {
+	e, _, errb, _ := onlineEnv(t)
+	if _, err := e.h.Begin(e.ctx, turnctl.BeginRequest{Label: "the agent's prompt", Ref: "s1:abcd"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{"fix the tests\n\nthen run them again", "a\rb", strings.Repeat("x", 5000)} {
+		errb.Reset()
+		err := (&runOptions{label: label}).run(e, []string{"sh", "-c", "exit 3"})
+		if code := report(e.stderr, "run", err); code != 3 {
+			t.Errorf("run --label %.20q inside turn 1: exit %d, %q", label, code, errb)
+		}
+		if want := "turnctl run: inside the open turn 1: changed nothing, no step (the turn stays open)\n"; errb.String() != want {
+			t.Errorf("run --label %.20q inside turn 1 said %q, want %q", label, errb, want)
+		}
+	}
+}

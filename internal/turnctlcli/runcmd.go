@@ -101,9 +101,17 @@ func (o *runOptions) run(e *env, args []string) error {
 // changed one step of it.
 func (o *runOptions) runAsStep(e *env, cmd *exec.Cmd, args []string, label string, n uint64) error {
 	code, runErr := runChild(cmd, args)
-	rep, err := e.h.Step(e.ctx, turnctl.StepRequest{Tool: "run", Label: label})
+	// A step's label is one line (the daemon refuses more): the label's
+	// first, as a turn's label is of the text it was opened with.
+	stepLabel := strings.ReplaceAll(ckpt.LabelOf(label), "\r", " ")
+	rep, err := e.h.Step(e.ctx, turnctl.StepRequest{Tool: "run", Label: stepLabel})
 	if err != nil {
-		return fmt.Errorf("ran inside turn %d, but its step was not recorded: %w", n, err)
+		msg := fmt.Sprintf("ran inside turn %d, but its step was not recorded: %v", n, err)
+		if code != 0 {
+			// Still CMD's exit status, as run promises.
+			return &exitError{code: code, msg: msg}
+		}
+		return errors.New(msg)
 	}
 	if e.json {
 		if err := e.printJSON(jRunOut{InTurn: &n, Step: jStepReply(rep).Step, ExitCode: code}); err != nil {
