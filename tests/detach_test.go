@@ -69,6 +69,42 @@ func TestLazyDetachWhileInUseEndsTheDaemon(t *testing.T) {
 	checkDetachedEdits(t, m)
 }
 
+// A file the turn made, still open for writing (through passthrough: its
+// prior state is the turn's) when the mount is lazily detached: the
+// daemon's last boundary closes the turn and saves the manifest, and
+// opens no turn after it for that file. Its handle's RELEASE never comes
+// (the process holds it past the daemon's end), and a capture of it for
+// a next turn made a manual turn after the manifest, which the next mount
+// then took as the file's last state.
+func TestLazyDetachWithAWriterOpenEndsTheTurnLast(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
+	m := mountProject(t, dir)
+	pid := m.PID(t)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	m.turnctl(t, "begin", "--label", "t1")
+	f, err := os.OpenFile(filepath.Join(dir, "made-in-t1.txt"), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteString("t1\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid, "a lazy detach (umount -l) of a mount with a file open for writing")
+	f.Close()
+	detachedEdits(t, dir)
+
+	m = mountProject(t, dir)
+	checkDetachedEdits(t, m)
+	if log := m.turnctl(t, "log"); strings.Contains(log, "manual") {
+		t.Errorf("a turn after t1's end, before the offline turn:\n%s", log)
+	}
+}
+
 // waitGone fails the test unless the daemon pid ends within 10 s of what.
 func waitGone(t *testing.T, pid int, what string) {
 	t.Helper()

@@ -274,7 +274,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 	// the tree with, at a boundary no mutation straddles. (A change that
 	// reaches the daemon after it is recorded as usual; the next mount
 	// knows it from its event.)
-	if err := root.Exclusive(func() error {
+	if err := root.ExclusiveLast(func() error {
 		if _, open := store.Current(); open {
 			if _, err := store.End(""); err != nil {
 				return err
