@@ -8,8 +8,9 @@ import (
 // gate's write lock while the store closes a turn or rewinds.
 
 // Exclusive flushes the kernel's dirty pages of the mount (shared mmap
-// writes, flushWriters), then blocks every mutating operation, runs fn, and releases.
-// Kernel cache invalidations requested by fn (Invalidate) are sent after
+// writes, flushWriters), then blocks every mutating operation, runs fn,
+// captures again the files open for writing through passthrough (their
+// prior state in the turn that follows), and releases. Kernel cache invalidations requested by fn (Invalidate) are sent after
 // the lock is released and before Exclusive returns: sending them while
 // holding the lock could deadlock against a request that holds a kernel
 // inode lock and waits for ours.
