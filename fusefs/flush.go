@@ -71,21 +71,18 @@ func (r *Root) flushWriters() {
 // flushPath is a root-relative path that leads to n's inode: its path in
 // go-fuse's tree, else (the name the kernel knew it by was removed while
 // it stayed mapped) a remembered name of its hard-linked inode that still
-// holds it, whose bytes the map's pages change. false: no name holds it,
-// and its pages change nothing in the tree.
+// holds it (Node.paths), whose bytes the map's pages change. false: no
+// name holds it, and its pages change nothing in the tree.
 func (n *Node) flushPath() (string, bool) {
 	if p, ok := n.path(); ok {
 		return p, true
-	}
-	if !n.r.links.has(n.StableAttr().Ino) {
-		return "", false
 	}
 	st, err := backing.Fstat(n.fd)
 	if err != nil || st.Nlink == 0 {
 		return "", false
 	}
-	if names := n.r.namesOf(&st); len(names) > 0 {
-		return names[0], true
+	if ps := n.paths(&st); len(ps) > 0 {
+		return ps[0], true
 	}
 	return "", false
 }
