@@ -23,50 +23,24 @@ import (
 // offline turn at the next mount. The daemon holds no fd of its own
 // mount, which would keep the detached mount alive.
 func TestLazyDetachFromOutsideEndsTheDaemon(t *testing.T) {
-	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
-	m := mountProject(t, dir)
-	pid := m.PID(t)
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // a lingering daemon
-	m.turnctl(t, "begin", "--label", "t1")
-	writeTree(t, dir, map[string]string{"made-in-t1.txt": "t1\n"})
-
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, pid, "a lazy detach (umount -l)")
-	detachedEdits(t, dir)
-
-	m = mountProject(t, dir)
-	checkDetachedEdits(t, m)
+	lazyDetach(t, "a lazy detach (umount -l)", func(dir string) {
+		writeTree(t, dir, map[string]string{"made-in-t1.txt": "t1\n"})
+	})
 }
 
 // The same with a process still in the detached mount (its cwd): the
 // mount lives on for it, and the daemon ends anyway, as 'ckptfs umount
 // --lazy' has it end; that process then sees a dead directory.
 func TestLazyDetachWhileInUseEndsTheDaemon(t *testing.T) {
-	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
-	m := mountProject(t, dir)
-	pid := m.PID(t)
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	m.turnctl(t, "begin", "--label", "t1")
-	writeTree(t, dir, map[string]string{"made-in-t1.txt": "t1\n"})
-	sleeper := exec.Command("sleep", "60")
-	sleeper.Dir = dir
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, pid, "a lazy detach (umount -l) of a mount in use")
-	detachedEdits(t, dir)
-
-	m = mountProject(t, dir)
-	checkDetachedEdits(t, m)
+	lazyDetach(t, "a lazy detach (umount -l) of a mount in use", func(dir string) {
+		writeTree(t, dir, map[string]string{"made-in-t1.txt": "t1\n"})
+		sleeper := exec.Command("sleep", "60")
+		sleeper.Dir = dir
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	})
 }
 
 // A file the turn made, still open for writing (through passthrough: its
@@ -77,32 +51,37 @@ func TestLazyDetachWhileInUseEndsTheDaemon(t *testing.T) {
 // a next turn made a manual turn after the manifest, which the next mount
 // then took as the file's last state.
 func TestLazyDetachWithAWriterOpenEndsTheTurnLast(t *testing.T) {
+	lazyDetach(t, "a lazy detach (umount -l) of a mount with a file open for writing", func(dir string) {
+		f, err := os.OpenFile(filepath.Join(dir, "made-in-t1.txt"), os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		if _, err := f.WriteString("t1\n"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// lazyDetach mounts a project, runs inTurn in turn t1 (it makes
+// made-in-t1.txt), detaches the mount lazily, waits for the daemon to
+// end, changes the directory underneath (detachedEdits) and checks that
+// the next mount records those changes as an offline turn right after t1.
+func lazyDetach(t *testing.T, what string, inTurn func(dir string)) {
+	t.Helper()
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
 	m := mountProject(t, dir)
 	pid := m.PID(t)
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // a lingering daemon
 	m.turnctl(t, "begin", "--label", "t1")
-	f, err := os.OpenFile(filepath.Join(dir, "made-in-t1.txt"), os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	if _, err := f.WriteString("t1\n"); err != nil {
-		t.Fatal(err)
-	}
+	inTurn(dir)
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, pid, "a lazy detach (umount -l) of a mount with a file open for writing")
-	f.Close()
+	waitGone(t, pid, what)
 	detachedEdits(t, dir)
-
-	m = mountProject(t, dir)
-	checkDetachedEdits(t, m)
-	if log := m.turnctl(t, "log"); strings.Contains(log, "manual") {
-		t.Errorf("a turn after t1's end, before the offline turn:\n%s", log)
-	}
+	checkDetachedEdits(t, mountProject(t, dir))
 }
 
 // waitGone fails the test unless the daemon pid ends within 10 s of what.
@@ -137,6 +116,9 @@ func checkDetachedEdits(t *testing.T, m *Mount) {
 	log := m.turnctl(t, "log")
 	if !strings.Contains(log, "t1") || !strings.Contains(log, "changed while unmounted") {
 		t.Fatalf("turnctl log shows no offline turn after t1:\n%s", log)
+	}
+	if strings.Contains(log, "manual") {
+		t.Errorf("a turn after t1's end, before the offline turn:\n%s", log)
 	}
 	show := m.turnctl(t, "show", "2")
 	for _, want := range []string{"a.txt", "made-in-t1.txt"} {
