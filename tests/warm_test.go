@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,89 @@ func TestUmountDuringTheWarmUp(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		m := mountProject(t, dir)
 		m.Unmount(t)
+	}
+}
+
+// A private mount warms up as root's does: the user's lstats of every
+// file after the warm-up reach the daemon as no LOOKUP. (Tried up to
+// three times, as above.)
+func TestWarmUpPrimesAPrivateMountsCaches(t *testing.T) {
+	p := newUserProject(t)
+	p.sh(t, `for d in $(seq -w 0 19); do mkdir -p d$d/sub; for f in $(seq 0 9); do echo x > d$d/sub/f0$f.txt; done; done`)
+	for try := 1; ; try++ {
+		p.run(t, p.Dir, ckptfsBin, "mount", "--debug", p.Dir)
+		p.cleanupMount(t)
+		log, before := settledWarmLog(t, p, "warm-up: read")
+		p.sh(t, `python3 -c "import os; [os.lstat(f'd{d:02d}/sub/f{f:02d}.txt') for d in range(20) for f in range(10)]"`)
+		after, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.run(t, "/", ckptfsBin, "umount", p.Dir)
+		ours := regexp.MustCompile(`: LOOKUP n\d+ +"(d\d\d|sub|f\d\d\.txt)"`)
+		lookups := len(ours.FindAllIndex(after[len(before):], -1))
+		t.Logf("try %d: lstat of 200 files by path after the mount settled: %d LOOKUPs", try, lookups)
+		if lookups == 0 {
+			return
+		}
+		if try == 3 {
+			t.Fatalf("after the warm-up, the user's lstats made %d LOOKUPs, %d times: the kernel's caches were not primed", lookups, try)
+		}
+	}
+}
+
+// Every entry the kernel keeps holds one of the daemon's fds: under a low
+// open-file limit the warm-up reads no more than half of the mark at
+// which the daemon has the kernel forget inodes (3/4 of the limit), and
+// so never brings that on by itself.
+func TestWarmUpStaysWithinTheFDBudget(t *testing.T) {
+	const limit = 400 // mark 300: the warm-up reads up to 150 entries
+	p := newUserProject(t)
+	p.sh(t, `for d in $(seq -w 0 59); do mkdir d$d; for f in $(seq 0 9); do echo x > d$d/f$f; done; done`)
+	p.mountLimited(t, limit)
+	log, _ := settledWarmLog(t, p, "warm-up: read")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`warm-up: read (\d+) directories, (\d+) entries`).FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("no warm-up line in the daemon's log:\n%s", b)
+	}
+	entries, _ := strconv.Atoi(m[2])
+	// It stops once it has read 150; the last directory comes whole
+	// (the root's 60 entries, then 10 a directory).
+	if entries < 150 || entries > 150+60 {
+		t.Errorf("the warm-up read %d entries of 660 under an open-file limit of %d; want 150 and at most one directory more", entries, limit)
+	}
+	if strings.Contains(string(b), "near the open-file limit") {
+		t.Errorf("the warm-up brought on the fd relief:\n%s", b)
+	}
+}
+
+// settledWarmLog waits until the daemon of p's mount has logged want and
+// its log stopped growing, and returns the log's path (in the daemon's
+// working directory, the store) and its contents then.
+func settledWarmLog(t *testing.T, p *userProject, want string) (string, []byte) {
+	t.Helper()
+	info, err := p.info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(fmt.Sprintf("/proc/%d/cwd", info.PID), "daemon.log")
+	var before []byte
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == len(before) && strings.Contains(string(b), want) {
+			return logPath, b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's log did not settle with %q in it:\n%s", want, b)
+		}
+		before = b
+		time.Sleep(300 * time.Millisecond)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,27 +20,39 @@ import (
 // time a program touches it: exploring a project (git status, find, grep)
 // right after the mount ran several times slower than native (make bench,
 // the session's first turn). Once the mount is live, the daemon starts a
-// child process (the hidden "ckptfs warm-up DIR") that reads the
+// child process (the hidden "ckptfs warm-up DIR MAX") that reads the
 // directories of the tree through the mount, breadth first, at the lowest
-// CPU and I/O priority, up to warmMax entries: each read is a READDIRPLUS,
-// whose reply gives the kernel the entries and their attributes at once,
-// and the kernel keeps them for the mount's cache timeouts
-// (fusefs/mount.go). A child, never the daemon itself: a daemon killed
-// while one of its own threads waits on a request to its own mount would
-// never finish exiting (the kernel waits for the answer the dead server
-// cannot give, and aborts the connection only when the daemon's last
-// thread is gone), leaving the mount hung. Root's mounts only: a user's
-// daemon holds a file descriptor for every inode the kernel remembers, and
-// cannot make it forget them. CKPTFS_WARMUP=0 turns it off.
+// CPU and I/O priority, until it has read MAX entries: each read is a
+// READDIRPLUS, whose reply gives the kernel the entries and their
+// attributes at once, and the kernel keeps them for the mount's cache
+// timeouts (fusefs/mount.go). A child, never the daemon itself: a daemon
+// killed while one of its own threads waits on a request to its own mount
+// would never finish exiting (the kernel waits for the answer the dead
+// server cannot give, and aborts the connection only when the daemon's
+// last thread is gone), leaving the mount hung.
+//
+// Every entry the kernel keeps holds one of the daemon's file descriptors
+// (fusefs/fdrelief.go), so MAX is warmMax or, under a lower open-file
+// limit, half of the mark at which the daemon starts asking the kernel to
+// forget inodes: the warm-up never brings that on by itself, and leaves
+// room for what programs then open. The same for root's mounts and a
+// user's. CKPTFS_WARMUP=0 turns it off.
 
 // warmMax bounds the entries the warm-up reads.
 const warmMax = 50000
+
+// warmBudget is the entries the warm-up of a daemon whose open-file limit
+// is nofile reads: warmMax, or half of the mark at which the daemon's fd
+// relief starts (3/4 of the limit) where that is less.
+func warmBudget(nofile uint64) int {
+	return int(min(warmMax, nofile*3/8))
+}
 
 // warmUp starts the child that walks dir. stop kills it and waits for it
 // (its open directories would keep the mount busy); it is safe to call
 // more than once. The child's one line of summary goes to the daemon's
 // log.
-func warmUp(dir string, logf func(string, ...any)) (stop func()) {
+func warmUp(dir string, budget int, logf func(string, ...any)) (stop func()) {
 	exe, err := os.Executable()
 	if err != nil {
 		logf("warm-up: %v", err)
@@ -53,7 +66,7 @@ func warmUp(dir string, logf func(string, ...any)) (stop func()) {
 		logf("warm-up: not started: %v", err)
 		return func() {}
 	}
-	cmd := exec.Command(exe, "warm-up", dir)
+	cmd := exec.Command(exe, "warm-up", dir, strconv.Itoa(budget))
 	cmd.Dir = "/"
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -85,14 +98,18 @@ func warmUp(dir string, logf func(string, ...any)) (stop func()) {
 
 // runWarmUp is the child: it walks dir and prints what it read.
 func runWarmUp(args []string, stdout io.Writer) int {
-	if len(args) != 1 {
+	if len(args) != 2 {
+		return exitUsage
+	}
+	budget, err := strconv.Atoi(args[1])
+	if err != nil || budget < 0 {
 		return exitUsage
 	}
 	unix.Setpriority(unix.PRIO_PROCESS, 0, 19)
 	unix.Syscall(unix.SYS_IOPRIO_SET, 1, 0, 3<<13) // IOPRIO_CLASS_IDLE, this process
 	start := time.Now()
 	queue, seen, dirs := []string{args[0]}, 0, 0
-	for len(queue) > 0 && seen < warmMax {
+	for len(queue) > 0 && seen < budget {
 		d := queue[0]
 		queue = queue[1:]
 		entries, err := os.ReadDir(d)
@@ -112,4 +129,13 @@ func runWarmUp(args []string, stdout io.Writer) int {
 }
 
 // warmUpWanted reports whether the daemon primes the kernel's caches.
-func warmUpWanted() bool { return asRoot() && os.Getenv("CKPTFS_WARMUP") != "0" }
+func warmUpWanted() bool { return os.Getenv("CKPTFS_WARMUP") != "0" }
+
+// warmUpBudget is warmBudget of the daemon's open-file limit now.
+func warmUpBudget() int {
+	var l unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &l) != nil {
+		return warmMax
+	}
+	return warmBudget(l.Cur)
+}
