@@ -117,14 +117,20 @@ func FlushFiles(args []string) error {
 			continue // renamed or removed since: its pages went with it
 		}
 		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			// Written back and waited for, not synced to disk: the
-			// boundary needs the pages in the daemon, not on disk.
-			const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
-			if err := unix.SyncFileRange(fd, 0, 0, all); err != nil && first == nil {
+			if err := WriteBack(fd); err != nil && first == nil {
 				first = fmt.Errorf("flush %s: %v", p, err)
 			}
 		}
 		unix.Close(fd)
 	}
 	return first
+}
+
+// WriteBack writes the kernel's dirty pages of the file open at fd back
+// and waits for them, without syncing the file to disk: through a FUSE
+// mount, until its daemon has answered their WRITEs. Never call it in the
+// daemon of that mount (see above).
+func WriteBack(fd int) error {
+	const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+	return unix.SyncFileRange(fd, 0, 0, all)
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/fusefs"
 	"ckptfs/internal/rundir"
 )
 
@@ -26,9 +27,10 @@ func runUmount(args []string, stdout, stderr io.Writer) error {
 Closes the open turn, flushes and unmounts DIR. While a process has its
 working directory, root, an open file or a memory map inside DIR, umount
 refuses, names those processes ("PID COMMAND") and changes nothing: the
-mount stays live and the open turn open. --lazy closes the open turn and
-detaches DIR anyway; those processes then see a dead directory until they
-leave it. A daemon that dies before it saved the record of the tree (what
+mount stays live and the open turn open. --lazy has what they wrote
+through shared memory maps of DIR's files written back (into the open
+turn), closes the open turn and detaches DIR anyway; those processes then
+see a dead directory until they leave it. A daemon that dies before it saved the record of the tree (what
 the next mount compares the tree with, to record changes made while
 unmounted), or cannot save it, is told of on stderr, and umount exits 1.`, stdout)
 	fs.BoolVar(&lazy, "lazy", false, "close the open turn and detach DIR even while processes use it")
@@ -121,13 +123,13 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 			return fmt.Errorf("umount: %s is in use by %s; leave it (cd out, close its files, end those processes) and run umount again, or run 'ckptfs umount --lazy %s'", dir, listHolders(holders), dir)
 		}
 		if len(holders) > 0 {
-			// Flush what is dirty through the mount (shared maps) while
-			// it is still reachable by path, then take it out of the tree:
-			// the daemon's unmount below then finds nothing to wait for.
-			if f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
-				unix.Syncfs(int(f.Fd()))
-				f.Close()
-			}
+			// Have the pages written through shared maps written back
+			// while the files are still reachable by path, and wait for
+			// them: the daemon ends once the mount is detached, and a
+			// page not written back by then is lost. Then take the mount
+			// out of the tree: the daemon's unmount below then finds
+			// nothing to wait for.
+			writeBackMaps(holders, mnt.Dev, stderr)
 			if err := detach(dir); err != nil {
 				return fmt.Errorf("umount: detach %s: %v", dir, err)
 			}
@@ -382,6 +384,59 @@ func mapsHold(path string, match func(dev, path string) bool) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// writeBackMaps writes back the dirty pages of the files on the mount's
+// device dev that holders map shared and writable, and waits for them
+// (fusefs.WriteBack): the only pages of the mount that can be dirty, since
+// every write(2) reaches the daemon before it returns. A file that cannot
+// be reached (removed, renamed since, or mapped by a path outside this
+// namespace) is told of on stderr.
+func writeBackMaps(holders []holder, dev uint64, stderr io.Writer) {
+	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
+	seen := map[string]bool{}
+	for _, h := range holders {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/maps", h.pid))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			// start-end perms offset dev inode path
+			m := strings.SplitN(sc.Text(), " ", 6)
+			if len(m) < 6 || len(m[1]) < 4 || m[1][1] != 'w' || m[1][3] != 's' || m[3] != mapsDev {
+				continue
+			}
+			p := strings.TrimLeft(m[5], " ")
+			if seen[p] || strings.HasSuffix(p, " (deleted)") {
+				continue // a removed file's pages change nothing in the tree
+			}
+			seen[p] = true
+			if err := writeBackFile(p, dev); err != nil {
+				fmt.Fprintf(stderr, "ckptfs: umount: %d %s maps %s: its pages written through the map may be lost: %v\n", h.pid, h.comm, p, err)
+			}
+		}
+		f.Close()
+	}
+}
+
+// writeBackFile is fusefs.WriteBack of the regular file at path p, if it
+// is on device dev.
+func writeBackFile(p string, dev uint64) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Dev != dev || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("not the mapped file (renamed or replaced since?)")
+	}
+	return fusefs.WriteBack(fd)
 }
 
 // listHolders formats holders as "PID COMMAND, PID COMMAND", the first
