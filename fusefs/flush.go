@@ -2,8 +2,10 @@ package fusefs
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -58,7 +60,7 @@ func (r *Root) flushWriters() {
 		return
 	}
 	sort.Strings(paths)
-	args := append([]string{r.mountDir, strconv.FormatUint(r.rootDev, 10)}, paths...)
+	args := append([]string{r.mountDir, strconv.FormatUint(r.rootDev, 10), strconv.FormatUint(r.mountDev.Load(), 10)}, paths...)
 	flush := r.opts.Flush
 	if flush == nil {
 		flush = FlushFiles
@@ -87,31 +89,44 @@ func (n *Node) flushPath() (string, bool) {
 	return "", false
 }
 
+// SetMountDev tells the overlay its mount's device number, once the
+// mount is live (the mount table has it): a boundary's flush after the
+// mount was detached (umount -l from outside) finds the mapped files by
+// it.
+func (r *Root) SetMountDev(dev uint64) { r.mountDev.Store(dev) }
+
 // FlushFiles is the flush of a turn boundary (flushWriters), in the
 // process that runs it: args are the mount's directory, the device
 // number of the directory it covers (which the path leads to once the
-// mount is gone: then there is nothing to flush), and the root-relative
-// paths of the files to write back. A path that is gone or no longer a
-// regular file is skipped.
+// mount is detached), the mount's own device number (0: unknown), and
+// the root-relative paths of the files to write back. A path that is
+// gone or no longer a regular file is skipped. Once the mount is
+// detached no path leads to it: the files processes map from it are
+// found through /proc instead (writeBackDetached).
 func FlushFiles(args []string) error {
-	if len(args) < 2 {
-		return fmt.Errorf("flush: want DIR DEV PATH...")
+	if len(args) < 3 {
+		return fmt.Errorf("flush: want DIR DEV MOUNTDEV PATH...")
 	}
 	dev, err := strconv.ParseUint(args[1], 10, 64)
 	if err != nil {
 		return fmt.Errorf("flush: device %q: %v", args[1], err)
 	}
+	mountDev, err := strconv.ParseUint(args[2], 10, 64)
+	if err != nil {
+		return fmt.Errorf("flush: device %q: %v", args[2], err)
+	}
 	dir, err := unix.Open(args[0], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil // unmounted, or moved: nothing to flush through it
+		return writeBackDetached(mountDev) // unmounted, or moved
 	}
 	defer unix.Close(dir)
 	var st unix.Stat_t
 	if unix.Fstat(dir, &st) != nil || st.Ino != 1 || st.Dev == dev {
-		return nil // not the mount's root: the directory it covered
+		// Not the mount's root: the directory it covered.
+		return writeBackDetached(mountDev)
 	}
 	var first error
-	for _, p := range args[2:] {
+	for _, p := range args[3:] {
 		fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue // renamed or removed since: its pages went with it
@@ -133,4 +148,87 @@ func FlushFiles(args []string) error {
 func WriteBack(fd int) error {
 	const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
 	return unix.SyncFileRange(fd, 0, 0, all)
+}
+
+// writeBackDetached writes back the files of a detached mount (device
+// dev; 0: unknown, nothing to do) that processes map shared and
+// writable, and waits for them: the only ones that can hold dirty pages,
+// which the end of the connection would lose. No path leads to them; a
+// file is opened through /proc/PID/map_files (which needs
+// CAP_SYS_ADMIN: root's mounts), else through an fd the mapping process
+// holds of it (/proc/PID/fd). A file reached neither way is named in the
+// error.
+func writeBackDetached(dev uint64) error {
+	if dev == 0 {
+		return nil
+	}
+	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	done := map[uint64]bool{}
+	var missed []string
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		base := "/proc/" + e.Name()
+		data, err := os.ReadFile(base + "/maps")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			// start-end perms offset dev inode path
+			m := strings.Fields(line)
+			if len(m) < 6 || len(m[1]) < 4 || m[1][1] != 'w' || m[1][3] != 's' || m[3] != mapsDev {
+				continue
+			}
+			ino, err := strconv.ParseUint(m[4], 10, 64)
+			if err != nil || done[ino] {
+				continue
+			}
+			if writeBackOpened(base+"/map_files/"+m[0], dev, ino) || writeBackHeld(base, dev, ino) {
+				done[ino] = true
+			} else {
+				missed = append(missed, fmt.Sprintf("inode %d mapped by pid %d", ino, pid))
+			}
+		}
+	}
+	if len(missed) > 0 {
+		return fmt.Errorf("flush of the detached mount: cannot reach %s: pages written through those maps may be lost", strings.Join(missed, ", "))
+	}
+	return nil
+}
+
+// writeBackHeld is writeBackOpened of an fd the process at base (/proc/PID)
+// holds of inode ino of device dev.
+func writeBackHeld(base string, dev, ino uint64) bool {
+	fds, err := os.ReadDir(base + "/fd")
+	if err != nil {
+		return false
+	}
+	for _, e := range fds {
+		if writeBackOpened(base+"/fd/"+e.Name(), dev, ino) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeBackOpened opens the magic link p (a /proc link to a file) and, if
+// it is inode ino of device dev, writes its pages back (WriteBack); it
+// reports whether it did.
+func writeBackOpened(p string, dev, ino uint64) bool {
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil || st.Dev != dev || st.Ino != ino || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return WriteBack(fd) == nil
 }

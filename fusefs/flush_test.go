@@ -19,7 +19,7 @@ func TestFlushFlushesReadWriteHandlesOnly(t *testing.T) {
 	}
 	var flushed [][]string
 	r := mountFake(t, dir, Options{Recorder: newFakeRec(t), Flush: func(args []string) error {
-		flushed = append(flushed, args[2:])
+		flushed = append(flushed, args[3:])
 		return FlushFiles(args)
 	}})
 	boundary := func() []string {

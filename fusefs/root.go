@@ -133,6 +133,9 @@ type Root struct {
 	noFlush bool
 
 	mountDir string // where Mount mounted it (flushWriters)
+	// mountDev is the mount's own device number (SetMountDev; 0: not
+	// known): a flush after the mount was detached finds its files by it.
+	mountDev atomic.Uint64
 
 	relief  *fdRelief     // has the kernel forget inodes near the fd limit
 	useSeq  atomic.Uint64 // the last Node.used

@@ -80,11 +80,34 @@ os.close(fd)
 
 // TestMmapWritesBeforeALazyUmountAreInTheLastTurn: pages a process wrote
 // through a shared mmap it still holds when 'ckptfs umount --lazy' runs
-// belong to the turn that umount closes: umount has them written back
-// and waits for them before it detaches the mount. (A syncfs started
-// their writeback without waiting for it; the daemon's own flush at its
-// last boundary cannot reach the files once the mount is detached.)
+// belong to the turn that umount closes, and reach the file: umount has
+// them written back, and waits for them, before it detaches the mount.
+// (A syncfs started their writeback without waiting for it; the daemon
+// ends at the detach, and pages not written back by then were lost.)
 func TestMmapWritesBeforeALazyUmountAreInTheLastTurn(t *testing.T) {
+	mappedAcrossDetach(t, "ckptfs umount --lazy", func(dir string) {
+		if out, err := runCkptfs("umount", "--lazy", dir); err != nil {
+			t.Fatalf("ckptfs umount --lazy: %v\n%s", err, out)
+		}
+	})
+}
+
+// TestMmapWritesBeforeAnOutsideDetachAreInTheLastTurn: the same for a
+// lazy detach from outside (umount -l): the daemon's last boundary finds
+// the mapped files through /proc, since no path leads to them any more.
+func TestMmapWritesBeforeAnOutsideDetachAreInTheLastTurn(t *testing.T) {
+	mappedAcrossDetach(t, "umount -l", func(dir string) {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// mappedAcrossDetach has a process write through shared maps of a small
+// and a 64 MiB file in a turn, detach the mount while it holds them, and
+// checks that every page reached the file and the turn.
+func mappedAcrossDetach(t *testing.T, what string, detach func(dir string)) {
+	t.Helper()
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"a": "hello\n", "b": "other\n"})
 	big := strings.Repeat("0123456789abcdef", 4<<20) // 64 MiB: a long writeback
@@ -131,17 +154,15 @@ for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
 		t.Fatalf("python: %q, %v", line, err)
 	}
-	if out, err := runCkptfs("umount", "--lazy", dir); err != nil {
-		t.Fatalf("ckptfs umount --lazy: %v\n%s", err, out)
-	}
+	detach(dir)
 	stdin.Close()
 	if err := py.Wait(); err != nil {
 		t.Fatalf("python: %v", err)
 	}
-	waitGone(t, pid, "the lazy umount and the mapping's end")
-	// Written before the umount: on disk, not lost with the connection.
+	waitGone(t, pid, what+" and the mapping's end")
+	// Written before the detach: on disk, not lost with the connection.
 	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "HELLO\n" {
-		t.Fatalf("a after the lazy umount: %q, %v; want the bytes written through the map before it", b, err)
+		t.Fatalf("a after %s: %q, %v; want the bytes written through the map before it", what, b, err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "big"))
 	if err != nil {
@@ -149,7 +170,7 @@ for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
 	}
 	for off := 0; off < len(b); off += 4096 {
 		if string(b[off:off+4]) != "XXXX" {
-			t.Fatalf("big after the lazy umount: the page at %d is %q, not what was written through the map before the umount", off, b[off:off+16])
+			t.Fatalf("big after %s: the page at %d is %q, not what was written through the map before it", what, off, b[off:off+16])
 		}
 	}
 	mountProject(t, dir)
@@ -161,7 +182,7 @@ for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
 		t.Fatal(err)
 	}
 	if strings.Contains(log, "manual") || strings.Contains(log, "changed while unmounted") {
-		t.Errorf("the mapped pages came after the lazy umount's boundary:\n%s", log)
+		t.Errorf("the mapped pages came after the boundary of %s:\n%s", what, log)
 	}
 	mappedPagesInTurn1(t, dir, "a")
 	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "hello\n" {
@@ -341,5 +362,83 @@ func mappedPagesInTurn1(t *testing.T, dir, name string) {
 	}
 	if _, err := runTurnctl(t, dir, "rewind", "0"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMmapWritesBeforeAnOutsideDetachOfAPrivateMount: as above, for a
+// user's private mount, whose daemon (the user) cannot open
+// /proc/PID/map_files: the mapped file is reached through the fd the
+// mapping process holds of it.
+func TestMmapWritesBeforeAnOutsideDetachOfAPrivateMount(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `printf 'hello\n' > a; head -c 67108864 /dev/zero > big`)
+	p.mount(t)
+	info, err := p.info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "mapped")
+	py := p.cmd(p.Dir, "/usr/bin/python3", "-c", `
+import mmap, os, sys
+fd = os.open("a", os.O_RDWR)
+m = mmap.mmap(fd, 6, mmap.MAP_SHARED)
+m[0:6] = b"HELLO\n"
+bfd = os.open("big", os.O_RDWR)
+bm = mmap.mmap(bfd, 64 << 20, mmap.MAP_SHARED)
+for off in range(0, 64 << 20, 4096):
+    bm[off:off+4] = b"XXXX"
+print("written", flush=True)
+sys.stdin.readline()
+for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
+    try:
+        c()
+    except OSError:
+        pass
+`)
+	py.Stderr = os.Stderr
+	stdin, err := py.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer py.Wait()
+	defer stdin.Close()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
+		t.Fatalf("python: %q, %v", line, err)
+	}
+	if err := unix.Unmount(p.Dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if err := py.Wait(); err != nil {
+		t.Fatalf("python: %v", err)
+	}
+	waitGone(t, info.PID, "umount -l")
+	if b, err := os.ReadFile(filepath.Join(p.Dir, "a")); err != nil || string(b) != "HELLO\n" {
+		t.Fatalf("a after umount -l: %q, %v; want the bytes written through the map before it", b, err)
+	}
+	b, err := os.ReadFile(filepath.Join(p.Dir, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(b); off += 4096 {
+		if string(b[off:off+4]) != "XXXX" {
+			t.Fatalf("big after umount -l: the page at %d is %q, not what was written through the map before it", off, b[off:off+16])
+		}
+	}
+	p.mount(t)
+	if show := p.run(t, p.Dir, turnctlBin, "show", "1"); !regexp.MustCompile(`(?m)^ +modified +big +binary`).MatchString(show) ||
+		!regexp.MustCompile(`(?m)^ +modified +a +\+1 -1$`).MatchString(show) {
+		t.Errorf("turnctl show 1:\n%s\nwant a and big modified", show)
+	}
+	if log := p.run(t, p.Dir, turnctlBin, "log"); strings.Contains(log, "manual") || strings.Contains(log, "changed while unmounted") {
+		t.Errorf("the mapped pages came after the boundary of umount -l:\n%s", log)
 	}
 }

@@ -254,6 +254,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 	go func() { srv.Wait(); close(waited) }()
 	var detached <-chan struct{} // never, if the mount cannot be found
 	if mnt, ok := topMount(dir); ok {
+		root.SetMountDev(mnt.Dev)
 		stopWatch := make(chan struct{})
 		defer close(stopWatch)
 		detached = watchDetach(mnt.Dev, stopWatch)
