@@ -141,7 +141,7 @@ func (r *Root) captureFor(p string, fd int, st *backing.Stat, metaOnly bool) ckp
 			c.MetaOnly = true
 		} else {
 			c.Open = func() (*os.File, error) {
-				nfd, err := backing.Reopen(fd, unix.O_RDONLY)
+				nfd, err := backing.ReopenRead(fd)
 				if err != nil {
 					return nil, err
 				}

@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"ckptfs/internal/backing"
 )
 
 // Content chunking: content-defined (a gear rolling hash, as in FastCDC with
@@ -299,6 +301,15 @@ func (r *chunkReader) Close() error { return nil }
 // tree, where a path would lead into the mount.
 func openAt(dir *os.File, name string) (*os.File, error) {
 	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.EACCES {
+		// An attic file keeps the mode of the file it was (0000, say),
+		// which an ordinary user's daemon may not read as root would.
+		var pfd int
+		if pfd, err = backing.OpenPath(int(dir.Fd()), name); err == nil {
+			fd, err = backing.ReopenRead(pfd)
+			unix.Close(pfd)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

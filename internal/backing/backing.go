@@ -175,6 +175,9 @@ func (t *Tree) Ident(p string) (uint64, error) {
 // Open opens the regular file at p read-only.
 func (t *Tree) Open(p string) (*os.File, error) {
 	fd, err := t.openat2(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err == unix.EACCES {
+		fd, err = t.openOwn(p)
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
@@ -185,6 +188,17 @@ func (t *Tree) Open(p string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: p, Err: syscall.EINVAL}
 	}
 	return f, nil
+}
+
+// openOwn opens the regular file at p, whose mode does not let its owner
+// read it, for its owner (ReopenRead).
+func (t *Tree) openOwn(p string) (int, error) {
+	pfd, err := t.openat2(p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	return ReopenRead(pfd)
 }
 
 // ReadDir lists the names in the directory at p.

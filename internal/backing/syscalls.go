@@ -2,6 +2,7 @@ package backing
 
 import (
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -82,6 +83,49 @@ func Reopen(fd int, flags int) (int, error) {
 	})
 	return nfd, err
 }
+
+// ReopenRead opens the regular file behind the O_PATH fd read-only, also
+// when its mode gives its owner no read permission (0000, 0200) and the
+// caller is that owner: an ordinary user's daemon, and turnctl run as that
+// user, have no CAP_DAC_OVERRIDE to read it as root does, yet must keep its
+// bytes before a write, a truncate or an unlink, and read them back for a
+// show or a rewind. Then the owner is given read permission for the moment
+// of the open, and the mode is put back at once: the file is briefly
+// readable by its owner alone (group and others gain nothing), and its
+// ctime moves. Any other refusal is returned as it is.
+func ReopenRead(fd int) (int, error) {
+	nfd, err := Reopen(fd, unix.O_RDONLY)
+	if err != unix.EACCES {
+		return nfd, err
+	}
+	ownerRead.Lock()
+	defer ownerRead.Unlock()
+	// Inside the lock, so that no other ReopenRead's temporary mode is
+	// taken for the file's own.
+	var st unix.Stat_t
+	if Retry(func() error { return unix.Fstat(fd, &st) }) != nil {
+		return -1, err
+	}
+	if st.Mode&0o400 != 0 {
+		return Reopen(fd, unix.O_RDONLY) // its mode changed meanwhile
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(unix.Geteuid()) {
+		return -1, err
+	}
+	mode := st.Mode & 0o7777
+	if Retry(func() error { return unix.Chmod(ProcPath(fd), mode|0o400) }) != nil {
+		return -1, err
+	}
+	nfd, err = Reopen(fd, unix.O_RDONLY)
+	if rerr := Retry(func() error { return unix.Chmod(ProcPath(fd), mode) }); rerr != nil && err == nil {
+		unix.Close(nfd)
+		return -1, rerr
+	}
+	return nfd, err
+}
+
+// ownerRead serializes ReopenRead's changes of a mode.
+var ownerRead sync.Mutex
 
 // NoCopyOnWrite reports whether the file open at fd (a real open: the
 // ioctl refuses an O_PATH fd) has the no-copy-on-write attribute (btrfs's
