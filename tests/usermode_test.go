@@ -444,3 +444,28 @@ func TestUserMountUnreadableFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestUserMountReadOnlyDir: a rewind changes the entries of directories
+// whose mode denies their owner write permission (0555: a tree made
+// read-only, Go's module cache), as root's does, instead of failing
+// half-way with "permission denied"; the directories keep their modes.
+func TestUserMountReadOnlyDir(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `mkdir ro && echo a > ro/a && chmod 0555 ro`)
+	p.mount(t)
+	before := p.listing(t)
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "read-only dirs")
+	p.sh(t, `chmod 0755 ro; rm ro/a; echo c > ro/c; chmod 0555 ro
+		mkdir -p mod/x/y && echo f > mod/x/y/f && chmod -R a-w mod`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	after := p.listing(t)
+	p.run(t, p.Dir, turnctlBin, "rewind", "0")
+	if got := p.listing(t); got != before {
+		t.Fatalf("after rewind 0:\n%s\nwant:\n%s", got, before)
+	}
+	p.run(t, p.Dir, turnctlBin, "undo")
+	if got := p.listing(t); got != after {
+		t.Fatalf("after undo:\n%s\nwant:\n%s", got, after)
+	}
+}

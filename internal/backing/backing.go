@@ -236,6 +236,11 @@ func (t *Tree) Hardlink(from, to string) error {
 		return err
 	}
 	defer unix.Close(pt)
+	return ownDir(pt, func() error { return hardlinkAt(pf, nf, pt, nt, from, to) })
+}
+
+// hardlinkAt is Hardlink from the directory pf to pt.
+func hardlinkAt(pf int, nf string, pt int, nt, from, to string) error {
 	src, err := Lstatat(pf, nf)
 	if err != nil {
 		return pathErr("link", from, err)
@@ -295,11 +300,41 @@ func (t *Tree) RemoveAll(p string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return changed(pathErr("remove", p, removeAt(pfd, name)))
+	return changed(pathErr("remove", p, ownDir(pfd, func() error { return removeAt(pfd, name) })))
 }
 
 // changed passes err on, and marks the moment after a change of the tree
 // (a crash point) when it is nil.
+// ownDir runs op, a change of the entries of the directory dirfd (an
+// O_PATH fd will do). Root changes entries whatever a directory's mode;
+// an ordinary user (a private mount's daemon, turnctl run without a
+// mount) may not change them in a directory whose mode denies its owner
+// write or search permission (0555: a tree made read-only, Go's module
+// cache), although the user may chmod it: where the directory is the
+// caller's own, ownDir gives its owner those permissions for the moment
+// of op and puts the mode back after, so that a rewind restores or
+// removes what is in it as root's would.
+func ownDir(dirfd int, op func() error) error {
+	euid := unix.Geteuid()
+	if euid == 0 {
+		return op()
+	}
+	var st unix.Stat_t
+	if Retry(func() error { return unix.Fstat(dirfd, &st) }) != nil || st.Uid != uint32(euid) ||
+		st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o300 == 0o300 {
+		return op()
+	}
+	mode := st.Mode & 0o7777
+	if Retry(func() error { return unix.Chmod(ProcPath(dirfd), mode|0o300) }) != nil {
+		return op()
+	}
+	err := op()
+	if rerr := Retry(func() error { return unix.Chmod(ProcPath(dirfd), mode) }); err == nil {
+		err = rerr
+	}
+	return err
+}
+
 func changed(err error) error {
 	if err == nil {
 		crashpoint.Hit("tree.changed")
@@ -320,29 +355,31 @@ func removeAt(dirfd int, name string) error {
 		return err
 	}
 	d := os.NewFile(uintptr(fd), name)
-	for {
-		names, rerr := d.Readdirnames(256)
-		for _, n := range names {
-			if err := removeAt(fd, n); err != nil {
-				d.Close()
+	err = ownDir(fd, func() error {
+		for {
+			names, rerr := d.Readdirnames(256)
+			for _, n := range names {
+				if err := removeAt(fd, n); err != nil {
+					return err
+				}
+				crashpoint.Hit("tree.remove.part")
+			}
+			if rerr == io.EOF || len(names) == 0 {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
+			}
+			// Entries were removed under the iterator: restart from the top.
+			if _, err := d.Seek(0, io.SeekStart); err != nil {
 				return err
 			}
-			crashpoint.Hit("tree.remove.part")
 		}
-		if rerr == io.EOF || len(names) == 0 {
-			break
-		}
-		if rerr != nil {
-			d.Close()
-			return rerr
-		}
-		// Entries were removed under the iterator: restart from the top.
-		if _, err := d.Seek(0, io.SeekStart); err != nil {
-			d.Close()
-			return err
-		}
-	}
+	})
 	d.Close()
+	if err != nil {
+		return err
+	}
 	err = Retry(func() error { return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) })
 	if errors.Is(err, syscall.ENOENT) {
 		return nil
@@ -357,7 +394,7 @@ func (t *Tree) Mkdir(p string, mode uint32) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := changed(Retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) })); err != nil {
+	if err := changed(ownDir(pfd, func() error { return Retry(func() error { return unix.Mkdirat(pfd, name, mode&0o7777) }) })); err != nil {
 		return pathErr("mkdir", p, err)
 	}
 	return changed(pathErr("chmod", p, fchmodat2(pfd, name, mode&0o7777)))
@@ -386,7 +423,7 @@ func (t *Tree) Symlink(target, p string) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return changed(pathErr("symlink", p, Retry(func() error { return unix.Symlinkat(target, pfd, name) })))
+	return changed(pathErr("symlink", p, ownDir(pfd, func() error { return Retry(func() error { return unix.Symlinkat(target, pfd, name) }) })))
 }
 
 // Mknod creates a FIFO, socket or device node at p with exactly st's mode.
@@ -400,7 +437,9 @@ func (t *Tree) Mknod(p string, st ckpt.State) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	if err := changed(Retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) })); err != nil {
+	if err := changed(ownDir(pfd, func() error {
+		return Retry(func() error { return unix.Mknodat(pfd, name, f|st.Mode&0o7777, int(st.Rdev)) })
+	})); err != nil {
 		return pathErr("mknod", p, err)
 	}
 	return changed(pathErr("chmod", p, fchmodat2(pfd, name, st.Mode&0o7777)))
@@ -416,6 +455,11 @@ func (t *Tree) WriteFile(p string, st ckpt.State, r io.Reader) error {
 		return err
 	}
 	defer unix.Close(pfd)
+	return ownDir(pfd, func() error { return writeFileAt(pfd, name, p, st, r) })
+}
+
+// writeFileAt is WriteFile in the directory pfd.
+func writeFileAt(pfd int, name, p string, st ckpt.State, r io.Reader) error {
 	// The temporary name derives from the target's, so a step redone after
 	// a crash overwrites (and then renames away) its own leftover.
 	tmp := tempName(name)
@@ -555,5 +599,7 @@ func (t *Tree) rename(from, to string, flags uint) error {
 		return err
 	}
 	defer unix.Close(pt)
-	return changed(pathErr("rename", from, Retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) })))
+	return changed(pathErr("rename", from, ownDir(pf, func() error {
+		return ownDir(pt, func() error { return Retry(func() error { return unix.Renameat2(pf, nf, pt, nt, flags) }) })
+	})))
 }
