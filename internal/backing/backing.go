@@ -303,8 +303,6 @@ func (t *Tree) RemoveAll(p string) error {
 	return changed(pathErr("remove", p, ownDir(pfd, func() error { return removeAt(pfd, name) })))
 }
 
-// changed passes err on, and marks the moment after a change of the tree
-// (a crash point) when it is nil.
 // ownDir runs op, a change of the entries of the directory dirfd (an
 // O_PATH fd will do). Root changes entries whatever a directory's mode;
 // an ordinary user (a private mount's daemon, turnctl run without a
@@ -335,6 +333,8 @@ func ownDir(dirfd int, op func() error) error {
 	return err
 }
 
+// changed passes err on, and marks the moment after a change of the tree
+// (a crash point) when it is nil.
 func changed(err error) error {
 	if err == nil {
 		crashpoint.Hit("tree.changed")
