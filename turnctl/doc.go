@@ -40,9 +40,10 @@
 // and du.
 //
 //	endpoint        request                                   reply
-//	/v1/begin       {"label"?, "ref"?}                        BeginReply
-//	/v1/end         {"ref"?, "if_opened_by"?}                 EndReply
-//	/v1/step        {"tool"?, "label"?}                       StepReply
+//	/v1/begin       {"label"?, "ref"?, "run"?, "join"?}       BeginReply
+//	/v1/end         {"ref"?, "if_opened_by"?, "run"?}         EndReply
+//	/v1/step        {"tool"?, "label"?, "if_opened_by"?,      StepReply
+//	                 "turn"?}
 //	/v1/status      {"brief"?}                                StatusReply
 //	/v1/log         {"n"?, "paths"?, "pickaxe"?, "grep"?,     LogReply
 //	                 "programs"?}

@@ -24,12 +24,28 @@ type BeginRequest struct {
 	// is its first line, and it is kept whole as the turn's Prompt.
 	Label string `json:"label,omitempty"`
 	Ref   string `json:"ref,omitempty"`
+	// Run, when set, is the id of the turnctl run that begins (unique to
+	// the invocation; its EndRequest gives it again): the turn it opens
+	// is held by that run while its command runs.
+	Run string `json:"run,omitempty"`
+	// Join (with Run) does not close the open turn: when runs still
+	// running hold it, the run joins it (its label becomes the labels of
+	// all, joined by " & "; BeginReply.Joined), and the turn closes when
+	// the last of them ends; when a begin opened it (an agent's turn, a
+	// script's), the step so far ends there and the run becomes a step
+	// of it (BeginReply.InTurn: no turn is opened, the run ends with a
+	// StepRequest, not an EndRequest). Otherwise, as without Join.
+	Join bool `json:"join,omitempty"`
 }
 
 // BeginReply names the new turn and the turn it closed, if one was open.
+// For a Run with Join: Joined, the open turn it joined; InTurn, the open
+// turn of a begin it runs inside (Turn is that turn; nothing closed).
 type BeginReply struct {
 	Turn   ckpt.Turn  `json:"turn"`
 	Closed *ckpt.Turn `json:"closed,omitempty"`
+	Joined bool       `json:"joined,omitempty"`
+	InTurn bool       `json:"in_turn,omitempty"`
 }
 
 // EndRequest closes the open turn (POST /v1/end).
@@ -41,6 +57,12 @@ type EndRequest struct {
 	// CodeConflict: an agent's end must not close another session's
 	// turn, nor a manual turn of a person's edits.
 	IfOpenedBy string `json:"if_opened_by,omitempty"`
+	// Run, when set, is the run whose command ended (BeginRequest.Run):
+	// the open turn closes only if that run holds it and no other run
+	// still running does (then EndReply.Running says how many, and the
+	// turn stays open). If a begin closed the run's turn while it ran,
+	// nothing changes and End fails with CodeConflict.
+	Run string `json:"run,omitempty"`
 }
 
 // OpenedBy reports whether turn t was opened for key (an agent's session
@@ -74,6 +96,9 @@ type EndReply struct {
 	// LinesPending: the turn changed so many paths that end counted them
 	// but not their lines (Stats.LinesSkipped; Stats.Lines* are 0).
 	LinesPending bool `json:"lines_pending,omitempty"`
+	// Running: an EndRequest.Run left the turn open, for so many other
+	// runs still running in it (Turn is the open turn).
+	Running int `json:"running,omitempty"`
 }
 
 // StepRequest ends the open turn's current step (POST /v1/step): the
@@ -81,6 +106,16 @@ type EndReply struct {
 type StepRequest struct {
 	Tool  string `json:"tool,omitempty"`
 	Label string `json:"label,omitempty"`
+	// IfOpenedBy, when set, ends a step only in a turn opened for it
+	// (OpenedBy, as EndRequest.IfOpenedBy): an agent's tool call ends a
+	// step of its own session's turn, not of another session's or of a
+	// manual turn. Otherwise nothing changes and Step fails with
+	// CodeConflict.
+	IfOpenedBy string `json:"if_opened_by,omitempty"`
+	// Turn, when not 0, ends a step only if turn Turn is the open one
+	// (else CodeConflict): a turnctl run inside a turn that closed while
+	// its command ran records no step in the next.
+	Turn uint64 `json:"turn,omitempty"`
 }
 
 // StepReply is the step ended; Step is nil when it recorded nothing (no

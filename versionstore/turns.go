@@ -134,6 +134,34 @@ func (s *Store) Adopt(kind ckpt.Kind, text, ref string) (ckpt.Turn, error) {
 	return adopted, nil
 }
 
+// Retext gives the open turn a new text: its label is ckpt.LabelOf(text),
+// and the whole text is kept as its Prompt when it says more (as Begin
+// keeps it). Concurrent turnctl runs that share a turn name it after all
+// of them.
+func (s *Store) Retext(text string) (ckpt.Turn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ckpt.Turn{}, ErrClosed
+	}
+	if s.cur == nil {
+		return ckpt.Turn{}, ErrNoOpenTurn
+	}
+	t := *s.cur
+	t.Label = ckpt.LabelOf(text)
+	b := s.db.NewBatch()
+	defer b.Close()
+	putJSON(b, turnKey(t.Num), t)
+	prompt := setText(b, t.Num, text)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		s.lastErr, s.lastErrAt = err, time.Now().UTC()
+		return ckpt.Turn{}, err
+	}
+	s.cur = &t
+	t.Prompt = prompt
+	return t, nil
+}
+
 // newTurn writes a new open turn into b (s.mu held).
 func (s *Store) newTurn(b *pebble.Batch, kind ckpt.Kind, label string) *ckpt.Turn {
 	t := &ckpt.Turn{Num: s.latest + 1, Kind: kind, Label: label, Start: time.Now().UTC(),

@@ -47,6 +47,7 @@ type Service struct {
 	ops   ops  // the progress of the commands running with an ID
 	// viewer mounts views (nil: MountAt refuses); set before serving.
 	viewer Viewer
+	runs   runSet // the turnctl runs running (runs.go)
 }
 
 var _ turnctl.Handler = (*Service)(nil)
@@ -146,26 +147,10 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 	}
 	var rep turnctl.BeginReply
 	err := s.exclusive(func() error {
-		cur, ok := s.store.Current()
-		if ok && cur.Kind == ckpt.KindManual && cur.Label == "" && (cur.Empty() || cur.LastSeq-cur.FirstSeq < maxAdoptEvents) {
-			// An implicit turn that changed nothing (a boundary's capture
-			// of a file still open for writing, a file put back as it
-			// was) becomes the new turn rather than an empty entry in
-			// the log. Only a small one is checked: listing the changes
-			// of a big one (100k files created between turns) took
-			// seconds, and its turn is kept even if it nets out empty.
-			if cs, err := s.store.Changes(cur.Num-1, cur.Num, s.tree); err == nil && len(cs) == 0 {
-				t, err := s.store.Adopt(ckpt.KindAgent, req.Label, req.Ref)
-				rep.Turn = t
-				return err
-			}
+		if req.Run != "" {
+			return s.beginRun(ctx, req, &rep)
 		}
-		if ok {
-			rep.Closed = &cur
-		}
-		t, err := s.store.Begin(ckpt.KindAgent, req.Label, req.Ref)
-		rep.Turn = t
-		return err
+		return s.begin(req, &rep)
 	})
 	if err != nil {
 		return nil, s.wrap(err)
@@ -176,6 +161,31 @@ func (s *Service) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl
 		}
 	}
 	return &rep, nil
+}
+
+// begin opens a new turn, closing the open one (in Begin's exclusive
+// section).
+func (s *Service) begin(req turnctl.BeginRequest, rep *turnctl.BeginReply) error {
+	cur, ok := s.store.Current()
+	if ok && cur.Kind == ckpt.KindManual && cur.Label == "" && (cur.Empty() || cur.LastSeq-cur.FirstSeq < maxAdoptEvents) {
+		// An implicit turn that changed nothing (a boundary's capture
+		// of a file still open for writing, a file put back as it
+		// was) becomes the new turn rather than an empty entry in
+		// the log. Only a small one is checked: listing the changes
+		// of a big one (100k files created between turns) took
+		// seconds, and its turn is kept even if it nets out empty.
+		if cs, err := s.store.Changes(cur.Num-1, cur.Num, s.tree); err == nil && len(cs) == 0 {
+			t, err := s.store.Adopt(ckpt.KindAgent, req.Label, req.Ref)
+			rep.Turn = t
+			return err
+		}
+	}
+	if ok {
+		rep.Closed = &cur
+	}
+	t, err := s.store.Begin(ckpt.KindAgent, req.Label, req.Ref)
+	rep.Turn = t
+	return err
 }
 
 // Step ends the open turn's current step. Like a turn boundary it holds
@@ -190,6 +200,9 @@ func (s *Service) Step(ctx context.Context, req turnctl.StepRequest) (*turnctl.S
 	}
 	rep := &turnctl.StepReply{}
 	err := s.exclusive(func() error {
+		if err := s.checkStepTurn(req); err != nil {
+			return err
+		}
 		st, ok, err := s.store.Step(req.Tool, req.Label)
 		if ok {
 			rep.Step = &st
@@ -207,7 +220,15 @@ func (s *Service) Step(ctx context.Context, req turnctl.StepRequest) (*turnctl.S
 func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.EndReply, error) {
 	var t ckpt.Turn
 	var m mark
+	running := 0
 	err := s.exclusive(func() error {
+		if req.Run != "" {
+			close, n, cur, err := s.endRun(req.Run)
+			if err != nil || !close {
+				t, running = cur, n
+				return err
+			}
+		}
 		if req.IfOpenedBy != "" {
 			cur, ok := s.store.Current()
 			if !ok {
@@ -224,6 +245,9 @@ func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.End
 	})
 	if err != nil {
 		return nil, s.wrap(err)
+	}
+	if running > 0 {
+		return &turnctl.EndReply{Turn: t, Running: running, Summary: runningSummary(t.Num, running)}, nil
 	}
 	// The turn is closed: its end state is fixed, so the stats can be
 	// computed with the mount open again.

@@ -374,6 +374,47 @@ func isConflict(err error) bool {
 	return errors.As(err, &te) && te.Code == turnctl.CodeConflict
 }
 
+// errMessage is the daemon's message of err, without a code.
+func errMessage(err error) string {
+	var te *turnctl.Error
+	if errors.As(err, &te) {
+		return te.Message
+	}
+	return err.Error()
+}
+
+// isUnknownField reports whether err is a daemon's refusal of a request
+// field it is too old to know (json name field).
+func isUnknownField(err error, field string) bool {
+	var te *turnctl.Error
+	return errors.As(err, &te) && te.Code == turnctl.CodeBadRequest && strings.Contains(te.Message, `"`+field+`"`)
+}
+
+// stepIf is h.Step. A daemon older than StepRequest.IfOpenedBy and Turn
+// rejects them as unknown fields: then the open turn is checked first
+// (not atomically, as endIf does).
+func stepIf(ctx context.Context, h turnctl.Handler, req turnctl.StepRequest) (*turnctl.StepReply, error) {
+	rep, err := h.Step(ctx, req)
+	if !isUnknownField(err, "if_opened_by") && !isUnknownField(err, "turn") {
+		return rep, err
+	}
+	st, err := h.Status(ctx, turnctl.StatusRequest{Brief: true})
+	if err != nil {
+		return nil, err
+	}
+	if !st.Open || st.Turn == nil {
+		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: "no turn is open"}
+	}
+	if req.Turn != 0 && st.Turn.Num != req.Turn {
+		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: fmt.Sprintf("turn %d was closed; the open turn is %d: no step", req.Turn, st.Turn.Num)}
+	}
+	if req.IfOpenedBy != "" && !turnctl.OpenedBy(*st.Turn, req.IfOpenedBy) {
+		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: turnctl.NotOpenedBy(*st.Turn, req.IfOpenedBy) + ": no step"}
+	}
+	req.IfOpenedBy, req.Turn = "", 0
+	return h.Step(ctx, req)
+}
+
 func hasJSONArg(args []string) bool {
 	return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(strings.TrimSpace(a), "{") })
 }

@@ -462,11 +462,19 @@ func jRewind(r *turnctl.RewindReply) jRewindOut {
 // jRunOut is run's output: begin and end of its turn; or, inside an open
 // agent turn, that turn (in_turn) and the step it recorded (null when the
 // command changed nothing). The other keys are null.
+//
+// Runs at the same time share a turn: joined, this run joined the turn of
+// another run still running; running, other runs were still running in
+// it when this one ended (end.turn is then still open). note says why
+// the run closed no turn or recorded no step ("" when all went as usual).
 type jRunOut struct {
 	Begin    *jBeginOut `json:"begin"`
 	End      *jEndOut   `json:"end"`
 	InTurn   *uint64    `json:"in_turn"`
 	Step     *jStepOut  `json:"step"`
+	Joined   bool       `json:"joined"`
+	Running  int        `json:"running"`
+	Note     string     `json:"note"`
 	ExitCode int        `json:"exit_code"`
 }
 

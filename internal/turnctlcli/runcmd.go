@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,8 +34,18 @@ script's between turnctl begin and end), run does not close that turn: what
 CMD changed becomes one step of it (turnctl step, tool "run", the label as
 its label: show N lists it, N.K names it), the turn stays open for the rest
 of the agent's work, and run says on standard error which step it recorded.
-With --new-turn or --ref, run opens its own turn all the same, closing the
-open one, and says so on standard error.`,
+If that turn closes while CMD runs, run records no step in the next one
+and says so. With --new-turn or --ref, run opens its own turn all the
+same, closing the open one, and says so on standard error.
+
+Runs at the same time in one project (two terminals, an agent's parallel
+tools) share one turn, as turns are spans of time: a run that starts while
+another run's command still runs joins its turn (its label becomes "A & B",
+and run says so), and the turn closes when the last of them ends; the
+first to end says the turn stays open. Each exits with its own command's
+status. A run whose turn a begin or an end closed while CMD ran (an
+agent's prompt) closes nothing at its end, and says where its later
+changes went.`,
 	mount:          true,
 	noInterspersed: true,
 	opts:           func() options { return &runOptions{} },
@@ -65,6 +76,62 @@ func (o *runOptions) run(e *env, args []string) error {
 		// Nothing ran: no turn.
 		return &exitError{code: 127, msg: err.Error()}
 	}
+	id := fmt.Sprintf("%d.%x", os.Getpid(), time.Now().UnixNano())
+	join := !o.newTurn && o.ref == ""
+	begin, err := e.h.Begin(e.ctx, turnctl.BeginRequest{Label: label, Ref: o.ref, Run: id, Join: join})
+	if isUnknownField(err, "run") {
+		// A daemon older than runs: as before, not atomically, and the
+		// run's end closes whatever turn is open then.
+		return o.runOld(e, cmd, args, label)
+	}
+	if err != nil {
+		return err
+	}
+	if begin.InTurn {
+		return o.runAsStep(e, cmd, args, label, begin.Turn.Num)
+	}
+	if !e.json {
+		if begin.Joined {
+			fmt.Fprintf(e.stderr, "turnctl run: joined turn %d of another turnctl run still running (now %q)\n", begin.Turn.Num, begin.Turn.Label)
+		} else if c := begin.Closed; c != nil && c.Kind == ckpt.KindAgent {
+			fmt.Fprintf(e.stderr, "turnctl run: turn %d was still open (no turnctl end); closed it\n", c.Num)
+		}
+	}
+	code, runErr := runChild(cmd, args)
+	end, err := e.h.End(e.ctx, turnctl.EndRequest{Run: id})
+	note := ""
+	if isConflict(err) {
+		// A begin or an end closed the run's turn while CMD ran: the
+		// turn open now is someone else's, and stays open.
+		note, end, err = errMessage(err), nil, nil
+	}
+	if err != nil {
+		if code != 0 {
+			return &exitError{code: code, msg: err.Error()}
+		}
+		return err
+	}
+	if end != nil && end.Running > 0 {
+		note = end.Summary
+	}
+	if e.json {
+		out := jRunOut{Begin: ptr(jBegin(begin)), Joined: begin.Joined, Note: note, ExitCode: code}
+		if end != nil {
+			out.End, out.Running = ptr(jEnd(end)), end.Running
+		}
+		if err := e.printJSON(out); err != nil {
+			return err
+		}
+	} else if note != "" {
+		fmt.Fprintf(e.stderr, "turnctl run: %s\n", note)
+	} else {
+		fmt.Fprintln(e.stderr, end.Summary)
+	}
+	return runExit(code, runErr)
+}
+
+// runOld is run with a daemon that does not know runs (BeginRequest.Run).
+func (o *runOptions) runOld(e *env, cmd *exec.Cmd, args []string, label string) error {
 	if !o.newTurn && o.ref == "" {
 		st, err := e.h.Status(e.ctx, turnctl.StatusRequest{Brief: true})
 		if err == nil && st.Open && st.Turn != nil && st.Turn.Kind == ckpt.KindAgent {
@@ -104,7 +171,19 @@ func (o *runOptions) runAsStep(e *env, cmd *exec.Cmd, args []string, label strin
 	// A step's label is one line (the daemon refuses more): the label's
 	// first, as a turn's label is of the text it was opened with.
 	stepLabel := strings.ReplaceAll(ckpt.LabelOf(label), "\r", " ")
-	rep, err := e.h.Step(e.ctx, turnctl.StepRequest{Tool: "run", Label: stepLabel})
+	rep, err := stepIf(e.ctx, e.h, turnctl.StepRequest{Tool: "run", Label: stepLabel, Turn: n})
+	if isConflict(err) {
+		// The turn closed while CMD ran (the agent's answer ended): a
+		// step now would cut the next turn.
+		if e.json {
+			if err := e.printJSON(jRunOut{InTurn: &n, Note: errMessage(err), ExitCode: code}); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(e.stderr, "turnctl run: ran inside turn %d, but %s\n", n, errMessage(err))
+		}
+		return runExit(code, runErr)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("ran inside turn %d, but its step was not recorded: %v", n, err)
 		if code != 0 {

@@ -1,0 +1,64 @@
+package control
+
+import (
+	"strings"
+	"testing"
+
+	"ckptfs/turnctl"
+)
+
+// Runs at the same time share one turn: the second joins the first's
+// (its label names both), the first's end leaves it open for the second,
+// the last closes it with both runs' changes. A begin that closed a run's
+// turn makes that run's end a conflict that changes nothing.
+func TestRunsShareATurn(t *testing.T) {
+	f := newFixture(t)
+	a, err := f.svc.Begin(f.ctx, turnctl.BeginRequest{Label: "make", Run: "A", Join: true})
+	if err != nil || a.Joined || a.InTurn || a.Turn.Num != 1 {
+		t.Fatalf("begin A: %+v %v", a, err)
+	}
+	f.ov.Write("a.txt", "a\n")
+	b, err := f.svc.Begin(f.ctx, turnctl.BeginRequest{Label: "npm test\n\nall of it", Run: "B", Join: true})
+	if err != nil || !b.Joined || b.Turn.Num != 1 || b.Turn.Label != "make & npm test" || b.Turn.Prompt != "make & npm test\n\nmake\n\nnpm test\n\nall of it" {
+		t.Fatalf("begin B: %+v %v", b, err)
+	}
+	f.ov.Write("b.txt", "b\n")
+	ea, err := f.svc.End(f.ctx, turnctl.EndRequest{Run: "A"})
+	if err != nil || ea.Running != 1 || !ea.Turn.Open || ea.Summary != "turn 1 stays open: 1 other turnctl run is still running in it (the last to end closes it)" {
+		t.Fatalf("end A: %+v %v", ea, err)
+	}
+	f.ov.Write("b2.txt", "b\n")
+	eb, err := f.svc.End(f.ctx, turnctl.EndRequest{Run: "B"})
+	if err != nil || eb.Running != 0 || eb.Turn.Open || eb.Turn.Stats == nil || eb.Turn.Stats.Files != 3 {
+		t.Fatalf("end B: %+v %v", eb, err)
+	}
+	if _, ok := f.svc.store.Current(); ok {
+		t.Fatal("a turn is open after the last run's end")
+	}
+
+	// A begin (an agent's prompt) closes run C's turn: C's end leaves
+	// the agent's turn open.
+	if _, err := f.svc.Begin(f.ctx, turnctl.BeginRequest{Label: "build", Run: "C", Join: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent := f.begin("agent")
+	_, err = f.svc.End(f.ctx, turnctl.EndRequest{Run: "C"})
+	if !isCode(err, turnctl.CodeConflict) || !strings.HasPrefix(err.Error(), "turn 2 was closed while the command ran") {
+		t.Fatalf("end C: %v", err)
+	}
+	if cur, ok := f.svc.store.Current(); !ok || cur.Num != agent {
+		t.Fatalf("the agent's turn %d: %+v %v", agent, cur, ok)
+	}
+	// Inside the agent's turn a run is a step of it: no turn of its own.
+	d, err := f.svc.Begin(f.ctx, turnctl.BeginRequest{Label: "test", Run: "D", Join: true})
+	if err != nil || !d.InTurn || d.Turn.Num != agent {
+		t.Fatalf("begin D: %+v %v", d, err)
+	}
+	// The step of a turn that is not open any more is refused.
+	f.ov.Write("d.txt", "d\n")
+	f.end()
+	f.ov.Write("m.txt", "m\n")
+	if _, err := f.svc.Step(f.ctx, turnctl.StepRequest{Tool: "run", Turn: agent}); !isCode(err, turnctl.CodeConflict) {
+		t.Fatalf("step in turn %d after its end: %v", agent, err)
+	}
+}
