@@ -216,3 +216,46 @@ func TestRunStepLabel(t *testing.T) {
 		t.Errorf("show 1:\n%s", show)
 	}
 }
+
+// A tool event of session B while session A's turn is open (A's prompt
+// closed B's turn while B was still working) ends no step of A's turn:
+// steps, like ends, belong to the session that opened the turn. A's own
+// next tool event ends a step holding what happened since. B's tool
+// event while a manual turn is open ends none either. Nothing is printed
+// (the hook's changes stay in the open turn; nothing is lost).
+func TestHookStepOnlyInItsSessionsTurn(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q .")
+	m := mountProject(t, proj)
+	const sessA, sessB = "aaaaaaaa-7777-4000-8000-000000000007", "bbbbbbbb-8888-4000-8000-000000000008"
+	quiet := func(sess, name string, kv ...any) {
+		t.Helper()
+		p := map[string]any{"session_id": sess, "cwd": proj, "hook_event_name": name}
+		for i := 0; i+1 < len(kv); i += 2 {
+			p[kv[i].(string)] = kv[i+1]
+		}
+		if out, errs := hookIn(t, m, proj, nil, "claude-code", p); out != "" || errs != "" {
+			t.Fatalf("%s of %s printed %q %q", name, sess, out, errs)
+		}
+	}
+	quiet(sessB, "UserPromptSubmit", "prompt", "task B")
+	quiet(sessA, "UserPromptSubmit", "prompt", "task A")
+	runIn(t, proj, "echo b > b.txt")
+	quiet(sessB, "PostToolUse", "tool_name", "Bash", "tool_input", map[string]any{"command": "echo b > b.txt"})
+	runIn(t, proj, "echo a > a.txt")
+	quiet(sessA, "PostToolUse", "tool_name", "Write", "tool_input", map[string]any{"file_path": filepath.Join(proj, "a.txt")})
+	runIn(t, proj, "echo a2 > a2.txt")
+	quiet(sessA, "Stop")
+	runIn(t, proj, "echo m > m.txt")
+	quiet(sessB, "PostToolUse", "tool_name", "Bash", "tool_input", map[string]any{"command": "echo m > m.txt"})
+	show := regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(m.turnctl(t, "show", "2"), "TIME")
+	if !strings.Contains(show, "2 steps:\n  2.1  TIME  Write  "+filepath.Join(proj, "a.txt")+"\n  2.2  TIME\n") {
+		t.Errorf("show 2:\n%s", show)
+	}
+	if s := m.turnctl(t, "show", "2.1"); !strings.Contains(s, "b.txt") || !strings.Contains(s, "a.txt") {
+		t.Errorf("show 2.1:\n%s", s)
+	}
+	if show := m.turnctl(t, "show", "3"); strings.Contains(show, "step") {
+		t.Errorf("the manual turn has a step:\n%s", show)
+	}
+}

@@ -34,6 +34,9 @@ standard input, or, for Codex's notify program, from its last argument, and:
   answer finished      end: ref = the agent's id of its answer (Claude Code:
   (Stop, AfterAgent,   the last assistant message's uuid, read from the tail
   notify, aider)       of transcript_path; Codex: turn_id)
+  tool call finished   step: tool = tool_name, label = the file or command
+  (PostToolUse,        it worked on
+  AfterTool)
   anything else        nothing
 
 A prompt with the word #pin in it (e.g. "#pin migrate the schema") also pins
@@ -46,12 +49,14 @@ with no turn open does nothing. An end closes only its own session's turn:
 one whose opening ref names the payload's session_id (Codex: its turn_id).
 While another session's turn or a manual turn (a person's edits) is open,
 it changes nothing and says so on standard error. Aider and Codex's
-notify, which name no session, close whatever turn is open.
+notify, which name no session, close whatever turn is open. A step, too,
+ends only a step of its session's turn; in another's it ends none, quietly
+(the tool's changes stay in the open turn, in its current step).
 
 The project is the mount that contains the first of: -C DIR; the agent's
 cwd (from the payload); $CLAUDE_PROJECT_DIR (Claude Code) or
-$GEMINI_PROJECT_DIR (Gemini CLI); the current directory. An end goes on
-down that list to the mount whose open turn is its session's, so a session
+$GEMINI_PROJECT_DIR (Gemini CLI); the current directory. An end (and a step) goes
+on down that list to the mount whose open turn is its session's, so a session
 that cd'ed out of the project (/tmp, an --add-dir directory) still closes
 its turn.
 
@@ -139,6 +144,9 @@ func (o *hookEventOptions) run(e *env, args []string) (err error) {
 	var nm *hookNotMountedError
 	if errors.As(err, &nm) {
 		return err
+	}
+	if errors.Is(err, errNotOurs) {
+		err = nil // a step of another session's turn: none, quietly
 	}
 	if err != nil {
 		return fmt.Errorf("%s (%s): %v", ev.Action, ev.Name, err)
@@ -234,7 +242,8 @@ func applyInMounts(ctx context.Context, e *env, agent *agenthooks.Agent, ev agen
 		what, err := applyEvent(ctx, h, ev)
 		closer()
 		var lo *leftOpenError
-		if ev.Action == agenthooks.End && ev.Session != "" && (errors.As(err, &lo) || what == noTurnToClose(ev)) {
+		if ev.Action == agenthooks.End && ev.Session != "" && (errors.As(err, &lo) || what == noTurnToClose(ev)) ||
+			ev.Action == agenthooks.Step && ev.Session != "" && (errors.Is(err, errNotOurs) || what == noStep(ev)) {
 			if !tried {
 				firstWhat, firstErr = what, err
 			}
@@ -261,7 +270,10 @@ func applyInMounts(ctx context.Context, e *env, agent *agenthooks.Agent, ev agen
 //     (leftOpenError) that says so;
 //   - an end whose ref names another turn: the turn is closed without it;
 //   - a step with no turn open, or after a tool that changed nothing:
-//     no-op.
+//     no-op;
+//   - a step of a session (ev.Session) while a turn not opened for it is
+//     open: no-op, and errNotOurs (quiet; applyInMounts tries the next
+//     mount first).
 func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (string, error) {
 	switch ev.Action {
 	case agenthooks.Begin:
@@ -307,9 +319,15 @@ func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (st
 		}
 		return rep.Summary, nil
 	case agenthooks.Step:
-		rep, err := h.Step(ctx, turnctl.StepRequest{Tool: ev.Tool, Label: ev.ToolLabel})
+		rep, err := stepIf(ctx, h, turnctl.StepRequest{Tool: ev.Tool, Label: ev.ToolLabel, IfOpenedBy: ev.Session})
 		if isConflict(err) {
-			return fmt.Sprintf("no turn is open: no step to end (%s)", ev.Name), nil
+			st, serr := h.Status(ctx, turnctl.StatusRequest{Brief: true})
+			if serr == nil && !st.Open {
+				return noStep(ev), nil
+			}
+			// Another session's turn, a manual one: the tool's changes
+			// stay in it (its own next step holds them). Not an error.
+			return fmt.Sprintf("%s (%s)", errMessage(err), ev.Name), errNotOurs
 		}
 		if err != nil {
 			return "", err
@@ -321,6 +339,15 @@ func applyEvent(ctx context.Context, h turnctl.Handler, ev agenthooks.Event) (st
 	}
 	return "nothing to do", nil
 }
+
+// noStep says that a step event found no turn open.
+func noStep(ev agenthooks.Event) string {
+	return fmt.Sprintf("no turn is open: no step to end (%s)", ev.Name)
+}
+
+// errNotOurs: a step event found a turn open that is not its session's;
+// applyInMounts tries the next mount, and then it is no error.
+var errNotOurs = errors.New("the open turn is not this session's")
 
 // noTurnToClose says that an end found no turn open.
 func noTurnToClose(ev agenthooks.Event) string {

@@ -397,3 +397,68 @@ func TestShrinkJSON(t *testing.T) {
 		t.Errorf("cut lengths: %v", got.cut)
 	}
 }
+
+// A tool event ends a step only of its own session's turn, with a
+// daemon that checks (StepRequest.IfOpenedBy) and with one too old to
+// know the field (then hook-event checks the open turn first).
+func TestHookEventStepOnlyInItsSessionsTurn(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		e, _, _, ov := onlineEnv(t)
+		if old {
+			e.h = oldDaemon{e.h}
+		}
+		dir := e.proj.root
+		ev := func(sess, name, extra string) string {
+			return fmt.Sprintf(`{"session_id":%q,"cwd":%q,"hook_event_name":%q%s}`, sess, dir, name, extra)
+		}
+		hook(t, e, ev("A", "UserPromptSubmit", `,"prompt":"task A"`), "claude-code")
+		ov.Write("b.txt", "B\n")
+		if out, errs := hook(t, e, ev("B", "PostToolUse", `,"tool_name":"Bash"`), "claude-code"); out != "" || errs != "" {
+			t.Errorf("old %v: B's step in A's turn printed %q %q", old, out, errs)
+		}
+		ov.Write("a.txt", "A\n")
+		hook(t, e, ev("A", "PostToolUse", `,"tool_name":"Write"`), "claude-code")
+		steps, err := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: "1"})
+		if err != nil || len(steps.Steps) != 1 || steps.Steps[0].Tool != "Write" {
+			t.Errorf("old %v: steps of turn 1: %+v %v", old, steps, err)
+		}
+		// Gemini CLI's AfterTool, another session's: no step either.
+		ov.Write("g.txt", "G\n")
+		hook(t, e, `{"session_id":"g","cwd":"`+dir+`","hook_event_name":"AfterTool","tool_name":"x"}`, "gemini")
+		if steps, _ := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: "1"}); len(steps.Steps) != 2 || steps.Steps[1].Tool != "" {
+			t.Errorf("old %v: a gemini step of another session: %+v", old, steps.Steps)
+		}
+	}
+}
+
+// oldDaemon is a daemon from before StepRequest.IfOpenedBy and Turn and
+// the runs of BeginRequest.Run: it rejects those fields as unknown.
+type oldDaemon struct{ turnctl.Handler }
+
+func unknown(f string) error {
+	return &turnctl.Error{Code: turnctl.CodeBadRequest, Message: `malformed request: json: unknown field "` + f + `"`}
+}
+
+func (d oldDaemon) Step(ctx context.Context, req turnctl.StepRequest) (*turnctl.StepReply, error) {
+	if req.IfOpenedBy != "" {
+		return nil, unknown("if_opened_by")
+	}
+	if req.Turn != 0 {
+		return nil, unknown("turn")
+	}
+	return d.Handler.Step(ctx, req)
+}
+
+func (d oldDaemon) Begin(ctx context.Context, req turnctl.BeginRequest) (*turnctl.BeginReply, error) {
+	if req.Run != "" {
+		return nil, unknown("run")
+	}
+	return d.Handler.Begin(ctx, req)
+}
+
+func (d oldDaemon) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.EndReply, error) {
+	if req.Run != "" {
+		return nil, unknown("run")
+	}
+	return d.Handler.End(ctx, req)
+}

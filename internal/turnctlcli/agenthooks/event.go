@@ -32,10 +32,11 @@ type Event struct {
 	Prompt string // Begin: the whole prompt (cut to ckpt.MaxText bytes); the turn's label is its first line
 	Ref    string // the agent's id for the prompt or the answer; may be ""
 	Cwd    string // the agent's working directory, if the payload says
-	// Session, for an End, names what the turn it closes must have been
-	// opened for (turnctl.OpenedBy): the session id (Claude Code, Gemini
-	// CLI), Codex's turn_id. "" when the event names none (Aider, Codex
-	// notify): the end closes whatever turn is open.
+	// Session, for an End or a Step, names what the turn it closes or
+	// ends a step of must have been opened for (turnctl.OpenedBy): the
+	// session id (Claude Code, Gemini CLI), Codex's turn_id. "" when the
+	// event names none (Aider, Codex notify): the end closes whatever
+	// turn is open.
 	Session string
 	// Step: the tool that ran, and what it worked on (a file, the
 	// first line of a command), cut to one line.
@@ -121,6 +122,7 @@ func Parse(a *Agent, input []byte, args []string) (Event, error) {
 			break
 		}
 		ev.Action = Step
+		ev.Session = p.SessionID
 		ev.Tool = ckpt.LabelOf(p.ToolName)
 		ev.ToolLabel = toolLabel(p.ToolInput)
 	default:
