@@ -167,3 +167,40 @@ func TestRunStepNotInTheNextTurn(t *testing.T) {
 		t.Errorf("turn 2 has a step:\n%s", show)
 	}
 }
+
+// Two `turnctl run` at the same time inside an agent's turn (its two
+// parallel Bash tools): what both changed is one step named after both,
+// ended by the last to end, rather than an unlabelled step of A's first
+// changes (cut by B's start) and a step "A" holding B's changes.
+func TestConcurrentRunsInsideAnAgentTurn(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q .")
+	m := mountProject(t, proj)
+	sync := t.TempDir()
+	const sess = "12121212-9999-4000-8000-000000000009"
+	hookIn(t, m, proj, nil, "claude-code", map[string]any{"session_id": sess, "cwd": proj, "hook_event_name": "UserPromptSubmit", "prompt": "two tools"})
+	runIn(t, proj, "echo e > e.txt")
+	waitA := bgRun(t, m, "--label", "A", "--", "sh", "-c",
+		"echo a1 > a1; touch "+sync+"/a1; "+untilFile(sync+"/goA")+"; echo a2 > a2")
+	waitFile(t, filepath.Join(sync, "a1"))
+	waitB := bgRun(t, m, "--label", "B", "--", "sh", "-c",
+		"echo b1 > b1; touch "+sync+"/b1; "+untilFile(sync+"/goB")+"; echo b2 > b2; exit 2")
+	waitFile(t, filepath.Join(sync, "b1"))
+	os.WriteFile(filepath.Join(sync, "goA"), nil, 0o644)
+	codeA, outA := waitA()
+	os.WriteFile(filepath.Join(sync, "goB"), nil, 0o644)
+	codeB, outB := waitB()
+	if codeA != 0 || outA != "turnctl run: inside the open turn 1: 1 other turnctl run is still running in it; the last to end records the step\n" {
+		t.Errorf("A: exit %d, output %q", codeA, outA)
+	}
+	if codeB != 2 || outB != "turnctl run: inside the open turn 1: recorded step 1.2 (the turn stays open)\n" {
+		t.Errorf("B: exit %d, output %q", codeB, outB)
+	}
+	show := regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(m.turnctl(t, "show", "1"), "TIME")
+	if !strings.Contains(show, "2 steps:\n  1.1  TIME\n  1.2  TIME  run  A & B\n") {
+		t.Errorf("show 1:\n%s", show)
+	}
+	if s := m.turnctl(t, "show", "1.2"); strings.Count(s, "added") != 4 || strings.Contains(s, "e.txt") {
+		t.Errorf("show 1.2:\n%s", s)
+	}
+}

@@ -43,7 +43,7 @@
 //	/v1/begin       {"label"?, "ref"?, "run"?, "join"?}       BeginReply
 //	/v1/end         {"ref"?, "if_opened_by"?, "run"?}         EndReply
 //	/v1/step        {"tool"?, "label"?, "if_opened_by"?,      StepReply
-//	                 "turn"?}
+//	                 "turn"?, "run"?}
 //	/v1/status      {"brief"?}                                StatusReply
 //	/v1/log         {"n"?, "paths"?, "pickaxe"?, "grep"?,     LogReply
 //	                 "programs"?}

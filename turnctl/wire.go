@@ -116,12 +116,20 @@ type StepRequest struct {
 	// (else CodeConflict): a turnctl run inside a turn that closed while
 	// its command ran records no step in the next.
 	Turn uint64 `json:"turn,omitempty"`
+	// Run, when set, is a run inside a begin's turn whose command ended
+	// (BeginRequest.Run, BeginReply.InTurn): while other runs inside the
+	// turn still run, no step ends (StepReply.Running says how many);
+	// the last to end ends the step of them all, its label theirs joined
+	// by " & ".
+	Run string `json:"run,omitempty"`
 }
 
 // StepReply is the step ended; Step is nil when it recorded nothing (no
-// step is kept then, and numbering goes on from the last kept one).
+// step is kept then, and numbering goes on from the last kept one), or
+// when other runs still running hold the step open (Running).
 type StepReply struct {
-	Step *ckpt.Step `json:"step"`
+	Step    *ckpt.Step `json:"step"`
+	Running int        `json:"running,omitempty"`
 }
 
 // StatusRequest asks for the open turn (POST /v1/status, also GET).

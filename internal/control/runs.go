@@ -28,8 +28,10 @@ import (
 
 // runHold is one turnctl run while its command runs.
 type runHold struct {
-	turn uint64 // the turn it opened or joined
+	turn uint64 // the turn it opened or joined, or runs inside (inTurn)
 	pid  int32  // the turnctl run process (0: unknown): gone, it holds nothing
+	// inTurn: it runs inside a begin's turn, as a step of it.
+	inTurn bool
 }
 
 // runSet is the runs the daemon knows, by their BeginRequest.Run.
@@ -37,6 +39,11 @@ type runSet struct {
 	mu     sync.Mutex
 	holds  map[string]runHold
 	opened uint64 // the last turn a run opened
+	// The labels of the runs inside turn stepTurn whose commands ran at
+	// the same time, since the step the first of them began: the step
+	// the last of them ends is named after them all.
+	stepTurn   uint64
+	stepLabels []string
 }
 
 // peerPID is the pid of the process at the other end of the request's
@@ -58,15 +65,16 @@ func (h runHold) alive() bool {
 }
 
 // holders returns the runs still running in turn n but skip (r.mu held),
-// and forgets those whose process is gone.
-func (r *runSet) holders(n uint64, skip string) []string {
+// those inside it as steps (inTurn) or those holding it, and forgets
+// those whose process is gone.
+func (r *runSet) holders(n uint64, skip string, inTurn bool) []string {
 	var ids []string
 	for id, h := range r.holds {
 		if !h.alive() {
 			delete(r.holds, id)
 			continue
 		}
-		if h.turn == n && id != skip {
+		if h.turn == n && id != skip && h.inTurn == inTurn {
 			ids = append(ids, id)
 		}
 	}
@@ -88,7 +96,7 @@ func (s *Service) beginRun(ctx context.Context, req turnctl.BeginRequest, rep *t
 	hold := runHold{pid: peerPID(ctx)}
 	cur, ok := s.store.Current()
 	if req.Join && ok && cur.Kind == ckpt.KindAgent {
-		if len(s.runs.holders(cur.Num, "")) > 0 {
+		if len(s.runs.holders(cur.Num, "", false)) > 0 {
 			t, err := s.store.Turn(cur.Num)
 			if err != nil {
 				return err
@@ -105,10 +113,20 @@ func (s *Service) beginRun(ctx context.Context, req turnctl.BeginRequest, rep *t
 		if s.runs.opened != cur.Num {
 			// A begin's turn (an agent's, a script's): the step so far
 			// (its own edits) ends here, so that the run's step holds
-			// only what its command changes.
-			if _, _, err := s.store.Step("", ""); err != nil {
-				return err
+			// only what its command changes; unless other runs inside
+			// it still run: then their step is this run's too.
+			if len(s.runs.holders(cur.Num, "", true)) == 0 {
+				if _, _, err := s.store.Step("", ""); err != nil {
+					return err
+				}
+				s.runs.stepLabels = nil
 			}
+			if s.runs.stepTurn != cur.Num {
+				s.runs.stepTurn, s.runs.stepLabels = cur.Num, nil
+			}
+			s.runs.stepLabels = append(s.runs.stepLabels, ckpt.LabelOf(req.Label))
+			hold.turn, hold.inTurn = cur.Num, true
+			s.runs.holds[req.Run] = hold
 			rep.Turn, rep.InTurn = cur, true
 			return nil
 		}
@@ -161,10 +179,42 @@ func (s *Service) endRun(id string) (close bool, running int, cur ckpt.Turn, err
 	case cur.Num != h.turn:
 		return false, 0, cur, errorf(turnctl.CodeConflict, "turn %d was closed while the command ran; what it changed after that is in turn %d, left open", h.turn, cur.Num)
 	}
-	if others := s.runs.holders(cur.Num, id); len(others) > 0 {
+	if others := s.runs.holders(cur.Num, id, false); len(others) > 0 {
 		return false, len(others), cur, nil
 	}
 	return true, 0, cur, nil
+}
+
+// stepRun decides, inside Step's exclusive section, whether the end of
+// run id's command (inside the open turn) ends a step: not while other
+// runs inside the turn still run (running says how many); else label is
+// the step's, naming every run whose command ran in it.
+func (s *Service) stepRun(id, label string) (running int, stepLabel string) {
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	h, held := s.runs.holds[id]
+	delete(s.runs.holds, id)
+	if !held || !h.inTurn {
+		return 0, label
+	}
+	if others := s.runs.holders(h.turn, id, true); len(others) > 0 {
+		return len(others), ""
+	}
+	if s.runs.stepTurn == h.turn && len(s.runs.stepLabels) > 1 {
+		label = strings.Join(s.runs.stepLabels, " & ")
+	}
+	s.runs.stepLabels = nil
+	return 0, label
+}
+
+// dropRun forgets run id (if not ""): its turn is not open any more.
+func (s *Service) dropRun(id string) {
+	if id == "" {
+		return
+	}
+	s.runs.mu.Lock()
+	delete(s.runs.holds, id)
+	s.runs.mu.Unlock()
 }
 
 // runningSummary is End's summary when a run leaves its turn open for

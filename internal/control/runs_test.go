@@ -62,3 +62,30 @@ func TestRunsShareATurn(t *testing.T) {
 		t.Fatalf("step in turn %d after its end: %v", agent, err)
 	}
 }
+
+// Runs at the same time inside a begin's turn make one step, named after
+// both, that the last to end records.
+func TestRunsInsideATurnShareAStep(t *testing.T) {
+	f := newFixture(t)
+	n := f.begin("agent")
+	f.ov.Write("e.txt", "e\n")
+	for _, id := range []string{"A", "B"} {
+		r, err := f.svc.Begin(f.ctx, turnctl.BeginRequest{Label: id, Run: id, Join: true})
+		if err != nil || !r.InTurn || r.Turn.Num != n {
+			t.Fatalf("begin %s: %+v %v", id, r, err)
+		}
+		f.ov.Write(id+".txt", id+"\n")
+	}
+	ra, err := f.svc.Step(f.ctx, turnctl.StepRequest{Tool: "run", Label: "A", Turn: n, Run: "A"})
+	if err != nil || ra.Running != 1 || ra.Step != nil {
+		t.Fatalf("step A: %+v %v", ra, err)
+	}
+	rb, err := f.svc.Step(f.ctx, turnctl.StepRequest{Tool: "run", Label: "B", Turn: n, Run: "B"})
+	if err != nil || rb.Running != 0 || rb.Step == nil || rb.Step.Num != 2 || rb.Step.Label != "A & B" {
+		t.Fatalf("step B: %+v %v", rb, err)
+	}
+	steps, err := f.svc.store.Steps(n)
+	if err != nil || len(steps) != 2 || steps[0].Label != "" {
+		t.Fatalf("steps: %+v %v", steps, err)
+	}
+}

@@ -201,9 +201,16 @@ func (s *Service) Step(ctx context.Context, req turnctl.StepRequest) (*turnctl.S
 	rep := &turnctl.StepReply{}
 	err := s.exclusive(func() error {
 		if err := s.checkStepTurn(req); err != nil {
+			s.dropRun(req.Run)
 			return err
 		}
-		st, ok, err := s.store.Step(req.Tool, req.Label)
+		label := req.Label
+		if req.Run != "" {
+			if rep.Running, label = s.stepRun(req.Run, label); rep.Running > 0 {
+				return nil
+			}
+		}
+		st, ok, err := s.store.Step(req.Tool, label)
 		if ok {
 			rep.Step = &st
 		}

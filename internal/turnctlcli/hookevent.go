@@ -422,7 +422,7 @@ func isUnknownField(err error, field string) bool {
 // (not atomically, as endIf does).
 func stepIf(ctx context.Context, h turnctl.Handler, req turnctl.StepRequest) (*turnctl.StepReply, error) {
 	rep, err := h.Step(ctx, req)
-	if !isUnknownField(err, "if_opened_by") && !isUnknownField(err, "turn") {
+	if !isUnknownField(err, "if_opened_by") && !isUnknownField(err, "turn") && !isUnknownField(err, "run") {
 		return rep, err
 	}
 	st, err := h.Status(ctx, turnctl.StatusRequest{Brief: true})
@@ -438,7 +438,7 @@ func stepIf(ctx context.Context, h turnctl.Handler, req turnctl.StepRequest) (*t
 	if req.IfOpenedBy != "" && !turnctl.OpenedBy(*st.Turn, req.IfOpenedBy) {
 		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: turnctl.NotOpenedBy(*st.Turn, req.IfOpenedBy) + ": no step"}
 	}
-	req.IfOpenedBy, req.Turn = "", 0
+	req.IfOpenedBy, req.Turn, req.Run = "", 0, ""
 	return h.Step(ctx, req)
 }
 

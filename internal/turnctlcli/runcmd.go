@@ -43,7 +43,9 @@ tools) share one turn, as turns are spans of time: a run that starts while
 another run's command still runs joins its turn (its label becomes "A & B",
 and run says so), and the turn closes when the last of them ends; the
 first to end says the turn stays open. Each exits with its own command's
-status. A run whose turn a begin or an end closed while CMD ran (an
+status. Inside an agent's turn, runs at the same time make one step, named
+after all of them, which the last to end records. A run whose turn a
+begin or an end closed while CMD ran (an
 agent's prompt) closes nothing at its end, and says where its later
 changes went.`,
 	mount:          true,
@@ -88,7 +90,7 @@ func (o *runOptions) run(e *env, args []string) error {
 		return err
 	}
 	if begin.InTurn {
-		return o.runAsStep(e, cmd, args, label, begin.Turn.Num)
+		return o.runAsStep(e, cmd, args, label, begin.Turn.Num, id)
 	}
 	if !e.json {
 		if begin.Joined {
@@ -138,7 +140,7 @@ func (o *runOptions) runOld(e *env, cmd *exec.Cmd, args []string, label string) 
 			// The step so far (the agent's own edits) ends here, so
 			// that the next holds only what CMD changes.
 			if _, err := e.h.Step(e.ctx, turnctl.StepRequest{}); err == nil {
-				return o.runAsStep(e, cmd, args, label, st.Turn.Num)
+				return o.runAsStep(e, cmd, args, label, st.Turn.Num, "")
 			}
 		}
 	}
@@ -165,13 +167,14 @@ func (o *runOptions) runOld(e *env, cmd *exec.Cmd, args []string, label string) 
 }
 
 // runAsStep runs cmd inside the open agent turn n and makes what it
-// changed one step of it.
-func (o *runOptions) runAsStep(e *env, cmd *exec.Cmd, args []string, label string, n uint64) error {
+// changed one step of it (with other runs inside n running at the same
+// time: the last of them does; id is the run's, "" for an old daemon).
+func (o *runOptions) runAsStep(e *env, cmd *exec.Cmd, args []string, label string, n uint64, id string) error {
 	code, runErr := runChild(cmd, args)
 	// A step's label is one line (the daemon refuses more): the label's
 	// first, as a turn's label is of the text it was opened with.
 	stepLabel := strings.ReplaceAll(ckpt.LabelOf(label), "\r", " ")
-	rep, err := stepIf(e.ctx, e.h, turnctl.StepRequest{Tool: "run", Label: stepLabel, Turn: n})
+	rep, err := stepIf(e.ctx, e.h, turnctl.StepRequest{Tool: "run", Label: stepLabel, Turn: n, Run: id})
 	if isConflict(err) {
 		// The turn closed while CMD ran (the agent's answer ended): a
 		// step now would cut the next turn.
@@ -193,9 +196,13 @@ func (o *runOptions) runAsStep(e *env, cmd *exec.Cmd, args []string, label strin
 		return errors.New(msg)
 	}
 	if e.json {
-		if err := e.printJSON(jRunOut{InTurn: &n, Step: jStepReply(rep).Step, ExitCode: code}); err != nil {
+		if err := e.printJSON(jRunOut{InTurn: &n, Step: jStepReply(rep).Step, Running: rep.Running, ExitCode: code}); err != nil {
 			return err
 		}
+	} else if rep.Running == 1 {
+		fmt.Fprintf(e.stderr, "turnctl run: inside the open turn %d: 1 other turnctl run is still running in it; the last to end records the step\n", n)
+	} else if rep.Running > 1 {
+		fmt.Fprintf(e.stderr, "turnctl run: inside the open turn %d: %d other turnctl runs are still running in it; the last to end records the step\n", n, rep.Running)
 	} else if rep.Step != nil {
 		fmt.Fprintf(e.stderr, "turnctl run: inside the open turn %d: recorded step %d.%d (the turn stays open)\n", n, rep.Step.Turn, rep.Step.Num)
 	} else {
