@@ -204,3 +204,34 @@ func TestConcurrentRunsInsideAnAgentTurn(t *testing.T) {
 		t.Errorf("show 1.2:\n%s", s)
 	}
 }
+
+// turnctl run inside a command that turnctl run runs (an agent wrapped in
+// `turnctl run -- AGENT`, whose Bash tool runs `turnctl run -- make
+// test`): the inner run is part of the outer's command, so it records a
+// step of the outer's turn, as inside an agent's turn, and does not join
+// it as a run at the same time would. Inside an agent's turn likewise.
+func TestNestedRunIsAStep(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q .")
+	m := mountProject(t, proj)
+	inner := turnctlBin + " -C " + proj + " run --label tests -- sh -c 'echo t > t'"
+	cmd := m.turnctlCmd("run", "--label", "agent", "--", "sh", "-c", "echo o1 > o1; "+inner+"; echo o2 > o2")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "turnctl run: inside the open turn 1: recorded step 1.2 (the turn stays open)\nturn 1 closed: 3 files (+3 -0) by sh\n" {
+		t.Fatalf("nested run: %v %q", err, out)
+	}
+	show := regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(m.turnctl(t, "show", "1"), "TIME")
+	if !strings.HasPrefix(show, "turn 1  agent  \"agent\"") || !strings.Contains(show, "3 steps:\n  1.1  TIME\n  1.2  TIME  run  tests\n  1.3  TIME\n") {
+		t.Errorf("show 1:\n%s", show)
+	}
+
+	m.turnctl(t, "begin", "--label", "script")
+	out, err = m.turnctlCmd("run", "--label", "outer", "--", "sh", "-c", "echo p1 > p1; "+inner+"; echo p2 > p2").CombinedOutput()
+	if err != nil || string(out) != "turnctl run: inside the open turn 2: recorded step 2.2 (the turn stays open)\nturnctl run: inside the open turn 2: recorded step 2.3 (the turn stays open)\n" {
+		t.Fatalf("nested run inside turn 2: %v %q", err, out)
+	}
+	show = regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(m.turnctl(t, "show", "2"), "TIME")
+	if !strings.Contains(show, "3 steps:\n  2.1  TIME\n  2.2  TIME  run  tests\n  2.3  TIME  run  outer\n") {
+		t.Errorf("show 2:\n%s", show)
+	}
+}

@@ -1,8 +1,11 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -81,6 +84,52 @@ func (r *runSet) holders(n uint64, skip string, inTurn bool) []string {
 	return ids
 }
 
+// nested reports whether process pid descends from a run still running
+// in turn n (r.mu held).
+func (r *runSet) nested(n uint64, pid int32) bool {
+	if pid <= 0 {
+		return false
+	}
+	runs := map[int32]bool{}
+	for _, h := range r.holds {
+		if h.turn == n && h.pid > 0 {
+			runs[h.pid] = true
+		}
+	}
+	if len(runs) == 0 {
+		return false
+	}
+	for i := 0; i < 128 && pid > 1; i++ {
+		pid = parentPID(pid)
+		if runs[pid] {
+			return true
+		}
+	}
+	return false
+}
+
+// parentPID is the parent of process pid (0: not known).
+func parentPID(pid int32) int32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, err := strconv.ParseInt(f[1], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(ppid)
+}
+
 // beginRun is Begin for a turnctl run (req.Run), inside the exclusive
 // section: join the open turn while other runs hold it; with Join, run
 // inside a begin's agent turn as a step of it; else open a turn (begin).
@@ -95,6 +144,17 @@ func (s *Service) beginRun(ctx context.Context, req turnctl.BeginRequest, rep *t
 	}
 	hold := runHold{pid: peerPID(ctx)}
 	cur, ok := s.store.Current()
+	if req.Join && ok && cur.Kind == ckpt.KindAgent && s.runs.nested(cur.Num, hold.pid) {
+		// Run by the command of a run in the turn (an agent wrapped in
+		// turnctl run, whose tool runs turnctl run): part of that
+		// command, so a step of the turn of its own, as inside an
+		// agent's turn, and not one of the runs at the same time.
+		if _, _, err := s.store.Step("", ""); err != nil {
+			return err
+		}
+		rep.Turn, rep.InTurn = cur, true
+		return nil
+	}
 	if req.Join && ok && cur.Kind == ckpt.KindAgent {
 		if len(s.runs.holders(cur.Num, "", false)) > 0 {
 			t, err := s.store.Turn(cur.Num)

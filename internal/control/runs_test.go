@@ -1,6 +1,7 @@
 package control
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -87,5 +88,14 @@ func TestRunsInsideATurnShareAStep(t *testing.T) {
 	steps, err := f.svc.store.Steps(n)
 	if err != nil || len(steps) != 2 || steps[0].Label != "" {
 		t.Fatalf("steps: %+v %v", steps, err)
+	}
+}
+
+func TestParentPID(t *testing.T) {
+	if got := parentPID(int32(os.Getpid())); got != int32(os.Getppid()) {
+		t.Errorf("parentPID(self) = %d, want %d", got, os.Getppid())
+	}
+	if got := parentPID(-1); got != 0 {
+		t.Errorf("parentPID(-1) = %d", got)
 	}
 }
