@@ -184,3 +184,26 @@ func TestRunInsideATurnWithALongLabel(t *testing.T) {
 		}
 	}
 }
+
+// With a daemon from before runs (BeginRequest.Run), run does what it
+// did: a turn of its own, or a step of an open agent turn.
+func TestRunWithAnOldDaemon(t *testing.T) {
+	e, _, errb, ov := onlineEnv(t)
+	e.h = oldDaemon{e.h}
+	if err := (&runOptions{label: "own"}).run(e, []string{"sh", "-c", "exit 0"}); err != nil || !strings.HasPrefix(errb.String(), "turn 1 closed") {
+		t.Fatalf("run: %v %q", err, errb)
+	}
+	errb.Reset()
+	if _, err := e.h.Begin(e.ctx, turnctl.BeginRequest{Label: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	ov.Write("a.txt", "a\n")
+	// (sh writes the backing directory, unseen: its step is empty.)
+	err := (&runOptions{label: "inner"}).run(e, []string{"true"})
+	if err != nil || errb.String() != "turnctl run: inside the open turn 2: changed nothing, no step (the turn stays open)\n" {
+		t.Fatalf("run inside turn 2: %v %q", err, errb)
+	}
+	if rep, err := e.h.Show(e.ctx, turnctl.ShowRequest{Turn: "2"}); err != nil || len(rep.Steps) != 1 || rep.Steps[0].Num != 1 || !rep.Turn.Open {
+		t.Fatalf("turn 2: the agent's edits are no step of their own, or the turn closed: %+v %v", rep, err)
+	}
+}
