@@ -220,3 +220,34 @@ func TestAdoptAndCredit(t *testing.T) {
 		t.Fatalf("Credit opened a turn: latest %d", s.Latest())
 	}
 }
+
+// Retext renames the open turn (runs at the same time sharing it): its
+// label and whole text, kept across a reopen, and its records and
+// captures stay.
+func TestRetext(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Retext("x"); err == nil {
+		t.Fatal("Retext with no open turn succeeded")
+	}
+	if _, err := s.Begin(ckpt.KindAgent, "make", ""); err != nil {
+		t.Fatal(err)
+	}
+	recordBytes(t, s, "f", []byte("old"))
+	got, err := s.Retext("make & test\n\nmake\n\ntest")
+	if err != nil || got.Num != 1 || got.Label != "make & test" || got.Prompt != "make & test\n\nmake\n\ntest" || !got.Open {
+		t.Fatalf("Retext: %+v %v", got, err)
+	}
+	if s.NeedsCapture("f", false) {
+		t.Fatal("the retexted turn lost its captures")
+	}
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	s = reopened(t, s)
+	if tu, err := s.Turn(1); err != nil || tu.Label != "make & test" || tu.Prompt != "make & test\n\nmake\n\ntest" || tu.LastSeq < tu.FirstSeq {
+		t.Fatalf("after reopen: %+v %v", tu, err)
+	}
+}
