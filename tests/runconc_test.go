@@ -235,3 +235,33 @@ func TestNestedRunIsAStep(t *testing.T) {
 		t.Errorf("show 2:\n%s", show)
 	}
 }
+
+// A run killed (SIGKILL) before its end holds its turn no longer: the
+// next run does not join it but closes it, as a begin does, and opens a
+// turn of its own.
+func TestKilledRunHoldsNoTurn(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, "git init -q .")
+	m := mountProject(t, proj)
+	sync := t.TempDir()
+	cmd := m.turnctlCmd("run", "--label", "A", "--", "sh", "-c", "echo a > a; touch "+sync+"/a; "+untilFile(sync+"/go"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(sync, "a"))
+	cmd.Process.Kill()
+	cmd.Wait()
+	os.WriteFile(filepath.Join(sync, "go"), nil, 0o644)
+	out, err := m.turnctlCmd("run", "--label", "B", "--", "sh", "-c", "echo b > b").CombinedOutput()
+	if err != nil || string(out) != "turnctl run: turn 1 was still open (no turnctl end); closed it\nturn 2 closed: 1 file (+1 -0) by sh\n" {
+		t.Fatalf("run B: %v %q", err, out)
+	}
+	got := logLines(t, m)
+	want := "" +
+		"2  TIME  agent    B  1 file  +1 -0  sh\n" +
+		"1  TIME  agent    A  1 file  +1 -0  sh\n" +
+		"0  TIME  initial\n"
+	if got != want {
+		t.Errorf("log:\n%s\nwant:\n%s", got, want)
+	}
+}
