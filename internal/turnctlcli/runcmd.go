@@ -43,13 +43,12 @@ tools) share one turn, as turns are spans of time: a run that starts while
 another run's command still runs joins its turn (its label becomes "A & B",
 and run says so), and the turn closes when the last of them ends; the
 first to end says the turn stays open. Each exits with its own command's
-status. A run started by the command of another run (turnctl run --
-AGENT, whose tool runs turnctl run) is part of it: a step of its turn.
-Inside an agent's turn, runs at the same time make one step, named
-after all of them, which the last to end records. A run whose turn a
-begin or an end closed while CMD ran (an
-agent's prompt) closes nothing at its end, and says where its later
-changes went.`,
+status. Inside an agent's turn, runs at the same time make one step, named
+after all of them, which the last to end records. A run started by the
+command of another run (turnctl run -- AGENT, whose tool runs turnctl run)
+is part of it: a step of its turn. A run whose turn a begin or an end
+closed while CMD ran (an agent's prompt) closes nothing at its end, and
+says where its later changes went.`,
 	mount:          true,
 	noInterspersed: true,
 	opts:           func() options { return &runOptions{} },
