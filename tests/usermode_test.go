@@ -469,3 +469,39 @@ func TestUserMountReadOnlyDir(t *testing.T) {
 		t.Fatalf("after undo:\n%s\nwant:\n%s", got, after)
 	}
 }
+
+// TestUserMountKeepsSetgidBits: the daemon running as the user gives its
+// owner read permission on an unreadable file, or write permission on a
+// read-only directory, for a moment by chmod; the kernel clears the
+// set-group-ID bit in a chmod by someone not in the inode's group (here
+// the user, of a directory and a file of group 0). Such a mode is left
+// alone: the bit was lost for good, from the live file at the capture of
+// a write and from the directory at a rewind into it.
+func TestUserMountKeepsSetgidBits(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `mkdir sg && echo a > sg/f && echo secret > sgf`)
+	for name, mode := range map[string]os.FileMode{"sg": 0o555 | os.ModeDir, "sgf": 0o200} {
+		path := filepath.Join(p.Dir, name)
+		if err := os.Chown(path, int(p.uid), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode.Perm()|os.ModeSetgid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modes := func() string { return p.sh(t, `stat -c '%n %a' sg sgf`) }
+	want := "sg 2555\nsgf 2200\n"
+	p.mount(t)
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "writes")
+	p.try(p.Dir, "bash", "-c", "echo b > sg/f; echo new > sgf") // sgf's may fail (EIO)
+	p.run(t, p.Dir, turnctlBin, "end")
+	if got := modes(); got != want {
+		t.Errorf("after the writes: %q, want %q", got, want)
+	}
+	out, err := p.try(p.Dir, turnctlBin, "rewind", "0")
+	t.Logf("turnctl rewind 0: %v\n%s", err, out)
+	if got := modes(); got != want {
+		t.Errorf("after the rewind: %q, want %q", got, want)
+	}
+}

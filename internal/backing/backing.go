@@ -311,7 +311,9 @@ func (t *Tree) RemoveAll(p string) error {
 // cache), although the user may chmod it: where the directory is the
 // caller's own, ownDir gives its owner those permissions for the moment
 // of op and puts the mode back after, so that a rewind restores or
-// removes what is in it as root's would.
+// removes what is in it as root's would. Not where that chmod would clear
+// the directory's set-group-ID bit for good (chmodKeeps): op then fails
+// as it would have.
 func ownDir(dirfd int, op func() error) error {
 	euid := unix.Geteuid()
 	if euid == 0 {
@@ -319,7 +321,7 @@ func ownDir(dirfd int, op func() error) error {
 	}
 	var st unix.Stat_t
 	if Retry(func() error { return unix.Fstat(dirfd, &st) }) != nil || st.Uid != uint32(euid) ||
-		st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o300 == 0o300 {
+		st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o300 == 0o300 || !chmodKeeps(&st) {
 		return op()
 	}
 	mode := st.Mode & 0o7777

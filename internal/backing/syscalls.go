@@ -92,7 +92,9 @@ func Reopen(fd int, flags int) (int, error) {
 // show or a rewind. Then the owner is given read permission for the moment
 // of the open, and the mode is put back at once: the file is briefly
 // readable by its owner alone (group and others gain nothing), and its
-// ctime moves. Any other refusal is returned as it is.
+// ctime moves. Any other refusal is returned as it is, and so is this
+// one where the chmod would clear the file's set-group-ID bit
+// (chmodKeeps).
 func ReopenRead(fd int) (int, error) {
 	nfd, err := Reopen(fd, unix.O_RDONLY)
 	if err != unix.EACCES {
@@ -109,7 +111,7 @@ func ReopenRead(fd int) (int, error) {
 	if st.Mode&0o400 != 0 {
 		return Reopen(fd, unix.O_RDONLY) // its mode changed meanwhile
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(unix.Geteuid()) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(unix.Geteuid()) || !chmodKeeps(&st) {
 		return -1, err
 	}
 	mode := st.Mode & 0o7777
@@ -126,6 +128,29 @@ func ReopenRead(fd int) (int, error) {
 
 // ownerRead serializes ReopenRead's changes of a mode.
 var ownerRead sync.Mutex
+
+// chmodKeeps reports whether the caller's chmod of the inode st describes
+// (the caller's own) keeps its set-group-ID bit, so that a mode changed
+// for a moment can be put back as it was: the kernel clears that bit in
+// a chmod by a caller without CAP_FSETID who is not in the inode's group
+// (a directory of yours whose group is another's, inherited from a
+// set-group-ID parent or given by root). Where it would not, ReopenRead
+// and ownDir leave the mode alone and the refusal stands.
+func chmodKeeps(st *unix.Stat_t) bool {
+	if st.Mode&unix.S_ISGID == 0 || unix.Geteuid() == 0 || st.Gid == uint32(unix.Getegid()) {
+		return true
+	}
+	groups, err := unix.Getgroups()
+	if err != nil {
+		return false
+	}
+	for _, g := range groups {
+		if uint32(g) == st.Gid {
+			return true
+		}
+	}
+	return false
+}
 
 // NoCopyOnWrite reports whether the file open at fd (a real open: the
 // ioctl refuses an O_PATH fd) has the no-copy-on-write attribute (btrfs's
