@@ -505,3 +505,30 @@ func TestUserMountKeepsSetgidBits(t *testing.T) {
 		t.Errorf("after the rewind: %q, want %q", got, want)
 	}
 }
+
+// TestUserOfflineReadOfAnUnreadableFile: turnctl run as the user without
+// a mount reads a live file whose mode denies its owner reading by giving
+// the owner read permission for a moment, which moves the file's ctime.
+// That read is no change: the next mount records no turn "changed while
+// unmounted" for it (whose bytes it would have taken as never seen).
+func TestUserOfflineReadOfAnUnreadableFile(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `echo q > q; echo r > r`)
+	p.mount(t)
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "unreadable")
+	p.sh(t, `chmod 0000 q; echo rr > r`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	p.run(t, "/", ckptfsBin, "umount", p.Dir)
+	if got := p.run(t, p.Dir, turnctlBin, "cat", "0", "q"); got != "q\n" {
+		t.Errorf("turnctl cat 0 q, unmounted = %q, want %q", got, "q\n")
+	}
+	p.run(t, p.Dir, turnctlBin, "show", "1")
+	p.mount(t)
+	if log := p.run(t, p.Dir, turnctlBin, "log"); strings.Contains(log, "changed while unmounted") {
+		t.Errorf("reading q while unmounted was recorded as a change:\n%s", log)
+	}
+	if got := p.run(t, p.Dir, turnctlBin, "cat", "0", "q"); got != "q\n" {
+		t.Errorf("turnctl cat 0 q = %q, want %q", got, "q\n")
+	}
+}

@@ -424,12 +424,16 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 // (a write whose mtime was put back). A chmod, a chown, a link made or
 // removed change the ctime too: its bytes are then taken as the manifest
 // saw them, and an edit whose mtime was put back in a file also so
-// changed (or one of whose other names was renamed) goes unseen.
+// changed (or one of whose other names was renamed) goes unseen. So does
+// one in a file whose mode denies its owner reading (0000, 0200): reading
+// it, as turnctl run as that user does without a mount (show, cat, a
+// rewind), gives the owner read permission for a moment
+// (backing.ReopenRead), which moves its ctime, and that read is no write.
 func written(c treeEntry, e manifestEntry) bool {
 	if c.sp.Ino != e.Stamp.Ino || c.sp.Mtime != e.Stamp.Mtime {
 		return true
 	}
-	explained := !sameMeta(c.st, e.State) || e.Nlink != c.sp.Nlink
+	explained := !sameMeta(c.st, e.State) || e.Nlink != c.sp.Nlink || e.State.Mode&0o400 == 0
 	return !c.sp.SameBytes(e.Stamp) && !explained
 }
 
