@@ -193,3 +193,29 @@ func settledWarmLog(t *testing.T, p *userProject, want string) (string, []byte) 
 		time.Sleep(300 * time.Millisecond)
 	}
 }
+
+// TestWarmUpStaysWithinTheFDBudgetInOneBigDirectory: the budget holds
+// within a directory too: a tree whose files are all in one directory
+// larger than the budget is not read whole (each entry READDIRPLUS
+// returns costs the daemon an fd), nor brings on the fd relief.
+func TestWarmUpStaysWithinTheFDBudgetInOneBigDirectory(t *testing.T) {
+	const limit = 400 // mark 300: the warm-up reads about 150 entries
+	p := newUserProject(t)
+	p.sh(t, `mkdir big && cd big && for f in $(seq 0 999); do : > f$f; done`)
+	p.mountLimited(t, limit)
+	log, _ := settledWarmLog(t, p, "warm-up: read")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`warm-up: read (\d+) directories, (\d+) entries`).FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("no warm-up line in the daemon's log:\n%s", b)
+	}
+	if entries, _ := strconv.Atoi(m[2]); entries > 225 {
+		t.Errorf("the warm-up read %d entries of 1001 under an open-file limit of %d; want about 150", entries, limit)
+	}
+	if strings.Contains(string(b), "near the open-file limit") {
+		t.Errorf("the warm-up brought on the fd relief:\n%s", b)
+	}
+}

@@ -22,7 +22,8 @@ import (
 // the session's first turn). Once the mount is live, the daemon starts a
 // child process (the hidden "ckptfs warm-up DIR MAX") that reads the
 // directories of the tree through the mount, breadth first, at the lowest
-// CPU and I/O priority, until it has read MAX entries: each read is a
+// CPU and I/O priority, until it has read about MAX entries (a directory
+// a chunk at a time, so that a large one does not overshoot): each read is a
 // READDIRPLUS, whose reply gives the kernel the entries and their
 // attributes at once, and the kernel keeps them for the mount's cache
 // timeouts (fusefs/mount.go). A child, never the daemon itself: a daemon
@@ -40,6 +41,9 @@ import (
 
 // warmMax bounds the entries the warm-up reads.
 const warmMax = 50000
+
+// warmChunk is the most entries the warm-up asks a directory for at once.
+const warmChunk = 128
 
 // warmBudget is the entries the warm-up of a daemon whose open-file limit
 // is nofile reads: warmMax, or half of the mark at which the daemon's fd
@@ -112,17 +116,27 @@ func runWarmUp(args []string, stdout io.Writer) int {
 	for len(queue) > 0 && seen < budget {
 		d := queue[0]
 		queue = queue[1:]
-		entries, err := os.ReadDir(d)
+		f, err := os.Open(d)
 		if err != nil {
 			continue
 		}
 		dirs++
-		seen += len(entries)
-		for _, e := range entries {
-			if e.IsDir() {
-				queue = append(queue, filepath.Join(d, e.Name()))
+		// A chunk at a time, not the directory whole: every entry a
+		// READDIRPLUS returns costs the daemon an fd, and one directory
+		// may hold more than the budget.
+		for seen < budget {
+			entries, err := f.ReadDir(min(warmChunk, budget-seen))
+			seen += len(entries)
+			for _, e := range entries {
+				if e.IsDir() {
+					queue = append(queue, filepath.Join(d, e.Name()))
+				}
+			}
+			if err != nil {
+				break
 			}
 		}
+		f.Close()
 	}
 	fmt.Fprintf(stdout, "read %d directories, %d entries, in %v\n", dirs, seen, time.Since(start).Round(time.Millisecond))
 	return exitOK
