@@ -153,35 +153,52 @@ func WriteBack(fd int) error {
 // writeBackDetached writes back the files of a detached mount (device
 // dev; 0: unknown, nothing to do) that processes map shared and
 // writable, and waits for them: the only ones that can hold dirty pages,
-// which the end of the connection would lose. No path leads to them; a
-// file is opened through /proc/PID/map_files (which needs
-// CAP_SYS_ADMIN: root's mounts), else through an fd the mapping process
-// holds of it (/proc/PID/fd). A file reached neither way is named in the
-// error.
+// which the end of the connection would lose. No path leads to them
+// (WriteBackMaps without paths).
 func writeBackDetached(dev uint64) error {
 	if dev == 0 {
 		return nil
 	}
-	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return err
 	}
+	var pids []int
+	for _, e := range procs {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() {
+			pids = append(pids, pid)
+		}
+	}
+	if err := WriteBackMaps(dev, pids, false); err != nil {
+		return fmt.Errorf("flush of the detached mount: %v", err)
+	}
+	return nil
+}
+
+// WriteBackMaps writes back the files on device dev (a FUSE mount's) that
+// the processes pids map shared and writable, and waits for them
+// (WriteBack). A file is found by its inode, not by the path maps shows
+// (which escapes a newline as \012, and ends in " (deleted)" for a name
+// removed, though the inode may keep another): it is opened through
+// /proc/PID/map_files (which needs CAP_SYS_ADMIN: root), else through an
+// fd the mapping process holds of it (/proc/PID/fd), else, with byPath,
+// through the path maps shows, if that leads to the same inode. A file
+// reached none of these ways is named in the error. Never call it in the
+// daemon of that mount.
+func WriteBackMaps(dev uint64, pids []int, byPath bool) error {
+	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
 	done := map[uint64]bool{}
 	var missed []string
-	for _, e := range procs {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		base := "/proc/" + e.Name()
+	for _, pid := range pids {
+		base := "/proc/" + strconv.Itoa(pid)
 		data, err := os.ReadFile(base + "/maps")
 		if err != nil {
 			continue
 		}
 		for _, line := range strings.Split(string(data), "\n") {
-			// start-end perms offset dev inode path
-			m := strings.Fields(line)
+			// start-end perms offset dev inode path: the path after
+			// padding, and may hold spaces.
+			m := strings.SplitN(line, " ", 6)
 			if len(m) < 6 || len(m[1]) < 4 || m[1][1] != 'w' || m[1][3] != 's' || m[3] != mapsDev {
 				continue
 			}
@@ -189,17 +206,31 @@ func writeBackDetached(dev uint64) error {
 			if err != nil || done[ino] {
 				continue
 			}
-			if writeBackOpened(base+"/map_files/"+m[0], dev, ino) || writeBackHeld(base, dev, ino) {
+			p := strings.TrimLeft(m[5], " ")
+			if writeBackOpened(base+"/map_files/"+m[0], dev, ino) || writeBackHeld(base, dev, ino) ||
+				(byPath && writeBackPath(p, dev, ino)) {
 				done[ino] = true
 			} else {
-				missed = append(missed, fmt.Sprintf("inode %d mapped by pid %d", ino, pid))
+				missed = append(missed, fmt.Sprintf("%s (inode %d) mapped by pid %d", p, ino, pid))
 			}
 		}
 	}
 	if len(missed) > 0 {
-		return fmt.Errorf("flush of the detached mount: cannot reach %s: pages written through those maps may be lost", strings.Join(missed, ", "))
+		return fmt.Errorf("cannot reach %s: pages written through those maps may be lost", strings.Join(missed, ", "))
 	}
 	return nil
+}
+
+// writeBackPath is writeBackOpened of the file at path p as
+// /proc/PID/maps shows it: a newline in it as \012, and " (deleted)"
+// after a name that was removed (the inode may still have another).
+func writeBackPath(p string, dev, ino uint64) bool {
+	p = strings.ReplaceAll(p, `\012`, "\n")
+	if writeBackOpened(p, dev, ino) {
+		return true
+	}
+	q, ok := strings.CutSuffix(p, " (deleted)")
+	return ok && writeBackOpened(q, dev, ino)
 }
 
 // writeBackHeld is writeBackOpened of an fd the process at base (/proc/PID)
@@ -217,12 +248,15 @@ func writeBackHeld(base string, dev, ino uint64) bool {
 	return false
 }
 
-// writeBackOpened opens the magic link p (a /proc link to a file) and, if
-// it is inode ino of device dev, writes its pages back (WriteBack); it
-// reports whether it did.
+// writeBackOpened opens p (a /proc magic link to a file, or a path) and,
+// if it is inode ino of device dev, writes its pages back (WriteBack); it
+// reports whether it did. The inode is told from the kernel's cached
+// attributes (AT_STATX_DONT_SYNC): an fd of another filesystem, whose
+// server may hang, costs no request.
 func writeBackOpened(p string, dev, ino uint64) bool {
-	var st unix.Stat_t
-	if unix.Stat(p, &st) != nil || st.Dev != dev || st.Ino != ino || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	var st unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, p, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE|unix.STATX_INO, &st) != nil ||
+		unix.Mkdev(st.Dev_major, st.Dev_minor) != dev || st.Ino != ino || uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -230,5 +264,9 @@ func writeBackOpened(p string, dev, ino uint64) bool {
 		return false
 	}
 	defer unix.Close(fd)
+	var fst unix.Stat_t
+	if unix.Fstat(fd, &fst) != nil || fst.Dev != dev || fst.Ino != ino {
+		return false // replaced between the two
+	}
 	return WriteBack(fd) == nil
 }

@@ -442,3 +442,75 @@ for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
 		t.Errorf("the mapped pages came after the boundary of umount -l:\n%s", log)
 	}
 }
+
+// TestMmapWritesBeforeALazyUmountByOddNames: 'ckptfs umount --lazy' of a
+// private mount finds the mapped files by inode, not only by the path
+// /proc/PID/maps shows: a name with a newline (shown as \012), mapped by
+// a process that closed its fd (the user cannot open map_files), and a
+// hard-linked file mapped under a name since removed (shown with
+// " (deleted)", its pages still the other name's bytes). Their pages
+// were lost with the connection.
+func TestMmapWritesBeforeALazyUmountByOddNames(t *testing.T) {
+	p := newUserProject(t)
+	p.sh(t, `head -c 67108864 /dev/zero > "$(printf 'nl\nbig')"; head -c 67108864 /dev/zero > hl; ln hl hl2`)
+	p.mount(t)
+	info, err := p.info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := p.cmd(p.Dir, "/usr/bin/python3", "-c", `
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+size = 64 << 20
+def mapped(name):
+    fd = os.open(name, os.O_RDWR)
+    a = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    assert a not in (None, ctypes.c_void_p(-1).value)
+    for off in range(0, size, 4096):
+        ctypes.memmove(a + off, b"XXXX", 4)
+    return fd
+os.close(mapped("nl\nbig"))   # the map alone holds it
+hfd = mapped("hl")
+os.unlink("hl")               # hl2 keeps the inode
+print("written", flush=True)
+sys.stdin.readline()
+`)
+	py.Stderr = os.Stderr
+	stdin, err := py.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer py.Wait()
+	defer stdin.Close()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
+		t.Fatalf("python: %q, %v", line, err)
+	}
+	out, err := p.try("/", ckptfsBin, "umount", "--lazy", p.Dir)
+	if err != nil || strings.Contains(out, "lost") {
+		t.Errorf("ckptfs umount --lazy: %v\n%s", err, out)
+	}
+	stdin.Close()
+	py.Wait()
+	waitGone(t, info.PID, "umount --lazy")
+	for _, name := range []string{"nl\nbig", "hl2"} {
+		b, err := os.ReadFile(filepath.Join(p.Dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < len(b); off += 4096 {
+			if string(b[off:off+4]) != "XXXX" {
+				t.Errorf("%q after umount --lazy: the page at %d is %q, not what was written through the map before it", name, off, b[off:off+4])
+				break
+			}
+		}
+	}
+}

@@ -388,55 +388,18 @@ func mapsHold(path string, match func(dev, path string) bool) (string, bool) {
 
 // writeBackMaps writes back the dirty pages of the files on the mount's
 // device dev that holders map shared and writable, and waits for them
-// (fusefs.WriteBack): the only pages of the mount that can be dirty, since
-// every write(2) reaches the daemon before it returns. A file that cannot
-// be reached (removed, renamed since, or mapped by a path outside this
-// namespace) is told of on stderr.
+// (fusefs.WriteBackMaps, by path too while the mount is attached): the
+// only pages of the mount that can be dirty, since every write(2)
+// reaches the daemon before it returns. A file that cannot be reached is
+// told of on stderr.
 func writeBackMaps(holders []holder, dev uint64, stderr io.Writer) {
-	mapsDev := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
-	seen := map[string]bool{}
-	for _, h := range holders {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/maps", h.pid))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
-		for sc.Scan() {
-			// start-end perms offset dev inode path
-			m := strings.SplitN(sc.Text(), " ", 6)
-			if len(m) < 6 || len(m[1]) < 4 || m[1][1] != 'w' || m[1][3] != 's' || m[3] != mapsDev {
-				continue
-			}
-			p := strings.TrimLeft(m[5], " ")
-			if seen[p] || strings.HasSuffix(p, " (deleted)") {
-				continue // a removed file's pages change nothing in the tree
-			}
-			seen[p] = true
-			if err := writeBackFile(p, dev); err != nil {
-				fmt.Fprintf(stderr, "ckptfs: umount: %d %s maps %s: its pages written through the map may be lost: %v\n", h.pid, h.comm, p, err)
-			}
-		}
-		f.Close()
+	pids := make([]int, len(holders))
+	for i, h := range holders {
+		pids[i] = h.pid
 	}
-}
-
-// writeBackFile is fusefs.WriteBack of the regular file at path p, if it
-// is on device dev.
-func writeBackFile(p string, dev uint64) error {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
+	if err := fusefs.WriteBackMaps(dev, pids, true); err != nil {
+		fmt.Fprintf(stderr, "ckptfs: umount: %v\n", err)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Dev != dev || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("not the mapped file (renamed or replaced since?)")
-	}
-	return fusefs.WriteBack(fd)
 }
 
 // listHolders formats holders as "PID COMMAND, PID COMMAND", the first
