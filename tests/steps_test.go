@@ -125,3 +125,39 @@ func TestStepsFromHooksRewindExactly(t *testing.T) {
 		t.Fatalf("after revert 1.2 log.txt holds %q, want the step's line out", b)
 	}
 }
+
+// twoStepTurn mounts a project whose turn 1 has three steps: one.txt
+// (1.1, Edit), two.txt (1.2, Bash), three.txt (1.3).
+func twoStepTurn(t *testing.T) (string, *Mount) {
+	proj := t.TempDir()
+	writeTree(t, proj, map[string]string{"main.go": "package main\n"})
+	m := mountProject(t, proj)
+	runIn(t, proj, `
+T=`+turnctlBin+`
+$T begin --label "two steps" >/dev/null
+echo one > one.txt
+$T step --tool Edit --label one.txt >/dev/null
+echo two > two.txt
+$T step --tool Bash --label "write two" >/dev/null
+echo three > three.txt
+$T end >/dev/null
+`)
+	return proj, m
+}
+
+// TestStepsCheckout: checkout N.K names the step in its report, not the
+// number a step is encoded as on the wire.
+func TestStepsCheckout(t *testing.T) {
+	_, m := twoStepTurn(t)
+	co := filepath.Join(t.TempDir(), "co")
+	if out := m.turnctl(t, "checkout", "1.1", co); !strings.HasPrefix(out, "step 1.1 checked out into "+co+": ") {
+		t.Errorf("checkout 1.1 said %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(co, "two.txt")); !os.IsNotExist(err) {
+		t.Errorf("checkout 1.1 wrote two.txt: %v", err)
+	}
+	co = filepath.Join(t.TempDir(), "co")
+	if out := m.turnctl(t, "checkout", "1", co); !strings.HasPrefix(out, "turn 1 checked out into "+co+": ") {
+		t.Errorf("checkout 1 said %q", out)
+	}
+}

@@ -446,5 +446,6 @@ func (c *Client) Tree(ctx context.Context, req TreeRequest) (*TreeReply, error) 
 	}
 	rep := &TreeReply{Body: resp.body}
 	rep.Turn, _ = strconv.ParseUint(resp.header.Get("Ckptfs-Turn"), 10, 64)
+	rep.Step, _ = strconv.Atoi(resp.header.Get("Ckptfs-Step"))
 	return rep, nil
 }

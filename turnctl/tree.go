@@ -25,7 +25,10 @@ type TreeRequest struct {
 // type; a hard link is a tar link to the first name of its inode;
 // directories come with no bytes. ReadTree reads it.
 type TreeReply struct {
-	Turn uint64        `json:"turn"`
+	Turn uint64 `json:"turn"`
+	// Step is the step of Turn whose end the tree is ("checkout 3.2");
+	// 0 for the end of the whole turn.
+	Step int           `json:"step,omitempty"`
 	Body io.ReadCloser `json:"-"`
 }
 

@@ -179,6 +179,9 @@ func NewHTTPHandler(h turnctl.Handler, uid int) http.Handler {
 		defer rep.Body.Close()
 		w.Header().Set("Content-Type", "application/x-tar")
 		w.Header().Set("Ckptfs-Turn", strconv.FormatUint(rep.Turn, 10))
+		if rep.Step > 0 {
+			w.Header().Set("Ckptfs-Step", strconv.Itoa(rep.Step))
+		}
 		io.Copy(w, rep.Body) // an error here cuts the stream short: ReadTree says so
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

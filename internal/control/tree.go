@@ -42,7 +42,8 @@ func (s *Service) Tree(ctx context.Context, req turnctl.TreeRequest) (*turnctl.T
 		err := s.writeTree(ctx, tar.NewWriter(pw), sn)
 		pw.CloseWithError(err)
 	}()
-	return &turnctl.TreeReply{Turn: n, Body: pr}, nil
+	turn, k := versionstore.SplitPoint(n)
+	return &turnctl.TreeReply{Turn: turn, Step: k, Body: pr}, nil
 }
 
 // writeTree writes sn's entries, then the end entry, or an error entry

@@ -79,16 +79,20 @@ func (o *checkoutOptions) run(e *env, args []string) error {
 	if err == nil {
 		err = x.finish()
 	}
-	if err != nil {
-		return fmt.Errorf("checkout of turn %d into %s failed, leaving it partial (the project was not changed): %w", rep.Turn, dir, err)
+	at := fmt.Sprintf("turn %d", rep.Turn)
+	if rep.Step > 0 {
+		at = fmt.Sprintf("step %d.%d", rep.Turn, rep.Step)
 	}
-	fmt.Fprintf(e.stdout, "turn %d checked out into %s: %s\n", rep.Turn, dir, x.counts())
+	if err != nil {
+		return fmt.Errorf("checkout of %s into %s failed, leaving it partial (the project was not changed): %w", at, dir, err)
+	}
+	fmt.Fprintf(e.stdout, "%s checked out into %s: %s\n", at, dir, x.counts())
 	if len(x.notMade) > 0 {
 		fmt.Fprintf(e.stderr, "turnctl checkout: not made (not permitted; a rewind as root makes them): %s\n", strings.Join(x.notMade, ", "))
 	}
 	if len(x.lost) > 0 {
-		return fmt.Errorf("checkout of turn %d into %s is incomplete: the bytes of %s at the end of turn %d were never captured (changed while the project was not mounted), so not written: %s",
-			rep.Turn, dir, plural(len(x.lost), "file"), rep.Turn, strings.Join(x.lost, ", "))
+		return fmt.Errorf("checkout of %s into %s is incomplete: the bytes of %s at the end of %s were never captured (changed while the project was not mounted), so not written: %s",
+			at, dir, plural(len(x.lost), "file"), at, strings.Join(x.lost, ", "))
 	}
 	return nil
 }
