@@ -161,3 +161,23 @@ func TestStepsCheckout(t *testing.T) {
 		t.Errorf("checkout 1 said %q", out)
 	}
 }
+
+// TestStepsExportPatch: export patch N.K is the step's own changes, on
+// the tree at the end of the step before it, not the whole turn's.
+func TestStepsExportPatch(t *testing.T) {
+	_, m := twoStepTurn(t)
+	out := m.turnctl(t, "export", "patch", "1.2")
+	for _, want := range []string{"Subject: [PATCH] two steps, step 1.2 (Bash: write two)", "Ckptfs-Step: 1.2\n", "+++ b/two.txt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("export patch 1.2 lacks %q:\n%s", want, out)
+		}
+	}
+	for _, not := range []string{"one.txt", "three.txt"} {
+		if strings.Contains(out, not) {
+			t.Errorf("export patch 1.2 holds %s, of another step:\n%s", not, out)
+		}
+	}
+	if out := m.turnctl(t, "export", "patch", "1"); !strings.Contains(out, "+++ b/one.txt") || !strings.Contains(out, "+++ b/three.txt") || strings.Contains(out, "Ckptfs-Step") {
+		t.Errorf("export patch 1:\n%s", out)
+	}
+}

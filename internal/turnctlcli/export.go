@@ -53,7 +53,9 @@ the open turn, the automatic manual one if none is).
 
 export patch TURN: prints TURN as a patch "git am" applies on the tree at
 the turn before (From, Date and Subject headers, the prompt and trailers,
-then what "turnctl diff" prints).
+then what "turnctl diff" prints). A step N.K is the patch of that step's
+own changes, on the tree at the end of the step before it (N.K-1, or the
+turn before N for N.1), with a Ckptfs-Step trailer.
 
 --json has no effect.`,
 	opts: func() options { return &exportOptions{} },
@@ -726,7 +728,22 @@ func exportPatch(e *env, spec string) error {
 	} else if start {
 		return fmt.Errorf("turn %d is where history starts now: its own changes were forgotten with the turns before it, so it has no patch", t.Num)
 	}
-	d, err := e.h.Diff(e.ctx, turnctl.DiffRequest{From: strconv.FormatUint(t.Prev(), 10), To: strconv.FormatUint(t.Num, 10)})
+	// A step (N.K) is the patch of its own changes: from the end of the
+	// step before it (of the turn before, for the first) to its end.
+	from, to := strconv.FormatUint(t.Prev(), 10), strconv.FormatUint(t.Num, 10)
+	subj, end, tr := subject(t), t.End, trailers(t)
+	if st := sh.Step; st != nil {
+		if st.Num > 1 {
+			from = fmt.Sprintf("%d.%d", st.Turn, st.Num-1)
+		}
+		to = fmt.Sprintf("%d.%d", st.Turn, st.Num)
+		subj += fmt.Sprintf(", step %s%s", to, stepText(*st))
+		if !st.End.IsZero() {
+			end = st.End
+		}
+		tr += fmt.Sprintf("Ckptfs-Step: %s\n", to)
+	}
+	d, err := e.h.Diff(e.ctx, turnctl.DiffRequest{From: from, To: to})
 	if err != nil {
 		return err
 	}
@@ -735,7 +752,7 @@ func exportPatch(e *env, spec string) error {
 		body = p + "\n\n"
 	}
 	fmt.Fprintf(e.stdout, "From %s Mon Sep 17 00:00:00 2001\nFrom: ckptfs <ckptfs@localhost>\nDate: %s\nSubject: [PATCH] %s\nMIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: 8bit\n\n%s%s---\n",
-		strings.Repeat("0", 40), t.End.UTC().Format("Mon, 2 Jan 2006 15:04:05 -0700"), oneLine(subject(t)), body, trailers(t))
+		strings.Repeat("0", 40), end.UTC().Format("Mon, 2 Jan 2006 15:04:05 -0700"), oneLine(subj), body, tr)
 	e.color = false
 	e.printPatches(d.Changes)
 	if g := e.gitSummary(d.Changes, d.Stats); g != nil {
