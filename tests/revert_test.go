@@ -219,3 +219,54 @@ func TestUndoAfterBackgroundGitStatus(t *testing.T) {
 		t.Error("second undo lost .git/description")
 	}
 }
+
+// TestRevertOfATurnARewindWentBackPast: a turn on the branch a rewind
+// left (sed -i, whose new file replaced the old one, then `rewind` to the
+// turn before it) is not in the tree's history: revert refuses it in one
+// line that says which rewind went back past it, exit 1, nothing changed.
+// Before, it refused with "deleted by a later turn" for a file no turn
+// deleted, or ("nothing to change") answered as if it had looked. A step
+// the rewind went back past is refused alike; the turns on the line still
+// revert.
+func TestRevertOfATurnARewindWentBackPast(t *testing.T) {
+	proj := t.TempDir()
+	writeTree(t, proj, map[string]string{"main.go": "package main\n", "b.txt": "b\n"})
+	m := mountProject(t, proj)
+	runIn(t, proj, `
+T=`+turnctlBin+`
+$T begin --label "good" >/dev/null; echo ok > ok.txt; $T end >/dev/null
+$T begin --label "break it" >/dev/null; sed -i 's/main/broken/' main.go; $T step --label sed >/dev/null; echo c > c.txt; $T end >/dev/null
+$T rewind 1 >/dev/null
+$T begin --label "steps" >/dev/null; echo x > x.txt; $T step --label x >/dev/null; echo y > y.txt; $T end >/dev/null
+$T rewind 4.1 >/dev/null
+$T begin --label "later" >/dev/null; echo b2 >> b.txt; $T end >/dev/null
+`)
+	before, log := snapshot(t, proj, []string{".ckptfs"}, nil), m.turnctl(t, "log")
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"revert of turn 2 refused, nothing changed: turn 2 is not in the tree's history: turn 3 (rewind to 1) went back past it", []string{"revert", "2"}},
+		{"turn 3 (rewind to 1) went back past it", []string{"revert", "2", "--dry-run"}},
+		{"revert of step 2.1 refused, nothing changed: step 2.1 is not in the tree's history", []string{"revert", "2.1"}},
+		{"revert of step 4.2 refused, nothing changed: step 4.2 is not in the tree's history: turn 5 (rewind to 4.1) went back past it", []string{"revert", "4.2"}},
+	} {
+		turnctlFails(t, proj, 1, c.want, c.args...)
+	}
+	diffTrees(t, before, snapshot(t, proj, []string{".ckptfs"}, nil))
+	if m.turnctl(t, "log") != log {
+		t.Fatal("a refused revert made a turn")
+	}
+	// On the line: turn 1, step 4.1 and turn 6 revert.
+	m.turnctl(t, "revert", "6")
+	m.turnctl(t, "revert", "4.1")
+	m.turnctl(t, "revert", "1")
+	for _, gone := range []string{"ok.txt", "x.txt"} {
+		if _, err := os.Lstat(filepath.Join(proj, gone)); !os.IsNotExist(err) {
+			t.Errorf("%s after its revert: %v", gone, err)
+		}
+	}
+	if got := readFile(t, filepath.Join(proj, "b.txt")); got != "b\n" {
+		t.Errorf("b.txt after the revert of turn 6: %q", got)
+	}
+}

@@ -29,6 +29,9 @@ var (
 	ErrNotPinned = errors.New("versionstore: turn is not pinned")
 	ErrOpenTurn  = errors.New("versionstore: turn is open")
 	ErrBusy      = errors.New("versionstore: busy") // a rewind, gc or forget runs
+	// ErrNotOnLine: a revert of a turn that a later whole-tree rewind
+	// went back past, so that nothing of it is in the tree now.
+	ErrNotOnLine = errors.New("versionstore: turn is not on the current line")
 )
 
 // detailError is an error whose message is its detail alone, written for

@@ -111,6 +111,12 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if turn, _ := SplitPoint(n); turn == 0 || turn <= s.startTurn() {
 		return res, detailf(ErrTurnNotFound, "turn %d has no changes of its own to revert (history starts with it)", turn)
 	}
+	if r, ok, err := s.wentBackPast(n); err != nil {
+		return res, err
+	} else if ok {
+		return res, detailf(ErrNotOnLine, "%s is not in the tree's history: turn %d (%s) went back past it, so nothing of it is left to revert (turnctl log --graph shows the branch it is on)",
+			PointWord(n), r.Num, r.Label)
+	}
 	opts.Progress.report("comparing", 0, 0)
 	items, err := s.planRevert(n, live, opts.Markers, &res)
 	if err != nil {
@@ -538,6 +544,38 @@ func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertRe
 func sameTarget(a, b *revertItem) bool {
 	return a.target.State == b.target.State && !a.hasMrg && !b.hasMrg &&
 		(a.target.FromLog == b.target.FromLog && a.target.Seq == b.target.Seq && a.target.Live == b.target.Live)
+}
+
+// wentBackPast returns the whole-tree rewind that took the tree back past
+// point n, if one did: walking the timeline from the newest turn to its
+// parents, a rewind to a turn before n's (or to a step of n's turn
+// before n's step) before reaching n's turn. The turns it went back over
+// are a branch the tree no longer continues: none of their changes is
+// in it, and reverting one would merge against states that are not the
+// tree's history (a path the branch rewrote reads as deleted since).
+// Where the walk meets a forgotten turn it cannot tell, and says no.
+func (s *Store) wentBackPast(n uint64) (ckpt.Turn, bool, error) {
+	turn, k := SplitPoint(n)
+	for cur := s.Latest(); cur > turn; {
+		t, err := s.turnRecord(cur)
+		if errors.Is(err, ErrTurnNotFound) || errors.Is(err, ErrForgotten) {
+			return ckpt.Turn{}, false, nil
+		}
+		if err != nil {
+			return ckpt.Turn{}, false, err
+		}
+		if t.Rewound() {
+			if to := *t.Target; to < turn || to == turn && k > 0 && t.TargetStep > 0 && k > t.TargetStep {
+				return t, true, nil
+			}
+		}
+		p, ok := t.Parent()
+		if !ok || p >= cur {
+			break
+		}
+		cur = p
+	}
+	return ckpt.Turn{}, false, nil
 }
 
 // mergeStates merges one path three ways: base (its state at the end of

@@ -121,7 +121,8 @@ func (s *Service) wrap(err error) error {
 	case errors.Is(err, versionstore.ErrTurnNotFound), errors.Is(err, versionstore.ErrNotCaptured), errors.Is(err, versionstore.ErrForgotten):
 		code = turnctl.CodeNotFound
 	case errors.Is(err, versionstore.ErrPinned), errors.Is(err, versionstore.ErrNotPinned),
-		errors.Is(err, versionstore.ErrOpenTurn), errors.Is(err, versionstore.ErrBusy):
+		errors.Is(err, versionstore.ErrOpenTurn), errors.Is(err, versionstore.ErrBusy),
+		errors.Is(err, versionstore.ErrNotOnLine):
 		code = turnctl.CodeConflict
 	case errors.Is(err, versionstore.ErrNoOpenTurn):
 		code, msg = turnctl.CodeConflict, "no turn is open (turnctl begin opens one)"

@@ -200,6 +200,10 @@ func (s *Service) revertStore(n uint64, dry, markers bool, label, what string, p
 		Progress: p.reporter(),
 	})
 	m := s.mark()
+	if errors.Is(err, versionstore.ErrNotOnLine) {
+		msg := strings.ReplaceAll(err.Error(), "versionstore: ", "")
+		err = errorf(turnctl.CodeConflict, "%s of %s refused, nothing changed: %s", what, versionstore.PointWord(n), msg)
+	}
 	if errors.Is(err, versionstore.ErrConflict) {
 		var list []string
 		text := false // a conflict markers would write

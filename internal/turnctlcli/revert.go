@@ -24,7 +24,9 @@ binary file, a file deleted later, a directory a later turn put files in),
 the revert refuses, names each such path, and changes nothing; with
 --conflicts=markers a text file's conflicting lines are written between
 <<<<<<< now / ======= / >>>>>>> before turn TURN markers instead (the other
-conflicts still refuse). A path it changes that shares its inode with names
+conflicts still refuse). A turn that a later rewind went back past (on a
+branch beside the line "log --graph" draws) is not in the tree: the revert
+refuses it, naming the rewind. A path it changes that shares its inode with names
 it leaves as they are (hard links) gets its state on an inode of its own, and
 the report names each such split, as restore's does. Recorded as a new turn
 of kind revert ("revert of turn TURN"), so it can be undone or reverted in
