@@ -274,7 +274,9 @@
 //     rewind rolled back: a second journal in the same turn undoes the
 //     turn's own records (rewind_rollback.go), which the rewind's captures
 //     keep readable by checking any chunk they reuse. After a power loss
-//     the rollback undoes only the changes whose records survived.
+//     the rollback undoes only the changes whose records survived. A
+//     record of a file still as recorded (the last step's, whose change
+//     failed after its capture) is left as it is (stillAsRecorded).
 //  6. A rename or exchange is recorded before the syscall, with a pending
 //     mark in the same synced batch, and dropped again if the syscall
 //     fails (commit(false)); success deletes the mark, synced too, before

@@ -260,7 +260,11 @@ func TestRollbackKilledBeforeItsEnd(t *testing.T) {
 // the tree is left partly rewound.
 func TestRollbackThatFailsEndsTheTurn(t *testing.T) {
 	s, tree, root, closed, _ := rollbackFixture(t)
-	ct := &corruptTree{Tree: tree, k: 1, always: true} // z's restore, then every write of stored bytes
+	// z's restore goes through; y's fails, and so does every later
+	// write of stored bytes: the rollback's of z. (With k 1, z's own
+	// restore failed, and the rollback had nothing to write: z was as
+	// its record says.)
+	ct := &corruptTree{Tree: tree, k: 2, always: true}
 	_, err := s.Rewind(closed, ct, RewindOptions{})
 	var rb *RolledBackError
 	if !errors.As(err, &rb) || rb.Incomplete == nil || !errors.Is(err, ErrCorrupt) {

@@ -23,6 +23,9 @@ import (
 func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) error {
 	switch r.Op {
 	case opPrior:
+		if kept, err := s.stillAsRecorded(r, live); err != nil || kept {
+			return err
+		}
 		return s.ensure(live, r.Path, r.State, r.Content, "", who)
 	case opRange:
 		return s.undoRange(r, live, who)
@@ -100,6 +103,29 @@ func (s *Store) undo(r *record, live ckpt.Tree, who ckpt.Program, since uint64) 
 		return s.rename(live, r.To, r.Path, false, who)
 	}
 	return fmt.Errorf("%w: unknown event op %q", ErrCorrupt, r.Op)
+}
+
+// stillAsRecorded reports whether the regular file that prior record r
+// names is still the one r recorded: the same inode, mode, owner, size
+// and bytes. Undoing r then has nothing to do. ensure would otherwise
+// write the bytes back all the same (it compares the states of
+// everything else, not a file's bytes), which takes a write into the
+// file's directory: a record whose change then failed (the capture
+// comes first), as the last record of a rewind that failed half-way
+// is, would have its rollback write a file the rewind never changed,
+// and fail the same way (a directory of root's in a private mount). The
+// inode must be r's: only a file written in place since can have its
+// bytes back, and only then are they read to compare.
+func (s *Store) stillAsRecorded(r *record, live ckpt.Tree) (bool, error) {
+	if r.State.Type != ckpt.Regular || r.Inode == nil || r.Content == nil || r.Lost {
+		return false, nil
+	}
+	cur, ino, err := live.LstatInode(r.Path)
+	if err != nil || cur.Type != ckpt.Regular || !ino.Same(*r.Inode) || cur.Size != r.State.Size || !sameMeta(cur, r.State) {
+		return false, err
+	}
+	return s.sameBytes(resolved{State: cur, Live: r.Path, Inode: ino},
+		resolved{State: r.State, Content: r.Content, FromLog: true, Seq: r.Seq, Inode: *r.Inode}, live)
 }
 
 // holdsUnversioned reports whether path, in state st, is a directory

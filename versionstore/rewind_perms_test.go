@@ -1,0 +1,223 @@
+package versionstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"ckptfs/internal/backing"
+	"ckptfs/internal/ckpt"
+)
+
+// permTree is the tree as a daemon running as an ordinary user sees it:
+// it says it changes the tree as uid (ckpt.Creds), who owns nothing in
+// it (every file is the test's). With refuse set, a change of what is in
+// the directory refuse fails with EACCES, as the kernel's would, once
+// allow such changes went through: a permission the rewind's check did
+// not foresee (uid 0: it passes every check).
+type permTree struct {
+	*backing.Tree
+	uid    uint32
+	refuse string
+	allow  int
+}
+
+// permUID is the user a permTree's daemon runs as.
+const permUID = 4242
+
+func (p *permTree) Creds() (uint32, []uint32) { return p.uid, []uint32{p.uid} }
+
+// refused is the error of op on path (nil: let it through).
+func (p *permTree) refused(op, path string) error {
+	if p.refuse == "" {
+		return nil
+	}
+	if _, ok := ckpt.Under(path, p.refuse); !ok || path == p.refuse && op != "remove" {
+		return nil
+	}
+	if p.allow > 0 {
+		p.allow--
+		return nil
+	}
+	return &os.PathError{Op: op, Path: path, Err: syscall.EACCES}
+}
+
+func (p *permTree) RemoveAll(path string) error {
+	if err := p.refused("remove", path); err != nil {
+		return err
+	}
+	return p.Tree.RemoveAll(path)
+}
+
+func (p *permTree) Mkdir(path string, mode uint32) error {
+	if err := p.refused("mkdir", path); err != nil {
+		return err
+	}
+	return p.Tree.Mkdir(path, mode)
+}
+
+func (p *permTree) Symlink(target, path string) error {
+	if err := p.refused("symlink", path); err != nil {
+		return err
+	}
+	return p.Tree.Symlink(target, path)
+}
+
+func (p *permTree) WriteFile(path string, st ckpt.State, r io.Reader) error {
+	if err := p.refused("create", path); err != nil {
+		return err
+	}
+	return p.Tree.WriteFile(path, st, r)
+}
+
+func (p *permTree) Hardlink(from, to string) error {
+	if err := p.refused("link", to); err != nil {
+		return err
+	}
+	return p.Tree.Hardlink(from, to)
+}
+
+func (p *permTree) Rename(from, to string) error {
+	if err := p.refused("rename", from); err != nil {
+		return err
+	}
+	if err := p.refused("rename", to); err != nil {
+		return err
+	}
+	return p.Tree.Rename(from, to)
+}
+
+func (p *permTree) Exchange(a, b string) error {
+	if err := p.refused("rename", a); err != nil {
+		return err
+	}
+	if err := p.refused("rename", b); err != nil {
+		return err
+	}
+	return p.Tree.Exchange(a, b)
+}
+
+func (p *permTree) Mknod(path string, st ckpt.State) error {
+	if err := p.refused("mknod", path); err != nil {
+		return err
+	}
+	return p.Tree.Mknod(path, st)
+}
+
+// recordPrior records the state path has now, as the overlay does before
+// it changes it.
+func recordPrior(t *testing.T, s *Store, tree *backing.Tree, path string) {
+	t.Helper()
+	st, ino, err := tree.LstatInode(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ckpt.Capture{Path: path, Prior: st}
+	if st.Type == ckpt.Regular {
+		c.Open = func() (*os.File, error) { return tree.Open(path) }
+	}
+	if st.Type.Linkable() {
+		c.Inode = ino
+	}
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// permFixture is a tree whose top directory anyone may write (0777), on
+// a store with a closed turn; prep makes the tree before it, change
+// makes (and records) the changes of the turn after it, which it ends.
+// It returns the tree and the closed turn's number.
+func permFixture(t *testing.T, prep func(root string), change func(s *Store, tree *backing.Tree, root string)) (*Store, *backing.Tree, string, uint64) {
+	t.Helper()
+	s, tree, root := offlineFixture(t)
+	if err := os.Chmod(root, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	prep(root)
+	closed := closedThenOpen(t, s)
+	change(s, tree, root)
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	return s, tree, root, closed.Num
+}
+
+func mkdirMode(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
+}
+
+// TestRollbackLeavesWhatTheRewindNeverChanged: a rewind fails half-way
+// on a change it may not make after all (EACCES: a directory of root's,
+// in a private mount, which no check foresaw): the removal of rootdir/f,
+// whose prior state it had recorded first, as every step does. Its
+// rollback undid that record too, writing back the bytes of a file that
+// had never changed, into the directory it may not write: it failed the
+// same way ("create rootdir/f: permission denied"), and left the turn
+// open for the next start. Undoing a record of a file still as recorded
+// has nothing to do: the rollback must undo the rest (a) and end the
+// turn, the tree as before.
+func TestRollbackLeavesWhatTheRewindNeverChanged(t *testing.T) {
+	s, tree, root, closed := permFixture(t, func(root string) {
+		writeFile(t, filepath.Join(root, "a"), []byte("a v0"))
+	}, func(s *Store, tree *backing.Tree, root string) {
+		recordPrior(t, s, tree, "rootdir")
+		mkdirMode(t, filepath.Join(root, "rootdir"), 0o755)
+		recordPrior(t, s, tree, "rootdir/f")
+		writeFile(t, filepath.Join(root, "rootdir/f"), []byte("r"))
+		captureFile(t, s, tree, "a") // after: the reverse pass undoes it first
+		writeFile(t, filepath.Join(root, "a"), []byte("a v1"))
+	})
+	before := takeSnapshot(t, root)
+	pt := &permTree{Tree: tree, refuse: "rootdir"}
+	_, err := s.Rewind(closed, pt, RewindOptions{})
+	var rb *RolledBackError
+	if !errors.As(err, &rb) || rb.Incomplete != nil || !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("err %v, want a rewind rolled back to its end", err)
+	}
+	want := fmt.Sprintf("rewind to turn %d failed: remove rootdir/f: permission denied; nothing changed", closed)
+	if err.Error() != want {
+		t.Errorf("err %q, want %q", err, want)
+	}
+	if d := diffSnap(before, takeSnapshot(t, root)); d != "" {
+		t.Errorf("after the failed rewind:\n%s", d)
+	}
+	endedTurn(t, s, tree, rb.Turn, "failed half-way, undone")
+}
+
+// endedTurn checks that the failed rewind's turn n is closed with a
+// label ending in suffix, that no journal is left, and that a restart
+// finds nothing to finish.
+func endedTurn(t *testing.T, s *Store, tree ckpt.Tree, n uint64, suffix string) {
+	t.Helper()
+	if cur, ok := s.Current(); ok {
+		t.Errorf("turn %d (%q) left open", cur.Num, cur.Label)
+	}
+	tn, err := s.Turn(n)
+	if err != nil || tn.Open || !strings.HasSuffix(tn.Label, ": "+suffix) {
+		t.Errorf("turn %d: open %v, label %q (%v); want it closed, ending %q", n, tn.Open, tn.Label, err, suffix)
+	}
+	if _, closer, err := s.db.Get(keyJournal); err != pebble.ErrNotFound {
+		if err == nil {
+			closer.Close()
+		}
+		t.Errorf("a journal is left (%v)", err)
+	}
+	s2 := reopened(t, s)
+	if ok, err := s2.Recover(tree); ok || err != nil {
+		t.Errorf("recover: journal %v, %v; want none", ok, err)
+	}
+}
