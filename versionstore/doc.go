@@ -276,7 +276,8 @@
 //     keep readable by checking any chunk they reuse. After a power loss
 //     the rollback undoes only the changes whose records survived. A
 //     record of a file still as recorded (the last step's, whose change
-//     failed after its capture) is left as it is (stillAsRecorded).
+//     failed after its capture) is left as it is (stillAsRecorded). A
+//     rollback that fails in turn ends the turn as it is.
 //  6. A rename or exchange is recorded before the syscall, with a pending
 //     mark in the same synced batch, and dropped again if the syscall
 //     fails (commit(false)); success deletes the mark, synced too, before

@@ -198,6 +198,39 @@ func TestRollbackLeavesWhatTheRewindNeverChanged(t *testing.T) {
 	endedTurn(t, s, tree, rb.Turn, "failed half-way, undone")
 }
 
+// TestRollbackThatCannotUndoEndsTheTurn: a rewind writes rootdir/y, then
+// may not write rootdir/x (EACCES), nor rootdir/y again to undo it. That
+// rollback used to fail "the next start finishes it", leaving the turn
+// open with its journal: the user's next edits went into the "rewind"
+// turn, and every later start ran the rollback again, to fail again. It
+// must end the turn as it is, saying so, as one that meets lost bytes.
+func TestRollbackThatCannotUndoEndsTheTurn(t *testing.T) {
+	s, tree, root, closed := permFixture(t, func(root string) {
+		mkdirMode(t, filepath.Join(root, "rootdir"), 0o755)
+		writeFile(t, filepath.Join(root, "rootdir/x"), []byte("x v0"))
+		writeFile(t, filepath.Join(root, "rootdir/y"), []byte("y v0"))
+	}, func(s *Store, tree *backing.Tree, root string) {
+		for _, p := range []string{"rootdir/x", "rootdir/y"} {
+			captureFile(t, s, tree, p)
+			writeFile(t, filepath.Join(root, p), []byte(p+" v1"))
+		}
+	})
+	pt := &permTree{Tree: tree, refuse: "rootdir", allow: 1}
+	_, err := s.Rewind(closed, pt, RewindOptions{})
+	var rb *RolledBackError
+	if !errors.As(err, &rb) || rb.Incomplete == nil || !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("err %v, want a rollback that could not end", err)
+	}
+	if want := fmt.Sprintf("rewind to turn %d failed: create rootdir/x: permission denied; undoing what it had changed failed too (", closed); !strings.HasPrefix(err.Error(), want) ||
+		!strings.HasSuffix(err.Error(), fmt.Sprintf("): the tree is left partly rewound (turn %d)", rb.Turn)) {
+		t.Errorf("err %q, want it to start %q and say the tree is left partly rewound", err, want)
+	}
+	endedTurn(t, s, tree, rb.Turn, "failed half-way, undone, not all undone")
+	if got, _ := os.ReadFile(filepath.Join(root, "rootdir/y")); string(got) != "y v0" {
+		t.Errorf("rootdir/y: %q, want it as the rewind left it", got)
+	}
+}
+
 // endedTurn checks that the failed rewind's turn n is closed with a
 // label ending in suffix, that no journal is left, and that a restart
 // finds nothing to finish.

@@ -41,8 +41,9 @@ import (
 // the tree did go through, and a later turn never reuses a number.
 //
 // A rollback that a crash cuts short is finished by the next Recover;
-// one that meets unreadable bytes in turn ends the turn as it is
-// (Incomplete), since no later start could do better. Recover itself
+// one that fails in turn (unreadable bytes, a change it cannot make)
+// ends the turn as it is (Incomplete), since no later start could do
+// better. Recover itself
 // rolls back only a rewind it cannot finish for unreadable bytes: one
 // that fails otherwise (a full disk) keeps its journal for a later
 // start, as a crash left it.
@@ -57,8 +58,8 @@ const (
 // RolledBackError says that a rewind, restore or revert stopped half-way,
 // and that what it had changed was undone: the tree is as it was before
 // it; or, with Incomplete, that undoing it failed too (bytes lost twice
-// over), so the tree is left partly rewound and the turn ended rather
-// than leave a journal no start could finish. It matches what stopped
+// over, a change refused), so the tree is left partly rewound and the
+// turn ended rather than leave a journal no start could finish. It matches what stopped
 // it: ErrCorrupt for unreadable bytes, ckpt.ErrStoreFull for a full
 // store (and, unless it was found by Recover, the error itself).
 type RolledBackError struct {
@@ -122,9 +123,9 @@ func journaledRollback(j *rewindJournal, cause error) *RolledBackError {
 // ended (the turn ended, the journal dropped). A rollback journal (one
 // Recover found) is run to its end the same way. While it runs, captures
 // check the chunks they reuse (checkReused), so that the rollback does
-// not meet the same damage. A rollback that fails on anything but
-// unreadable bytes, or cannot start, leaves its journal and the turn
-// open, for Recover.
+// not meet the same damage. A rollback that fails ends the turn as it
+// is (endRollback); one that cannot start leaves its journal and the
+// turn open, for Recover.
 func (s *Store) runJournalOrRollBack(j *rewindJournal, live ckpt.Tree, who ckpt.Program, all bool) error {
 	s.checkReused.Store(true)
 	defer s.checkReused.Store(false)
@@ -174,14 +175,12 @@ func (s *Store) rollBack(j *rewindJournal, cause error, live ckpt.Tree, who ckpt
 func (s *Store) endRollback(j *rewindJournal, cause, err error) error {
 	rb := journaledRollback(j, cause)
 	if err != nil {
-		if !errors.Is(err, ErrCorrupt) && rb.Op != "" {
-			return fmt.Errorf("%s failed: %s; undoing what it had changed failed too, the next start finishes it: %w", rb.Op, rb.Reason, err)
-		}
-		if !errors.Is(err, ErrCorrupt) {
-			return fmt.Errorf("%w; undoing what it had changed failed too: %v", rb.Cause, err)
-		}
-		// Bytes the rollback needs are lost as well: nothing a later
-		// start could do would differ. End the turn as it is.
+		// Bytes the rollback needs are lost as well, or a change it
+		// must make fails (a permission the daemon lacks): nothing a
+		// later start could do would differ. End the turn as it is.
+		// Left open with its journal, the user's next edits went into
+		// the "rewind" turn, and the next start ran the rollback again
+		// over them, or failed to mount.
 		rb.Incomplete = err
 		if cur, ok := s.Current(); ok && cur.Num == j.Turn {
 			if err := s.relabel(j.Turn, cur.Label+", not all undone"); err != nil {
