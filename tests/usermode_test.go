@@ -2,6 +2,8 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -530,5 +532,91 @@ func TestUserOfflineReadOfAnUnreadableFile(t *testing.T) {
 	}
 	if got := p.run(t, p.Dir, turnctlBin, "cat", "0", "q"); got != "q\n" {
 		t.Errorf("turnctl cat 0 q = %q, want %q", got, "q\n")
+	}
+}
+
+// TestUserMountRewindRefusesRootsDirectory: a directory of root's, made
+// while the project was not mounted (docker bind mounts and sudo do
+// that), is not one whose entries a private mount's daemon may change. A
+// rewind that would change it used to
+// fail half-way ("remove rootdir/f: permission denied"), fail again
+// undoing what it had not changed ("create rootdir/f"), and leave its
+// turn open, so the user's next edits went into a "rewind" turn credited
+// to turnctl. A rewind, its dry run, a restore or a revert that would
+// change it must refuse before it changes anything or opens a turn,
+// in one line naming the directory, and leave the log and the tree as
+// they were; a rewind that does not touch the directory still works.
+func TestUserMountRewindRefusesRootsDirectory(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `echo a > a`)
+	p.mount(t)
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "first")
+	p.sh(t, `echo b > b`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	p.run(t, "/", ckptfsBin, "umount", p.Dir)
+	// As root, while unmounted.
+	rootdir := filepath.Join(p.Dir, "rootdir")
+	if err := os.Mkdir(rootdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rootdir, "f"), []byte("r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	onDisk := func() string {
+		t.Helper()
+		var b strings.Builder
+		for _, name := range []string{"a", "b", "rootdir", "rootdir/f"} {
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(p.Dir, name), &st); err != nil {
+				t.Fatal(err)
+			}
+			data, _ := os.ReadFile(filepath.Join(p.Dir, name))
+			fmt.Fprintf(&b, "%s %o %d:%d %q\n", name, st.Mode, st.Uid, st.Gid, data)
+		}
+		return b.String()
+	}
+	disk := onDisk()
+	p.mount(t) // records the offline turn 2
+	log := p.run(t, p.Dir, turnctlBin, "log")
+	listing := p.listing(t)
+	want := fmt.Sprintf("rootdir is owned by uid 0 and not writable by you (uid %d)", p.uid)
+	for _, args := range [][]string{
+		{"rewind", "1"}, {"rewind", "--dry-run", "1"}, {"restore", "1", "rootdir"},
+		{"restore", "--dry-run", "1", "rootdir"}, {"revert", "2"}, {"revert", "--dry-run", "2"},
+	} {
+		out, err := p.try(p.Dir, turnctlBin, args...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("turnctl %s: %v, want exit status 1\n%s", strings.Join(args, " "), err, out)
+		}
+		what := map[string]string{"rewind": "rewind to turn 1", "restore": "restore of rootdir from turn 1", "revert": "revert of turn 2"}[args[0]]
+		noun := args[0]
+		line := fmt.Sprintf("turnctl: %s refused: %s; a %s running as you cannot change it; nothing changed\n", what, want, noun)
+		if out != line {
+			t.Errorf("turnctl %s said:\n%s\nwant:\n%s", strings.Join(args, " "), out, line)
+		}
+		if got := p.run(t, p.Dir, turnctlBin, "log"); got != log {
+			t.Errorf("turnctl log after turnctl %s:\n%s\nwant, as before:\n%s", strings.Join(args, " "), got, log)
+		}
+		var st struct{ Open bool }
+		if out := p.run(t, p.Dir, turnctlBin, "--json", "status"); json.Unmarshal([]byte(out), &st) != nil || st.Open {
+			t.Errorf("turnctl status after turnctl %s: a turn is open:\n%s", strings.Join(args, " "), out)
+		}
+		if got := p.listing(t); got != listing {
+			t.Errorf("the tree after turnctl %s:\n%s\nwant, as before:\n%s", strings.Join(args, " "), got, listing)
+		}
+	}
+	// A rewind that leaves rootdir alone works.
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "third")
+	p.sh(t, `echo c > c`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	p.run(t, p.Dir, turnctlBin, "rewind", "2")
+	if got := p.listing(t); got != listing {
+		t.Errorf("the tree after turnctl rewind 2:\n%s\nwant:\n%s", got, listing)
+	}
+	p.run(t, "/", ckptfsBin, "umount", p.Dir)
+	if got := onDisk(); got != disk {
+		t.Errorf("on disk after the refusals:\n%s\nwant, as before:\n%s", got, disk)
 	}
 }

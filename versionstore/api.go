@@ -15,6 +15,9 @@ var (
 	ErrNoOpenTurn   = errors.New("versionstore: no turn is open")
 	ErrRefTaken     = errors.New("versionstore: ref already names another turn")
 	ErrNoSpace      = errors.New("versionstore: not enough space") // a rewind's files would not fit
+	// ErrDenied: a rewind, restore or revert would make a change the
+	// permissions it runs with do not allow (rewind_perms.go).
+	ErrDenied = errors.New("versionstore: not permitted")
 	// ErrNotCaptured: the bytes asked for were never recorded (the file
 	// changed while the project was not mounted).
 	ErrNotCaptured = errors.New("versionstore: never captured")

@@ -315,7 +315,10 @@
 // full disk under the store), ErrCorrupt, ErrNewerFormat (a store written by
 // a newer format version is refused), ErrLocked (another process holds the
 // store), ErrBadPath, ErrNoSpace (a rewind's files would not fit in the
-// tree's filesystem: it is refused before anything changes).
+// tree's filesystem: it is refused before anything changes), ErrDenied
+// (a rewind's plan changes what the user the tree is changed as may not,
+// a directory of root's in a private mount: refused before anything
+// changes, rewind_perms.go).
 //
 // # Store faults
 //

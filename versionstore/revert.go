@@ -148,6 +148,16 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 		items = slices.DeleteFunc(items, func(it *revertItem) bool { return !keep[it.path] })
 	}
 	res.Changes = planned
+	label := opts.Label
+	if label == "" {
+		label = "revert of " + PointWord(n)
+	}
+	op := label // what it calls itself in an error ("undo turn 4")
+	// A change the tree's user may not make refuses it now, its dry run
+	// too, rather than half-way.
+	if err := s.checkPermitted(op, planned, live); err != nil {
+		return res, err
+	}
 	if len(items) == 0 {
 		return res, nil
 	}
@@ -204,11 +214,6 @@ func (s *Store) Revert(n uint64, live ckpt.Tree, opts RevertOptions) (RevertResu
 	if err := s.checkActions(actions); err != nil {
 		return res, err
 	}
-	label := opts.Label
-	if label == "" {
-		label = "revert of " + PointWord(n)
-	}
-	op := label // what it calls itself in an error ("undo turn 4")
 	t, err := s.Begin(ckpt.KindRevert, label, "")
 	if err != nil && t.Num == 0 {
 		return res, err

@@ -146,6 +146,21 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		}
 	}
 	res.Changes = changes
+	label := fmt.Sprintf("rewind to %s", PointName(target))
+	op := "rewind to " + PointWord(target)
+	switch {
+	case opts.Undo:
+		label = fmt.Sprintf("undo turn %d", target+1)
+		op = label
+	case opts.Paths != nil:
+		label = fmt.Sprintf("%s%s from %s", ckpt.RestoreLabelPrefix, strings.Join(prefixes, " "), PointName(target))
+		op = fmt.Sprintf("restore of %s from %s", strings.Join(prefixes, " "), PointWord(target))
+	}
+	// A change the tree's user may not make refuses it now, its dry run
+	// too, rather than half-way.
+	if err := s.checkPermitted(op, changes, live); err != nil {
+		return res, err
+	}
 	// A restore names the links it splits (LinkSplit); the dry run says
 	// what the link pass will do, the restore what it did.
 	var linked map[string]linkedPath
@@ -177,16 +192,6 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 	}
 	if err != nil {
 		return res, err
-	}
-	label := fmt.Sprintf("rewind to %s", PointName(target))
-	op := "rewind to " + PointWord(target)
-	switch {
-	case opts.Undo:
-		label = fmt.Sprintf("undo turn %d", target+1)
-		op = label
-	case opts.Paths != nil:
-		label = fmt.Sprintf("%s%s from %s", ckpt.RestoreLabelPrefix, strings.Join(prefixes, " "), PointName(target))
-		op = fmt.Sprintf("restore of %s from %s", strings.Join(prefixes, " "), PointWord(target))
 	}
 	t, err := s.Begin(ckpt.KindRewind, label, "")
 	if err != nil && t.Num == 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,6 +158,200 @@ func mkdirMode(t *testing.T, p string, mode os.FileMode) {
 	}
 	if err := os.Chmod(p, mode); err != nil { // past the umask
 		t.Fatal(err)
+	}
+}
+
+// TestRewindRefusesWhatItsUserMayNotChange: a rewind, its dry run, a
+// restore and a revert whose plan changes what the daemon's user may not
+// (the entries of a directory of another user's it may not write, as a
+// private mount's daemon may not those of root's; a file's mode it does
+// not own; another user's file in a sticky directory) refuse before they
+// change anything or open a turn, in one line naming the path and why.
+// Such a rewind used to fail half-way and leave its turn open.
+func TestRewindRefusesWhatItsUserMayNotChange(t *testing.T) {
+	owner := os.Geteuid()
+	rootdir := fmt.Sprintf("rootdir is owned by uid %d and not writable by you (uid %d)", owner, permUID)
+	for _, tc := range []struct {
+		name    string
+		prep    func(t *testing.T, root string)
+		change  func(t *testing.T, s *Store, tree *backing.Tree, root string)
+		restore string // a path to restore too ("": none)
+		why     string
+		them    bool
+	}{{
+		name: "made in a directory not its own",
+		prep: func(t *testing.T, root string) {},
+		change: func(t *testing.T, s *Store, tree *backing.Tree, root string) {
+			recordPrior(t, s, tree, "rootdir")
+			mkdirMode(t, filepath.Join(root, "rootdir"), 0o755)
+			recordPrior(t, s, tree, "rootdir/f")
+			writeFile(t, filepath.Join(root, "rootdir/f"), []byte("r"))
+		},
+		restore: "rootdir",
+		why:     rootdir,
+	}, {
+		name: "moved out of a directory not its own",
+		prep: func(t *testing.T, root string) {
+			mkdirMode(t, filepath.Join(root, "rootdir"), 0o755)
+			writeFile(t, filepath.Join(root, "rootdir/f"), []byte("r"))
+		},
+		change: func(t *testing.T, s *Store, tree *backing.Tree, root string) {
+			commit, err := s.RecordRename("rootdir/f", "f", false, ckpt.Program{Comm: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = os.Rename(filepath.Join(root, "rootdir/f"), filepath.Join(root, "f"))
+			commit(err == nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+		restore: "rootdir",
+		why:     rootdir,
+	}, {
+		name: "another user's file in a sticky directory",
+		prep: func(t *testing.T, root string) { mkdirMode(t, filepath.Join(root, "tmp"), os.ModeSticky|0o777) },
+		change: func(t *testing.T, s *Store, tree *backing.Tree, root string) {
+			recordPrior(t, s, tree, "tmp/g")
+			writeFile(t, filepath.Join(root, "tmp/g"), []byte("g"))
+		},
+		restore: "tmp/g",
+		why:     fmt.Sprintf("tmp/g is owned by uid %d, not by you (uid %d), in the sticky directory tmp", owner, permUID),
+	}, {
+		name: "the mode of another user's file, and a directory not its own",
+		prep: func(t *testing.T, root string) { writeFile(t, filepath.Join(root, "m"), []byte("m")) },
+		change: func(t *testing.T, s *Store, tree *backing.Tree, root string) {
+			st, err := tree.Lstat("m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Record(ckpt.Capture{Path: "m", Prior: st, MetaOnly: true}, ckpt.Program{Comm: "test"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(root, "m"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			recordPrior(t, s, tree, "rootdir")
+			mkdirMode(t, filepath.Join(root, "rootdir"), 0o755)
+			recordPrior(t, s, tree, "rootdir/f")
+			writeFile(t, filepath.Join(root, "rootdir/f"), []byte("r"))
+		},
+		why:  fmt.Sprintf("m is owned by uid %d, not by you (uid %d): its mode cannot be set (and 1 more like it)", owner, permUID),
+		them: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, tree, root, closed := permFixture(t,
+				func(root string) { tc.prep(t, root) },
+				func(s *Store, tree *backing.Tree, root string) { tc.change(t, s, tree, root) })
+			pt := &permTree{Tree: tree, uid: permUID}
+			before := takeSnapshot(t, root)
+			latest := s.Latest()
+			it := "it"
+			if tc.them {
+				it = "them"
+			}
+			type run struct {
+				what, noun string
+				do         func() error
+			}
+			runs := []run{
+				{fmt.Sprintf("rewind to turn %d", closed), "rewind", func() error {
+					_, err := s.Rewind(closed, pt, RewindOptions{})
+					return err
+				}},
+				{fmt.Sprintf("rewind to turn %d", closed), "rewind", func() error {
+					_, err := s.Rewind(closed, pt, RewindOptions{DryRun: true})
+					return err
+				}},
+				{fmt.Sprintf("undo turn %d", closed+1), "undo", func() error {
+					_, err := s.Rewind(closed, pt, RewindOptions{Undo: true})
+					return err
+				}},
+				{fmt.Sprintf("revert of turn %d", closed+1), "revert", func() error {
+					_, err := s.Revert(closed+1, pt, RevertOptions{})
+					return err
+				}},
+				{fmt.Sprintf("revert of turn %d", closed+1), "revert", func() error {
+					_, err := s.Revert(closed+1, pt, RevertOptions{DryRun: true})
+					return err
+				}},
+			}
+			if tc.restore != "" {
+				for _, dry := range []bool{false, true} {
+					runs = append(runs, run{fmt.Sprintf("restore of %s from turn %d", tc.restore, closed), "restore", func() error {
+						_, err := s.Rewind(closed, pt, RewindOptions{Paths: []string{tc.restore}, DryRun: dry})
+						return err
+					}})
+				}
+			}
+			for i, r := range runs {
+				err := r.do()
+				a := "a"
+				if r.noun == "undo" {
+					a = "an"
+				}
+				want := fmt.Sprintf("%s refused: %s; %s %s running as you cannot change %s; nothing changed", r.what, tc.why, a, r.noun, it)
+				if err == nil || err.Error() != want || !errors.Is(err, ErrDenied) || !errors.Is(err, fs.ErrPermission) {
+					t.Errorf("%d: %s: %v\nwant: %s", i, r.what, err, want)
+				}
+				if got := takeSnapshot(t, root); diffSnap(before, got) != "" {
+					t.Fatalf("%d: %s changed the tree:\n%s", i, r.what, diffSnap(before, got))
+				}
+				if cur, ok := s.Current(); ok || s.Latest() != latest {
+					t.Fatalf("%d: %s left turn %d open %v (latest %d, was %d)", i, r.what, cur.Num, ok, s.Latest(), latest)
+				}
+			}
+			// Root's daemon does it.
+			if _, err := s.Rewind(closed, &permTree{Tree: tree}, RewindOptions{}); err != nil {
+				t.Fatalf("root's rewind: %v", err)
+			}
+		})
+	}
+}
+
+// TestRewindDoesWhatItsUserMayChange: a plan whose changes are all in
+// directories the daemon's user may write (0777, not its own), and moves
+// a directory not its own within one of them (its entries move with it:
+// none of them changes), is not refused, and runs.
+func TestRewindDoesWhatItsUserMayChange(t *testing.T) {
+	var want snapshot
+	s, tree, root, closed := permFixture(t, func(root string) {
+		mkdirMode(t, filepath.Join(root, "d"), 0o755)
+		writeFile(t, filepath.Join(root, "d/f"), []byte("f"))
+		writeFile(t, filepath.Join(root, "x"), []byte("x v0"))
+		want = takeSnapshot(t, root)
+	}, func(s *Store, tree *backing.Tree, root string) {
+		commit, err := s.RecordRename("d", "e", false, ckpt.Program{Comm: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = os.Rename(filepath.Join(root, "d"), filepath.Join(root, "e"))
+		commit(err == nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		captureFile(t, s, tree, "x")
+		writeFile(t, filepath.Join(root, "x"), []byte("x v1"))
+		recordPrior(t, s, tree, "y")
+		writeFile(t, filepath.Join(root, "y"), []byte("y"))
+	})
+	pt := &permTree{Tree: tree, uid: permUID}
+	res, err := s.Rewind(closed, pt, RewindOptions{DryRun: true})
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	var kinds []string
+	for _, c := range res.Changes {
+		kinds = append(kinds, fmt.Sprintf("%s %s<-%s", c.Kind, c.Path, c.From))
+	}
+	if got := strings.Join(kinds, ", "); got != "renamed d<-e, renamed d/f<-e/f, modified x<-, deleted y<-" {
+		t.Errorf("the dry run's changes: %s", got)
+	}
+	if _, err := s.Rewind(closed, pt, RewindOptions{}); err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+	if d := diffSnap(want, takeSnapshot(t, root)); d != "" {
+		t.Errorf("after the rewind:\n%s", d)
 	}
 }
 

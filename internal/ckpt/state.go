@@ -352,3 +352,12 @@ var ErrWrittenPast = errors.New("the file is open for writing past the daemon")
 type LinkNamer interface {
 	LinkNames(ino uint64) []string
 }
+
+// Creds is implemented by a Tree that says whose permissions its changes
+// are made with: the user ID and the group IDs (effective and
+// supplementary). A Tree that does not is changed with the process's own
+// (a private mount's daemon runs as its user). A rewind checks its plan
+// against them before it changes anything.
+type Creds interface {
+	Creds() (uid uint32, gids []uint32)
+}

@@ -132,7 +132,7 @@ func (s *Service) wrap(err error) error {
 		code = turnctl.CodeBadRequest
 	case errors.Is(err, versionstore.ErrCorrupt):
 		code = turnctl.CodeCorrupt
-	case errors.Is(err, ckpt.ErrStoreFull), errors.Is(err, versionstore.ErrNoSpace):
+	case errors.Is(err, ckpt.ErrStoreFull), errors.Is(err, versionstore.ErrNoSpace), errors.Is(err, versionstore.ErrDenied):
 		code = turnctl.CodeConflict
 	}
 	return &turnctl.Error{Code: code, Message: msg}

@@ -26,7 +26,7 @@ the names of a file together to keep them linked as they were, or rewind).
 --dry-run lists what would change: the list the restore then reports, the
 splits too. The changes under .git are listed as one line unless --all, and a
 long list is cut after its first 50 paths, as rewind does; so are the progress
-bar and --quiet.`,
+bar, --quiet, and the refusal of a change the daemon may not make.`,
 	changes: true,
 	quiet:   true,
 	opts:    func() options { return &restoreOptions{} },

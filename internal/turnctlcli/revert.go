@@ -33,7 +33,9 @@ of kind revert ("revert of turn TURN"), so it can be undone or reverted in
 turn. --dry-run lists what it would change, the list the revert then reports,
 the splits too, or the conflicts it would refuse. As with rewind, a long list is cut after its first 50 paths (--all
 lists every one), a progress bar on stderr shows how far a long revert has
-got, and --quiet prints nothing but errors.`,
+got, --quiet prints nothing but errors, and a change the daemon may not make
+(a directory of root's in a user's mount) refuses it before it changes
+anything.`,
 	changes: true,
 	quiet:   true,
 	opts:    func() options { return &revertOptions{} },

@@ -28,7 +28,9 @@ is, and so does a directory that holds such paths, though at TURN it was not
 there or not a directory: the report names each one ("left 1 directory in
 place"), and a rewind with nothing else to do makes no turn. On a terminal,
 a progress bar on stderr shows how far a long rewind has got; --quiet prints
-nothing but errors.`,
+nothing but errors. A rewind that would change what the daemon may not (a
+directory of root's in the mount of an ordinary user, whose daemon runs as
+that user) refuses before it changes anything, naming it; --dry-run too.`,
 	changes: true,
 	quiet:   true,
 	opts:    func() options { return &rewindOptions{} },
