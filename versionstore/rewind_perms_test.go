@@ -28,6 +28,7 @@ type permTree struct {
 	uid    uint32
 	refuse string
 	allow  int
+	errno  syscall.Errno // of a refusal; 0: EACCES
 }
 
 // permUID is the user a permTree's daemon runs as.
@@ -47,7 +48,11 @@ func (p *permTree) refused(op, path string) error {
 		p.allow--
 		return nil
 	}
-	return &os.PathError{Op: op, Path: path, Err: syscall.EACCES}
+	errno := p.errno
+	if errno == 0 {
+		errno = syscall.EACCES
+	}
+	return &os.PathError{Op: op, Path: path, Err: errno}
 }
 
 func (p *permTree) RemoveAll(path string) error {
@@ -423,6 +428,43 @@ func TestRollbackThatCannotUndoEndsTheTurn(t *testing.T) {
 	endedTurn(t, s, tree, rb.Turn, "failed half-way, undone, not all undone")
 	if got, _ := os.ReadFile(filepath.Join(root, "rootdir/y")); string(got) != "y v0" {
 		t.Errorf("rootdir/y: %q, want it as the rewind left it", got)
+	}
+}
+
+// TestRollbackThatCannotUndoForWantOfSpaceIsLeftForTheNextStart: as
+// above, but the writes fail for want of space, which a later start may
+// have back: the rollback's journal is kept and its turn left open, and
+// the next start, with the space back, finishes undoing it.
+func TestRollbackThatCannotUndoForWantOfSpaceIsLeftForTheNextStart(t *testing.T) {
+	s, tree, root, closed := permFixture(t, func(root string) {
+		mkdirMode(t, filepath.Join(root, "rootdir"), 0o755)
+		writeFile(t, filepath.Join(root, "rootdir/x"), []byte("x v0"))
+		writeFile(t, filepath.Join(root, "rootdir/y"), []byte("y v0"))
+	}, func(s *Store, tree *backing.Tree, root string) {
+		for _, p := range []string{"rootdir/x", "rootdir/y"} {
+			captureFile(t, s, tree, p)
+			writeFile(t, filepath.Join(root, p), []byte(p+" v1"))
+		}
+	})
+	pt := &permTree{Tree: tree, refuse: "rootdir", allow: 1, errno: syscall.ENOSPC}
+	_, err := s.Rewind(closed, pt, RewindOptions{})
+	if err == nil || !strings.Contains(err.Error(), "undoing what it had changed failed too, the next start finishes it") {
+		t.Fatalf("err %v, want a rollback left for the next start", err)
+	}
+	if _, ok := s.Current(); !ok {
+		t.Fatal("the rewind's turn was closed: the next start has nothing to finish")
+	}
+	s2 := reopened(t, s)
+	if ok, err := s2.Recover(tree); !ok || err == nil {
+		t.Fatalf("recover: journal %v, %v; want the rollback finished", ok, err)
+	}
+	for _, p := range []string{"rootdir/x", "rootdir/y"} {
+		if got, _ := os.ReadFile(filepath.Join(root, p)); string(got) != p+" v1" {
+			t.Errorf("%s after the next start: %q, want it as before the rewind", p, got)
+		}
+	}
+	if cur, ok := s2.Current(); ok {
+		t.Errorf("turn %d (%q) left open after the next start", cur.Num, cur.Label)
 	}
 }
 

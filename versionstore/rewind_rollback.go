@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -43,7 +44,8 @@ import (
 // A rollback that a crash cuts short is finished by the next Recover;
 // one that fails in turn (unreadable bytes, a change it cannot make)
 // ends the turn as it is (Incomplete), since no later start could do
-// better. Recover itself
+// better, but for want of space (wantsSpace), which a later start may
+// have back: that one keeps its journal and the turn open. Recover itself
 // rolls back only a rewind it cannot finish for unreadable bytes: one
 // that fails otherwise (a full disk) keeps its journal for a later
 // start, as a crash left it.
@@ -124,7 +126,7 @@ func journaledRollback(j *rewindJournal, cause error) *RolledBackError {
 // Recover found) is run to its end the same way. While it runs, captures
 // check the chunks they reuse (checkReused), so that the rollback does
 // not meet the same damage. A rollback that fails ends the turn as it
-// is (endRollback); one that cannot start leaves its journal and the
+// is, unless for want of space (endRollback); one that cannot start leaves its journal and the
 // turn open, for Recover.
 func (s *Store) runJournalOrRollBack(j *rewindJournal, live ckpt.Tree, who ckpt.Program, all bool) error {
 	s.checkReused.Store(true)
@@ -174,6 +176,11 @@ func (s *Store) rollBack(j *rewindJournal, cause error, live ckpt.Tree, who ckpt
 // is what stopped the rewind j undoes, or nil for the one j keeps.
 func (s *Store) endRollback(j *rewindJournal, cause, err error) error {
 	rb := journaledRollback(j, cause)
+	if err != nil && wantsSpace(err) && rb.Op != "" {
+		// Space a later start may have back: the journal stays, the
+		// turn open, and the next start finishes undoing.
+		return fmt.Errorf("%s failed: %s; undoing what it had changed failed too, the next start finishes it: %w", rb.Op, rb.Reason, err)
+	}
 	if err != nil {
 		// Bytes the rollback needs are lost as well, or a change it
 		// must make fails (a permission the daemon lacks): nothing a
@@ -195,6 +202,12 @@ func (s *Store) endRollback(j *rewindJournal, cause, err error) error {
 		return err
 	}
 	return rb
+}
+
+// wantsSpace reports whether err is a want of space (the store's or the
+// tree's disk full, a quota), which may be gone at a later start.
+func wantsSpace(err error) bool {
+	return errors.Is(err, ckpt.ErrStoreFull) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // failure is what stopped a rewind (err, not unreadable bytes) as a
