@@ -126,8 +126,8 @@ func journaledRollback(j *rewindJournal, cause error) *RolledBackError {
 // Recover found) is run to its end the same way. While it runs, captures
 // check the chunks they reuse (checkReused), so that the rollback does
 // not meet the same damage. A rollback that fails ends the turn as it
-// is, unless for want of space (endRollback); one that cannot start leaves its journal and the
-// turn open, for Recover.
+// is, unless for want of space (endRollback); one that cannot start
+// leaves its journal and the turn open, for Recover.
 func (s *Store) runJournalOrRollBack(j *rewindJournal, live ckpt.Tree, who ckpt.Program, all bool) error {
 	s.checkReused.Store(true)
 	defer s.checkReused.Store(false)
