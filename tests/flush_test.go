@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	mrand "math/rand"
 	"os"
 	"os/exec"
@@ -44,23 +45,7 @@ m.close()
 os.close(fd)
 `)
 	py.Dir = dir
-	py.Stderr = os.Stderr
-	stdin, err := py.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := py.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := py.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer py.Wait()
-	defer stdin.Close()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
-		t.Fatalf("python: %q, %v", line, err)
-	}
+	stdin := startMapper(t, py)
 	out, err := runTurnctl(t, dir, "end")
 	if err != nil {
 		t.Fatal(err)
@@ -137,23 +122,7 @@ for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
         pass
 `)
 	py.Dir = dir
-	py.Stderr = os.Stderr
-	stdin, err := py.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := py.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := py.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer py.Wait()
-	defer stdin.Close()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
-		t.Fatalf("python: %q, %v", line, err)
-	}
+	stdin := startMapper(t, py)
 	detach(dir)
 	stdin.Close()
 	if err := py.Wait(); err != nil {
@@ -396,23 +365,7 @@ for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
     except OSError:
         pass
 `)
-	py.Stderr = os.Stderr
-	stdin, err := py.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := py.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := py.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer py.Wait()
-	defer stdin.Close()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
-		t.Fatalf("python: %q, %v", line, err)
-	}
+	stdin := startMapper(t, py)
 	if err := unix.Unmount(p.Dir, unix.MNT_DETACH); err != nil {
 		t.Fatal(err)
 	}
@@ -477,23 +430,7 @@ os.unlink("hl")               # hl2 keeps the inode
 print("written", flush=True)
 sys.stdin.readline()
 `)
-	py.Stderr = os.Stderr
-	stdin, err := py.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := py.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := py.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer py.Wait()
-	defer stdin.Close()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
-		t.Fatalf("python: %q, %v", line, err)
-	}
+	stdin := startMapper(t, py)
 	out, err := p.try("/", ckptfsBin, "umount", "--lazy", p.Dir)
 	if err != nil || strings.Contains(out, "lost") {
 		t.Errorf("ckptfs umount --lazy: %v\n%s", err, out)
@@ -513,4 +450,30 @@ sys.stdin.readline()
 			}
 		}
 	}
+}
+
+// startMapper starts py, a python that writes through shared maps, prints
+// "written" and keeps its maps until a line or the end of its stdin, and
+// returns once it has written; closing the returned stdin lets it end
+// (the test's cleanup closes it and waits for py too).
+func startMapper(t *testing.T, py *exec.Cmd) io.WriteCloser {
+	t.Helper()
+	py.Stderr = os.Stderr
+	stdin, err := py.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { py.Wait() })
+	t.Cleanup(func() { stdin.Close() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "written\n" {
+		t.Fatalf("python: %q, %v", line, err)
+	}
+	return stdin
 }

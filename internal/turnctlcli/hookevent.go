@@ -368,18 +368,32 @@ func endIf(ctx context.Context, h turnctl.Handler, req turnctl.EndRequest) (*tur
 	if req.IfOpenedBy == "" || !errors.As(err, &te) || te.Code != turnctl.CodeBadRequest || !strings.Contains(te.Message, "if_opened_by") {
 		return rep, err
 	}
-	st, err := h.Status(ctx, turnctl.StatusRequest{Brief: true})
-	if err != nil {
+	if err := checkOpenTurn(ctx, h, req.IfOpenedBy, 0, ""); err != nil {
 		return nil, err
-	}
-	if !st.Open || st.Turn == nil {
-		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: "no turn is open"}
-	}
-	if !turnctl.OpenedBy(*st.Turn, req.IfOpenedBy) {
-		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: turnctl.NotOpenedBy(*st.Turn, req.IfOpenedBy)}
 	}
 	req.IfOpenedBy = ""
 	return h.End(ctx, req)
+}
+
+// checkOpenTurn is, for a daemon too old to check it atomically, the
+// check it would make before an end or a step: that a turn is open, that
+// it is turn n (if not 0), and that it was opened for key (if not "");
+// suffix ends the message of a refusal.
+func checkOpenTurn(ctx context.Context, h turnctl.Handler, key string, n uint64, suffix string) error {
+	st, err := h.Status(ctx, turnctl.StatusRequest{Brief: true})
+	if err != nil {
+		return err
+	}
+	if !st.Open || st.Turn == nil {
+		return &turnctl.Error{Code: turnctl.CodeConflict, Message: "no turn is open"}
+	}
+	if n != 0 && st.Turn.Num != n {
+		return &turnctl.Error{Code: turnctl.CodeConflict, Message: fmt.Sprintf("turn %d was closed; the open turn is %d%s", n, st.Turn.Num, suffix)}
+	}
+	if key != "" && !turnctl.OpenedBy(*st.Turn, key) {
+		return &turnctl.Error{Code: turnctl.CodeConflict, Message: turnctl.NotOpenedBy(*st.Turn, key) + suffix}
+	}
+	return nil
 }
 
 // pinNote is the note of a pin a prompt asked for.
@@ -425,18 +439,8 @@ func stepIf(ctx context.Context, h turnctl.Handler, req turnctl.StepRequest) (*t
 	if !isUnknownField(err, "if_opened_by") && !isUnknownField(err, "turn") && !isUnknownField(err, "run") {
 		return rep, err
 	}
-	st, err := h.Status(ctx, turnctl.StatusRequest{Brief: true})
-	if err != nil {
+	if err := checkOpenTurn(ctx, h, req.IfOpenedBy, req.Turn, ": no step"); err != nil {
 		return nil, err
-	}
-	if !st.Open || st.Turn == nil {
-		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: "no turn is open"}
-	}
-	if req.Turn != 0 && st.Turn.Num != req.Turn {
-		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: fmt.Sprintf("turn %d was closed; the open turn is %d: no step", req.Turn, st.Turn.Num)}
-	}
-	if req.IfOpenedBy != "" && !turnctl.OpenedBy(*st.Turn, req.IfOpenedBy) {
-		return nil, &turnctl.Error{Code: turnctl.CodeConflict, Message: turnctl.NotOpenedBy(*st.Turn, req.IfOpenedBy) + ": no step"}
 	}
 	req.IfOpenedBy, req.Turn, req.Run = "", 0, ""
 	return h.Step(ctx, req)
