@@ -267,6 +267,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 	case <-detached:
 		logger.Printf("detached from outside (umount -l): closing the open turn and ending")
 	}
+	crashpoint.Hit("daemon.stopping")
 	endWarm()
 	stopControl()
 	views.closeAll() // they read the store

@@ -70,7 +70,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return usageError{"status: expected at most one DIR (try --help)"}
 	}
 	var dir string
-	if fs.NArg() == 0 {
+	if pwd := os.Getenv("PWD"); fs.NArg() == 0 && filepath.IsAbs(pwd) && rundir.StoppedAround(pwd) != nil {
+		dir = filepath.Clean(pwd) // os.Getwd would stat it
+	} else if fs.NArg() == 0 {
 		wd, err := os.Getwd()
 		if err != nil {
 			return err
@@ -83,11 +85,15 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		dir = filepath.Clean(d)
 		// A DIR that is not there is a typo; one that cannot be entered
-		// (another user's private mount, a dead mount) is reported on.
-		if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("status: %v", err)
-		} else if err == nil && !fi.IsDir() {
-			return fmt.Errorf("status: %s is not a directory", dir)
+		// (another user's private mount, a dead mount) is reported on,
+		// and so is one in a stopped daemon's mount, where a stat would
+		// wait for as long as it stays stopped.
+		if rundir.StoppedAround(dir) == nil {
+			if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("status: %v", err)
+			} else if err == nil && !fi.IsDir() {
+				return fmt.Errorf("status: %s is not a directory", dir)
+			}
 		}
 	}
 	if v, ok := viewAround(dir); ok {
@@ -139,7 +145,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if rep.PID != 0 && !rep.Alive {
 		rep.Fatal = lastFatal(filepath.Join(storePath, "daemon.log"))
 	}
-	if rep.Mounted && rep.Alive && rep.Socket != "" {
+	stopped := rep.Mounted && rep.Alive && rundir.Stopped(rep.PID)
+	if stopped {
+		// Its socket would not answer, nor would the mount.
+		rep.Error = rundir.StoppedError(rep.Dir, rep.PID).Error()
+	} else if rep.Mounted && rep.Alive && rep.Socket != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		st, err := turnctl.NewClient(rep.Socket).Status(ctx, turnctl.StatusRequest{})
 		cancel()
@@ -174,6 +184,8 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		state := "running"
 		if !rep.Alive {
 			state = "dead"
+		} else if stopped {
+			state = "stopped: it answers nothing until kill -CONT " + strconv.Itoa(rep.PID)
 		}
 		fmt.Fprintf(stdout, "daemon:  pid %d (%s), since %s\n", rep.PID, state, rep.Started.Local().Format("2006-01-02 15:04:05"))
 	}
@@ -183,7 +195,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	if rep.Store != "" && rep.Mounted && rep.PID != 0 && !rep.Alive {
 		fmt.Fprintf(stdout, "store:   %s (not readable under a mount whose daemon is dead: ckptfs umount %s, then mount it again)\n", rep.Store, rep.Dir)
-	} else if _, err := os.Lstat(rep.Store); rep.Store != "" && !rep.Mounted && errors.Is(err, os.ErrNotExist) {
+	} else if rep.Store != "" && !rep.Mounted && !exists(rep.Store) {
 		fmt.Fprintf(stdout, "store:   none yet (ckptfs mount %s makes it at %s)\n", rep.Dir, rep.Store)
 	} else if rep.Store != "" {
 		fmt.Fprintf(stdout, "store:   %s (%s on disk%s)\n", rep.Store, units.Bytes(rep.StoreBytes), free)
@@ -332,4 +344,11 @@ func viewStatusError(v rundir.Mount) error {
 	}
 	project, turn := v.Source[:i], v.Source[i+1:]
 	return fmt.Errorf("status: %s is a read-only view of %s at the end of turn %s (ckptfs mount --at); ckptfs status %s tells of the project", v.Dir, project, turn, project)
+}
+
+// exists reports whether p is there; asked only of a store outside a
+// mount: through one, a stopped daemon would leave the lstat hanging.
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return !errors.Is(err, os.ErrNotExist)
 }

@@ -32,7 +32,9 @@ through shared memory maps of DIR's files written back (into the open
 turn), closes the open turn and detaches DIR anyway; those processes then
 see a dead directory until they leave it. A daemon that dies before it saved the record of the tree (what
 the next mount compares the tree with, to record changes made while
-unmounted), or cannot save it, is told of on stderr, and umount exits 1.`, stdout)
+unmounted), or cannot save it, is told of on stderr, and umount exits 1.
+A daemon stopped (SIGSTOP, a debugger) is refused the same way, nothing
+changed, with the pid to continue (kill -CONT).`, stdout)
 	fs.BoolVar(&lazy, "lazy", false, "close the open turn and detach DIR even while processes use it")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -115,6 +117,11 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 		// Dead before umount was asked: it can only clean up.
 		fmt.Fprintf(stderr, "ckptfs: umount: the daemon of %s (pid %d) %s: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s'); detached its dead mount\n", dir, info.PID, unsavedWhy(info, true), dir)
 	} else if ierr == nil && alive(info.PID) {
+		if rundir.Stopped(info.PID) {
+			// It would take the SIGTERM only once continued, and
+			// unmount then, long after this umount gave up waiting.
+			return fmt.Errorf("umount: %v; then run umount again; nothing changed", rundir.StoppedError(dir, info.PID))
+		}
 		var holders []holder
 		if mounted {
 			holders = mountHolders(dir, mnt.Dev, info.Store, map[int]bool{info.PID: true, os.Getpid(): true})
@@ -140,6 +147,9 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 		deadline := time.Now().Add(timeout)
 		for alive(info.PID) || rundir.IsMounted(dir) {
 			if time.Now().After(deadline) {
+				if rundir.Stopped(info.PID) {
+					return fmt.Errorf("umount: daemon %d did not finish within %v: it is stopped (SIGSTOP, or a debugger holds it), and ends its unmount once continued: kill -CONT %d", info.PID, timeout, info.PID)
+				}
 				return fmt.Errorf("umount: daemon %d did not finish within %v", info.PID, timeout)
 			}
 			if !alive(info.PID) {
@@ -418,22 +428,7 @@ func listHolders(hs []holder) string {
 }
 
 // alive reports whether pid runs (and is not a zombie).
-func alive(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) S ...: the state follows the last ')'.
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == ')' {
-			return i+2 < len(b) && b[i+2] != 'Z'
-		}
-	}
-	return true
-}
+func alive(pid int) bool { return rundir.Alive(pid) }
 
 // parentOf is pid's parent (0 when it cannot be read).
 func parentOf(pid int) int {

@@ -99,6 +99,7 @@ var Points = []string{
 	"fuse.exchange.done",     // the syscall is made, the record not confirmed
 	// cmd/ckptfs: the daemon.
 	"mount.recovered", // Recover returned, the tree is not yet served
+	"daemon.stopping", // asked to stop (umount's SIGTERM), the open turn not closed nor the manifest saved
 }
 
 // plan is an armed crash: fire at the n-th hit of a point pats match

@@ -39,6 +39,17 @@ func (e notMountedError) Is(target error) bool { return target == errNotMounted 
 // live mount. A mount that belongs to another user is an error that says
 // whose it is (*rundir.ForeignError): its daemon would not answer us.
 func findProject(g globals, needMount bool) (*project, error) {
+	// Before anything is entered: a stat, even the one os.Getwd makes,
+	// waits on a stopped daemon's mount for as long as it stays stopped.
+	if pwd := os.Getenv("PWD"); filepath.IsAbs(pwd) {
+		at := pwd
+		if g.dir != "" {
+			at = absIn(pwd, g.dir)
+		}
+		if err := rundir.StoppedAround(at); err != nil {
+			return nil, err
+		}
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, err
@@ -130,6 +141,10 @@ func (p *project) connect(offline Offline) (turnctl.Handler, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		if info, err := rundir.ReadInfo(p.root); err == nil && rundir.Stopped(info.PID) {
+			// The call would wait, silent, for as long as it stays so.
+			return nil, nil, rundir.StoppedError(p.root, info.PID)
+		}
 		c, err := turnctl.Dial(sock)
 		if err != nil {
 			return nil, nil, fmt.Errorf("the ckptfs daemon of %s does not answer (%v); if it died, run: ckptfs umount %s", p.root, errors.Unwrap(err), p.root)
@@ -177,4 +192,30 @@ func realPath(p string) string {
 		return r
 	}
 	return p
+}
+
+// diedDuring words err, an error from a call to the mount's daemon, for a
+// daemon that died during the call (killed, crashed): the bare error
+// ("reading reply: unexpected EOF", "git hash-object: EOF") says neither
+// that nor what to do. A rewind, restore or revert it had begun is
+// journaled, and the next mount finishes or undoes it. err is returned
+// as it is when the daemon lives.
+func (p *project) diedDuring(name string, err error) error {
+	var ue *usageError
+	var xe *exitError
+	if err == nil || !p.mounted || errors.As(err, &ue) || errors.As(err, &xe) {
+		return err
+	}
+	info, ierr := rundir.ReadInfo(p.root)
+	if ierr != nil || rundir.Alive(info.PID) {
+		return err
+	}
+	what := ""
+	switch name {
+	case "rewind", "undo", "restore", "revert":
+		what = fmt.Sprintf("; a %s it had begun is journaled: 'ckptfs umount %s' and 'ckptfs mount %s' finish it or undo it, and 'turnctl log' then shows which", name, p.root, p.root)
+	default:
+		what = fmt.Sprintf("; run 'ckptfs umount %s' and mount it again", p.root)
+	}
+	return fmt.Errorf("the ckptfs daemon of %s (pid %d) died during 'turnctl %s' (%v)%s", p.root, info.PID, name, err, what)
 }

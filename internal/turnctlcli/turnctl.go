@@ -235,7 +235,7 @@ func runLinked(ctx context.Context, offline Offline, ui UI, args []string, stdin
 		}
 		defer closer()
 		e.h = h
-		return o.run(e, cfs.Args())
+		return p.diedDuring(name, o.run(e, cfs.Args()))
 	}()
 	return report(stderr, name, err)
 }

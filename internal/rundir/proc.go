@@ -1,0 +1,64 @@
+package rundir
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// procState returns the state letter /proc/PID/stat gives a process ('R',
+// 'S', 'D', 'T', ...), or 0 when there is no such process or it is a
+// zombie (it ended, its parent has not reaped it).
+func procState(pid int) byte {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == ')' {
+			if i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X' {
+				return 0
+			}
+			return b[i+2]
+		}
+	}
+	return 'R'
+}
+
+// Alive reports whether the process pid is running (a zombie is not).
+func Alive(pid int) bool { return procState(pid) != 0 }
+
+// Stopped reports whether the process pid is stopped, by a SIGSTOP (or
+// SIGTSTP, SIGTTIN, SIGTTOU) or a debugger: a stopped daemon answers
+// nothing, neither its socket nor the kernel's FUSE requests, until it
+// gets SIGCONT.
+func Stopped(pid int) bool {
+	s := procState(pid)
+	return s == 'T' || s == 't'
+}
+
+// StoppedError is the one line that tells a user the daemon of dir is
+// stopped and what to do.
+func StoppedError(dir string, pid int) error {
+	return fmt.Errorf("the ckptfs daemon of %s (pid %d) is stopped (SIGSTOP, or a debugger holds it) and answers nothing, nor does the mount, until it is continued: kill -CONT %d", dir, pid, pid)
+}
+
+// StoppedAround returns StoppedError for the ckptfs mount that holds dir,
+// found by dir's path alone (nothing is entered: a stat through a stopped
+// daemon's mount would wait for as long as it stays stopped), when its
+// daemon is stopped; else nil.
+func StoppedAround(dir string) error {
+	m, err := Lookup(dir)
+	if err != nil {
+		return nil
+	}
+	info, err := ReadInfo(m.Dir)
+	if err != nil || !Stopped(info.PID) {
+		return nil
+	}
+	return StoppedError(m.Dir, info.PID)
+}
