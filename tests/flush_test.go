@@ -103,24 +103,7 @@ func mappedAcrossDetach(t *testing.T, what string, detach func(dir string)) {
 	pid := m.PID(t)
 	t.Cleanup(func() { unix.Kill(pid, unix.SIGKILL) }) // a lingering daemon
 	m.turnctl(t, "begin", "--label", "mapped")
-	py := exec.Command("python3", "-c", `
-import mmap, os, sys
-fd = os.open("a", os.O_RDWR)
-m = mmap.mmap(fd, 6, mmap.MAP_SHARED)
-m[0:6] = b"HELLO\n"
-bfd = os.open("big", os.O_RDWR)
-bm = mmap.mmap(bfd, 64 << 20, mmap.MAP_SHARED)
-for off in range(0, 64 << 20, 4096):
-    bm[off:off+4] = b"XXXX"
-print("written", flush=True)
-sys.stdin.readline()
-# The mount is dead by now: its close may fail (ENOTCONN).
-for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
-    try:
-        c()
-    except OSError:
-        pass
-`)
+	py := exec.Command("python3", "-c", detachMapper)
 	py.Dir = dir
 	stdin := startMapper(t, py)
 	detach(dir)
@@ -348,23 +331,7 @@ func TestMmapWritesBeforeAnOutsideDetachOfAPrivateMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.run(t, p.Dir, turnctlBin, "begin", "--label", "mapped")
-	py := p.cmd(p.Dir, "/usr/bin/python3", "-c", `
-import mmap, os, sys
-fd = os.open("a", os.O_RDWR)
-m = mmap.mmap(fd, 6, mmap.MAP_SHARED)
-m[0:6] = b"HELLO\n"
-bfd = os.open("big", os.O_RDWR)
-bm = mmap.mmap(bfd, 64 << 20, mmap.MAP_SHARED)
-for off in range(0, 64 << 20, 4096):
-    bm[off:off+4] = b"XXXX"
-print("written", flush=True)
-sys.stdin.readline()
-for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
-    try:
-        c()
-    except OSError:
-        pass
-`)
+	py := p.cmd(p.Dir, "/usr/bin/python3", "-c", detachMapper)
 	stdin := startMapper(t, py)
 	if err := unix.Unmount(p.Dir, unix.MNT_DETACH); err != nil {
 		t.Fatal(err)
@@ -477,3 +444,26 @@ func startMapper(t *testing.T, py *exec.Cmd) io.WriteCloser {
 	}
 	return stdin
 }
+
+// detachMapper is the python of the detach tests: it writes through shared
+// maps of a (6 bytes) and big (64 MiB: a long writeback), prints
+// "written", and lets go of them after a line or the end of its stdin.
+// The mount is dead by then: closing may fail (ENOTCONN).
+const detachMapper = `
+import mmap, os, sys
+fd = os.open("a", os.O_RDWR)
+m = mmap.mmap(fd, 6, mmap.MAP_SHARED)
+m[0:6] = b"HELLO\n"
+bfd = os.open("big", os.O_RDWR)
+bm = mmap.mmap(bfd, 64 << 20, mmap.MAP_SHARED)
+for off in range(0, 64 << 20, 4096):
+    bm[off:off+4] = b"XXXX"
+print("written", flush=True)
+sys.stdin.readline()
+# The mount is dead by now: its close may fail (ENOTCONN).
+for c in (m.close, lambda: os.close(fd), bm.close, lambda: os.close(bfd)):
+    try:
+        c()
+    except OSError:
+        pass
+`
