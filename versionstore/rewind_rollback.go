@@ -281,14 +281,6 @@ func (s *Store) relabel(n uint64, text string) error {
 	if s.cur == nil || s.cur.Num != n {
 		return nil
 	}
-	t := *s.cur
-	t.Label = ckpt.LabelOf(text)
-	b := s.db.NewBatch()
-	defer b.Close()
-	putJSON(b, turnKey(n), t)
-	if err := s.commit(b, pebble.Sync); err != nil {
-		return err
-	}
-	s.cur = &t
-	return nil
+	_, err := s.retext(text)
+	return err
 }

@@ -147,6 +147,11 @@ func (s *Store) Retext(text string) (ckpt.Turn, error) {
 	if s.cur == nil {
 		return ckpt.Turn{}, ErrNoOpenTurn
 	}
+	return s.retext(text)
+}
+
+// retext is Retext with s.mu held and a turn open.
+func (s *Store) retext(text string) (ckpt.Turn, error) {
 	t := *s.cur
 	t.Label = ckpt.LabelOf(text)
 	b := s.db.NewBatch()
