@@ -431,20 +431,4 @@ func listHolders(hs []holder) string {
 func alive(pid int) bool { return rundir.Alive(pid) }
 
 // parentOf is pid's parent (0 when it cannot be read).
-func parentOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
-}
+func parentOf(pid int) int { return rundir.Parent(pid) }

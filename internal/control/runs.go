@@ -1,17 +1,15 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
+	"ckptfs/internal/rundir"
 	"ckptfs/turnctl"
 	"ckptfs/versionstore"
 )
@@ -100,34 +98,12 @@ func (r *runSet) nested(n uint64, pid int32) bool {
 		return false
 	}
 	for i := 0; i < 128 && pid > 1; i++ {
-		pid = parentPID(pid)
+		pid = int32(rundir.Parent(int(pid)))
 		if runs[pid] {
 			return true
 		}
 	}
 	return false
-}
-
-// parentPID is the parent of process pid (0: not known).
-func parentPID(pid int32) int32 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, err := strconv.ParseInt(f[1], 10, 32)
-	if err != nil {
-		return 0
-	}
-	return int32(ppid)
 }
 
 // beginRun is Begin for a turnctl run (req.Run), inside the exclusive

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -88,14 +87,5 @@ func TestRunsInsideATurnShareAStep(t *testing.T) {
 	steps, err := f.svc.store.Steps(n)
 	if err != nil || len(steps) != 2 || steps[0].Label != "" {
 		t.Fatalf("steps: %+v %v", steps, err)
-	}
-}
-
-func TestParentPID(t *testing.T) {
-	if got := parentPID(int32(os.Getpid())); got != int32(os.Getppid()) {
-		t.Errorf("parentPID(self) = %d, want %d", got, os.Getppid())
-	}
-	if got := parentPID(-1); got != 0 {
-		t.Errorf("parentPID(-1) = %d", got)
 	}
 }

@@ -1,10 +1,31 @@
 package rundir
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (state, ppid, ...), nil when there is no such process. The name may
+// hold spaces and parentheses: the fields follow the last ')'.
+func procStat(pid int) []string {
+	if pid <= 0 {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
 
 // procState returns the state letter /proc/PID/stat gives a process ('R',
 // 'S', 'D', 'T', ...), or 0 when there is no such process or it is a
@@ -13,20 +34,21 @@ func procState(pid int) byte {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	f := procStat(pid)
+	if len(f) == 0 || f[0] == "Z" || f[0] == "X" {
 		return 0
 	}
-	// pid (comm) S ...: the state follows the last ')'.
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == ')' {
-			if i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X' {
-				return 0
-			}
-			return b[i+2]
-		}
+	return f[0][0]
+}
+
+// Parent returns the parent of process pid, 0 when it cannot be read.
+func Parent(pid int) int {
+	f := procStat(pid)
+	if len(f) < 2 {
+		return 0
 	}
-	return 'R'
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // Alive reports whether the process pid is running (a zombie is not).
