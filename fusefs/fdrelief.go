@@ -76,6 +76,11 @@ type fdRelief struct {
 	lastOK time.Time
 }
 
+// NodeMark is the number of live nodes (each an fd of the daemon's) past
+// which the daemon has the kernel forget inodes: 3/4 of its open-file
+// limit, or CKPTFS_NODE_MARK; 0: never.
+func (r *Root) NodeMark() int { return r.relief.high }
+
 func newFDRelief(logf func(string, ...any)) *fdRelief {
 	f := &fdRelief{kick: make(chan struct{}, 1), logf: logf}
 	var l unix.Rlimit

@@ -234,7 +234,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 	live()
 	endWarm := func() {}
 	if warmUpWanted() {
-		endWarm = warmUp(dir, warmUpBudget(), logger.Printf)
+		endWarm = warmUp(dir, warmBudget(root.NodeMark()), logger.Printf)
 	}
 	defer endWarm()
 	stopGC := make(chan struct{})

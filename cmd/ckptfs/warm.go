@@ -45,11 +45,14 @@ const warmMax = 50000
 // warmChunk is the most entries the warm-up asks a directory for at once.
 const warmChunk = 128
 
-// warmBudget is the entries the warm-up of a daemon whose open-file limit
-// is nofile reads: warmMax, or half of the mark at which the daemon's fd
-// relief starts (3/4 of the limit) where that is less.
-func warmBudget(nofile uint64) int {
-	return int(min(warmMax, nofile*3/8))
+// warmBudget is the entries the warm-up reads, given the live nodes at
+// which the daemon's fd relief starts (fusefs.Root.NodeMark; 0: never):
+// warmMax, or half of the mark where that is less.
+func warmBudget(mark int) int {
+	if mark <= 0 {
+		return warmMax
+	}
+	return min(warmMax, mark/2)
 }
 
 // warmUp starts the child that walks dir. stop kills it and waits for it
@@ -144,12 +147,3 @@ func runWarmUp(args []string, stdout io.Writer) int {
 
 // warmUpWanted reports whether the daemon primes the kernel's caches.
 func warmUpWanted() bool { return os.Getenv("CKPTFS_WARMUP") != "0" }
-
-// warmUpBudget is warmBudget of the daemon's open-file limit now.
-func warmUpBudget() int {
-	var l unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &l) != nil {
-		return warmMax
-	}
-	return warmBudget(l.Cur)
-}
