@@ -10,10 +10,11 @@ import (
 // Exclusive flushes the kernel's dirty pages of the mount (shared mmap
 // writes, flushWriters), then blocks every mutating operation, runs fn,
 // captures again the files open for writing through passthrough (their
-// prior state in the turn that follows), and releases. Kernel cache invalidations requested by fn (Invalidate) are sent after
-// the lock is released and before Exclusive returns: sending them while
-// holding the lock could deadlock against a request that holds a kernel
-// inode lock and waits for ours.
+// prior state in the turn that follows), and releases. Kernel cache
+// invalidations requested by fn (Invalidate) are sent after the lock is
+// released and before Exclusive returns: sending them while holding the
+// lock could deadlock against a request that holds a kernel inode lock
+// and waits for ours.
 func (r *Root) Exclusive(fn func() error) error { return r.exclusiveRun(fn, true) }
 
 // ExclusiveLast is Exclusive for the daemon's last boundary, which closes
