@@ -47,7 +47,8 @@ type Service struct {
 	ops   ops  // the progress of the commands running with an ID
 	// viewer mounts views (nil: MountAt refuses); set before serving.
 	viewer Viewer
-	runs   runSet // the turnctl runs running (runs.go)
+	runs   runSet   // the turnctl runs running (runs.go)
+	undone undoMemo // undoneNow's last answer (service_rewind.go)
 }
 
 var _ turnctl.Handler = (*Service)(nil)

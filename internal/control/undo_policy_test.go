@@ -87,3 +87,39 @@ func deref(p *uint64) any {
 	}
 	return *p
 }
+
+// The background gc asks for the turn undo undoes at every 32 MiB a turn
+// keeps; the answer is found anew only when the closed turns or history
+// changed, and stays right through both.
+func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
+	f := newFixture(t)
+	st := f.svc.store
+	f.begin("create")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	edit := f.begin("edit")
+	f.ov.Write("a.txt", "two\n")
+	f.end()
+	want := func(n uint64, computed int) {
+		t.Helper()
+		got, ok := f.svc.undoneNow()
+		if !ok || got != n {
+			t.Fatalf("undoneNow = %d, %v; want %d", got, ok, n)
+		}
+		if c := f.svc.undone.computed; c != computed {
+			t.Fatalf("undoneNow was found anew %d times, want %d", c, computed)
+		}
+	}
+	want(edit, 1)
+	want(edit, 1)
+	more := f.begin("more") // open: undo passes over it
+	f.ov.Write("b.txt", "b\n")
+	want(edit, 1)
+	f.end()
+	want(more, 2)
+	want(more, 2)
+	if _, err := st.Forget([]uint64{edit}, "test"); err != nil { // merged into more
+		t.Fatal(err)
+	}
+	want(more, 3)
+}
