@@ -265,6 +265,9 @@ func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.End
 		if st, err := s.turnStats(t); err == nil {
 			rep.Turn.Stats, rep.LinesPending = &st, st.LinesSkipped
 			s.cacheStats(t.Num, st, m)
+			if st.Files > 0 {
+				s.noteUndone(t)
+			}
 		}
 	} else {
 		rep.Turn.Stats = &ckpt.Stats{}

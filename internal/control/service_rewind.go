@@ -124,13 +124,39 @@ func (s *Service) undoneNow() (uint64, bool) {
 	m := &s.undone
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.computed > 0 && m.key == key {
+	if m.known && m.key == key {
 		return m.n, m.ok
 	}
 	n, _, err := s.lastActionOf(true)
-	m.key, m.n, m.ok = key, n, err == nil
+	m.key, m.n, m.ok, m.known = key, n, err == nil, true
 	m.computed++
 	return m.n, m.ok
+}
+
+// noteUndone remembers closed turn t, which changed files (its stats
+// say so), as what undo undoes, when it is the newest closed turn and an
+// action: undoneNow's answer then, without reading t's changes again
+// while the next turn's events pile up after them.
+func (s *Service) noteUndone(t ckpt.Turn) {
+	switch t.Kind {
+	case ckpt.KindAgent, ckpt.KindRewind, ckpt.KindRevert:
+	default:
+		return
+	}
+	turns, err := s.store.Turns(0)
+	if err != nil {
+		return
+	}
+	for _, o := range turns {
+		if !o.Open && o.Num > t.Num {
+			return // a later turn closed meanwhile
+		}
+	}
+	key := closedTurnsKey(turns, s.store.HistoryGen(), s.store.HistoryStart().Turn)
+	m := &s.undone
+	m.mu.Lock()
+	m.key, m.n, m.ok, m.known = key, t.Num, true, true
+	m.mu.Unlock()
 }
 
 // undoMemo is undoneNow's last answer. The answer depends on the closed
@@ -143,10 +169,11 @@ func (s *Service) undoneNow() (uint64, bool) {
 // per question.
 type undoMemo struct {
 	mu       sync.Mutex
+	known    bool // the fields below hold an answer
 	key      string
 	n        uint64
 	ok       bool
-	computed int // how many answers were found anew, not remembered
+	computed int // how many answers were found anew, not remembered or noted
 }
 
 // closedTurnsKey names the closed turns of turns (as Store.Turns gives

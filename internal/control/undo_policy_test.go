@@ -90,7 +90,8 @@ func deref(p *uint64) any {
 
 // The background gc asks for the turn undo undoes at every 32 MiB a turn
 // keeps; the answer is found anew only when the closed turns or history
-// changed, and stays right through both.
+// changed in a way the end of a turn does not tell, and stays right
+// through all of them.
 func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
 	f := newFixture(t)
 	st := f.svc.store
@@ -99,7 +100,7 @@ func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
 	f.end()
 	edit := f.begin("edit")
 	f.ov.Write("a.txt", "two\n")
-	f.end()
+	f.end() // an agent turn that changed a file: noted at its end
 	want := func(n uint64, computed int) {
 		t.Helper()
 		got, ok := f.svc.undoneNow()
@@ -110,15 +111,22 @@ func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
 			t.Fatalf("undoneNow was found anew %d times, want %d", c, computed)
 		}
 	}
-	want(edit, 1)
-	want(edit, 1)
+	want(edit, 0)
+	want(edit, 0)
+	mkdir := f.begin("mkdir")
+	f.ov.Mkdir("d") // no file changed: not noted, but undo undoes it
+	f.end()
+	want(mkdir, 1)
 	more := f.begin("more") // open: undo passes over it
 	f.ov.Write("b.txt", "b\n")
-	want(edit, 1)
+	want(mkdir, 1)
 	f.end()
+	want(more, 1)
+	f.ov.Write("c.txt", "c\n") // a manual turn, closed by the next begin
+	f.begin("next")
 	want(more, 2)
 	want(more, 2)
-	if _, err := st.Forget([]uint64{edit}, "test"); err != nil { // merged into more
+	if _, err := st.Forget([]uint64{edit}, "test"); err != nil { // merged into the turn after it
 		t.Fatal(err)
 	}
 	want(more, 3)
