@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -18,12 +19,15 @@ func bgRun(t *testing.T, m *Mount, args ...string) (wait func() (int, string)) {
 	cmd := m.turnctlCmd(append([]string{"run"}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// A group of its own, so that a test that fails half-way kills the
+	// command turnctl runs too, which would hold the output pipe open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-done })
 	return func() (int, string) {
 		t.Helper()
 		select {
@@ -32,6 +36,40 @@ func bgRun(t *testing.T, m *Mount, args ...string) (wait func() (int, string)) {
 			t.Fatalf("turnctl run %v did not end", args)
 		}
 		return cmd.ProcessState.ExitCode(), out.String()
+	}
+}
+
+// checkRunsInStatus checks that turnctl status lists the turnctl runs
+// running in the open turn, oldest first, each as "running: LABEL" or
+// "running as a step: LABEL" with its pid, and --json alike.
+func checkRunsInStatus(t *testing.T, m *Mount, want ...string) {
+	t.Helper()
+	var got []string
+	for _, l := range strings.Split(m.turnctl(t, "status"), "\n") {
+		if strings.HasPrefix(l, "  running") {
+			got = append(got, regexp.MustCompile(`, pid [1-9][0-9]*\)$`).ReplaceAllString(strings.TrimPrefix(l, "  "), ")"))
+		}
+	}
+	var wantText []string
+	for _, w := range want {
+		wantText = append(wantText, w+" (turnctl run)")
+	}
+	if strings.Join(got, "\n") != strings.Join(wantText, "\n") {
+		t.Errorf("runs in turnctl status:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantText, "\n"))
+	}
+	runs, _ := m.jsonOut(t, "turnctl-status", "status")["runs"].([]any)
+	if len(runs) != len(want) {
+		t.Fatalf("status --json runs: %v, want %d", runs, len(want))
+	}
+	for i, r := range runs {
+		r := r.(map[string]any)
+		label, isStep := strings.CutPrefix(want[i], "running as a step: ")
+		if !isStep {
+			label = strings.TrimPrefix(want[i], "running: ")
+		}
+		if pid, _ := r["pid"].(float64); r["label"] != label || r["step"] != isStep || pid <= 0 {
+			t.Errorf("status --json run %d: %v, want %s", i, r, want[i])
+		}
 	}
 }
 
@@ -70,8 +108,10 @@ func TestConcurrentRunsShareOneTurn(t *testing.T) {
 	waitB := bgRun(t, m, "--label", "B", "--", "sh", "-c",
 		"echo b1 > b1; touch "+sync+"/b1; "+untilFile(sync+"/goB")+"; echo b2 > b2; exit 5")
 	waitFile(t, filepath.Join(sync, "b1"))
+	checkRunsInStatus(t, m, "running: A", "running: B")
 	os.WriteFile(filepath.Join(sync, "goA"), nil, 0o644)
 	codeA, outA := waitA()
+	checkRunsInStatus(t, m, "running: B")
 	os.WriteFile(filepath.Join(sync, "goB"), nil, 0o644)
 	codeB, outB := waitB()
 	if codeA != 3 || outA != "turnctl run: turn 1 stays open: 1 other turnctl run is still running in it (the last to end closes it)\n" {
@@ -186,6 +226,7 @@ func TestConcurrentRunsInsideAnAgentTurn(t *testing.T) {
 	waitB := bgRun(t, m, "--label", "B", "--", "sh", "-c",
 		"echo b1 > b1; touch "+sync+"/b1; "+untilFile(sync+"/goB")+"; echo b2 > b2; exit 2")
 	waitFile(t, filepath.Join(sync, "b1"))
+	checkRunsInStatus(t, m, "running as a step: A", "running as a step: B")
 	os.WriteFile(filepath.Join(sync, "goA"), nil, 0o644)
 	codeA, outA := waitA()
 	os.WriteFile(filepath.Join(sync, "goB"), nil, 0o644)
@@ -249,8 +290,10 @@ func TestKilledRunHoldsNoTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFile(t, filepath.Join(sync, "a"))
+	checkRunsInStatus(t, m, "running: A")
 	cmd.Process.Kill()
 	cmd.Wait()
+	checkRunsInStatus(t, m) // its process is gone: it holds nothing
 	os.WriteFile(filepath.Join(sync, "go"), nil, 0o644)
 	out, err := m.turnctlCmd("run", "--label", "B", "--", "sh", "-c", "echo b > b").CombinedOutput()
 	if err != nil || string(out) != "turnctl run: turn 1 was still open (no turnctl end); closed it\nturn 2 closed: 1 file (+1 -0) by sh\n" {

@@ -158,6 +158,19 @@ type StatusReply struct {
 	// ChangesError: the open turn's changes could not be listed (a
 	// corrupt stored version, say); the rest of the reply still holds.
 	ChangesError string `json:"changes_error,omitempty"`
+	// Runs are the turnctl runs whose commands are running in the open
+	// turn, oldest first.
+	Runs []RunStatus `json:"runs,omitempty"`
+}
+
+// RunStatus is a turnctl run whose command is running in the open turn.
+type RunStatus struct {
+	PID   int32  `json:"pid,omitempty"` // the turnctl run process; 0: not known
+	Label string `json:"label"`         // its label's first line (the command)
+	// Step: it runs inside a turn it did not open (an agent's prompt),
+	// as a step of it; else it opened or joined the turn, and the last
+	// such run to end closes it.
+	Step bool `json:"step,omitempty"`
 }
 
 // LogRequest lists turns newest first (POST /v1/log, also GET).

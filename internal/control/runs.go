@@ -1,8 +1,10 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -33,6 +35,8 @@ type runHold struct {
 	pid  int32  // the turnctl run process (0: unknown): gone, it holds nothing
 	// inTurn: it runs inside a begin's turn, as a step of it.
 	inTurn bool
+	label  string // its label's first line
+	seq    uint64 // the order runs began in
 }
 
 // runSet is the runs the daemon knows, by their BeginRequest.Run.
@@ -40,6 +44,7 @@ type runSet struct {
 	mu     sync.Mutex
 	holds  map[string]runHold
 	opened uint64 // the last turn a run opened
+	began  uint64 // runs begun, for runHold.seq
 	// The labels of the runs inside turn stepTurn whose commands ran at
 	// the same time, since the step the first of them began: the step
 	// the last of them ends is named after them all.
@@ -118,7 +123,8 @@ func (s *Service) beginRun(ctx context.Context, req turnctl.BeginRequest, rep *t
 	if _, dup := s.runs.holds[req.Run]; dup {
 		return errorf(turnctl.CodeConflict, "run %q has begun already", req.Run)
 	}
-	hold := runHold{pid: peerPID(ctx)}
+	s.runs.began++
+	hold := runHold{pid: peerPID(ctx), label: ckpt.LabelOf(req.Label), seq: s.runs.began}
 	cur, ok := s.store.Current()
 	if req.Join && ok && cur.Kind == ckpt.KindAgent && s.runs.nested(cur.Num, hold.pid) {
 		// Run by the command of a run in the turn (an agent wrapped in
@@ -175,6 +181,27 @@ func (s *Service) beginRun(ctx context.Context, req turnctl.BeginRequest, rep *t
 	s.runs.holds[req.Run] = hold
 	s.runs.opened = rep.Turn.Num
 	return nil
+}
+
+// running lists the runs still running in turn n, oldest first, and
+// forgets those whose process is gone.
+func (r *runSet) running(n uint64) []turnctl.RunStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var hs []runHold
+	for id, h := range r.holds {
+		if !h.alive() {
+			delete(r.holds, id)
+		} else if h.turn == n {
+			hs = append(hs, h)
+		}
+	}
+	slices.SortFunc(hs, func(a, b runHold) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]turnctl.RunStatus, len(hs))
+	for i, h := range hs {
+		out[i] = turnctl.RunStatus{PID: h.pid, Label: h.label, Step: h.inTurn}
+	}
+	return out
 }
 
 // joinedText is the text of turn t once a run with label joins it: the

@@ -409,6 +409,7 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 		return rep, nil
 	}
 	rep.Open, rep.Turn = true, &cur
+	rep.Runs = s.runs.running(cur.Num)
 	if req.Brief {
 		return rep, nil
 	}

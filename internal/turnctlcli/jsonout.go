@@ -291,21 +291,36 @@ type jHealthOut struct {
 }
 
 type jStatusOut struct {
-	Open         bool         `json:"open"`
-	Turn         *jTurnOut    `json:"turn"` // the open turn, null if none
-	Latest       uint64       `json:"latest"`
-	Changes      []jChangeOut `json:"changes"`
-	Stats        jStatsOut    `json:"stats"`
-	Store        jHealthOut   `json:"store"`
-	ChangesError string       `json:"changes_error"`
+	Open         bool          `json:"open"`
+	Turn         *jTurnOut     `json:"turn"` // the open turn, null if none
+	Latest       uint64        `json:"latest"`
+	Changes      []jChangeOut  `json:"changes"`
+	Stats        jStatsOut     `json:"stats"`
+	Store        jHealthOut    `json:"store"`
+	ChangesError string        `json:"changes_error"`
+	Runs         []jRunningOut `json:"runs"`
+}
+
+type jRunningOut struct {
+	PID   *int64 `json:"pid"` // null: not known
+	Label string `json:"label"`
+	Step  bool   `json:"step"`
 }
 
 func jStatus(r *turnctl.StatusReply) jStatusOut {
 	h := r.Store
-	return jStatusOut{Open: r.Open, Turn: jTurnPtr(r.Turn, false), Latest: r.Latest,
+	o := jStatusOut{Open: r.Open, Turn: jTurnPtr(r.Turn, false), Latest: r.Latest,
 		Changes: jChanges(r.Changes), Stats: jStats(r.Stats), ChangesError: r.ChangesError,
 		Store: jHealthOut{Full: h.Full, AvailBytes: known(h.Avail), LastError: h.LastError,
-			LastErrorAt: JSONTime(h.LastErrorAt), StoreBytes: h.StoreBytes, BudgetBytes: h.Budget}}
+			LastErrorAt: JSONTime(h.LastErrorAt), StoreBytes: h.StoreBytes, BudgetBytes: h.Budget},
+		Runs: make([]jRunningOut, len(r.Runs))}
+	for i, run := range r.Runs {
+		o.Runs[i] = jRunningOut{Label: run.Label, Step: run.Step}
+		if run.PID > 0 {
+			o.Runs[i].PID = known(int64(run.PID))
+		}
+	}
+	return o
 }
 
 type jLogOut struct {

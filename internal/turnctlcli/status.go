@@ -48,6 +48,17 @@ func (o *statusOptions) run(e *env, args []string) error {
 		line += "  by " + strings.Join(t.Programs, ", ")
 	}
 	fmt.Fprintln(e.stdout, line)
+	for _, r := range rep.Runs {
+		what := "running"
+		if r.Step {
+			what = "running as a step"
+		}
+		pid := ""
+		if r.PID > 0 {
+			pid = fmt.Sprintf(", pid %d", r.PID)
+		}
+		fmt.Fprintf(e.stdout, "  %s: %s (turnctl run%s)\n", what, r.Label, pid)
+	}
 	if rep.ChangesError != "" {
 		fmt.Fprintf(e.stdout, "  changes cannot be listed: %s (turnctl verify checks the store)\n", rep.ChangesError)
 		return nil
