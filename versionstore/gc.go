@@ -97,7 +97,7 @@ func (s *Store) GC(opts GCOptions) (ckpt.GCReport, error) {
 	// What forgetting turns would free (a read of the whole store, so
 	// only when the budget is passed), before the store is held.
 	var scan *contentScan
-	if opts.DryRun || (!opts.NoPolicy && rep.Before > pol.KeepSize) {
+	if opts.DryRun || (!opts.NoPolicy && (rep.Before > pol.KeepSize || opts.diskFull)) {
 		opts.Progress.report("scanning", 0, 0)
 		if scan, err = s.scanContent(); err != nil {
 			return rep, err
@@ -155,13 +155,30 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 		if scan != nil {
 			freed, size = scan.freedBy(), scan.budgeted(size)
 		}
-		r, err := s.policyPlan(pol, time.Now(), size, freed, !opts.diskFull)
+		now := time.Now()
+		r, err := s.policyPlan(pol, now, size, freed, !opts.diskFull)
 		if err != nil {
 			return nil, nil, err
 		}
 		kept, err := s.keptTurns()
 		if err != nil {
 			return nil, nil, err
+		}
+		if opts.diskFull && scan != nil {
+			// The undo gives way only for the refused write: when all
+			// this gc could free would not make room for it, the
+			// write fails anyway, and the undo stays.
+			f := freed(r.to)
+			if len(r.merge) > 0 {
+				if m, err := s.mergeFrees(scan, r, kept); err == nil {
+					f += m
+				}
+			}
+			if !s.roomWith(f) {
+				if r, err = s.policyPlan(pol, now, size, freed, true); err != nil {
+					return nil, nil, err
+				}
+			}
 		}
 		start := s.startTurn()
 		if ts := r.forgets(kept, start); len(ts) > 0 {

@@ -89,3 +89,50 @@ func TestGCDueAfterAGCThatCouldDoNothing(t *testing.T) {
 		t.Errorf("a gc that could do nothing is due again at once: %s", why)
 	}
 }
+
+// TestReclaimKeepsTheUndoWhenItWouldNotMakeRoom: the disk is nearly full,
+// and forgetting the undo of the newest turn would free 4 MiB, far less
+// than the refused write needs (its file's 16 MiB). The write fails with
+// ENOSPC either way; letting the undo go then would lose it for nothing
+// (the undo gives way only for the user's write).
+func TestReclaimKeepsTheUndoWhenItWouldNotMakeRoom(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "store"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1, KeepTurns: 1, KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	tree := openTree(t, root)
+	rng := rand.New(rand.NewSource(1))
+	content := func(n int) []byte {
+		b := make([]byte, n)
+		rng.Read(b)
+		return b
+	}
+	f := filepath.Join(root, "f")
+	writeFile(t, f, content(4<<20))
+	s.Begin(ckpt.KindAgent, "", "")
+	captureFile(t, s, tree, "f")
+	writeFile(t, f, content(16<<20))
+	if _, err := s.End(""); err != nil {
+		t.Fatal(err)
+	}
+	disk := s.StoreBytes() + 2<<20
+	diskOf = func(s *Store) (int64, int64) { return disk - s.StoreBytes(), disk }
+	t.Cleanup(func() { diskOf = nil })
+	s.Begin(ckpt.KindAgent, "", "")
+	fst, ino, err := tree.LstatInode("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ckpt.Capture{Path: "f", Prior: fst, Inode: ino, Open: func() (*os.File, error) { return tree.Open("f") }}
+	if err := s.Record(c, ckpt.Program{Comm: "test"}); !errors.Is(err, ckpt.ErrStoreFull) {
+		t.Fatalf("Record: %v, want the store full (16 MiB needed, 2 MiB free, 4 MiB to forget)", err)
+	}
+	if start := s.startTurn(); start != 0 {
+		t.Fatalf("the refused write let the undo of turn 1 go for nothing: history starts at turn %d, want 0", start)
+	}
+}

@@ -386,6 +386,27 @@ func (s *Store) spaceBack(avail, total, need int64) (missing int64, ok bool) {
 	return missing, true
 }
 
+// roomWith reports whether the capture refused last for want of space
+// (it needed fullNeed) would fit with extra more bytes free (true when
+// that cannot be told).
+func (s *Store) roomWith(extra int64) bool {
+	need := s.fullNeed.Load()
+	if need == 0 || s.dirf == nil {
+		return true
+	}
+	avail, total, err := s.statfs()
+	if err != nil {
+		return true
+	}
+	s.mu.Lock()
+	full := s.full
+	s.mu.Unlock()
+	if full {
+		need += max(0, ballastSize(total)-s.ballastHas())
+	}
+	return avail+extra >= need
+}
+
 // isENOSPC reports whether err is a full disk.
 func isENOSPC(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 
