@@ -425,6 +425,16 @@ func TestPolicyUnderTheStoreSaysSo(t *testing.T) {
 	}
 }
 
+// Offline, no daemon runs the gc: the note on a budget below the store's
+// size must not promise one within a minute, and says what does run it.
+func TestPolicyUnderTheStoreOfflineNamesTheGC(t *testing.T) {
+	dir := testProject(t)
+	_, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1")
+	if code != 0 || strings.Contains(errs, "within a minute") || !strings.Contains(errs, "when you run turnctl gc or mount the project") {
+		t.Errorf("policy below the store's size, not mounted: exit %d, %q", code, errs)
+	}
+}
+
 // forget --dry-run says what forget then does, to the turn, and changes
 // nothing; a forget it would refuse it refuses alike.
 func TestForgetDryRun(t *testing.T) {

@@ -77,7 +77,12 @@ func (o *policyOptions) run(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "keep-hourly: %s%s\n", window(eff.KeepHourly), dflt(p.KeepHourly != 0))
 	fmt.Fprintf(e.stdout, "keep-daily:  %s%s\n", window(eff.KeepDaily), dflt(p.KeepDaily != 0))
 	if req.KeepSize != nil && rep.StoreBytes > eff.KeepSize {
-		fmt.Fprintf(e.stderr, "turnctl: note: the store holds %s, over the new budget: the gc forgets the oldest turns until it fits, within a minute (turnctl gc --dry-run lists them)\n", units.Bytes(rep.StoreBytes))
+		// Only a mounted project's daemon runs the gc by itself.
+		when := "within a minute"
+		if e.proj != nil && !e.proj.mounted {
+			when = "when you run turnctl gc or mount the project: none runs while it is not mounted"
+		}
+		fmt.Fprintf(e.stderr, "turnctl: note: the store holds %s, over the new budget: the gc forgets the oldest turns until it fits, %s (turnctl gc --dry-run lists them)\n", units.Bytes(rep.StoreBytes), when)
 	}
 	return nil
 }
