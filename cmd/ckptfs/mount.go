@@ -51,12 +51,24 @@ func (p policyFlags) any() bool {
 	return p.size != nil || p.turns != nil || p.age != nil || p.hourly != nil || p.daily != nil
 }
 
+// emptyKeepFlag names the first --keep-* flag given an empty value
+// ("--keep-size="), which would otherwise read as not given; "" if none.
+func emptyKeepFlag(fs *pflag.FlagSet) string {
+	name := ""
+	fs.Visit(func(f *pflag.Flag) {
+		if name == "" && strings.HasPrefix(f.Name, "keep-") && f.Value.String() == "" {
+			name = f.Name
+		}
+	})
+	return name
+}
+
 // parsePolicyFlags parses the --keep-* flags (usage errors for malformed
 // values).
 func parsePolicyFlags(size, turns, age, hourly, daily string) (policyFlags, error) {
 	var p policyFlags
 	if size != "" {
-		n, err := units.ParseBytes(size)
+		n, err := units.ParseBudget(size)
 		if err != nil {
 			return p, usageError{"mount: --keep-size: " + err.Error()}
 		}
@@ -164,6 +176,9 @@ open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
 	o.excludes = slices.DeleteFunc(o.excludes, func(p string) bool { return p == "" })
 	if _, err := exclude.New(o.excludes); err != nil {
 		return usageError{err.Error()}
+	}
+	if f := emptyKeepFlag(fs); f != "" {
+		return usageError{"mount: --" + f + ": no value given"}
 	}
 	pol, err := parsePolicyFlags(o.keepSize, o.keepTurns, o.keepAge, o.keepHourly, o.keepDaily)
 	if err != nil {

@@ -419,7 +419,7 @@ func TestPolicyUnderTheStoreSaysSo(t *testing.T) {
 	if _, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1GiB"); code != 0 || errs != "" {
 		t.Errorf("policy within the store's size: exit %d, %q", code, errs)
 	}
-	out, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1")
+	out, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1B")
 	if code != 0 || !strings.Contains(out, "keep-size:   1 B") || !strings.Contains(errs, "over the new budget: the gc forgets the oldest turns") {
 		t.Errorf("policy below the store's size: exit %d, %q, %q", code, out, errs)
 	}
@@ -429,9 +429,28 @@ func TestPolicyUnderTheStoreSaysSo(t *testing.T) {
 // size must not promise one within a minute, and says what does run it.
 func TestPolicyUnderTheStoreOfflineNamesTheGC(t *testing.T) {
 	dir := testProject(t)
-	_, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1")
+	_, errs, code := tc(t, "-C", dir, "policy", "--keep-size", "1B")
 	if code != 0 || strings.Contains(errs, "within a minute") || !strings.Contains(errs, "when you run turnctl gc or mount the project") {
 		t.Errorf("policy below the store's size, not mounted: exit %d, %q", code, errs)
+	}
+}
+
+// A budget without a unit, and a --keep-* flag given an empty value
+// (which would read as not given), are usage errors that change nothing.
+func TestPolicyRefusesABudgetWithoutAUnitOrAnEmptyValue(t *testing.T) {
+	dir := testProject(t)
+	for _, c := range []struct{ args, errs string }{
+		{"--keep-size 100", "turnctl policy: --keep-size: bad size \"100\": give a unit, like 100M or 100G (100B for bytes) (see turnctl policy --help)\n"},
+		{"--keep-size=", "turnctl policy: --keep-size: no value given (see turnctl policy --help)\n"},
+		{"--keep-age=", "turnctl policy: --keep-age: no value given (see turnctl policy --help)\n"},
+	} {
+		out, errs, code := tc(t, append([]string{"-C", dir, "policy"}, strings.Fields(c.args)...)...)
+		if code != 2 || out != "" || errs != c.errs {
+			t.Errorf("policy %s: exit %d, %q, %q; want 2 and %q", c.args, code, out, errs, c.errs)
+		}
+	}
+	if out, _, _ := tc(t, "-C", dir, "policy"); !strings.Contains(out, "keep-size:   ") || !strings.Contains(out, "(default)") {
+		t.Errorf("policy after the refusals:\n%s", out)
 	}
 }
 

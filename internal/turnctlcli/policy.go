@@ -27,15 +27,18 @@ smaller of 10 GiB and a tenth of its disk), more of the oldest turns are
 forgotten until it fits. A pinned turn is always kept, and so is the turn
 before the newest one that changed something (its undo). 0 sets a value back
 to its default; --keep-hourly off and --keep-daily off thin none that way.
-SIZE: 500M, 10GiB, ...; DURATION: 90m, 24h, 7d, 2w.`,
+SIZE: 500M, 10GiB, 100B (a unit is needed: a bare 100 is refused rather
+than read as 100 bytes); DURATION: 90m, 24h, 7d, 2w.`,
 	opts: func() options { return &policyOptions{} },
 }
 
 type policyOptions struct {
 	size, turns, age, hourly, daily string
+	fs                              *pflag.FlagSet
 }
 
 func (o *policyOptions) addFlags(fs *pflag.FlagSet) {
+	o.fs = fs
 	fs.StringVar(&o.size, "keep-size", "", "budget of the store on disk (`SIZE`)")
 	fs.StringVar(&o.turns, "keep-turns", "", "keep at least the last `N` turns")
 	fs.StringVar(&o.age, "keep-age", "", "keep the turns of the last `DURATION`")
@@ -46,6 +49,15 @@ func (o *policyOptions) addFlags(fs *pflag.FlagSet) {
 func (o *policyOptions) run(e *env, args []string) error {
 	if err := wantArgs(args, 0, 0); err != nil {
 		return err
+	}
+	var empty error
+	o.fs.Visit(func(f *pflag.Flag) {
+		if empty == nil && f.Value.String() == "" {
+			empty = usagef("--%s: no value given", f.Name)
+		}
+	})
+	if empty != nil {
+		return empty
 	}
 	req, err := parsePolicy(o.size, o.turns, o.age, o.hourly, o.daily)
 	if err != nil {
@@ -92,7 +104,7 @@ func (o *policyOptions) run(e *env, args []string) error {
 func parsePolicy(size, turns, age, hourly, daily string) (turnctl.PolicyRequest, error) {
 	var req turnctl.PolicyRequest
 	if size != "" {
-		n, err := units.ParseBytes(size)
+		n, err := units.ParseBudget(size)
 		if err != nil {
 			return req, usagef("--keep-size: %v", err)
 		}

@@ -33,6 +33,22 @@ func ParseBytes(s string) (int64, error) {
 	return int64(v * mult), nil
 }
 
+// ParseBudget is ParseBytes for a budget of the store, which needs a unit
+// unless it is 0 (the default): "100" is more likely meant as 100 MiB
+// than as 100 bytes, a budget that would forget all the history it may.
+// "100B" says bytes.
+func ParseBudget(s string) (int64, error) {
+	n, err := ParseBytes(s)
+	if err != nil {
+		return 0, err
+	}
+	t := strings.TrimSpace(s)
+	if last := t[len(t)-1]; n != 0 && (last >= '0' && last <= '9' || last == '.') {
+		return 0, fmt.Errorf("bad size %q: give a unit, like %sM or %sG (%sB for bytes)", s, t, t, t)
+	}
+	return n, nil
+}
+
 // ParseDuration parses a duration for people: Go's form ("90m", "1h30m"),
 // and whole days and weeks ("7d", "2w", "1w3d").
 func ParseDuration(s string) (time.Duration, error) {
