@@ -476,10 +476,14 @@ func readAction(w http.ResponseWriter, r *http.Request) (*actionRequest, bool) {
 	return &req, true
 }
 
-// rewindReport is a RewindReply with its changes cut.
+// rewindReport is a RewindReply with its changes cut: the project's
+// changes only, as turnctl's report lists them, git's own files counted
+// apart (a rewind past a commit changes dozens of them, and ".git" sorts
+// first: listed, they would fill the cut list and hide the project's).
 type rewindReport struct {
 	*turnctl.RewindReply
-	More int `json:"more"` // changes left out of Changes
+	More int `json:"more"` // the project's changes left out of Changes
+	Git  int `json:"git"`  // changes inside .git, left out of Changes
 }
 
 func (s *Server) report(w http.ResponseWriter, rep *turnctl.RewindReply, err error) {
@@ -491,6 +495,15 @@ func (s *Server) report(w http.ResponseWriter, rep *turnctl.RewindReply, err err
 		s.invalidate()
 	}
 	out := rewindReport{RewindReply: rep}
+	project := rep.Changes[:0:0]
+	for _, c := range rep.Changes {
+		if c.InGitDir() {
+			out.Git++
+		} else {
+			project = append(project, c)
+		}
+	}
+	rep.Changes = project
 	if len(rep.Changes) > reportCut {
 		out.More = len(rep.Changes) - reportCut
 		rep.Changes = rep.Changes[:reportCut]

@@ -581,3 +581,39 @@ func TestUITimelineMarksMergedTurns(t *testing.T) {
 		}
 	}
 }
+
+// rewindOnly is a Handler whose Rewind answers rep (and nothing else).
+type rewindOnly struct {
+	turnctl.Handler
+	rep *turnctl.RewindReply
+}
+
+func (h rewindOnly) Rewind(context.Context, turnctl.RewindRequest) (*turnctl.RewindReply, error) {
+	return h.rep, nil
+}
+
+// TestUIReportGitApart: an action's preview lists the project's changes
+// and counts those inside .git apart, as turnctl's report does: ".git"
+// sorts first, and a rewind past a few commits changes hundreds of git's
+// files, which filled the cut list and hid the project's files.
+func TestUIReportGitApart(t *testing.T) {
+	var changes []turnctl.FileChange
+	for i := range reportCut + 50 {
+		changes = append(changes, turnctl.FileChange{Path: fmt.Sprintf(".git/objects/%02x/%038d", i%256, i), Kind: ckpt.Added})
+	}
+	changes = append(changes, turnctl.FileChange{Path: "main.go", Kind: ckpt.Modified}, turnctl.FileChange{Path: "util.go", Kind: ckpt.Deleted})
+	s := newTestServer(t, rewindOnly{rep: &turnctl.RewindReply{DryRun: true, Changes: changes}})
+	c := login(t, s)
+	w := c.post("/api/rewind", `{"turn":"1","dry_run":true}`)
+	var rep rewindReport
+	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &rep) != nil {
+		t.Fatalf("rewind dry run: %d %s", w.Code, w.Body)
+	}
+	var got []string
+	for _, ch := range rep.Changes {
+		got = append(got, ch.Path)
+	}
+	if strings.Join(got, " ") != "main.go util.go" || rep.More != 0 || rep.Git != reportCut+50 {
+		t.Errorf("preview lists %d changes (%.60q...), %d more, %d in .git; want main.go util.go, 0 more, %d in .git", len(got), strings.Join(got, " "), rep.More, rep.Git, reportCut+50)
+	}
+}

@@ -448,11 +448,12 @@ function confirmDialog(title, body) {
 }
 
 function reportBody(rep) {
-  const st = rep.stats || {};
+  const [files, lines_] = counts(rep.stats);
   const lines = [el("div", { class: "summary" },
-    rep.changes.length === 0 ? "Nothing would change." : `${plural(st.files || rep.changes.length, "file")} (+${st.lines_added || 0} -${st.lines_deleted || 0}) would change:`)];
+    rep.changes.length === 0 && !rep.git ? "Nothing would change." : `${files} (${lines_}) would change:`)];
   for (const c of rep.changes) lines.push(el("div", { class: "change" }, `${c.kind.padEnd(9)} ${c.from ? c.from + " -> " : ""}${c.path}  +${c.lines_added} -${c.lines_deleted}`));
   if (rep.more) lines.push(el("div", {}, `… and ${rep.more} more`));
+  if (rep.git) lines.push(el("div", { class: "change", id: "report-git" }, `git: ${plural(rep.git, "file")} in .git`));
   if (rep.conflicts && rep.conflicts.length) {
     lines.push(el("div", { class: "summary del" }, "Conflicts:"));
     for (const c of rep.conflicts) lines.push(el("div", {}, `${c.path}: ${c.reason}`));
