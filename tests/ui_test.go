@@ -370,3 +370,38 @@ func TestUmountNamesTheUIThatHoldsIt(t *testing.T) {
 	startUI(t, m.Dir)
 	refused(t, []string{m.Dir + " is in use by", "turnctl ui --no-open"}, "umount", m.Dir)
 }
+
+// TestUIOpenTurnShownEnds: the open turn shown on the right is shown
+// again when it ends: before, the pane kept saying "open" and its first
+// files while the timeline's row had long been closed with more.
+func TestUIOpenTurnShownEnds(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	turnctlOK(t, m.Dir, "begin", "--label", "still working")
+	if err := os.WriteFile(filepath.Join(m.Dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "show the open turn",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
+	if meta := get(t, ctx, "its head", chromedp.Text(chromedp.CSS(`#turn-head .meta`))); !strings.Contains(meta, "open") {
+		t.Fatalf("the open turn's head says %q", meta)
+	}
+	if err := os.WriteFile(filepath.Join(m.Dir, "b.txt"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	turnctlOK(t, m.Dir, "end")
+	do(t, ctx, "see it end in the timeline",
+		chromedp.WaitNotPresent(chromedp.CSS(`#timeline .row[data-turn="1"] .badge.open`)))
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	do(t, wctx, "see it end on the right",
+		chromedp.WaitVisible(chromedp.CSS(`#files .file[data-path="b.txt"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
+	if meta := get(t, ctx, "its head", chromedp.Text(chromedp.CSS(`#turn-head .meta`))); strings.Contains(meta, "open") || !strings.Contains(meta, "2 files") {
+		t.Errorf("the ended turn's head says %q, want it closed with 2 files", meta)
+	}
+}

@@ -165,6 +165,9 @@ async function loadTimeline(reset) {
     state.key = `${t.latest}/${t.open}/${t.history}`;
     state.rows = reset ? t.rows : state.rows.concat(t.rows);
     renderTimeline(t.start);
+    // An open turn shown on the right has changed or ended since: show
+    // it again, as it is now, on the same file.
+    if (reset && state.turn && state.turn.turn.open && state.selected === state.turn.turn.num) selectTurn(state.selected, state.file);
   } catch (err) {
     toast("timeline: " + err.message, true);
   } finally {
@@ -192,7 +195,7 @@ function renderTimeline(start) {
 // before it, or before the forgotten turns merged into it (merged_from).
 const prevOf = (turn) => (turn.merged_from ? turn.merged_from - 1 : turn.num - 1);
 
-async function selectTurn(num) {
+async function selectTurn(num, keepFile) {
   state.selected = num;
   state.file = null;
   for (const e of document.querySelectorAll(".row.selected")) e.classList.remove("selected");
@@ -204,13 +207,13 @@ async function selectTurn(num) {
     if (state.selected !== num) return;
     state.turn = t;
     state.changes = t.changes;
-    renderTurn();
+    renderTurn(keepFile);
   } catch (err) {
     d.replaceChildren(el("p", { class: "hint" }, `turn ${num}: ${err.message}`));
   }
 }
 
-function renderTurn() {
+function renderTurn(keepFile) {
   const t = state.turn, turn = t.turn;
   const [files, lines] = counts(t.stats);
   const prompt = turn.prompt || "";
@@ -249,7 +252,7 @@ function renderTurn() {
     list,
     el("div", { id: "file-view" }));
   // The first file's diff at once: what most clicks want to see.
-  const first = state.changes.find((c) => !c.git && c.before?.type !== "dir" && c.after?.type !== "dir") || state.changes[0];
+  const first = state.changes.find((c) => c.path === keepFile) || state.changes.find((c) => !c.git && c.before?.type !== "dir" && c.after?.type !== "dir") || state.changes[0];
   if (first) showFile(first);
 }
 
