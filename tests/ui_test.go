@@ -405,3 +405,44 @@ func TestUIOpenTurnShownEnds(t *testing.T) {
 		t.Errorf("the ended turn's head says %q, want it closed with 2 files", meta)
 	}
 }
+
+// TestUIHugeDiffCut: a file's diff of tens of thousands of lines (a
+// generated file) is drawn cut, with a button for the rest: drawn whole,
+// 200,000 lines kept the page from answering for 7 s, side by side for
+// longer.
+func TestUIHugeDiffCut(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	var b strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&b, "generated line %d\n", i)
+	}
+	turnctlOK(t, m.Dir, "begin", "--label", "generate")
+	if err := os.WriteFile(filepath.Join(m.Dir, "gen.txt"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	turnctlOK(t, m.Dir, "end")
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "show gen.txt's diff",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="gen.txt"] pre`)))
+	lines := func() int {
+		t.Helper()
+		return get(t, ctx, "count the diff's lines", chromedp.Evaluate[int](`document.querySelectorAll("#diff .l").length`))
+	}
+	if n := lines(); n > 5000 {
+		t.Errorf("the page drew %d lines of the diff at once", n)
+	}
+	if cut := get(t, ctx, "the cut's note", chromedp.Evaluate[string](`document.querySelector("#diff-cut")?.textContent ?? ""`)); !strings.Contains(cut, "first 5000 of 20005 lines") {
+		t.Fatalf("the cut says %q", cut)
+	}
+	do(t, ctx, "show all", chromedp.Click(chromedp.CSS(`#diff-all`)), chromedp.WaitNotPresent(chromedp.CSS(`#diff-cut`)))
+	if n := lines(); n != 20005 {
+		t.Errorf("show all drew %d lines, want 20005", n)
+	}
+	if last := get(t, ctx, "the last line", chromedp.Evaluate[string](`[...document.querySelectorAll("#diff .l")].pop().textContent`)); last != "+generated line 19999" {
+		t.Errorf("the last line drawn is %q", last)
+	}
+}

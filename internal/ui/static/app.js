@@ -312,12 +312,39 @@ async function showFile(c) {
   }
   if (d.binary || d.not_captured || !d.patch) {
     const size = (s) => (s ? `${s.type} ${s.mode}${s.type === "file" ? ", " + s.size + " bytes" : ""}${s.target ? " → " + s.target : ""}` : "absent");
-    box.append(el("pre", {}, el("span", { class: "l m" },
+    box.append(el("pre", { "data-keep": "1" }, el("span", { class: "l m" },
       d.not_captured ? "bytes never captured (changed while unmounted)" : d.binary ? "binary file" : "no text change",
       `\nbefore: ${size(d.before)}\nafter:  ${size(d.after)}`)));
     if (!d.patch) return;
   }
-  box.append(state.view === "unified" ? unified(d.patch, c.path) : sideBySide(d.patch, c.path));
+  renderPatch(box, d.patch, c.path, false);
+}
+
+// maxDiffLines is how many lines of a patch the page draws at first: a
+// generated file's 200,000 lines took the page 7 s to draw (side by side
+// longer), during which it did not answer.
+const maxDiffLines = 5000;
+
+// renderPatch draws patch into box, its first maxDiffLines lines unless
+// all, with a button that draws the rest.
+function renderPatch(box, patch, path, all) {
+  let shown = patch, total = 0;
+  if (!all) {
+    let i = -1;
+    for (let n = 0; n < maxDiffLines && (i = patch.indexOf("\n", i + 1)) >= 0; n++);
+    if (i >= 0 && i < patch.length - 1) {
+      shown = patch.slice(0, i + 1);
+      total = patch.split("\n").length - (patch.endsWith("\n") ? 1 : 0);
+    }
+  }
+  box.replaceChildren(...[...box.childNodes].filter((n) => n.classList?.contains("images") || n.dataset?.keep === "1"));
+  box.append(state.view === "unified" ? unified(shown, path) : sideBySide(shown, path));
+  if (total) {
+    box.append(el("p", { class: "hint", id: "diff-cut" },
+      `Showing the first ${maxDiffLines} of ${total} lines of this diff. `,
+      el("button", { id: "diff-all", onclick: () => renderPatch(box, patch, path, true) }, `Show all ${total} lines`),
+      " (slow) or download the turn's patch."));
+  }
 }
 
 // ---- diffs ----
