@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -444,5 +445,46 @@ func TestUIHugeDiffCut(t *testing.T) {
 	}
 	if last := get(t, ctx, "the last line", chromedp.Evaluate[string](`[...document.querySelectorAll("#diff .l")].pop().textContent`)); last != "+generated line 19999" {
 		t.Errorf("the last line drawn is %q", last)
+	}
+}
+
+// TestUIOddNames: names with a newline or a tab are quoted as turnctl
+// quotes them (drawn as they are, on one line, "a\nb.txt" read as a
+// file "a b.txt"), each shows its own diff, and names and labels made of
+// markup stay text.
+func TestUIOddNames(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	names := []string{"a b.txt", "a\nb.txt", "a\tb.txt", "<img src=x onerror=window.xss=1>.txt", "ünï 文件.txt"}
+	turnctlOK(t, m.Dir, "begin", "--label", `<script>window.xss=2</script><img src=x onerror=window.xss=3>`)
+	for i, n := range names {
+		if err := os.WriteFile(filepath.Join(m.Dir, n), []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turnctlOK(t, m.Dir, "end")
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "show the turn",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#files .file`)))
+	got := get(t, ctx, "the file list", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#files .file .p")].map(e => e.innerText)`))
+	want := []string{"<img src=x onerror=window.xss=1>.txt", `"a\tb.txt"`, `"a\nb.txt"`, "a b.txt", "ünï 文件.txt"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the file list reads %q, want %q", got, want)
+	}
+	for i, n := range names {
+		q, _ := json.Marshal(n)
+		get(t, ctx, "show "+n, chromedp.Evaluate[bool](fmt.Sprintf(`[...document.querySelectorAll("#files .file")].find(e => e.dataset.path === %s).click() || true`, q)))
+		diff := get(t, ctx, "the diff of "+n, chromedp.Poll[string](fmt.Sprintf(`document.querySelector("#diff").dataset.path === %s && document.querySelector("#diff pre.unified")?.textContent`, q)))
+		if !strings.Contains(diff, fmt.Sprintf("+file %d", i)) {
+			t.Errorf("the diff of %q:\n%s", n, diff)
+		}
+	}
+	label := get(t, ctx, "the label", chromedp.Text(chromedp.CSS(`#timeline .row[data-turn="1"] .label`)))
+	xss := get(t, ctx, "window.xss", chromedp.Evaluate[bool](`window.xss !== undefined`))
+	if !strings.HasPrefix(label, "<script>") || xss {
+		t.Errorf("label %q, a script ran: %v", label, xss)
 	}
 }

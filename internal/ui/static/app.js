@@ -79,6 +79,17 @@ function bytes(n) {
   return `${i ? n.toFixed(1) : n} ${units[i]}`;
 }
 
+// shown is a path as the page prints it: as is, or quoted with escapes
+// if it holds a control character ("new\nline.txt"), as turnctl prints
+// it, so that a name with a newline or a tab does not read as one with
+// a space (the file lists draw on one line, where both are blanks).
+function shown(p) {
+  return /[\u0000-\u001f\u007f-\u009f]/.test(p) ? JSON.stringify(p) : p;
+}
+
+// changeName is a change's path, "FROM → PATH" for a rename.
+const changeName = (c, arrow = "→") => (c.from ? `${shown(c.from)} ${arrow} ${shown(c.path)}` : shown(c.path));
+
 function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 
 // counts is a turn's "N files +A -D", .git's changes apart.
@@ -262,7 +273,7 @@ function renderChanges(list) {
     onclick: () => showFile(c),
   },
   el("span", { class: "k" }, c.kind),
-  el("span", { class: "p" }, c.from ? `${c.from} → ${c.path}` : c.path),
+  el("span", { class: "p" }, changeName(c)),
   c.binary ? el("span", {}, "binary") : el("span", {}, el("span", { class: "add" }, `+${c.lines_added}`), " ", el("span", { class: "del" }, `-${c.lines_deleted}`)))));
   if (state.changes.length < state.turn.total) {
     list.append(el("div", { class: "more" }, el("button", { id: "files-more", onclick: loadMoreChanges }, `Load more (${state.turn.total - state.changes.length} left)`)));
@@ -286,13 +297,13 @@ async function showFile(c) {
   const num = state.selected;
   const prev = state.turn && state.turn.turn.num === num ? prevOf(state.turn.turn) : num - 1;
   const head = el("div", { class: "diff-head" },
-    el("span", { class: "path" }, c.from ? `${c.from} → ${c.path}` : c.path),
+    el("span", { class: "path" }, changeName(c)),
     el("span", {}, c.kind),
     el("button", { id: "view-toggle", onclick: () => { state.view = state.view === "unified" ? "split" : "unified"; localStorage.setItem("ckptfs-view", state.view); showFile(c); } },
       state.view === "unified" ? "Side by side" : "Unified"),
     el("button", { id: "file-history", onclick: () => search({ path: c.path }) }, "History of this file"),
-    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(prev), paths: [c.from || c.path] }, `Restore ${c.from || c.path} as it was before turn ${num} (end of turn ${prev})`) }, "Restore as before this turn…") : null,
-    el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: String(num), paths: [c.path] }, `Restore ${c.path} as it was at the end of turn ${num}`) }, "Restore as after…"));
+    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(prev), paths: [c.from || c.path] }, `Restore ${shown(c.from || c.path)} as it was before turn ${num} (end of turn ${prev})`) }, "Restore as before this turn…") : null,
+    el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: String(num), paths: [c.path] }, `Restore ${shown(c.path)} as it was at the end of turn ${num}`) }, "Restore as after…"));
   view.replaceChildren(head, el("div", { id: "diff" }, el("p", { class: "hint" }, "loading diff…")));
   let d;
   try {
@@ -481,21 +492,21 @@ function reportBody(rep) {
   const [files, lines_] = counts(rep.stats);
   const lines = [el("div", { class: "summary" },
     rep.changes.length === 0 && !rep.git ? "Nothing would change." : `${files} (${lines_}) would change:`)];
-  for (const c of rep.changes) lines.push(el("div", { class: "change" }, `${c.kind.padEnd(9)} ${c.from ? c.from + " -> " : ""}${c.path}  +${c.lines_added} -${c.lines_deleted}`));
+  for (const c of rep.changes) lines.push(el("div", { class: "change" }, `${c.kind.padEnd(9)} ${changeName(c, "->")}  +${c.lines_added} -${c.lines_deleted}`));
   if (rep.more) lines.push(el("div", {}, `… and ${rep.more} more`));
   if (rep.git) lines.push(el("div", { class: "change", id: "report-git" }, `git: ${plural(rep.git, "file")} in .git`));
   if (rep.conflicts && rep.conflicts.length) {
     lines.push(el("div", { class: "summary del" }, "Conflicts:"));
-    for (const c of rep.conflicts) lines.push(el("div", {}, `${c.path}: ${c.reason}`));
+    for (const c of rep.conflicts) lines.push(el("div", {}, `${shown(c.path)}: ${c.reason}`));
   }
   if (rep.split_links && rep.split_links.length) {
     lines.push(el("div", { class: "summary" }, rep.reverted != null
       ? "Hard links split (the names not reverted keep their bytes):"
       : "Hard links split (the names not restored keep their bytes; restore them too, or rewind, to link them again):"));
-    for (const l of rep.split_links) lines.push(el("div", {}, `${l.path} from ${l.names.join(", ")}`));
+    for (const l of rep.split_links) lines.push(el("div", {}, `${shown(l.path)} from ${l.names.map(shown).join(", ")}`));
   }
-  if (rep.not_restored && rep.not_restored.length) lines.push(el("div", { class: "summary" }, "Not restored (bytes never captured): " + rep.not_restored.join(", ")));
-  if (rep.left && rep.left.length) lines.push(el("div", { class: "summary" }, "Left in place (they hold unversioned paths): " + rep.left.map(l => l.path + "/").join(", ")));
+  if (rep.not_restored && rep.not_restored.length) lines.push(el("div", { class: "summary" }, "Not restored (bytes never captured): " + rep.not_restored.map(shown).join(", ")));
+  if (rep.left && rep.left.length) lines.push(el("div", { class: "summary" }, "Left in place (they hold unversioned paths): " + rep.left.map(l => shown(l.path + "/")).join(", ")));
   return lines;
 }
 
