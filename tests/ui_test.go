@@ -488,3 +488,31 @@ func TestUIOddNames(t *testing.T) {
 		t.Errorf("label %q, a script ran: %v", label, xss)
 	}
 }
+
+// TestUIStepRewindContinues: a rewind to a step continues from that
+// step, not from its turn's end, and the page says so.
+func TestUIStepRewindContinues(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label "two steps" >/dev/null
+echo one > a.txt
+$T step --tool Write --label a.txt >/dev/null
+echo two > b.txt
+$T end >/dev/null
+$T begin --label "later" >/dev/null
+echo three > c.txt
+$T end >/dev/null
+$T rewind 1.1 >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "show the rewind",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="3"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="3"]`)))
+	if meta := get(t, ctx, "its head", chromedp.Text(chromedp.CSS(`#turn-head .meta`))); !strings.HasSuffix(meta, "continues from step 1.1") {
+		t.Errorf("the rewind to 1.1 says %q, want it to continue from step 1.1", meta)
+	}
+}

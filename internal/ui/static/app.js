@@ -238,7 +238,7 @@ function renderTurn(keepFile) {
       turn.programs && turn.programs.length ? ` · ${turn.programs.join(", ")}` : "",
       turn.refs && turn.refs.length ? ` · ${turn.refs.map((r) => "ref:" + r).join(" ")}` : "",
       turn.merged_from ? ` · with the forgotten turns ${turn.merged_from}-${turn.num - 1}` : "",
-      t.parent != null && t.parent !== prevOf(turn) ? ` · continues from turn ${t.parent}` : ""),
+      t.parent != null && t.parent !== prevOf(turn) ? ` · continues from ${turn.target_step ? `step ${t.parent}.${turn.target_step}` : `turn ${t.parent}`}` : ""),
     prompt ? el("details", { id: "prompt" }, el("summary", {}, "Full prompt"), el("pre", { class: "prompt" }, prompt)) : null,
     el("div", { class: "actions" },
       el("button", { id: "act-rewind", onclick: () => action("rewind", { turn: String(turn.num) }, `Rewind the tree to the end of turn ${turn.num}`) }, "Rewind to here…"),
