@@ -516,3 +516,33 @@ $T rewind 1.1 >/dev/null
 		t.Errorf("the rewind to 1.1 says %q, want it to continue from step 1.1", meta)
 	}
 }
+
+// TestUISearchError: a search that fails says why, and not beside the
+// count of the search before it ("(2 turns)" over "bad --grep pattern").
+func TestUISearchError(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label "needle one" >/dev/null; echo needle > a.txt; $T end >/dev/null
+$T begin --label "needle two" >/dev/null; echo needle > b.txt; $T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "search -S needle",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.SetValue(chromedp.CSS(`#q-s`), "needle"),
+		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
+	if n := get(t, ctx, "the count", chromedp.Text(chromedp.CSS(`#results-count`))); n != "(2 turns)" {
+		t.Fatalf("-S needle: count %q", n)
+	}
+	do(t, ctx, "search a bad --grep",
+		chromedp.Click(chromedp.CSS(`#q-clear`)),
+		chromedp.SetValue(chromedp.CSS(`#q-grep`), "("),
+		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)))
+	msg := get(t, ctx, "the error", chromedp.Poll[string](`document.querySelector("#results-list").textContent.includes("bad --grep") && document.querySelector("#results-list").textContent`))
+	if n := get(t, ctx, "the count", chromedp.TextContent(chromedp.CSS(`#results-count`))); n != "" {
+		t.Errorf("the error %q is shown under the count %q", msg, n)
+	}
+}

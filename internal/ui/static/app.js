@@ -454,6 +454,8 @@ async function search(q) {
   if (q.path) $("#q-path").value = q.path;
   const box = $("#results");
   box.hidden = false;
+  // The count is the results': none until they come (an error has none).
+  $("#results-count").textContent = "";
   $("#results-list").replaceChildren(el("div", { class: "more" }, "searching…"));
   try {
     const r = await api("/api/search?" + p.toString());
