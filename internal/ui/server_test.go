@@ -617,3 +617,14 @@ func TestUIReportGitApart(t *testing.T) {
 		t.Errorf("preview lists %d changes (%.60q...), %d more, %d in .git; want main.go util.go, 0 more, %d in .git", len(got), strings.Join(got, " "), rep.More, rep.Git, reportCut+50)
 	}
 }
+
+// TestUIPatchUnknownTurn: the patch of a turn that does not exist names
+// that turn, not the one before it.
+func TestUIPatchUnknownTurn(t *testing.T) {
+	_, h := testHistory(t)
+	c := login(t, newTestServer(t, h))
+	w := c.do("GET", "/api/patch?n=999", "", nil)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "no turn 999 ") {
+		t.Errorf("patch of turn 999: %d %s", w.Code, w.Body)
+	}
+}
