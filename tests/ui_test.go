@@ -546,3 +546,63 @@ $T begin --label "needle two" >/dev/null; echo needle > b.txt; $T end >/dev/null
 		t.Errorf("the error %q is shown under the count %q", msg, n)
 	}
 }
+
+// TestUIStepChanges: a click on a step shows that step's own changes
+// (turnctl show N.K), each file's diff from the step before, and the
+// turn's again on asking.
+func TestUIStepChanges(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label "three steps" >/dev/null
+printf 'one\n' > a.txt
+$T step --tool Write --label a.txt >/dev/null
+printf 'one\ntwo\n' > a.txt; echo b > b.txt
+$T step --tool Bash --label "edit a, add b" >/dev/null
+chmod 0755 b.txt
+$T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "show turn 1",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#steps .step[data-step="1.2"]`)))
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	do(t, wctx, "show step 1.2",
+		chromedp.Click(chromedp.CSS(`#steps .step[data-step="1.2"] .tool`)),
+		chromedp.WaitVisible(chromedp.CSS(`#steps .step.selected[data-step="1.2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
+	files := func() string {
+		t.Helper()
+		return get(t, ctx, "the files", chromedp.Evaluate[string](`[...document.querySelectorAll("#files .file")].map(e => e.dataset.path + ":" + e.querySelector(".k").textContent).join(" ")`))
+	}
+	if got := files(); got != "a.txt:modified b.txt:added" {
+		t.Errorf("step 1.2's files: %s", got)
+	}
+	diff := get(t, ctx, "a.txt's diff in step 1.2", chromedp.Text(chromedp.CSS(`#diff`)))
+	if !strings.Contains(diff, "@@ -1 +1,2 @@") || !strings.Contains(diff, "+two") || strings.Contains(diff, "+one") {
+		t.Errorf("a.txt's diff in step 1.2:\n%s", diff)
+	}
+	if title := get(t, ctx, "the changes' title", chromedp.Text(chromedp.CSS(`#changes-title`))); !strings.Contains(title, "2 changes in step 1.2") {
+		t.Errorf("the changes' title %q", title)
+	}
+	head := get(t, ctx, "the turn's head", chromedp.Text(chromedp.CSS(`#turn-head .meta`)))
+	if !strings.Contains(head, "2 files +3 -0") {
+		t.Errorf("the turn's head, with step 1.2 shown: %q", head)
+	}
+	do(t, ctx, "show step 1.3", chromedp.Click(chromedp.CSS(`#steps .step[data-step="1.3"] .num`)),
+		chromedp.WaitVisible(chromedp.CSS(`#steps .step.selected[data-step="1.3"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="b.txt"] pre`)))
+	if got := files(); got != "b.txt:mode" {
+		t.Errorf("step 1.3's files: %s", got)
+	}
+	do(t, ctx, "back to the whole turn", chromedp.Click(chromedp.CSS(`#whole-turn`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#steps .step.selected`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
+	if got := files(); got != "a.txt:added b.txt:added" {
+		t.Errorf("turn 1's files: %s", got)
+	}
+}

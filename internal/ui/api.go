@@ -200,15 +200,18 @@ type turnReply struct {
 	Pin    *ckpt.Pin `json:"pin"`
 	// Steps are the turn's steps when it has more than one (turnctl
 	// step: one tool call's changes each); else none.
-	Steps   []ckpt.Step `json:"steps"`
-	Stats   ckpt.Stats  `json:"stats"`
-	Total   int         `json:"total"`
-	Offset  int         `json:"offset"`
-	Changes []change    `json:"changes"`
+	Steps []ckpt.Step `json:"steps"`
+	// Step is the step shown (n=3.2: its own changes), else nil.
+	Step    *ckpt.Step `json:"step"`
+	Stats   ckpt.Stats `json:"stats"`
+	Total   int        `json:"total"`
+	Offset  int        `json:"offset"`
+	Changes []change   `json:"changes"`
 }
 
 // turn: GET /api/turn?n=TURN&offset=O&limit=N, one turn (its whole
-// prompt) and a page of its changes, without patches (see diff).
+// prompt) and a page of its changes, without patches (see diff); n=N.K
+// gives step K's own changes.
 func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
 	n := r.URL.Query().Get("n")
 	offset, limit := paging(r, pageChanges)
@@ -217,7 +220,7 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	out := turnReply{Turn: rep.Turn, Stats: rep.Stats, Total: len(rep.Changes), Offset: offset, Changes: []change{}, Steps: []ckpt.Step{}}
+	out := turnReply{Turn: rep.Turn, Step: rep.Step, Stats: rep.Stats, Total: len(rep.Changes), Offset: offset, Changes: []change{}, Steps: []ckpt.Step{}}
 	if len(rep.Steps) > 1 {
 		out.Steps = rep.Steps
 	}

@@ -15,6 +15,7 @@ const state = {
   loading: false,
   key: "",           // latest/open/history as the last timeline load saw them
   selected: null,    // selected turn number
+  step: null,        // its step shown ("3.2"), or null: the whole turn
   turn: null,        // its /api/turn reply
   changes: [],       // its changes loaded so far
   file: null,        // selected path
@@ -178,7 +179,7 @@ async function loadTimeline(reset) {
     renderTimeline(t.start);
     // An open turn shown on the right has changed or ended since: show
     // it again, as it is now, on the same file.
-    if (reset && state.turn && state.turn.turn.open && state.selected === state.turn.turn.num) selectTurn(state.selected, state.file);
+    if (reset && state.turn && state.turn.turn.open && state.selected === state.turn.turn.num) selectTurn(state.selected, state.file, state.step);
   } catch (err) {
     toast("timeline: " + err.message, true);
   } finally {
@@ -206,27 +207,32 @@ function renderTimeline(start) {
 // before it, or before the forgotten turns merged into it (merged_from).
 const prevOf = (turn) => (turn.merged_from ? turn.merged_from - 1 : turn.num - 1);
 
-async function selectTurn(num, keepFile) {
+// selectTurn shows turn num: its changes, or with step ("3.2") that
+// step's own changes (turnctl show 3.2).
+async function selectTurn(num, keepFile, step) {
   state.selected = num;
+  state.step = step || null;
   state.file = null;
   for (const e of document.querySelectorAll(".row.selected")) e.classList.remove("selected");
   for (const e of document.querySelectorAll(`.row[data-turn="${num}"]`)) e.classList.add("selected");
   const d = $("#detail");
-  d.replaceChildren(el("p", { class: "hint" }, `loading turn ${num}…`));
+  const name = step || String(num);
+  if (!step || !state.turn || state.turn.turn.num !== num) d.replaceChildren(el("p", { class: "hint" }, `loading turn ${name}…`));
   try {
-    const t = await api(`/api/turn?n=${num}&limit=500`);
-    if (state.selected !== num) return;
+    const t = await api(`/api/turn?n=${name}&limit=500`);
+    if (state.selected !== num || state.step !== (step || null)) return;
     state.turn = t;
     state.changes = t.changes;
     renderTurn(keepFile);
   } catch (err) {
-    d.replaceChildren(el("p", { class: "hint" }, `turn ${num}: ${err.message}`));
+    d.replaceChildren(el("p", { class: "hint" }, `turn ${name}: ${err.message}`));
   }
 }
 
 function renderTurn(keepFile) {
   const t = state.turn, turn = t.turn;
-  const [files, lines] = counts(t.stats);
+  // The head is the turn's, also while one of its steps is shown.
+  const [files, lines] = counts(t.step ? turn.stats : t.stats);
   const prompt = turn.prompt || "";
   const head = el("div", { class: "turn-head", id: "turn-head", "data-turn": turn.num },
     el("h2", {}, `Turn ${turn.num} `, el("span", { class: "kind-" + turn.kind }, turn.kind),
@@ -250,7 +256,8 @@ function renderTurn(keepFile) {
     el("div", { class: "pane-title" }, `${t.steps.length} steps (one tool call each)`),
     ...t.steps.map((st) => {
       const name = `${st.turn}.${st.num}`;
-      return el("div", { class: "step", "data-step": name },
+      return el("div", { class: "step" + (name === state.step ? " selected" : ""), "data-step": name, title: `show step ${name}'s own changes`,
+        onclick: (ev) => { if (ev.target.tagName !== "BUTTON") selectTurn(turn.num, null, name === state.step ? null : name); } },
         el("span", { class: "num" }, name), " ",
         el("span", { class: "tool" }, st.tool || ""), " ",
         el("span", { class: "label" }, st.label || ""), " ",
@@ -259,7 +266,8 @@ function renderTurn(keepFile) {
   const list = el("div", { class: "files-list", id: "files" });
   renderChanges(list);
   $("#detail").replaceChildren(head, ...(steps ? [steps] : []),
-    el("div", { class: "pane-title" }, `${plural(t.total, "change")}`),
+    el("div", { class: "pane-title", id: "changes-title" }, state.step ? `${plural(t.total, "change")} in step ${state.step} ` : `${plural(t.total, "change")}`,
+      state.step ? el("button", { class: "small", id: "whole-turn", onclick: () => selectTurn(turn.num) }, `all of turn ${turn.num}`) : null),
     list,
     el("div", { id: "file-view" }));
   // The first file's diff at once: what most clicks want to see.
@@ -282,8 +290,9 @@ function renderChanges(list) {
 
 async function loadMoreChanges() {
   const num = state.selected;
-  const t = await api(`/api/turn?n=${num}&offset=${state.changes.length}&limit=500`);
-  if (state.selected !== num) return;
+  const step = state.step;
+  const t = await api(`/api/turn?n=${step || num}&offset=${state.changes.length}&limit=500`);
+  if (state.selected !== num || state.step !== step) return;
   state.changes = state.changes.concat(t.changes);
   renderChanges($("#files"));
 }
@@ -294,32 +303,38 @@ async function showFile(c) {
   state.file = c.path;
   for (const e of document.querySelectorAll(".file")) e.classList.toggle("selected", e.dataset.path === c.path);
   const view = $("#file-view");
-  const num = state.selected;
-  const prev = state.turn && state.turn.turn.num === num ? prevOf(state.turn.turn) : num - 1;
+  const num = state.selected, step = state.step;
+  // name is the state after the change shown, prev the one before it: a
+  // step's are its end and the end of the step before (or of the turn
+  // before, for the first step).
+  const name = step || String(num);
+  const k = step ? Number(step.split(".")[1]) : 0;
+  const prev = k > 1 ? `${num}.${k - 1}` : state.turn && state.turn.turn.num === num ? prevOf(state.turn.turn) : num - 1;
+  const what = step ? `step ${step}` : `turn ${num}`;
   const head = el("div", { class: "diff-head" },
     el("span", { class: "path" }, changeName(c)),
     el("span", {}, c.kind),
     el("button", { id: "view-toggle", onclick: () => { state.view = state.view === "unified" ? "split" : "unified"; localStorage.setItem("ckptfs-view", state.view); showFile(c); } },
       state.view === "unified" ? "Side by side" : "Unified"),
     el("button", { id: "file-history", onclick: () => search({ path: c.path }) }, "History of this file"),
-    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(prev), paths: [c.from || c.path] }, `Restore ${shown(c.from || c.path)} as it was before turn ${num} (end of turn ${prev})`) }, "Restore as before this turn…") : null,
-    el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: String(num), paths: [c.path] }, `Restore ${shown(c.path)} as it was at the end of turn ${num}`) }, "Restore as after…"));
+    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(prev), paths: [c.from || c.path] }, `Restore ${shown(c.from || c.path)} as it was before ${what} (end of ${String(prev).includes(".") ? "step" : "turn"} ${prev})`) }, step ? "Restore as before this step…" : "Restore as before this turn…") : null,
+    el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: name, paths: [c.path] }, `Restore ${shown(c.path)} as it was at the end of ${what}`) }, "Restore as after…"));
   view.replaceChildren(head, el("div", { id: "diff" }, el("p", { class: "hint" }, "loading diff…")));
   let d;
   try {
-    d = await api(`/api/diff?n=${num}&path=${encodeURIComponent(c.path)}`);
+    d = await api(`/api/diff?n=${name}&path=${encodeURIComponent(c.path)}`);
   } catch (err) {
     $("#diff").replaceChildren(el("p", { class: "hint" }, err.message));
     return;
   }
-  if (state.selected !== num || state.file !== c.path) return;
+  if (state.selected !== num || state.step !== step || state.file !== c.path) return;
   const box = $("#diff");
   box.dataset.path = c.path;
   box.replaceChildren();
   if (imageExt.test(c.path) && (d.before || d.after)) {
     box.append(el("div", { class: "images" },
       d.before && num > 0 ? el("figure", {}, el("figcaption", {}, "before"), el("img", { src: `/api/cat?n=${prev}&path=${encodeURIComponent(c.from || c.path)}` })) : null,
-      d.after ? el("figure", {}, el("figcaption", {}, "after"), el("img", { src: `/api/cat?n=${num}&path=${encodeURIComponent(c.path)}` })) : null));
+      d.after ? el("figure", {}, el("figcaption", {}, "after"), el("img", { src: `/api/cat?n=${name}&path=${encodeURIComponent(c.path)}` })) : null));
   }
   if (d.binary || d.not_captured || !d.patch) {
     const size = (s) => (s ? `${s.type} ${s.mode}${s.type === "file" ? ", " + s.size + " bytes" : ""}${s.target ? " → " + s.target : ""}` : "absent");
