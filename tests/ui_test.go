@@ -606,3 +606,38 @@ $T end >/dev/null
 		t.Errorf("turn 1's files: %s", got)
 	}
 }
+
+// TestUISideBySideModes: side by side, a change of mode shows as it does
+// unified: "old mode"/"new mode" and ckptfs's note of a mode git cannot
+// hold span the columns. Before, the first were dropped (a chmod +x drew
+// an empty table) and the note drew as a line of the file, numbered 0,
+// its "#" cut off.
+func TestUISideBySideModes(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+echo x > run.sh; echo s > secret.txt
+T=`+turnctlBin+`
+$T begin --label modes >/dev/null
+chmod 0755 run.sh; chmod 0600 secret.txt
+$T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "show run.sh side by side",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="run.sh"] pre`)),
+		chromedp.Click(chromedp.CSS(`#view-toggle`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="run.sh"] table`)))
+	if got := get(t, ctx, "run.sh's table", chromedp.TextContent(chromedp.CSS(`#diff table`))); !strings.Contains(got, "old mode 100644") || !strings.Contains(got, "new mode 100755") {
+		t.Errorf("run.sh side by side: %q", got)
+	}
+	do(t, ctx, "show secret.txt side by side",
+		chromedp.Click(chromedp.CSS(`#files .file[data-path="secret.txt"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="secret.txt"] table`)))
+	got := get(t, ctx, "secret.txt's table", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#diff table tr")].map(r => r.textContent)`))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "# ckptfs: mode of secret.txt 0644 -> 0600") {
+		t.Errorf("secret.txt side by side: %q", got)
+	}
+}

@@ -377,7 +377,7 @@ function renderPatch(box, patch, path, all) {
 
 function lineClass(l) {
   if (l.startsWith("@@")) return "h";
-  if (l.startsWith("+++") || l.startsWith("---") || l.startsWith("diff ") || l.startsWith("index ") || l.startsWith("old mode") || l.startsWith("new mode") || l.startsWith("new file") || l.startsWith("deleted file") || l.startsWith("rename ") || l.startsWith("similarity") || l.startsWith("\\")) return "m";
+  if (l.startsWith("#") || l.startsWith("+++") || l.startsWith("---") || l.startsWith("diff ") || l.startsWith("index ") || l.startsWith("old mode") || l.startsWith("new mode") || l.startsWith("new file") || l.startsWith("deleted file") || l.startsWith("rename ") || l.startsWith("similarity") || l.startsWith("\\")) return "m";
   if (l.startsWith("+")) return "a";
   if (l.startsWith("-")) return "d";
   return "";
@@ -422,7 +422,11 @@ function sideBySide(patch, path) {
       if (m) { oldN = +m[1]; newN = +m[2]; }
       table.append(el("tr", { class: "h" }, el("td", { colspan: 4 }, l)));
     } else if (k === "m") {
-      continue;
+      // What the two columns cannot show (a mode, a rename, ckptfs's
+      // notes) spans them; the file's header lines the page shows above.
+      if (/^(diff |index |--- |\+\+\+ )/.test(l)) continue;
+      flush();
+      table.append(el("tr", { class: "m" }, el("td", { colspan: 4 }, l)));
     } else if (k === "d") {
       dels.push([oldN++, l.slice(1)]);
     } else if (k === "a") {
