@@ -77,13 +77,11 @@ func cleanPaths(paths []string) ([]string, error) {
 // Diff compares the state at the end of one turn with another (or with the
 // live tree), optionally only below some paths.
 func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.DiffReply, error) {
-	from, err := s.resolve(req.From)
-	if err != nil {
-		return nil, err
-	}
+	// To first: when neither exists, the error names the later one, the
+	// turn asked about (the page's patch of turn N diffs N-1 to N).
 	to := versionstore.Now
 	rep := &turnctl.DiffReply{}
-	rep.From, rep.FromStep = versionstore.SplitPoint(from)
+	var err error
 	if spec := strings.TrimSpace(req.To); spec != "" && spec != "now" {
 		if to, err = s.resolve(spec); err != nil {
 			return nil, err
@@ -91,6 +89,11 @@ func (s *Service) Diff(ctx context.Context, req turnctl.DiffRequest) (*turnctl.D
 		tn, k := versionstore.SplitPoint(to)
 		rep.To, rep.ToStep = &tn, k
 	}
+	from, err := s.resolve(req.From)
+	if err != nil {
+		return nil, err
+	}
+	rep.From, rep.FromStep = versionstore.SplitPoint(from)
 	prefixes, err := cleanPaths(req.Paths)
 	if err != nil {
 		return nil, err

@@ -322,11 +322,6 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := s.h.Diff(r.Context(), turnctl.DiffRequest{From: from, To: to})
 	if err != nil {
-		// The daemon names the first turn it does not know, from: the
-		// turn asked for is to (no turn 999, not 998).
-		if _, terr := s.h.Show(r.Context(), turnctl.ShowRequest{Turn: to, Paths: []string{".ckptfs-ui-no-such-path"}}); terr != nil {
-			err = terr
-		}
 		apiError(w, err)
 		return
 	}
