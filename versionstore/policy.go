@@ -301,6 +301,14 @@ func (s *Store) GCDue() (bool, string, error) {
 	return false, "", nil
 }
 
+// NothingToForget reports whether the last gc over the budget found
+// nothing the policy lets it forget, and nothing it depends on changed
+// since (ckpt.Health.AllKept).
+func (s *Store) NothingToForget() bool {
+	pol, err := s.EffectivePolicy()
+	return err == nil && s.gcIdle.Load() == s.gcKey(pol)
+}
+
 // gcKey names what a gc's plan over the budget depends on but the clock:
 // the events, the turns, the open one, the pins and forgets, the budget.
 func (s *Store) gcKey(pol ckpt.Policy) string {

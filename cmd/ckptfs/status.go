@@ -45,6 +45,7 @@ type statusReport struct {
 	// the daemon (mounted only).
 	HistoryBytes int64     `json:"history_bytes,omitempty"`
 	BudgetBytes  int64     `json:"budget_bytes,omitempty"`
+	AllKept      bool      `json:"all_kept,omitempty"` // ckpt.Health.AllKept
 	Socket       string    `json:"socket,omitempty"`
 	Started      time.Time `json:"started,omitempty"`
 	// From the daemon over the control socket (mounted only).
@@ -162,6 +163,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			}
 			rep.StoreFull, rep.StoreError = st.Store.Full, st.Store.LastError
 			rep.HistoryBytes, rep.BudgetBytes = st.Store.StoreBytes, st.Store.Budget
+			rep.AllKept = st.Store.AllKept
 		}
 	}
 	if *asJSON {
@@ -205,7 +207,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	if rep.BudgetBytes > 0 {
 		over := ""
-		if rep.HistoryBytes > rep.BudgetBytes {
+		if rep.AllKept {
+			over = "; over budget, but the gc may forget nothing more: what is left is pinned, the newest turn or its undo (turnctl gc --dry-run)"
+		} else if rep.HistoryBytes > rep.BudgetBytes {
 			over = "; over budget: the daemon's gc trims the oldest turns"
 		}
 		fmt.Fprintf(stdout, "budget:  %s of %s (%.0f%%, the reserve aside%s)\n", units.Bytes(rep.HistoryBytes), units.Bytes(rep.BudgetBytes),
@@ -251,8 +255,9 @@ type statusJSON struct {
 	StoreFreeBytes *int64              `json:"store_free_bytes"` // null: unknown
 	HistoryBytes   *int64              `json:"history_bytes"`    // null: the daemon did not say
 	BudgetBytes    *int64              `json:"budget_bytes"`     // null: the daemon did not say
-	LatestTurn     *uint64             `json:"latest_turn"`      // null: the daemon did not say
-	OpenTurn       any                 `json:"open_turn"`        // null: none open, or not known
+	AllKept        bool                `json:"all_kept"`
+	LatestTurn     *uint64             `json:"latest_turn"` // null: the daemon did not say
+	OpenTurn       any                 `json:"open_turn"`   // null: none open, or not known
 	StoreFull      bool                `json:"store_full"`
 	StoreError     string              `json:"store_error"`
 	Error          string              `json:"error"`
@@ -264,7 +269,7 @@ func (r statusReport) json() statusJSON {
 		Started: turnctlcli.JSONTime(r.Started), Socket: r.Socket, Store: r.Store,
 		StoreBytes: r.StoreBytes, ReserveBytes: r.ReserveBytes, LatestTurn: r.Latest,
 		OpenTurn: turnctlcli.JSONTurn(r.OpenTurn), StoreFull: r.StoreFull,
-		StoreError: r.StoreError, Error: r.Error, Fatal: r.Fatal}
+		StoreError: r.StoreError, Error: r.Error, Fatal: r.Fatal, AllKept: r.AllKept}
 	if r.OwnerUID >= 0 {
 		o.OwnerUID = &r.OwnerUID
 	}

@@ -186,6 +186,10 @@ type Health struct {
 	// the retention policy's budget for it (0: not reported).
 	StoreBytes int64 `json:"store_bytes,omitempty"`
 	Budget     int64 `json:"budget_bytes,omitempty"`
+	// AllKept: the store is over its budget and the last gc found nothing
+	// more the policy lets it forget (what is left is pinned, the newest
+	// turn or its undo), until history changes.
+	AllKept bool `json:"all_kept,omitempty"`
 }
 
 // VerifyReport is the outcome of the store's Verify.

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +131,54 @@ func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(more, 3)
+}
+
+// Over its budget, a store whose last gc found nothing the policy lets it
+// forget (what is left is the newest turn and its undo) says so in
+// status, until history changes; before such a gc it does not.
+func TestStatusSaysWhenTheGCMayForgetNothingMore(t *testing.T) {
+	f := newFixture(t)
+	st := f.svc.store
+	for i := range 3 {
+		f.begin("edit")
+		f.ov.Write("a.txt", strings.Repeat("x", 1000*(i+1)))
+		f.end()
+	}
+	if err := st.SetPolicy(ckpt.Policy{KeepSize: 1}); err != nil {
+		t.Fatal(err)
+	}
+	allKept := func() bool {
+		t.Helper()
+		rep, err := f.svc.Status(f.ctx, turnctl.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Store.StoreBytes <= rep.Store.Budget {
+			t.Fatalf("store of %d bytes within its budget of %d", rep.Store.StoreBytes, rep.Store.Budget)
+		}
+		return rep.Store.AllKept
+	}
+	if allKept() {
+		t.Error("all kept before any gc looked")
+	}
+	rep, err := st.GC(versionstore.GCOptions{})
+	if err != nil || len(rep.Forgot) == 0 {
+		t.Fatalf("first gc: %+v %v", rep, err)
+	}
+	if allKept() {
+		t.Error("all kept after a gc that forgot turns")
+	}
+	rep, err = st.GC(versionstore.GCOptions{})
+	if err != nil || len(rep.Forgot) > 0 {
+		t.Fatalf("second gc: %+v %v", rep, err)
+	}
+	if !allKept() {
+		t.Error("not all kept after a gc that found nothing to forget")
+	}
+	f.begin("more")
+	f.ov.Write("b.txt", "b")
+	f.end()
+	if allKept() {
+		t.Error("all kept after another turn, before a gc looked again")
+	}
 }
