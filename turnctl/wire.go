@@ -191,6 +191,10 @@ type LogRequest struct {
 	// Programs, if not empty, keeps the turns in which one of these
 	// command names wrote (Turn.Programs).
 	Programs []string `json:"programs,omitempty"`
+	// Follow, with one path in Paths, follows it back through renames:
+	// past the turn that renamed it (or a directory above it) there, the
+	// older turns are those that changed it under the name it had.
+	Follow bool `json:"follow,omitempty"`
 }
 
 // Filtered reports whether r keeps only some turns.

@@ -396,3 +396,58 @@ func TestPickaxeRandom(t *testing.T) {
 	}
 	t.Logf("%d checked, %d by the fast path", checked, fast)
 }
+
+// log --follow -- PATH follows a file back through its renames, its own
+// and a directory's above it: the turns before a rename are those that
+// changed it under the name it had, and a later file at its old name is
+// not its history.
+func TestLogFollowsRenames(t *testing.T) {
+	f := newFixture(t)
+	f.ov.Mkdir("d")
+	create := f.begin("create")
+	f.ov.Write("d/a.txt", "1\n")
+	f.end()
+	edit := f.begin("edit")
+	f.ov.Write("d/a.txt", "2\n")
+	f.end()
+	f.begin("other")
+	f.ov.Write("x.txt", "x\n")
+	f.end()
+	mv := f.begin("rename")
+	f.ov.Rename("d/a.txt", "d/b.txt")
+	f.end()
+	mvDir := f.begin("rename the directory")
+	f.ov.Rename("d", "e")
+	f.end()
+	reuse := f.begin("a new d/a.txt")
+	f.ov.Mkdir("d")
+	f.ov.Write("d/a.txt", "not the same file\n")
+	f.ov.Write("e/b.txt", "3\n")
+	f.end()
+	nums := func(req turnctl.LogRequest) []uint64 {
+		t.Helper()
+		rep, err := f.svc.Log(f.ctx, req)
+		if err != nil {
+			t.Fatalf("log %+v: %v", req, err)
+		}
+		var out []uint64
+		for _, t := range rep.Turns {
+			out = append(out, t.Num)
+		}
+		return out
+	}
+	if got, want := nums(turnctl.LogRequest{Paths: []string{"e/b.txt"}, Follow: true}), []uint64{reuse, mvDir, mv, edit, create}; !slices.Equal(got, want) {
+		t.Errorf("log --follow e/b.txt: turns %v, want %v", got, want)
+	}
+	if got, want := nums(turnctl.LogRequest{Paths: []string{"e/b.txt"}}), []uint64{reuse, mvDir}; !slices.Equal(got, want) {
+		t.Errorf("log e/b.txt: turns %v, want %v", got, want)
+	}
+	if got, want := nums(turnctl.LogRequest{Paths: []string{"e/b.txt"}, Follow: true, N: 3}), []uint64{reuse, mvDir, mv}; !slices.Equal(got, want) {
+		t.Errorf("log -n 3 --follow e/b.txt: turns %v, want %v", got, want)
+	}
+	for _, paths := range [][]string{{"a", "b"}, {""}, nil} {
+		if _, err := f.svc.Log(f.ctx, turnctl.LogRequest{Paths: paths, Follow: true}); !isCode(err, turnctl.CodeBadRequest) {
+			t.Errorf("log --follow of %q: %v, want a bad request", paths, err)
+		}
+	}
+}

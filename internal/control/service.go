@@ -433,6 +433,11 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 	if req.N < 0 {
 		return nil, errorf(turnctl.CodeBadRequest, "n must not be negative")
 	}
+	if req.Follow {
+		if ps, err := cleanPaths(req.Paths); err != nil || len(ps) != 1 || ps[0] == "" {
+			return nil, errorf(turnctl.CodeBadRequest, "follow takes exactly one path below the project's root")
+		}
+	}
 	if req.Filtered() {
 		turns, err := s.logFiltered(ctx, req)
 		if err != nil {

@@ -79,6 +79,9 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 		if !ok {
 			continue
 		}
+		if req.Follow {
+			prefixes = followed(cs, prefixes)
+		}
 		switch {
 		case prefixes != nil, t.Stats == nil && cs != nil:
 			_, st, err := s.listChanges(cs, t.Num)
@@ -102,6 +105,18 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 		turns = append(turns, t)
 	}
 	return turns, nil
+}
+
+// followed is the one path of prefixes as the turns before those that made
+// the changes cs knew it: the name it was renamed from there, if it was (a
+// rename of a directory lists each path below it renamed too).
+func followed(cs []versionstore.Change, prefixes []string) []string {
+	for _, c := range cs {
+		if c.Kind == ckpt.Renamed && c.Path == prefixes[0] && c.From != "" {
+			return []string{c.From}
+		}
+	}
+	return prefixes
 }
 
 // searchAfter is how many turns' changes a log search lists before it

@@ -193,6 +193,8 @@ func TestUsageAndMountOnly(t *testing.T) {
 		{[]string{"-C", dir, "show"}, 2, ""},
 		{[]string{"-C", dir, "show", "1", "2"}, 2, ""},
 		{[]string{"-C", dir, "log", "--nope"}, 2, ""},
+		{[]string{"-C", dir, "log", "--follow"}, 2, "turnctl log: --follow takes exactly one PATH (see turnctl log --help)\n"},
+		{[]string{"-C", dir, "log", "--follow", "a", "b"}, 2, "turnctl log: --follow takes exactly one PATH (see turnctl log --help)\n"},
 		{[]string{}, 2, ""},
 		{[]string{"-C", t.TempDir(), "log"}, 1, ""},
 	}

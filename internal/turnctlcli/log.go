@@ -15,7 +15,7 @@ import (
 
 var logCmd = &command{
 	name:  "log",
-	args:  "[-n N] [--graph] [-S TEXT] [--grep PATTERN] [--program NAME]... [-- PATH...]",
+	args:  "[-n N] [--graph] [-S TEXT] [--grep PATTERN] [--program NAME]... [--follow] [-- PATH...]",
 	short: "turns, newest first, with what they changed and which programs wrote",
 	long: `The time is when the turn ended (an open turn: when it began). Kinds: agent
 (begin/end), manual (changes made while no turn was open), rewind (rewind,
@@ -30,7 +30,10 @@ With PATHs (relative to the current directory; "--" before them is
 optional), only the turns that changed one of them, or for a directory
 anything below it, are listed (a rename counts for both its names), and
 their files and lines count those changes only; -n N then shows the N
-newest such turns.
+newest such turns. --follow, with one PATH, follows it back through
+renames (git log --follow): past the turn that renamed it, or a directory
+above it, to its name, the older turns listed are those that changed it
+under the name it had before.
 
 --graph draws the timeline to the left of the turns, as git log --graph
 draws commits: a * per turn (@ for the newest, the state the tree is in),
@@ -61,6 +64,7 @@ the turns found; a turn is listed when it passes every one):
 type logOptions struct {
 	n        int
 	graph    bool
+	follow   bool
 	pickaxe  flagString
 	grep     string
 	programs []string
@@ -82,6 +86,7 @@ func (o *logOptions) addFlags(fs *pflag.FlagSet) {
 	fs.VarP(&o.pickaxe, "pickaxe", "S", "only turns that added or removed `TEXT` in a file")
 	fs.StringVar(&o.grep, "grep", "", "only turns whose label or prompt matches `PATTERN` (Go regexp)")
 	fs.StringArrayVar(&o.programs, "program", nil, "only turns in which program `NAME` wrote (repeatable)")
+	fs.BoolVar(&o.follow, "follow", false, "with one PATH: follow it back through renames")
 }
 
 func (o *logOptions) run(e *env, args []string) error {
@@ -100,7 +105,10 @@ func (o *logOptions) run(e *env, args []string) error {
 		}
 	}
 	// Every argument is a PATH, with or without "--".
-	req := turnctl.LogRequest{N: o.n, Pickaxe: o.pickaxe.v, Grep: o.grep, Programs: o.programs}
+	if o.follow && len(args) != 1 {
+		return usagef("--follow takes exactly one PATH")
+	}
+	req := turnctl.LogRequest{N: o.n, Pickaxe: o.pickaxe.v, Grep: o.grep, Programs: o.programs, Follow: o.follow}
 	if len(args) > 0 {
 		var err error
 		if req.Paths, err = e.relPaths(args); err != nil {
