@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/rundir"
 	"ckptfs/turnctl"
@@ -33,6 +31,9 @@ import (
 type runHold struct {
 	turn uint64 // the turn it opened or joined, or runs inside (inTurn)
 	pid  int32  // the turnctl run process (0: unknown): gone, it holds nothing
+	// start is the process's start time (rundir.StartTime; 0: unknown):
+	// another process given the same pid is not the run.
+	start uint64
 	// inTurn: it runs inside a begin's turn, as a step of it.
 	inTurn bool
 	label  string // its label's first line
@@ -62,12 +63,16 @@ func peerPID(ctx context.Context) int32 {
 }
 
 // alive reports whether the run's turnctl process still runs (a run
-// killed with SIGKILL never sends its end).
+// killed with SIGKILL never sends its end): not once it is gone or a
+// zombie, nor when its pid names another process since.
 func (h runHold) alive() bool {
 	if h.pid <= 0 {
 		return true
 	}
-	return unix.Kill(int(h.pid), 0) != unix.ESRCH
+	if !rundir.Alive(int(h.pid)) {
+		return false
+	}
+	return h.start == 0 || rundir.StartTime(int(h.pid)) == h.start
 }
 
 // holders returns the runs still running in turn n but skip (r.mu held),
@@ -125,6 +130,7 @@ func (s *Service) beginRun(ctx context.Context, req turnctl.BeginRequest, rep *t
 	}
 	s.runs.began++
 	hold := runHold{pid: peerPID(ctx), label: ckpt.LabelOf(req.Label), seq: s.runs.began}
+	hold.start = rundir.StartTime(int(hold.pid))
 	cur, ok := s.store.Current()
 	if req.Join && ok && cur.Kind == ckpt.KindAgent && s.runs.nested(cur.Num, hold.pid) {
 		// Run by the command of a run in the turn (an agent wrapped in

@@ -1,9 +1,12 @@
 package control
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"ckptfs/internal/rundir"
 	"ckptfs/turnctl"
 )
 
@@ -87,5 +90,33 @@ func TestRunsInsideATurnShareAStep(t *testing.T) {
 	steps, err := f.svc.store.Steps(n)
 	if err != nil || len(steps) != 2 || steps[0].Label != "" {
 		t.Fatalf("steps: %+v %v", steps, err)
+	}
+}
+
+// A run's hold names its process by pid and start time: gone, a zombie,
+// or its pid given to another process since, it holds nothing.
+func TestRunHoldAliveByPIDAndStart(t *testing.T) {
+	self := int32(os.Getpid())
+	start := rundir.StartTime(int(self))
+	if start == 0 {
+		t.Fatal("no start time of this process")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		h    runHold
+		want bool
+	}{
+		{runHold{pid: self, start: start}, true},
+		{runHold{pid: self}, true},                    // start not known: the pid decides
+		{runHold{pid: self, start: start + 1}, false}, // another process got the pid
+		{runHold{pid: int32(cmd.Process.Pid), start: start}, false},
+		{runHold{}, true}, // pid not known
+	} {
+		if got := c.h.alive(); got != c.want {
+			t.Errorf("%+v alive = %v, want %v", c.h, got, c.want)
+		}
 	}
 }

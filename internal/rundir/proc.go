@@ -51,6 +51,18 @@ func Parent(pid int) int {
 	return ppid
 }
 
+// StartTime returns when process pid started, in clock ticks after boot
+// (/proc/PID/stat's starttime), 0 when it cannot be read. A pid and its
+// start time name a process: a pid alone may be reused by another.
+func StartTime(pid int) uint64 {
+	f := procStat(pid)
+	if len(f) < 20 {
+		return 0
+	}
+	t, _ := strconv.ParseUint(f[19], 10, 64)
+	return t
+}
+
 // Alive reports whether the process pid is running (a zombie is not).
 func Alive(pid int) bool { return procState(pid) != 0 }
 
