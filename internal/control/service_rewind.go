@@ -133,14 +133,21 @@ func (s *Service) undoneNow() (uint64, bool) {
 	return m.n, m.ok
 }
 
-// noteUndone remembers closed turn t, which changed files (its stats
-// say so), as what undo undoes, when it is the newest closed turn and an
+// noteUndone remembers closed turn t as what undo undoes, when its stats
+// st say it changed files and it is the newest closed turn and an
 // action: undoneNow's answer then, without reading t's changes again
-// while the next turn's events pile up after them.
-func (s *Service) noteUndone(t ckpt.Turn) {
+// while the next turn's events pile up after them. As cacheStats, it
+// trusts st only when nothing was recorded since m: a live file the
+// stats read may hold a later write's bytes (a turn whose changes
+// cancel out would read as one that changed something), and the memo,
+// unlike a log, would keep that answer until the closed turns change.
+func (s *Service) noteUndone(t ckpt.Turn, st ckpt.Stats, m mark) {
 	switch t.Kind {
 	case ckpt.KindAgent, ckpt.KindRewind, ckpt.KindRevert:
 	default:
+		return
+	}
+	if st.Files == 0 || s.mark() != m {
 		return
 	}
 	turns, err := s.store.Turns(0)
@@ -153,10 +160,10 @@ func (s *Service) noteUndone(t ckpt.Turn) {
 		}
 	}
 	key := closedTurnsKey(turns, s.store.HistoryGen(), s.store.HistoryStart().Turn)
-	m := &s.undone
-	m.mu.Lock()
-	m.key, m.n, m.ok, m.known = key, t.Num, true, true
-	m.mu.Unlock()
+	u := &s.undone
+	u.mu.Lock()
+	u.key, u.n, u.ok, u.known = key, t.Num, true, true
+	u.mu.Unlock()
 }
 
 // undoMemo is undoneNow's last answer. The answer depends on the closed

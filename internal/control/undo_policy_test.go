@@ -182,3 +182,31 @@ func TestStatusSaysWhenTheGCMayForgetNothingMore(t *testing.T) {
 		t.Error("all kept after another turn, before a gc looked again")
 	}
 }
+
+// A turn's end notes what undo undoes from the stats it computed with
+// the mount open again; a write that lands meanwhile can make a turn
+// whose changes cancel out read as one that changed a file (the live
+// file holds the later bytes). Noted, undoneNow would keep that wrong
+// answer until a turn closed; it must trust the stats only when nothing
+// was recorded since the turn closed, as cacheStats does.
+func TestUndoneNotNotedFromStatsAWriteOvertook(t *testing.T) {
+	f := newFixture(t)
+	st := f.svc.store
+	create := f.begin("create")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	f.begin("cancel")
+	f.ov.Write("a.txt", "two\n")
+	f.ov.Write("a.txt", "one\n") // back as it was: the turn changed nothing
+	cancel, err := st.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.svc.mark()
+	f.ov.Write("a.txt", "three\n") // lands while the stats are computed
+	// The stats as a read of the live a.txt ("three") counted them.
+	f.svc.noteUndone(cancel, ckpt.Stats{Files: 1, Modified: 1}, m)
+	if n, ok := f.svc.undoneNow(); !ok || n != create {
+		t.Errorf("undoneNow = %d, %v; want %d (turn %d changed nothing)", n, ok, create, cancel.Num)
+	}
+}
