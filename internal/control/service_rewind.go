@@ -159,7 +159,14 @@ func (s *Service) noteUndone(t ckpt.Turn, st ckpt.Stats, m mark) {
 			return // a later turn closed meanwhile
 		}
 	}
-	key := closedTurnsKey(turns, s.store.HistoryGen(), s.store.HistoryStart().Turn)
+	// A forget since the turn closed may have moved the start of
+	// history to it: its changes are forgotten, not to be undone. (The
+	// generation is read first: a forget that ends after is a new one.)
+	gen, start := s.store.HistoryGen(), s.store.HistoryStart().Turn
+	if t.Num <= start {
+		return
+	}
+	key := closedTurnsKey(turns, gen, start)
 	u := &s.undone
 	u.mu.Lock()
 	u.key, u.n, u.ok, u.known = key, t.Num, true, true

@@ -210,3 +210,31 @@ func TestUndoneNotNotedFromStatsAWriteOvertook(t *testing.T) {
 		t.Errorf("undoneNow = %d, %v; want %d (turn %d changed nothing)", n, ok, create, cancel.Num)
 	}
 }
+
+// A forget that lands while a turn's end computes its stats can move the
+// start of history to that turn: its changes are forgotten, and undo has
+// nothing to undo. The note must not say it undoes that turn.
+func TestUndoneNotNotedForATurnHistoryStartsAt(t *testing.T) {
+	f := newFixture(t)
+	st := f.svc.store
+	f.begin("create")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	f.begin("edit")
+	f.ov.Write("a.txt", "two\n")
+	edit, err := st.End("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.svc.mark()
+	if _, err := st.Forget([]uint64{0, edit.Num - 1}, "test"); err != nil { // the oldest: the start moves
+		t.Fatal(err)
+	}
+	if start := st.HistoryStart().Turn; start != edit.Num {
+		t.Fatalf("history starts at %d, want %d", start, edit.Num)
+	}
+	f.svc.noteUndone(edit, ckpt.Stats{Files: 1, Modified: 1}, m)
+	if n, ok := f.svc.undoneNow(); ok {
+		t.Errorf("undoneNow = %d, true; want nothing to undo (history starts at turn %d)", n, edit.Num)
+	}
+}
