@@ -641,3 +641,37 @@ $T end >/dev/null
 		t.Errorf("secret.txt side by side: %q", got)
 	}
 }
+
+// TestUIDiffLinesLikeHeaders: inside a hunk a line is what its first
+// character says. A deleted "-- comment" (SQL, Lua) reads "--- comment"
+// and an added "++i" "+++i", as git's file headers do: they were drawn
+// as headers, and side by side dropped or spanning the columns, the
+// line numbers after them one off.
+func TestUIDiffLinesLikeHeaders(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+printf -- '-- old comment\nkeep\n' > q.sql
+T=`+turnctlBin+`
+$T begin --label edit >/dev/null
+printf -- 'keep\n++i\n' > q.sql
+$T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "show q.sql",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="q.sql"] pre`)))
+	spans := get(t, ctx, "the unified lines", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#diff pre.unified .l")].filter(e => !e.classList.contains("m")).map(e => e.className.slice(2) + ":" + e.textContent)`))
+	if want := "h:@@ -1,2 +1,2 @@|d:--- old comment|: keep|a:+++i"; strings.Join(spans, "|") != want {
+		t.Errorf("unified: %q, want %q", strings.Join(spans, "|"), want)
+	}
+	do(t, ctx, "side by side",
+		chromedp.Click(chromedp.CSS(`#view-toggle`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="q.sql"] table`)))
+	rows := get(t, ctx, "the rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#diff table tr")].map(r => [...r.cells].map(c => c.textContent).join("|"))`))
+	if want := "@@ -1,2 +1,2 @@;1|-- old comment||;2|keep|1|keep;||2|++i"; strings.Join(rows, ";") != want {
+		t.Errorf("side by side: %q, want %q", strings.Join(rows, ";"), want)
+	}
+}

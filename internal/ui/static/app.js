@@ -375,8 +375,16 @@ function renderPatch(box, patch, path, all) {
 
 // ---- diffs ----
 
-function lineClass(l) {
+// lineClass is a patch line's class: "h" a hunk's head, "a" added, "d"
+// deleted, "" context, "m" the rest (git's headers, ckptfs's notes).
+// Inside a hunk (inHunk: after an "@@" line, until the next "diff ")
+// a line is what its first character says: a deleted "-- comment"
+// reads "--- comment", an added "++i" "+++i", like git's headers.
+function lineClass(l, inHunk) {
   if (l.startsWith("@@")) return "h";
+  if (inHunk && l.startsWith("+")) return "a";
+  if (inHunk && l.startsWith("-")) return "d";
+  if (inHunk && l.startsWith(" ")) return "";
   if (l.startsWith("#") || l.startsWith("+++") || l.startsWith("---") || l.startsWith("diff ") || l.startsWith("index ") || l.startsWith("old mode") || l.startsWith("new mode") || l.startsWith("new file") || l.startsWith("deleted file") || l.startsWith("rename ") || l.startsWith("similarity") || l.startsWith("\\")) return "m";
   if (l.startsWith("+")) return "a";
   if (l.startsWith("-")) return "d";
@@ -386,8 +394,10 @@ function lineClass(l) {
 function unified(patch, path) {
   const pre = el("pre", { class: "unified" });
   const lines = patch.replace(/\n$/, "").split("\n");
+  let inHunk = false;
   for (const l of lines) {
-    const k = lineClass(l);
+    const k = lineClass(l, inHunk);
+    inHunk = k === "h" || inHunk && !l.startsWith("diff ");
     const span = el("span", { class: "l " + k });
     if (k === "a" || k === "d" || k === "") {
       span.append(l.slice(0, 1), highlight(l.slice(1), path));
@@ -414,8 +424,10 @@ function sideBySide(patch, path) {
     }
     dels = []; adds = [];
   };
+  let inHunk = false;
   for (const l of patch.replace(/\n$/, "").split("\n")) {
-    const k = lineClass(l);
+    const k = lineClass(l, inHunk);
+    inHunk = k === "h" || inHunk && !l.startsWith("diff ");
     if (k === "h") {
       flush();
       const m = /^@@ -(\d+)(?:,\d+)? \+(\d+)/.exec(l);
