@@ -448,13 +448,14 @@ func TestUIHugeDiffCut(t *testing.T) {
 	}
 }
 
-// TestUIOddNames: names with a newline or a tab are quoted as turnctl
-// quotes them (drawn as they are, on one line, "a\nb.txt" read as a
-// file "a b.txt"), each shows its own diff, and names and labels made of
-// markup stay text.
+// TestUIOddNames: names with a newline, a tab or another control
+// character (DEL too) are quoted with Go's escapes as turnctl quotes
+// them (drawn as they are, on one line, "a\nb.txt" read as a file
+// "a b.txt", and a DEL is not seen at all), each shows its own diff,
+// and names and labels made of markup stay text.
 func TestUIOddNames(t *testing.T) {
 	m := mountProject(t, t.TempDir())
-	names := []string{"a b.txt", "a\nb.txt", "a\tb.txt", "<img src=x onerror=window.xss=1>.txt", "ünï 文件.txt"}
+	names := []string{"a b.txt", "a\nb.txt", "a\tb.txt", "a\x01b.txt", "a\x7fb.txt", "<img src=x onerror=window.xss=1>.txt", "ünï 文件.txt"}
 	turnctlOK(t, m.Dir, "begin", "--label", `<script>window.xss=2</script><img src=x onerror=window.xss=3>`)
 	for i, n := range names {
 		if err := os.WriteFile(filepath.Join(m.Dir, n), []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
@@ -470,7 +471,7 @@ func TestUIOddNames(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#files .file`)))
 	got := get(t, ctx, "the file list", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#files .file .p")].map(e => e.innerText)`))
-	want := []string{"<img src=x onerror=window.xss=1>.txt", `"a\tb.txt"`, `"a\nb.txt"`, "a b.txt", "ünï 文件.txt"}
+	want := []string{"<img src=x onerror=window.xss=1>.txt", `"a\x01b.txt"`, `"a\tb.txt"`, `"a\nb.txt"`, "a b.txt", `"a\x7fb.txt"`, "ünï 文件.txt"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the file list reads %q, want %q", got, want)
 	}

@@ -84,8 +84,20 @@ function bytes(n) {
 // if it holds a control character ("new\nline.txt"), as turnctl prints
 // it, so that a name with a newline or a tab does not read as one with
 // a space (the file lists draw on one line, where both are blanks).
+// The escapes are Go's (strconv.Quote), as turnctl's: JSON's would leave
+// DEL and the C1 controls as they are, unseen, between the quotes.
 function shown(p) {
-  return /[\u0000-\u001f\u007f-\u009f]/.test(p) ? JSON.stringify(p) : p;
+  if (!/[\u0000-\u001f\u007f-\u009f]/.test(p)) return p;
+  const named = { 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\" };
+  let q = "";
+  for (const ch of p) {
+    const c = ch.codePointAt(0);
+    if (named[c]) q += named[c];
+    else if (c < 0x20 || c === 0x7f) q += "\\x" + c.toString(16).padStart(2, "0");
+    else if (c >= 0x80 && c <= 0x9f) q += "\\u" + c.toString(16).padStart(4, "0");
+    else q += ch;
+  }
+  return `"${q}"`;
 }
 
 // changeName is a change's path, "FROM → PATH" for a rename.
