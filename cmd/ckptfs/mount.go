@@ -20,6 +20,7 @@ import (
 	"ckptfs/internal/exclude"
 	"ckptfs/internal/rundir"
 	"ckptfs/internal/storeref"
+	"ckptfs/internal/turnctlcli"
 	"ckptfs/internal/units"
 )
 
@@ -49,18 +50,6 @@ type policyFlags struct {
 
 func (p policyFlags) any() bool {
 	return p.size != nil || p.turns != nil || p.age != nil || p.hourly != nil || p.daily != nil
-}
-
-// emptyKeepFlag names the first --keep-* flag given an empty value
-// ("--keep-size="), which would otherwise read as not given; "" if none.
-func emptyKeepFlag(fs *pflag.FlagSet) string {
-	name := ""
-	fs.Visit(func(f *pflag.Flag) {
-		if name == "" && strings.HasPrefix(f.Name, "keep-") && f.Value.String() == "" {
-			name = f.Name
-		}
-	})
-	return name
 }
 
 // parsePolicyFlags parses the --keep-* flags (usage errors for malformed
@@ -140,7 +129,7 @@ open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
 	fs.StringArrayVar(&o.excludes, "exclude", nil, "gitignore-style `PATTERN` passed through unversioned (repeatable; kept in the store for the next mounts; --exclude= for none)")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "share the mount with other users (root always does; a user needs user_allow_other in /etc/fuse.conf)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request (with -f: to stderr)")
-	fs.StringVar(&o.keepSize, "keep-size", "", "retention: budget of the store on disk (`SIZE`: 500M, 10GiB; default min(10 GiB, 10% of its disk))")
+	fs.StringVar(&o.keepSize, "keep-size", "", "retention: budget of the store on disk (`SIZE` with a unit: 500M, 10GiB, 100B; default min(10 GiB, 10% of its disk))")
 	fs.StringVar(&o.keepTurns, "keep-turns", "", "retention: keep at least the last `N` turns (default 100)")
 	fs.StringVar(&o.keepAge, "keep-age", "", "retention: keep the turns of the last `DURATION` (24h, 7d; default 24h)")
 	fs.StringVar(&o.keepHourly, "keep-hourly", "", "retention: then keep the last turn of each hour for `DURATION` (default 7d; off: none)")
@@ -177,7 +166,7 @@ open, forgotten or missing turn is refused and nothing is mounted.`, stdout)
 	if _, err := exclude.New(o.excludes); err != nil {
 		return usageError{err.Error()}
 	}
-	if f := emptyKeepFlag(fs); f != "" {
+	if f := turnctlcli.EmptyKeepFlag(fs); f != "" {
 		return usageError{"mount: --" + f + ": no value given"}
 	}
 	pol, err := parsePolicyFlags(o.keepSize, o.keepTurns, o.keepAge, o.keepHourly, o.keepDaily)

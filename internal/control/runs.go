@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -80,16 +81,26 @@ func (h runHold) alive() bool {
 // those whose process is gone.
 func (r *runSet) holders(n uint64, skip string, inTurn bool) []string {
 	var ids []string
-	for id, h := range r.holds {
-		if !h.alive() {
-			delete(r.holds, id)
-			continue
-		}
+	for id, h := range r.live() {
 		if h.turn == n && id != skip && h.inTurn == inTurn {
 			ids = append(ids, id)
 		}
 	}
 	return ids
+}
+
+// live yields the runs whose process still runs (r.mu held), forgetting
+// the others.
+func (r *runSet) live() iter.Seq2[string, runHold] {
+	return func(yield func(string, runHold) bool) {
+		for id, h := range r.holds {
+			if !h.alive() {
+				delete(r.holds, id)
+			} else if !yield(id, h) {
+				return
+			}
+		}
+	}
 }
 
 // nested reports whether process pid descends from a run still running
@@ -195,10 +206,8 @@ func (r *runSet) running(n uint64) []turnctl.RunStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var hs []runHold
-	for id, h := range r.holds {
-		if !h.alive() {
-			delete(r.holds, id)
-		} else if h.turn == n {
+	for _, h := range r.live() {
+		if h.turn == n {
 			hs = append(hs, h)
 		}
 	}

@@ -2,6 +2,7 @@ package turnctlcli
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -50,14 +51,8 @@ func (o *policyOptions) run(e *env, args []string) error {
 	if err := wantArgs(args, 0, 0); err != nil {
 		return err
 	}
-	var empty error
-	o.fs.Visit(func(f *pflag.Flag) {
-		if empty == nil && f.Value.String() == "" {
-			empty = usagef("--%s: no value given", f.Name)
-		}
-	})
-	if empty != nil {
-		return empty
+	if f := EmptyKeepFlag(o.fs); f != "" {
+		return usagef("--%s: no value given", f)
 	}
 	req, err := parsePolicy(o.size, o.turns, o.age, o.hourly, o.daily)
 	if err != nil {
@@ -97,6 +92,18 @@ func (o *policyOptions) run(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "turnctl: note: the store holds %s, over the new budget: the gc forgets the oldest turns until it fits, %s (turnctl gc --dry-run lists them)\n", units.Bytes(rep.StoreBytes), when)
 	}
 	return nil
+}
+
+// EmptyKeepFlag names the first --keep-* flag of fs given an empty value
+// ("--keep-size="), which would otherwise read as not given; "" if none.
+func EmptyKeepFlag(fs *pflag.FlagSet) string {
+	name := ""
+	fs.Visit(func(f *pflag.Flag) {
+		if name == "" && strings.HasPrefix(f.Name, "keep-") && f.Value.String() == "" {
+			name = f.Name
+		}
+	})
+	return name
 }
 
 // parsePolicy turns the --keep-* flags into a request (usage errors for

@@ -43,7 +43,7 @@ func ParseBudget(s string) (int64, error) {
 		return 0, err
 	}
 	t := strings.TrimSpace(s)
-	if last := t[len(t)-1]; n != 0 && (last >= '0' && last <= '9' || last == '.') {
+	if last := t[len(t)-1]; strings.Trim(t, "0.") != "" && (last >= '0' && last <= '9' || last == '.') {
 		return 0, fmt.Errorf("bad size %q: give a unit, like %sM or %sG (%sB for bytes)", s, t, t, t)
 	}
 	return n, nil

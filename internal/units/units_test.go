@@ -29,7 +29,7 @@ func TestParseBytes(t *testing.T) {
 // A budget needs a unit: "100" meant as 100 MiB would forget all the
 // history it may as 100 bytes. 0 (the default) and "100B" are fine.
 func TestParseBudget(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "100B": 100, "500M": 500 << 20, "1.5g": 3 << 29, " 2 KiB ": 2048} {
+	for in, want := range map[string]int64{"0": 0, "0.0": 0, "100B": 100, "500M": 500 << 20, "1.5g": 3 << 29, " 2 KiB ": 2048} {
 		if got, err := ParseBudget(in); err != nil || got != want {
 			t.Errorf("ParseBudget(%q) = %d, %v; want %d", in, got, err, want)
 		}
@@ -37,7 +37,7 @@ func TestParseBudget(t *testing.T) {
 	if _, err := ParseBudget("100"); err == nil || err.Error() != `bad size "100": give a unit, like 100M or 100G (100B for bytes)` {
 		t.Errorf("ParseBudget(100): %v", err)
 	}
-	for _, in := range []string{"", "1.", "10x", "-5"} {
+	for _, in := range []string{"", "1.", "10x", "-5", "0.4"} {
 		if _, err := ParseBudget(in); err == nil {
 			t.Errorf("ParseBudget(%q) should fail", in)
 		}
