@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,7 +53,8 @@ func checkRunsInStatus(t *testing.T, m *Mount, want ...string) {
 	}
 	var wantText []string
 	for _, w := range want {
-		wantText = append(wantText, w+" (turnctl run)")
+		what, label, _ := strings.Cut(w, ": ")
+		wantText = append(wantText, fmt.Sprintf("%s: %q (turnctl run)", what, label))
 	}
 	if strings.Join(got, "\n") != strings.Join(wantText, "\n") {
 		t.Errorf("runs in turnctl status:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantText, "\n"))

@@ -57,7 +57,7 @@ func (o *statusOptions) run(e *env, args []string) error {
 		if r.PID > 0 {
 			pid = fmt.Sprintf(", pid %d", r.PID)
 		}
-		fmt.Fprintf(e.stdout, "  %s: %s (turnctl run%s)\n", what, r.Label, pid)
+		fmt.Fprintf(e.stdout, "  %s: %q (turnctl run%s)\n", what, r.Label, pid)
 	}
 	if rep.ChangesError != "" {
 		fmt.Fprintf(e.stdout, "  changes cannot be listed: %s (turnctl verify checks the store)\n", rep.ChangesError)
