@@ -676,3 +676,51 @@ $T end >/dev/null
 		t.Errorf("side by side: %q, want %q", strings.Join(rows, ";"), want)
 	}
 }
+
+// TestUISearchAbsolutePath: a path searched for as an absolute path in
+// the project (as pasted from a terminal) finds its history, as the
+// same path relative to the project does; one outside the project says
+// so. Before, the page looked for "tmp/.../main.go" in the project and
+// answered "no turn matches".
+func TestUISearchAbsolutePath(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label one >/dev/null; mkdir lib; echo a > lib/a.txt; $T end >/dev/null
+$T begin --label two >/dev/null; echo b > b.txt; $T end >/dev/null
+$T begin --label three >/dev/null; echo aa > lib/a.txt; $T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "load the page",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	search := func(path string) string {
+		t.Helper()
+		do(t, ctx, "search "+path,
+			chromedp.Click(chromedp.CSS(`#q-clear`)),
+			chromedp.SetValue(chromedp.CSS(`#q-path`), path),
+			chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)))
+		return get(t, ctx, "the results of "+path, chromedp.Poll[string](`(() => {
+			const l = document.querySelector("#results-list");
+			if (l.textContent.includes("searching")) return false;
+			const rows = [...l.querySelectorAll(".row")].map(r => r.dataset.turn);
+			return rows.length ? rows.join(" ") : l.textContent;
+		})()`))
+	}
+	for _, p := range []string{"lib/a.txt", filepath.Join(m.Dir, "lib/a.txt"), filepath.Join(m.Dir, "lib") + "/", filepath.Join(m.Dir, "x/../lib/a.txt")} {
+		if got := search(p); got != "3 1" {
+			t.Errorf("path %q: %q, want turns 3 1", p, got)
+		}
+	}
+	if got := search(m.Dir); got != "3 2 1" {
+		t.Errorf("the project's root: %q, want turns 3 2 1", got)
+	}
+	outside := filepath.Join(filepath.Dir(m.Dir), "elsewhere.txt")
+	if got := search(outside); got != outside+" is outside the project "+m.Dir+": give a path inside it, or one relative to it" {
+		t.Errorf("a path outside the project: %q", got)
+	}
+	if n := get(t, ctx, "the count", chromedp.TextContent(chromedp.CSS(`#results-count`))); n != "" {
+		t.Errorf("the refusal is shown under the count %q", n)
+	}
+}

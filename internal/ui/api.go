@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -375,7 +376,12 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := turnctl.LogRequest{Pickaxe: q.Get("s"), Grep: q.Get("grep"), Programs: q["program"]}
 	if p := q.Get("path"); p != "" {
-		req.Paths = []string{strings.Trim(p, "/")}
+		rel, err := s.projectPath(p)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		req.Paths = []string{rel}
 	}
 	if !req.Filtered() {
 		apiError(w, &turnctl.Error{Code: turnctl.CodeBadRequest, Message: "search needs text (-S), a pattern (--grep), a program or a path"})
@@ -393,6 +399,37 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		out.Rows = append(out.Rows, rowOf(t, pins))
 	}
 	writeJSON(w, out)
+}
+
+// projectPath is a path typed into the page's search, relative to the
+// project: an absolute one is taken relative to its root (through
+// symlinks too), as turnctl takes the paths of its command line, and
+// refused outside it; a relative one is already.
+func (s *Server) projectPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return strings.Trim(p, "/"), nil
+	}
+	root := filepath.Clean(s.opts.Root)
+	inside := func(abs string) (string, bool) {
+		r, err := filepath.Rel(root, abs)
+		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+			return "", false
+		}
+		if r == "." {
+			return "", true
+		}
+		return filepath.ToSlash(r), true
+	}
+	abs := filepath.Clean(p)
+	if r, ok := inside(abs); ok {
+		return r, nil
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		if r, ok := inside(real); ok {
+			return r, nil
+		}
+	}
+	return "", &turnctl.Error{Code: turnctl.CodeBadRequest, Message: fmt.Sprintf("%s is outside the project %s: give a path inside it, or one relative to it", p, root)}
 }
 
 // latest asks the daemon for its latest turn and whether one is open: a
