@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -722,5 +723,121 @@ $T begin --label three >/dev/null; echo aa > lib/a.txt; $T end >/dev/null
 	}
 	if n := get(t, ctx, "the count", chromedp.TextContent(chromedp.CSS(`#results-count`))); n != "" {
 		t.Errorf("the refusal is shown under the count %q", n)
+	}
+}
+
+// changedPaths lists, sorted, the paths whose state differs between two
+// snapshots.
+func changedPaths(a, b map[string]entry) []string {
+	var out []string
+	for p, ea := range a {
+		if eb, ok := b[p]; !ok || ea != eb {
+			out = append(out, p)
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestUIRestoreRename: "Restore as before this turn" on a rename row puts
+// the rename back: the old name with its bytes from before the turn, the
+// new name as it was (absent: removed), even where a later turn removed
+// the new name. Before, only the old name was restored, and the file was
+// left under both names. A modified, an added and a deleted file's rows
+// restore their one path, as before.
+func TestUIRestoreRename(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label setup >/dev/null
+printf 'old a\n' > a.txt; printf 'c\n' > c.txt; printf 'm\n' > m.txt; printf 'd\n' > d.txt
+$T end >/dev/null
+$T begin --label "rename and more" >/dev/null
+mv a.txt b.txt; printf 'new line\n' >> b.txt
+printf 'm2\n' > m.txt; printf 'n\n' > n.txt; rm d.txt
+$T end >/dev/null
+$T begin --label "rename c" >/dev/null
+mv c.txt e.txt
+$T end >/dev/null
+$T begin --label "remove e" >/dev/null
+rm e.txt
+$T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "load the page",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	next := 5 // the turn the next restore makes
+	// restore restores the row of path in turn n as before the turn and
+	// returns its preview's text and the paths it changed.
+	restore := func(n int, path string) (string, []string) {
+		t.Helper()
+		do(t, ctx, fmt.Sprintf("show %s in turn %d", path, n),
+			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#timeline .row[data-turn="%d"]`, n))),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#turn-head[data-turn="%d"]`, n))),
+			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#files .file[data-path=%q]`, path))),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#diff[data-path=%q]`, path))),
+			chromedp.Click(chromedp.CSS(`#act-restore`)))
+		if got := get(t, ctx, "the preview or an error", chromedp.Poll[string](`document.querySelector("#dialog").open ? "preview" :
+			document.querySelector("#toast.error:not([hidden])")?.textContent ?? false`)); got != "preview" {
+			t.Fatalf("restoring %s as before turn %d: %s", path, n, got)
+		}
+		preview := get(t, ctx, "the preview", chromedp.Text(chromedp.CSS(`#dialog-title`))) + "\n" +
+			get(t, ctx, "the preview", chromedp.Text(chromedp.CSS(`#dialog-body`)))
+		before := snapshot(t, m.Dir, nil, nil)
+		do(t, ctx, "confirm",
+			chromedp.Click(chromedp.CSS(`#dialog-confirm`)),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline .row[data-turn="%d"].current`, next))))
+		next++
+		return preview, changedPaths(before, snapshot(t, m.Dir, nil, nil))
+	}
+	read := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(m.Dir, name))
+		if os.IsNotExist(err) {
+			return "(absent)"
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	preview, changed := restore(2, "b.txt")
+	for _, want := range []string{"a.txt → b.txt", "before turn 2", "renamed b.txt -> a.txt"} {
+		if !strings.Contains(preview, want) {
+			t.Errorf("the rename's preview does not name %q:\n%s", want, preview)
+		}
+	}
+	if got := strings.Join(changed, " "); got != "a.txt b.txt" {
+		t.Errorf("restoring the rename changed %q, want a.txt b.txt", got)
+	}
+	if a, b := read("a.txt"), read("b.txt"); a != "old a\n" || b != "(absent)" {
+		t.Errorf("after restoring the rename: a.txt %q, b.txt %q; want a.txt as before turn 2 and no b.txt", a, b)
+	}
+
+	// A rename whose new name a later turn removed: the old name back.
+	preview, changed = restore(3, "e.txt")
+	if !strings.Contains(preview, "c.txt") {
+		t.Errorf("the rename's preview does not name c.txt:\n%s", preview)
+	}
+	if got := strings.Join(changed, " "); got != "c.txt" || read("c.txt") != "c\n" {
+		t.Errorf("restoring the rename c.txt → e.txt, e.txt since removed, changed %q; c.txt %q", got, read("c.txt"))
+	}
+
+	// The other rows, one path each.
+	for _, c := range []struct{ path, bytes string }{{"m.txt", "m\n"}, {"n.txt", "(absent)"}, {"d.txt", "d\n"}} {
+		preview, changed := restore(2, c.path)
+		if !strings.Contains(preview, c.path) {
+			t.Errorf("the preview of restoring %s does not name it:\n%s", c.path, preview)
+		}
+		if got := strings.Join(changed, " "); got != c.path || read(c.path) != c.bytes {
+			t.Errorf("restoring %s changed %q; it is %q, want %q", c.path, got, read(c.path), c.bytes)
+		}
 	}
 }

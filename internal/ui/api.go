@@ -499,6 +499,11 @@ type actionRequest struct {
 	DryRun    bool     `json:"dry_run"`
 	Conflicts string   `json:"conflicts"`
 	Note      string   `json:"note"`
+	// Also (restore) are paths restored with Paths unless that is
+	// refused as naming nothing (absent at the turn and now): a rename's
+	// new name, restored with its old one, which a later turn may have
+	// removed since.
+	Also []string `json:"also"`
 }
 
 func readAction(w http.ResponseWriter, r *http.Request) (*actionRequest, bool) {
@@ -562,14 +567,21 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// restore: POST /api/restore {"turn", "paths", "dry_run"}.
+// restore: POST /api/restore {"turn", "paths", "also", "dry_run"}.
 func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 	if req, ok := readAction(w, r); ok {
 		if len(req.Paths) == 0 {
 			apiError(w, &turnctl.Error{Code: turnctl.CodeBadRequest, Message: "restore needs the paths to restore"})
 			return
 		}
-		rep, err := s.h.Restore(r.Context(), turnctl.RestoreRequest{Turn: req.Turn, Paths: req.Paths, DryRun: req.DryRun})
+		rep, err := s.h.Restore(r.Context(), turnctl.RestoreRequest{Turn: req.Turn, Paths: append(req.Paths, req.Also...), DryRun: req.DryRun})
+		var te *turnctl.Error
+		if len(req.Also) > 0 && errors.As(err, &te) && te.Code == turnctl.CodeNotFound {
+			// One of them names nothing; if it is one of Also, restoring
+			// it would do nothing: Paths alone (refused in turn if it is
+			// one of them).
+			rep, err = s.h.Restore(r.Context(), turnctl.RestoreRequest{Turn: req.Turn, Paths: req.Paths, DryRun: req.DryRun})
+		}
 		s.report(w, rep, err)
 	}
 }

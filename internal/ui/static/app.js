@@ -329,7 +329,7 @@ async function showFile(c) {
     el("button", { id: "view-toggle", onclick: () => { state.view = state.view === "unified" ? "split" : "unified"; localStorage.setItem("ckptfs-view", state.view); showFile(c); } },
       state.view === "unified" ? "Side by side" : "Unified"),
     el("button", { id: "file-history", onclick: () => search({ path: c.path }) }, "History of this file"),
-    num > 0 ? el("button", { id: "act-restore", onclick: () => action("restore", { turn: String(prev), paths: [c.from || c.path] }, `Restore ${shown(c.from || c.path)} as it was before ${what} (end of ${String(prev).includes(".") ? "step" : "turn"} ${prev})`) }, step ? "Restore as before this step…" : "Restore as before this turn…") : null,
+    num > 0 ? el("button", { id: "act-restore", onclick: () => restoreBefore(c, prev, what) }, step ? "Restore as before this step…" : "Restore as before this turn…") : null,
     el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: name, paths: [c.path] }, `Restore ${shown(c.path)} as it was at the end of ${what}`) }, "Restore as after…"));
   view.replaceChildren(head, el("div", { id: "diff" }, el("p", { class: "hint" }, "loading diff…")));
   let d;
@@ -356,6 +356,21 @@ async function showFile(c) {
     if (!d.patch) return;
   }
   renderPatch(box, d.patch, c.path, false);
+}
+
+// restoreBefore restores what change c of turn or step `what` changed
+// as it was before (at the end of prev). For a rename that is both its
+// names: the old one back, the new one as it was (most often absent,
+// so removed; "also": the server leaves it be if it is absent then and
+// now). Restoring the old name alone left the file under both.
+function restoreBefore(c, prev, what) {
+  const at = `end of ${String(prev).includes(".") ? "step" : "turn"} ${prev}`;
+  if (c.from) {
+    action("restore", { turn: String(prev), paths: [c.from], also: [c.path] },
+      `Undo the rename ${changeName(c)}: restore ${shown(c.from)} and ${shown(c.path)} as they were before ${what} (${at})`);
+  } else {
+    action("restore", { turn: String(prev), paths: [c.path] }, `Restore ${shown(c.path)} as it was before ${what} (${at})`);
+  }
 }
 
 // maxDiffLines is how many lines of a patch the page draws at first: a
