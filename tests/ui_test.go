@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // ui_test.go: `turnctl ui` driven in a real browser (Debian's chromium,
@@ -839,5 +840,123 @@ $T end >/dev/null
 		if got := strings.Join(changed, " "); got != c.path || read(c.path) != c.bytes {
 			t.Errorf("restoring %s changed %q; it is %q, want %q", c.path, got, read(c.path), c.bytes)
 		}
+	}
+}
+
+// TestUIKeyboard: a turn, a step and a file are opened with the keyboard
+// alone: Tab reaches the timeline, the arrow keys move in it, Enter
+// opens the turn focused; Tab reaches its steps (buttons) and its files
+// (a listbox), Enter and Space open them, the focus stays where it was
+// when the pane is drawn again, and it is seen. Before, the rows could
+// not have the focus: a turn could not be opened without a mouse.
+func TestUIKeyboard(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label first >/dev/null; echo x > x.txt; $T end >/dev/null
+$T begin --label "three steps" >/dev/null
+printf 'one\n' > a.txt
+$T step --tool Write --label a.txt >/dev/null
+printf 'one\ntwo\n' > a.txt; echo b > b.txt
+$T step --tool Bash --label "edit a, add b" >/dev/null
+chmod 0755 b.txt
+$T end >/dev/null
+$T begin --label last >/dev/null; echo c > c.txt; $T end >/dev/null
+`)
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "load the page",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	active := func() string {
+		t.Helper()
+		return get(t, ctx, "the focus", chromedp.Evaluate[string](`(() => {
+			const a = document.activeElement;
+			if (!a || a === document.body) return "body";
+			const o = a.closest("[data-turn], [data-step], [data-path]");
+			return a.tagName.toLowerCase() + (a.id ? "#" + a.id : "") + (o ? " " + [...o.attributes].filter(x => x.name.startsWith("data-")).map(x => x.name + "=" + x.value).join(" ") : "");
+		})()`))
+	}
+	tabTo := func(sel string) {
+		t.Helper()
+		for range 40 {
+			if get(t, ctx, "the focus", chromedp.Evaluate[bool](fmt.Sprintf(`!!document.activeElement?.matches(%q)`, sel))) {
+				return
+			}
+			do(t, ctx, "press Tab", chromedp.KeyEvent(kb.Tab))
+		}
+		t.Fatalf("40 Tabs did not reach %s; the focus is on %s", sel, active())
+	}
+	key := func(what, k string, want string) {
+		t.Helper()
+		do(t, ctx, what, chromedp.KeyEvent(k))
+		if got := active(); got != want {
+			t.Fatalf("%s: the focus is on %q, want %q", what, got, want)
+		}
+	}
+
+	roles := get(t, ctx, "the roles", chromedp.Evaluate[string](`[document.querySelector("#timeline").getAttribute("role"), document.querySelector("#timeline .row").getAttribute("role")].join(" ")`))
+	if roles != "listbox option" {
+		t.Errorf("the timeline and its rows have the roles %q, want listbox option", roles)
+	}
+	tabTo(`#timeline .row`)
+	if got := active(); got != "div data-turn=3" {
+		t.Errorf("Tab reached %q in the timeline, want its first row (turn 3)", got)
+	}
+	if o := get(t, ctx, "the focus's outline", chromedp.Evaluate[string](`getComputedStyle(document.activeElement).outlineStyle`)); o == "none" {
+		t.Errorf("the row focused has no outline: the focus is not seen")
+	}
+	key("ArrowDown", kb.ArrowDown, "div data-turn=2")
+	key("ArrowDown", kb.ArrowDown, "div data-turn=1")
+	key("ArrowUp", kb.ArrowUp, "div data-turn=2")
+	key("Enter", kb.Enter, "div data-turn=2")
+	do(t, ctx, "see turn 2",
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
+	if sel := get(t, ctx, "the selected row", chromedp.AttributeValue(chromedp.CSS(`#timeline .row[data-turn="2"]`), "aria-selected")).Value; sel != "true" {
+		t.Errorf("turn 2's row opened is aria-selected=%q", sel)
+	}
+
+	// The steps: buttons, the arrow keys between them.
+	tabTo(`#steps .step-open`)
+	if got := active(); got != "button data-step=2.1" {
+		t.Errorf("Tab reached %q in the steps, want step 2.1", got)
+	}
+	key("ArrowDown", kb.ArrowDown, "button data-step=2.2")
+	key("Enter", kb.Enter, "button data-step=2.2")
+	do(t, ctx, "see step 2.2",
+		chromedp.WaitVisible(chromedp.CSS(`#steps .step.selected[data-step="2.2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
+	if got := active(); got != "button data-step=2.2" {
+		t.Errorf("after step 2.2 is shown, the focus is on %q, want still on its button", got)
+	}
+	key("Space", " ", "button data-step=2.2")
+	do(t, ctx, "see the whole turn again",
+		chromedp.WaitNotPresent(chromedp.CSS(`#steps .step.selected`)),
+		chromedp.WaitVisible(chromedp.CSS(`#files .file[data-path="b.txt"]`)))
+	if got := active(); got != "button data-step=2.2" {
+		t.Errorf("after the whole turn is shown again, the focus is on %q, want still on step 2.2's button", got)
+	}
+
+	// The files: a listbox, Tab to the one shown.
+	tabTo(`#files .file`)
+	if got := active(); got != "div data-path=a.txt" {
+		t.Errorf("Tab reached %q in the files, want a.txt", got)
+	}
+	key("ArrowDown", kb.ArrowDown, "div data-path=b.txt")
+	key("Space", " ", "div data-path=b.txt")
+	do(t, ctx, "see b.txt's diff", chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="b.txt"] pre`)))
+	if sel := get(t, ctx, "the file shown", chromedp.Evaluate[string](`[...document.querySelectorAll('#files [aria-selected="true"]')].map(e => e.dataset.path).join(" ")`)); sel != "b.txt" {
+		t.Errorf("the files aria-selected: %q, want b.txt", sel)
+	}
+	// Shift+Tab back to the timeline: to the row of the turn shown.
+	for range 40 {
+		if get(t, ctx, "the focus", chromedp.Evaluate[bool](`!!document.activeElement?.matches("#timeline .row")`)) {
+			break
+		}
+		do(t, ctx, "press Shift+Tab", chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)))
+	}
+	if got := active(); got != "div data-turn=2" {
+		t.Errorf("Shift+Tab back to the timeline reached %q, want turn 2's row", got)
 	}
 }

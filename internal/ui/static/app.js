@@ -114,6 +114,63 @@ function counts(st) {
   return [files, st.lines_skipped ? "lines not counted" : `+${a} -${d}`];
 }
 
+// ---- the keyboard ----
+
+// The timeline, the search results and a turn's files are listboxes:
+// Tab reaches one option of each (the selected one, else the first),
+// the arrow keys, Home and End move between them, and Enter or Space
+// opens the one focused, as a click does. A turn's steps are buttons.
+
+// rove makes opt the option of list that Tab reaches (a roving tabindex).
+function rove(list, opt) {
+  if (!opt) return;
+  for (const o of list.querySelectorAll('[role="option"][tabindex="0"]')) if (o !== opt) o.tabIndex = -1;
+  opt.tabIndex = 0;
+}
+
+// optionKeys is the keydown handler of a listbox.
+function optionKeys(ev) {
+  const list = ev.currentTarget, opt = ev.target.closest('[role="option"]');
+  if (!opt || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+  if (ev.key === "Enter" || ev.key === " ") {
+    ev.preventDefault();
+    opt.click();
+    return;
+  }
+  const opts = [...list.querySelectorAll('[role="option"]')], i = opts.indexOf(opt);
+  const to = { ArrowDown: opts[i + 1], ArrowUp: opts[i - 1], Home: opts[0], End: opts[opts.length - 1] }[ev.key];
+  if (!(ev.key in { ArrowDown: 1, ArrowUp: 1, Home: 1, End: 1 })) return;
+  ev.preventDefault(); // not the pane's scrolling
+  if (to) { rove(list, to); to.focus(); }
+}
+
+// listbox makes list (an element kept across renderings) a listbox
+// named label.
+function listbox(list, label) {
+  list.setAttribute("role", "listbox");
+  list.setAttribute("aria-label", label);
+  list.addEventListener("keydown", optionKeys);
+  // A click focuses an option too: Tab comes back to it.
+  list.addEventListener("focusin", (ev) => { const o = ev.target.closest('[role="option"]'); if (o) rove(list, o); });
+  return list;
+}
+
+// focused is the data-KEY of the element focused inside within, or null.
+function focused(within, key) {
+  const a = document.activeElement;
+  return a && a !== document.body && within && within.contains(a) ? a.closest(`[data-${key}]`)?.dataset[key] ?? null : null;
+}
+
+// refocus gives the tab stop of list to its option whose data-KEY is
+// had (focusing it: it had the focus before list was drawn again),
+// else to the selected option, else to the first.
+function refocus(list, key, had) {
+  const opts = [...list.querySelectorAll('[role="option"]')];
+  const again = had != null ? opts.find((o) => o.dataset[key] === had) : null;
+  rove(list, again || opts.find((o) => o.classList.contains("selected")) || opts[0]);
+  if (again) again.focus({ preventScroll: true });
+}
+
 // ---- the timeline ----
 
 const LANE = 14, ROW = 26;
@@ -160,6 +217,7 @@ function rowElement(r, withLane) {
   const e = el("div", {
     class: "row" + (r.num === state.current ? " current" : "") + (r.num === state.selected ? " selected" : ""),
     "data-turn": r.num, title: label,
+    role: "option", tabindex: -1, "aria-selected": String(r.num === state.selected),
     onclick: () => selectTurn(r.num),
   },
   withLane ? laneSVG(r, state.width) : null,
@@ -201,7 +259,9 @@ async function loadTimeline(reset) {
 
 function renderTimeline(start) {
   const tl = $("#timeline");
+  const had = focused(tl, "turn");
   tl.replaceChildren(...state.rows.map((r) => rowElement(r, true)));
+  refocus(tl, "turn", had);
   $("#tl-count").textContent = `(${state.total} turns, showing ${state.rows.length})`;
   const more = $("#tl-more");
   more.replaceChildren();
@@ -225,23 +285,28 @@ async function selectTurn(num, keepFile, step) {
   state.selected = num;
   state.step = step || null;
   state.file = null;
-  for (const e of document.querySelectorAll(".row.selected")) e.classList.remove("selected");
-  for (const e of document.querySelectorAll(`.row[data-turn="${num}"]`)) e.classList.add("selected");
+  for (const e of document.querySelectorAll(".row.selected")) { e.classList.remove("selected"); e.setAttribute("aria-selected", "false"); }
+  for (const e of document.querySelectorAll(`.row[data-turn="${num}"]`)) { e.classList.add("selected"); e.setAttribute("aria-selected", "true"); }
+  // What had the focus on the right (a step, a file), to focus again
+  // once the turn is drawn again.
+  const had = { step: focused($("#steps"), "step"), path: focused($("#files"), "path") };
   const d = $("#detail");
   const name = step || String(num);
-  if (!step || !state.turn || state.turn.turn.num !== num) d.replaceChildren(el("p", { class: "hint" }, `loading turn ${name}…`));
+  // Another turn: "loading" at once. The same turn (a step of it, or all
+  // of it again) stays as it is until it is drawn again, the focus in it.
+  if (!state.turn || state.turn.turn.num !== num) d.replaceChildren(el("p", { class: "hint" }, `loading turn ${name}…`));
   try {
     const t = await api(`/api/turn?n=${name}&limit=500`);
     if (state.selected !== num || state.step !== (step || null)) return;
     state.turn = t;
     state.changes = t.changes;
-    renderTurn(keepFile);
+    renderTurn(keepFile, had);
   } catch (err) {
     d.replaceChildren(el("p", { class: "hint" }, `turn ${name}: ${err.message}`));
   }
 }
 
-function renderTurn(keepFile) {
+function renderTurn(keepFile, had) {
   const t = state.turn, turn = t.turn;
   // The head is the turn's, also while one of its steps is shown.
   const [files, lines] = counts(t.step ? turn.stats : t.stats);
@@ -268,36 +333,60 @@ function renderTurn(keepFile) {
     el("div", { class: "pane-title" }, `${t.steps.length} steps (one tool call each)`),
     ...t.steps.map((st) => {
       const name = `${st.turn}.${st.num}`;
+      const open = () => selectTurn(turn.num, null, name === state.step ? null : name);
       return el("div", { class: "step" + (name === state.step ? " selected" : ""), "data-step": name, title: `show step ${name}'s own changes`,
-        onclick: (ev) => { if (ev.target.tagName !== "BUTTON") selectTurn(turn.num, null, name === state.step ? null : name); } },
-        el("span", { class: "num" }, name), " ",
-        el("span", { class: "tool" }, st.tool || ""), " ",
-        el("span", { class: "label" }, st.label || ""), " ",
+        onclick: (ev) => { if (!ev.target.closest("button")) open(); } },
+        el("button", { class: "step-open", type: "button", "aria-pressed": String(name === state.step), onclick: open },
+          el("span", { class: "num" }, name), " ",
+          el("span", { class: "tool" }, st.tool || ""), " ",
+          el("span", { class: "label" }, st.label || "")), " ",
         el("button", { class: "small", onclick: () => action("rewind", { turn: name }, `Rewind the tree to the end of step ${name}`) }, "Rewind to here…"));
     })) : null;
-  const list = el("div", { class: "files-list", id: "files" });
+  // The arrow keys move between the steps too.
+  if (steps) steps.addEventListener("keydown", (ev) => {
+    const b = ev.target.closest(".step-open");
+    if (!b || ev.altKey || ev.ctrlKey || ev.metaKey || !(ev.key === "ArrowDown" || ev.key === "ArrowUp")) return;
+    const all = [...steps.querySelectorAll(".step-open")], to = all[all.indexOf(b) + (ev.key === "ArrowDown" ? 1 : -1)];
+    ev.preventDefault();
+    if (to) to.focus();
+  });
+  const list = listbox(el("div", { class: "files-list", id: "files" }), "Changes");
   renderChanges(list);
   $("#detail").replaceChildren(head, ...(steps ? [steps] : []),
     el("div", { class: "pane-title", id: "changes-title" }, state.step ? `${plural(t.total, "change")} in step ${state.step} ` : `${plural(t.total, "change")}`,
       state.step ? el("button", { class: "small", id: "whole-turn", onclick: () => selectTurn(turn.num) }, `all of turn ${turn.num}`) : null),
     list,
+    el("div", { class: "more", id: "files-more-box" }),
     el("div", { id: "file-view" }));
+  renderMoreChanges();
+  if (had?.step) $("#steps")?.querySelector(`[data-step="${had.step}"] .step-open`)?.focus({ preventScroll: true });
+  if (had?.path != null) refocus(list, "path", had.path);
   // The first file's diff at once: what most clicks want to see.
   const first = state.changes.find((c) => c.path === keepFile) || state.changes.find((c) => !c.git && c.before?.type !== "dir" && c.after?.type !== "dir") || state.changes[0];
   if (first) showFile(first);
 }
 
 function renderChanges(list) {
+  const had = focused(list, "path");
   list.replaceChildren(...state.changes.map((c) => el("div", {
     class: "file" + (c.path === state.file ? " selected" : ""), "data-path": c.path,
+    role: "option", tabindex: -1, "aria-selected": String(c.path === state.file),
     onclick: () => showFile(c),
   },
   el("span", { class: "k" }, c.kind),
   el("span", { class: "p" }, changeName(c)),
   c.binary ? el("span", {}, "binary") : el("span", {}, el("span", { class: "add" }, `+${c.lines_added}`), " ", el("span", { class: "del" }, `-${c.lines_deleted}`)))));
-  if (state.changes.length < state.turn.total) {
-    list.append(el("div", { class: "more" }, el("button", { id: "files-more", onclick: loadMoreChanges }, `Load more (${state.turn.total - state.changes.length} left)`)));
-  }
+  refocus(list, "path", had);
+}
+
+// renderMoreChanges draws the button that loads more of the turn's
+// changes, below the list (a listbox holds options only).
+function renderMoreChanges() {
+  const box = $("#files-more-box");
+  if (!box) return;
+  const left = state.turn.total - state.changes.length;
+  box.hidden = left <= 0;
+  box.replaceChildren(left > 0 ? el("button", { id: "files-more", onclick: loadMoreChanges }, `Load more (${left} left)`) : "");
 }
 
 async function loadMoreChanges() {
@@ -305,15 +394,28 @@ async function loadMoreChanges() {
   const step = state.step;
   const t = await api(`/api/turn?n=${step || num}&offset=${state.changes.length}&limit=500`);
   if (state.selected !== num || state.step !== step) return;
+  const first = state.changes.length, more = document.activeElement?.id === "files-more";
   state.changes = state.changes.concat(t.changes);
   renderChanges($("#files"));
+  renderMoreChanges();
+  // Loaded from the keyboard: on to the first file loaded.
+  if (more) {
+    const o = $("#files").querySelectorAll('[role="option"]')[first];
+    if (o) { rove($("#files"), o); o.focus(); }
+  }
 }
 
 const imageExt = /\.(png|jpe?g|gif|webp|bmp|ico)$/i;
 
 async function showFile(c) {
   state.file = c.path;
-  for (const e of document.querySelectorAll(".file")) e.classList.toggle("selected", e.dataset.path === c.path);
+  for (const e of document.querySelectorAll(".file")) {
+    e.classList.toggle("selected", e.dataset.path === c.path);
+    e.setAttribute("aria-selected", String(e.dataset.path === c.path));
+  }
+  // Tab comes to the file shown, unless the keys are moving in the list.
+  const list = $("#files");
+  if (list && !list.contains(document.activeElement)) rove(list, list.querySelector(".file.selected"));
   const view = $("#file-view");
   const num = state.selected, step = state.step;
   // name is the state after the change shown, prev the one before it: a
@@ -519,6 +621,7 @@ async function search(q) {
     const r = await api("/api/search?" + p.toString());
     $("#results-count").textContent = `(${plural(r.rows.length, "turn")})`;
     $("#results-list").replaceChildren(...(r.rows.length ? r.rows.map((x) => rowElement(x, false)) : [el("div", { class: "more" }, "no turn matches")]));
+    refocus($("#results-list"), "turn", null);
   } catch (err) {
     $("#results-list").replaceChildren(el("div", { class: "more" }, err.message));
   }
@@ -638,6 +741,9 @@ function listen() {
   });
   es.onerror = () => { $("#live").classList.remove("on"); };
 }
+
+listbox($("#timeline"), "Timeline");
+listbox($("#results-list"), "Search results");
 
 // Load the next page when the end of the timeline comes into view.
 new IntersectionObserver((entries) => {
