@@ -775,19 +775,19 @@ $T end >/dev/null
 		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
 	next := 5 // the turn the next restore makes
-	// restore restores the row of path in turn n as before the turn and
-	// returns its preview's text and the paths it changed.
-	restore := func(n int, path string) (string, []string) {
+	// restoreWith restores the row of path in turn n with the button
+	// button and returns its preview's text and the paths it changed.
+	restoreWith := func(button string, n int, path string) (string, []string) {
 		t.Helper()
 		do(t, ctx, fmt.Sprintf("show %s in turn %d", path, n),
 			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#timeline .row[data-turn="%d"]`, n))),
 			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#turn-head[data-turn="%d"]`, n))),
 			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#files .file[data-path=%q]`, path))),
 			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#diff[data-path=%q]`, path))),
-			chromedp.Click(chromedp.CSS(`#act-restore`)))
+			chromedp.Click(chromedp.CSS(button)))
 		if got := get(t, ctx, "the preview or an error", chromedp.Poll[string](`document.querySelector("#dialog").open ? "preview" :
 			document.querySelector("#toast.error:not([hidden])")?.textContent ?? false`)); got != "preview" {
-			t.Fatalf("restoring %s as before turn %d: %s", path, n, got)
+			t.Fatalf("restoring %s (%s) of turn %d: %s", path, button, n, got)
 		}
 		preview := get(t, ctx, "the preview", chromedp.Text(chromedp.CSS(`#dialog-title`))) + "\n" +
 			get(t, ctx, "the preview", chromedp.Text(chromedp.CSS(`#dialog-body`)))
@@ -798,6 +798,7 @@ $T end >/dev/null
 		next++
 		return preview, changedPaths(before, snapshot(t, m.Dir, nil, nil))
 	}
+	restore := func(n int, path string) (string, []string) { return restoreWith(`#act-restore`, n, path) }
 	read := func(name string) string {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join(m.Dir, name))
@@ -820,6 +821,16 @@ $T end >/dev/null
 	}
 	if a, b := read("a.txt"), read("b.txt"); a != "old a\n" || b != "(absent)" {
 		t.Errorf("after restoring the rename: a.txt %q, b.txt %q; want a.txt as before turn 2 and no b.txt", a, b)
+	}
+
+	// As after the turn, the rename is done again: b.txt with its bytes
+	// then, a.txt as it was then (absent).
+	preview, changed = restoreWith(`#act-restore-after`, 2, "b.txt")
+	if !strings.Contains(preview, "Redo the rename a.txt → b.txt") || !strings.Contains(preview, "deleted a.txt") || !strings.Contains(preview, "added b.txt") {
+		t.Errorf("the preview of redoing the rename:\n%s", preview)
+	}
+	if a, b := read("a.txt"), read("b.txt"); strings.Join(changed, " ") != "a.txt b.txt" || a != "(absent)" || b != "old a\nnew line\n" {
+		t.Errorf("after restoring the rename as after turn 2: changed %q, a.txt %q, b.txt %q; want no a.txt and b.txt as after turn 2", changed, a, b)
 	}
 
 	// A rename whose new name a later turn removed: the old name back.

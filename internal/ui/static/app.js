@@ -432,7 +432,7 @@ async function showFile(c) {
       state.view === "unified" ? "Side by side" : "Unified"),
     el("button", { id: "file-history", onclick: () => search({ path: c.path }) }, "History of this file"),
     num > 0 ? el("button", { id: "act-restore", onclick: () => restoreBefore(c, prev, what) }, step ? "Restore as before this step…" : "Restore as before this turn…") : null,
-    el("button", { id: "act-restore-after", onclick: () => action("restore", { turn: name, paths: [c.path] }, `Restore ${shown(c.path)} as it was at the end of ${what}`) }, "Restore as after…"));
+    el("button", { id: "act-restore-after", onclick: () => restoreAfter(c, name, what) }, "Restore as after…"));
   view.replaceChildren(head, el("div", { id: "diff" }, el("p", { class: "hint" }, "loading diff…")));
   let d;
   try {
@@ -472,6 +472,20 @@ function restoreBefore(c, prev, what) {
       `Undo the rename ${changeName(c)}: restore ${shown(c.from)} and ${shown(c.path)} as they were before ${what} (${at})`);
   } else {
     action("restore", { turn: String(prev), paths: [c.path] }, `Restore ${shown(c.path)} as it was before ${what} (${at})`);
+  }
+}
+
+// restoreAfter restores what change c of turn or step `what` (named
+// name) changed as it was at its end. For a rename that is both its
+// names: the new one with its bytes then, the old one as it was then
+// (absent: a file made there since is removed; "also": left be if it is
+// absent now too).
+function restoreAfter(c, name, what) {
+  if (c.from) {
+    action("restore", { turn: name, paths: [c.path], also: [c.from] },
+      `Redo the rename ${changeName(c)}: restore ${shown(c.path)} and ${shown(c.from)} as they were at the end of ${what}`);
+  } else {
+    action("restore", { turn: name, paths: [c.path] }, `Restore ${shown(c.path)} as it was at the end of ${what}`);
   }
 }
 
