@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
@@ -124,14 +125,22 @@ func (s *Service) undoneNow() (uint64, bool) {
 	m := &s.undone
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.known && m.key == key {
+	if m.known && m.key == key && (m.sure || time.Since(m.at) < undoRecheck) {
 		return m.n, m.ok
 	}
+	before := s.mark()
 	n, _, err := s.lastActionOf(true)
 	m.key, m.n, m.ok, m.known = key, n, err == nil, true
+	m.sure, m.at = s.mark() == before, time.Now()
 	m.computed++
 	return m.n, m.ok
 }
+
+// undoRecheck is how long undoneNow keeps an answer found while captures
+// were recorded: the changes it read may have met a write between the
+// log and a live file (as the stats cacheStats refuses), so it is found
+// anew after a while, not kept until the closed turns change.
+var undoRecheck = 30 * time.Second
 
 // noteUndone remembers closed turn t as what undo undoes, when its stats
 // st say it changed files and it is the newest closed turn and an
@@ -169,7 +178,7 @@ func (s *Service) noteUndone(t ckpt.Turn, st ckpt.Stats, m mark) {
 	key := closedTurnsKey(turns, gen, start)
 	u := &s.undone
 	u.mu.Lock()
-	u.key, u.n, u.ok, u.known = key, t.Num, true, true
+	u.key, u.n, u.ok, u.known, u.sure = key, t.Num, true, true, true
 	u.mu.Unlock()
 }
 
@@ -187,7 +196,9 @@ type undoMemo struct {
 	key      string
 	n        uint64
 	ok       bool
-	computed int // how many answers were found anew, not remembered or noted
+	sure     bool      // nothing was recorded while it was found
+	at       time.Time // when it was found
+	computed int       // how many answers were found anew, not remembered or noted
 }
 
 // closedTurnsKey names the closed turns of turns (as Store.Turns gives

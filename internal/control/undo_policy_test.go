@@ -238,3 +238,35 @@ func TestUndoneNotNotedForATurnHistoryStartsAt(t *testing.T) {
 		t.Errorf("undoneNow = %d, true; want nothing to undo (history starts at turn %d)", n, edit.Num)
 	}
 }
+
+// An answer undoneNow found while captures were recorded may have read a
+// live file a write changed meanwhile: it is found anew once undoRecheck
+// has passed, while one found in quiet is kept until the closed turns
+// change.
+func TestUndoneNowRechecksAnAnswerFoundWhileWritten(t *testing.T) {
+	f := newFixture(t)
+	f.begin("edit")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	f.ov.Write("b.txt", "b\n") // a manual turn: not noted at its end
+	f.begin("next")
+	if n, ok := f.svc.undoneNow(); !ok || n != 1 || f.svc.undone.computed != 1 || !f.svc.undone.sure {
+		t.Fatalf("undoneNow = %d, %v; found %d times, sure %v", n, ok, f.svc.undone.computed, f.svc.undone.sure)
+	}
+	f.svc.undone.at = time.Now().Add(-time.Hour)
+	f.svc.undoneNow()
+	if c := f.svc.undone.computed; c != 1 {
+		t.Errorf("an answer found in quiet was found anew (%d times)", c)
+	}
+	// As if a capture had been recorded while it was found.
+	f.svc.undone.sure = false
+	f.svc.undone.at = time.Now()
+	f.svc.undoneNow()
+	if c := f.svc.undone.computed; c != 1 {
+		t.Errorf("an answer found while written was found anew before undoRecheck (%d times)", c)
+	}
+	f.svc.undone.at = time.Now().Add(-undoRecheck)
+	if n, ok := f.svc.undoneNow(); !ok || n != 1 || f.svc.undone.computed != 2 || !f.svc.undone.sure {
+		t.Errorf("after undoRecheck: undoneNow = %d, %v; found %d times, sure %v", n, ok, f.svc.undone.computed, f.svc.undone.sure)
+	}
+}
