@@ -69,6 +69,18 @@ func startUI(t *testing.T, dir string) string {
 	return ""
 }
 
+// openUI starts turnctl ui on mount m, loads its page in a browser and
+// waits until the page is ready.
+func openUI(t *testing.T, m *Mount) context.Context {
+	t.Helper()
+	url := startUI(t, m.Dir)
+	ctx := browser(t)
+	do(t, ctx, "load the page",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	return ctx
+}
+
 // browser starts headless chromium and returns a chromedp context on a
 // tab of it; it is closed when the test ends. Without chromium the test
 // fails: CI installs it (.ci/run).
@@ -159,11 +171,7 @@ $T begin --label "another way" >/dev/null
 echo x > x.txt; chmod 0755 x.txt
 $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
-	do(t, ctx, "load the page",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	ctx := openUI(t, m)
 
 	// The timeline: 4 (current) and 3 (the rewind to 1) on the main lane,
 	// 2 on a branch of its own.
@@ -383,11 +391,8 @@ func TestUIOpenTurnShownEnds(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(m.Dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "show the open turn",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
 	if meta := get(t, ctx, "its head", chromedp.Text(chromedp.CSS(`#turn-head .meta`))); !strings.Contains(meta, "open") {
@@ -424,11 +429,8 @@ func TestUIHugeDiffCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	turnctlOK(t, m.Dir, "end")
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "show gen.txt's diff",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="gen.txt"] pre`)))
 	lines := func() int {
@@ -465,11 +467,8 @@ func TestUIOddNames(t *testing.T) {
 		}
 	}
 	turnctlOK(t, m.Dir, "end")
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "show the turn",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#files .file`)))
 	got := get(t, ctx, "the file list", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#files .file .p")].map(e => e.innerText)`))
@@ -508,11 +507,8 @@ echo three > c.txt
 $T end >/dev/null
 $T rewind 1.1 >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "show the rewind",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="3"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="3"]`)))
 	if meta := get(t, ctx, "its head", chromedp.Text(chromedp.CSS(`#turn-head .meta`))); !strings.HasSuffix(meta, "continues from step 1.1") {
@@ -529,11 +525,8 @@ T=`+turnctlBin+`
 $T begin --label "needle one" >/dev/null; echo needle > a.txt; $T end >/dev/null
 $T begin --label "needle two" >/dev/null; echo needle > b.txt; $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "search -S needle",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.SetValue(chromedp.CSS(`#q-s`), "needle"),
 		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
@@ -565,11 +558,8 @@ $T step --tool Bash --label "edit a, add b" >/dev/null
 chmod 0755 b.txt
 $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "show turn 1",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#steps .step[data-step="1.2"]`)))
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -624,11 +614,8 @@ $T begin --label modes >/dev/null
 chmod 0755 run.sh; chmod 0600 secret.txt
 $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "show run.sh side by side",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="run.sh"] pre`)),
 		chromedp.Click(chromedp.CSS(`#view-toggle`)),
@@ -659,11 +646,8 @@ $T begin --label edit >/dev/null
 printf -- 'keep\n++i\n' > q.sql
 $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
+	ctx := openUI(t, m)
 	do(t, ctx, "show q.sql",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)),
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="q.sql"] pre`)))
 	spans := get(t, ctx, "the unified lines", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#diff pre.unified .l")].filter(e => !e.classList.contains("m")).map(e => e.className.slice(2) + ":" + e.textContent)`))
@@ -692,11 +676,7 @@ $T begin --label one >/dev/null; mkdir lib; echo a > lib/a.txt; $T end >/dev/nul
 $T begin --label two >/dev/null; echo b > b.txt; $T end >/dev/null
 $T begin --label three >/dev/null; echo aa > lib/a.txt; $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
-	do(t, ctx, "load the page",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	ctx := openUI(t, m)
 	search := func(path string) string {
 		t.Helper()
 		do(t, ctx, "search "+path,
@@ -769,11 +749,7 @@ $T begin --label "remove e" >/dev/null
 rm e.txt
 $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
-	do(t, ctx, "load the page",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	ctx := openUI(t, m)
 	next := 5 // the turn the next restore makes
 	// restoreWith restores the row of path in turn n with the button
 	// button and returns its preview's text and the paths it changed.
@@ -874,11 +850,7 @@ chmod 0755 b.txt
 $T end >/dev/null
 $T begin --label last >/dev/null; echo c > c.txt; $T end >/dev/null
 `)
-	url := startUI(t, m.Dir)
-	ctx := browser(t)
-	do(t, ctx, "load the page",
-		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+	ctx := openUI(t, m)
 	active := func() string {
 		t.Helper()
 		return get(t, ctx, "the focus", chromedp.Evaluate[string](`(() => {
