@@ -56,8 +56,8 @@ func TestCrashAtEveryStepOfRewind(t *testing.T) {
 		t.Run(map[bool]string{false: "replay", true: "net"}[net], func(t *testing.T) {
 			if net {
 				// Every rewind by the fix-up pass alone.
-				defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
-				replayLimit = func(int) uint64 { return 0 }
+				defer func(l func(int, int) uint64) { replayLimit = l }(replayLimit)
+				replayLimit = func(int, int) uint64 { return 0 }
 			}
 			for seed := first; seed <= int64(seeds); seed++ {
 				for budget := 0; ; budget++ {

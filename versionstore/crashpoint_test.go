@@ -169,8 +169,8 @@ func TestCrashPointsOfRewind(t *testing.T) {
 	for _, net := range []bool{false, true} {
 		t.Run(map[bool]string{false: "replay", true: "net"}[net], func(t *testing.T) {
 			if net {
-				defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
-				replayLimit = func(int) uint64 { return 0 }
+				defer func(l func(int, int) uint64) { replayLimit = l }(replayLimit)
+				replayLimit = func(int, int) uint64 { return 0 }
 			}
 			for _, seed := range crashSeeds(seeds) {
 				// The points a whole rewind of this history passes.

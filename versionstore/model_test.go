@@ -817,8 +817,8 @@ func countOps(t *testing.T, s *Store, op string) int {
 // TestModelNetRewind: the same, with every whole-tree rewind done by the
 // fix-up pass alone (what a rewind over a long, circular history does).
 func TestModelNetRewind(t *testing.T) {
-	defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
-	replayLimit = func(int) uint64 { return 0 }
+	defer func(l func(int, int) uint64) { replayLimit = l }(replayLimit)
+	replayLimit = func(int, int) uint64 { return 0 }
 	for seed := int64(21); seed <= 23; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			runModel(t, seed, NewTestStore(t), t.TempDir(), false, modelOps())

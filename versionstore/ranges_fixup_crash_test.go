@@ -193,8 +193,8 @@ func fixupPlan(seed int64, c *fixupCase) (target uint64, paths []string) {
 // rewind makes).
 func TestRangeFixupCrashesRandom(t *testing.T) {
 	t.Run("fix-up pass alone", func(t *testing.T) {
-		defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
-		replayLimit = func(int) uint64 { return 0 }
+		defer func(l func(int, int) uint64) { replayLimit = l }(replayLimit)
+		replayLimit = func(int, int) uint64 { return 0 }
 		fixupCrashesRandom(t)
 	})
 	t.Run("reverse pass first", fixupCrashesRandom)

@@ -675,8 +675,8 @@ func TestRangeFixupPatchesInPlace(t *testing.T) {
 	for _, how := range []string{"net rewind", "restore"} {
 		t.Run(how, func(t *testing.T) {
 			if how == "net rewind" {
-				defer func(l func(int) uint64) { replayLimit = l }(replayLimit)
-				replayLimit = func(int) uint64 { return 0 }
+				defer func(l func(int, int) uint64) { replayLimit = l }(replayLimit)
+				replayLimit = func(int, int) uint64 { return 0 }
 			}
 			s, tree, root := rangeFixture(t)
 			p := filepath.Join(root, "big")

@@ -214,7 +214,13 @@ func (s *Store) Rewind(target uint64, live ckpt.Tree, opts RewindOptions) (Rewin
 		if err == nil {
 			err = jerr
 		}
-		if span > replayLimit(len(changes)) {
+		moves := 0
+		for _, c := range changes {
+			if c.Kind == ckpt.Renamed {
+				moves++
+			}
+		}
+		if span > replayLimit(len(changes), moves) {
 			// The journey is still much longer than the way: the
 			// events since the target go round in circles (renames
 			// back and forth). Undoing them one by one would cost

@@ -596,9 +596,20 @@ func (s *Store) relink(live ckpt.Tree, from, path string, who ckpt.Program) erro
 }
 
 // replayLimit is how many events a whole-tree rewind undoes one by one
-// when changes paths differ from the target; past it, the fix-up pass does
-// the rewind alone. A variable for the tests.
-var replayLimit = func(changes int) uint64 { return 16*uint64(changes) + 4096 }
+// when changes paths differ from the target, moves of them renamed;
+// past it, the fix-up pass does the rewind alone. What the replay saves
+// over the fix-up pass is the copy of what it renames back: with no
+// rename among the changes it saves nothing, and every event it undoes
+// beyond the changes is work the fix-up pass would not do (a rm -rf of a
+// tree and a reinstall of the same files: twice the tree's events for a
+// handful of changes), so it is allowed only a margin. A variable for
+// the tests.
+var replayLimit = func(changes, moves int) uint64 {
+	if moves == 0 {
+		return uint64(changes) + 4096
+	}
+	return 16*uint64(changes) + 4096
+}
 
 // fixups counts the actions the fix-up pass of rewinds had to take.
 var fixups atomic.Int64
