@@ -3,11 +3,8 @@ package versionstore
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -91,27 +88,7 @@ func (s *Store) StoreBytes() int64 {
 		return tables + int64(m.WAL.Size)
 	}
 	root := fmt.Sprintf("/proc/self/fd/%d/", s.dirf.Fd()) // the slash: walk the directory, not the link
-	total := tables
-	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil || !fi.Mode().IsRegular() || p == root+"ballast" {
-			return nil
-		}
-		inDB := strings.HasPrefix(p, root+"db/")
-		if inDB && isPebbleData(p) {
-			return nil // counted as the live set above
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			if inDB && isWAL(p) {
-				total += min(st.Blocks*512, fi.Size())
-			} else {
-				total += st.Blocks * 512
-			}
-		} else {
-			total += fi.Size()
-		}
-		return nil
-	})
-	return total
+	return tables + s.atticSizes.diskBytes(root)
 }
 
 // SetUndoBase has the policy keep what an undo needs: fn returns the

@@ -51,6 +51,10 @@ type Store struct {
 	lock   *os.File // flocked while open
 	closed bool
 
+	// atticSizes keeps the sizes of the attic's files for StoreBytes
+	// (storebytes.go).
+	atticSizes atticSizes
+
 	rewindMu sync.Mutex // one rewind at a time; a gc or a forget holds it too
 	// rewindWaiting counts rewinds waiting for rewindMu: a gc holding it
 	// stops at its next batch (gc.go).

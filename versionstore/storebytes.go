@@ -1,0 +1,108 @@
+package versionstore
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// storebytes.go: what StoreBytes counts of the files in the store's
+// directory, the attic's without a stat of each file at each call.
+//
+// The attic holds a file per capture kept whole and a span file per turn
+// or so: after a rm -rf of a node_modules, tens of thousands. StoreBytes
+// runs at each status, each policy, and each look of the background gc
+// (every 32 MiB kept), and stat'ing them all made each 0.4-0.5 s, the
+// cost of history rather than of a change. An attic file is written once
+// and never changes after (a span file only while it is in use, a copy
+// while it is made): its size is kept by name, and a file is stat'ed
+// again only while its last change is recent (atticSettle), so the cost
+// of a call is the attic's directory listing and the files new since.
+
+// atticSettle is how long after its last change an attic file's size is
+// taken as final.
+const atticSettle = 10 * time.Second
+
+// atticSize is the counted size of an attic file, and whether it had
+// settled when it was taken.
+type atticSize struct {
+	bytes   int64
+	settled bool
+}
+
+// atticSizes holds the sizes of the attic's files between calls.
+type atticSizes struct {
+	mu    sync.Mutex
+	sizes map[string]atticSize
+}
+
+// diskBytes is the bytes the files under root (the store's directory,
+// with its trailing slash) take on disk, but the ballast and Pebble's
+// tables and blob files (counted as its live set by the caller); a WAL
+// counts what it holds, not what is preallocated ahead of it.
+func (c *atticSizes) diskBytes(root string) int64 {
+	attic := root + "attic"
+	var total int64
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if p == attic && d != nil && d.IsDir() {
+			return fs.SkipDir // below
+		}
+		if err != nil || !d.Type().IsRegular() || p == root+"ballast" {
+			return nil
+		}
+		inDB := strings.HasPrefix(p, root+"db/")
+		if inDB && isPebbleData(p) {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			n := blocksOf(fi)
+			if inDB && isWAL(p) {
+				n = min(n, fi.Size())
+			}
+			total += n
+		}
+		return nil
+	})
+	return total + c.bytes(attic)
+}
+
+// bytes is the bytes the files in the attic directory take on disk.
+func (c *atticSizes) bytes(attic string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, err := os.Open(attic)
+	if err != nil {
+		return 0
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	seen := make(map[string]atticSize, len(names))
+	now := time.Now()
+	var total int64
+	for _, name := range names {
+		sz, ok := c.sizes[name]
+		if !ok || !sz.settled {
+			fi, err := os.Lstat(attic + "/" + name)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue // gone meanwhile
+			}
+			sz = atticSize{bytes: blocksOf(fi), settled: now.Sub(fi.ModTime()) > atticSettle}
+		}
+		seen[name] = sz
+		total += sz.bytes
+	}
+	c.sizes = seen
+	return total
+}
+
+// blocksOf is the bytes file fi takes on disk.
+func blocksOf(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
+}

@@ -1,0 +1,68 @@
+package versionstore
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// StoreBytes counts an attic file by the size it had once it settled,
+// without a stat of it at each call; a file new since the last call, one
+// still changing, and one removed are counted as they are.
+func TestStoreBytesKeepsSettledAtticSizes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	attic := filepath.Join(dir, "attic")
+	blocks := func(name string) int64 {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(attic, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	write := func(name string, size int, mtime time.Time) {
+		t.Helper()
+		p := filepath.Join(attic, name)
+		if err := os.WriteFile(p, make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, now := time.Now().Add(-time.Hour), time.Now()
+	b0 := s.StoreBytes()
+	write("test-settled", 64<<10, old)
+	b1 := s.StoreBytes()
+	if want := b0 + blocks("test-settled"); b1 != want {
+		t.Fatalf("with a settled attic file: %d, want %d", b1, want)
+	}
+	// An attic file never changes once settled: its size is not read again.
+	write("test-settled", 256<<10, old)
+	if b := s.StoreBytes(); b != b1 {
+		t.Errorf("a settled file's size was read again: %d, want %d", b, b1)
+	}
+	// One changed a moment ago (a span file in use) is read at each call.
+	write("test-recent", 64<<10, now)
+	if b, want := s.StoreBytes(), b1+blocks("test-recent"); b != want {
+		t.Errorf("with a new attic file: %d, want %d", b, want)
+	}
+	write("test-recent", 192<<10, now)
+	b2 := s.StoreBytes()
+	if want := b1 + blocks("test-recent"); b2 != want {
+		t.Errorf("with a recent file grown: %d, want %d", b2, want)
+	}
+	if err := os.Remove(filepath.Join(attic, "test-settled")); err != nil {
+		t.Fatal(err)
+	}
+	if b, want := s.StoreBytes(), b2-(b1-b0); b != want {
+		t.Errorf("with the settled file removed: %d, want %d", b, want)
+	}
+}
