@@ -136,6 +136,10 @@ func (s *Service) undoneNow() (uint64, bool) {
 	return m.n, m.ok
 }
 
+// testHookTurnChanges, in tests, runs before lastActionOf reads a turn's
+// changes.
+var testHookTurnChanges func(n uint64)
+
 // undoRecheck is how long undoneNow keeps an answer found while captures
 // were recorded: the changes it read may have met a write between the
 // log and a live file (as the stats cacheStats refuses), so it is found
@@ -232,12 +236,22 @@ func (s *Service) lastActionOf(closedOnly bool) (uint64, []uint64, error) {
 		if t.Empty() || closedOnly && t.Open {
 			continue
 		}
-		cs, err := s.store.TurnChanges(n, s.tree)
-		if err != nil {
-			return 0, nil, err
-		}
-		if len(cs) == 0 {
-			continue
+		// Stats counted at its end (cacheStats keeps only those nothing
+		// overtook) that name files say it changed something, without
+		// reading its changes again: after a mount, the gc's first look
+		// took 9.7 s of CPU over a turn of 58k files. Directories are
+		// not counted in them: no files is no answer.
+		if t.Open || t.Stats == nil || t.Stats.Files == 0 {
+			if testHookTurnChanges != nil {
+				testHookTurnChanges(n)
+			}
+			cs, err := s.store.TurnChanges(n, s.tree)
+			if err != nil {
+				return 0, nil, err
+			}
+			if len(cs) == 0 {
+				continue
+			}
 		}
 		switch t.Kind {
 		case ckpt.KindAgent, ckpt.KindRewind, ckpt.KindRevert:

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,27 @@ func TestUndoneNowRechecksAnAnswerFoundWhileWritten(t *testing.T) {
 	f.svc.undone.at = time.Now().Add(-undoRecheck)
 	if n, ok := f.svc.undoneNow(); !ok || n != 1 || f.svc.undone.computed != 2 || !f.svc.undone.sure {
 		t.Errorf("after undoRecheck: undoneNow = %d, %v; found %d times, sure %v", n, ok, f.svc.undone.computed, f.svc.undone.sure)
+	}
+}
+
+// What undo undoes is found from the stats a turn's end counted when they
+// name files, without reading the turn's changes again; a turn without
+// them (a manual turn whose end counted none) is read.
+func TestUndoUsesTheStatsAnEndCounted(t *testing.T) {
+	f := newFixture(t)
+	f.begin("edit")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	f.ov.Write("b.txt", "b\n") // a manual turn, closed by the next begin: no stats
+	f.begin("next")
+	var read []uint64
+	testHookTurnChanges = func(n uint64) { read = append(read, n) }
+	defer func() { testHookTurnChanges = nil }()
+	n, _, err := f.svc.lastActionOf(true)
+	if err != nil || n != 1 {
+		t.Fatalf("lastActionOf = %d, %v; want 1", n, err)
+	}
+	if !slices.Equal(read, []uint64{2}) {
+		t.Errorf("read the changes of turns %v, want only the manual turn 2's", read)
 	}
 }
