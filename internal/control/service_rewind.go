@@ -144,7 +144,7 @@ var testHookTurnChanges func(n uint64)
 // were recorded: the changes it read may have met a write between the
 // log and a live file (as the stats cacheStats refuses), so it is found
 // anew after a while, not kept until the closed turns change.
-var undoRecheck = 30 * time.Second
+const undoRecheck = 30 * time.Second
 
 // noteUndone remembers closed turn t as what undo undoes, when its stats
 // st say it changed files and it is the newest closed turn and an
