@@ -20,8 +20,13 @@ import (
 // cost of history rather than of a change. An attic file is written once
 // and never changes after (a span file only while it is in use, a copy
 // while it is made): its size is kept by name, and a file is stat'ed
-// again only while its last change is recent (atticSettle), so the cost
-// of a call is the attic's directory listing and the files new since.
+// again only while its last change is recent (atticSettle) or while it
+// is the span file in use, so the cost of a call is the attic's directory
+// listing and the files new since. The span file in use is never taken
+// as settled, however old its mtime: a turn that pauses longer than
+// atticSettle (an agent thinking) writes into it again, and a size kept
+// from the pause would leave all it holds after uncounted until the
+// daemon restarts, the policy's budget overrun by as much.
 
 // atticSettle is how long after its last change an attic file's size is
 // taken as final.
@@ -43,8 +48,9 @@ type atticSizes struct {
 // diskBytes is the bytes the files under root (the store's directory,
 // with its trailing slash) take on disk, but the ballast and Pebble's
 // tables and blob files (counted as its live set by the caller); a WAL
-// counts what it holds, not what is preallocated ahead of it.
-func (c *atticSizes) diskBytes(root string) int64 {
+// counts what it holds, not what is preallocated ahead of it. inUse
+// reports whether an attic file may still grow (the span file in use).
+func (c *atticSizes) diskBytes(root string, inUse func(name string) bool) int64 {
 	attic := root + "attic"
 	var total int64
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -67,11 +73,12 @@ func (c *atticSizes) diskBytes(root string) int64 {
 		}
 		return nil
 	})
-	return total + c.bytes(attic)
+	return total + c.bytes(attic, inUse)
 }
 
-// bytes is the bytes the files in the attic directory take on disk.
-func (c *atticSizes) bytes(attic string) int64 {
+// bytes is the bytes the files in the attic directory take on disk; a
+// file inUse names is stat'ed at each call.
+func (c *atticSizes) bytes(attic string, inUse func(name string) bool) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d, err := os.Open(attic)
@@ -90,7 +97,7 @@ func (c *atticSizes) bytes(attic string) int64 {
 			if err != nil || !fi.Mode().IsRegular() {
 				continue // gone meanwhile
 			}
-			sz = atticSize{bytes: blocksOf(fi), settled: now.Sub(fi.ModTime()) > atticSettle}
+			sz = atticSize{bytes: blocksOf(fi), settled: now.Sub(fi.ModTime()) > atticSettle && !inUse(name)}
 		}
 		seen[name] = sz
 		total += sz.bytes
