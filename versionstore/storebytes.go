@@ -97,13 +97,31 @@ func (c *atticSizes) bytes(attic string, inUse func(name string) bool) int64 {
 			if err != nil || !fi.Mode().IsRegular() {
 				continue // gone meanwhile
 			}
-			sz = atticSize{bytes: blocksOf(fi), settled: now.Sub(fi.ModTime()) > atticSettle && !inUse(name)}
+			sz = atticSize{bytes: heldBytes(fi), settled: now.Sub(fi.ModTime()) > atticSettle && !inUse(name)}
 		}
 		seen[name] = sz
 		total += sz.bytes
 	}
 	c.sizes = seen
 	return total
+}
+
+// heldBytes is the bytes attic file fi takes on disk for what it holds:
+// its blocks, but none past its end. Blocks preallocated past the end
+// (XFS's speculative preallocation of a file grown by appends, kept after
+// its close when it was written by many opens, as a log file a project
+// appends to and then deletes, linked into the attic; an fallocate with
+// KEEP_SIZE) are given back later (XFS's background trim, within
+// minutes) without a change of mtime: a size kept by name with them
+// would count space the store no longer takes for as long as the file
+// is kept, and the gc would forget history for it.
+func heldBytes(fi fs.FileInfo) int64 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fi.Size()
+	}
+	bs := max(int64(st.Blksize), 512)
+	return min(st.Blocks*512, (fi.Size()+bs-1)/bs*bs)
 }
 
 // blocksOf is the bytes file fi takes on disk.

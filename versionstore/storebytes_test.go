@@ -116,3 +116,53 @@ func TestStoreBytesRereadsTheSpanFileInUse(t *testing.T) {
 		t.Errorf("with the span file in use grown after a pause: %d, want %d", b, want)
 	}
 }
+
+// An attic file's blocks preallocated past its end (XFS's speculative
+// preallocation, which its background trim gives back later without a
+// change of mtime) are not counted: a settled file's size is kept, and
+// with them it would stay counted larger than the file is once trimmed.
+func TestStoreBytesLeavesOutPreallocationPastTheEnd(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := filepath.Join(dir, "attic", "test-linked")
+	const size = 100000
+	old := time.Now().Add(-time.Hour)
+	b0 := s.StoreBytes()
+	if err := os.WriteFile(p, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = syscall.Fallocate(int(f.Fd()), 1 /* FALLOC_FL_KEEP_SIZE */, size, 4<<20)
+	f.Close()
+	if err != nil {
+		t.Skipf("no fallocate with KEEP_SIZE here: %v", err)
+	}
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s.StoreBytes() // the size is kept by name
+	// The preallocation is given back, the mtime as it was (the trim).
+	if err := os.Truncate(p, size); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Blocks*512 > 2*size {
+		t.Skip("the truncate gave back no preallocation here")
+	}
+	if b, want := s.StoreBytes(), b0+st.Blocks*512; b != want {
+		t.Errorf("after the preallocation past its end was given back: %d, want %d", b, want)
+	}
+}
