@@ -295,9 +295,18 @@ func (s *Service) mark() mark {
 // cache entry is recomputed.
 func (s *Service) cacheStats(n uint64, st ckpt.Stats, m mark) {
 	if s.mark() == m {
-		s.store.SetStats(n, st)
+		if testHookCacheStats != nil {
+			testHookCacheStats()
+		}
+		// A merge between the check and the store's write is refused
+		// there (the stats' files are what undo undoes).
+		s.store.SetStatsAt(n, st, m.merges)
 	}
 }
+
+// testHookCacheStats, in tests, runs between cacheStats' check and its
+// write.
+var testHookCacheStats func()
 
 // maxLineCountedFiles: end, log, status and rewind count lines only for
 // at most this many changed paths. A huge turn (npm install, a 100k-file

@@ -293,3 +293,35 @@ func TestUndoUsesTheStatsAnEndCounted(t *testing.T) {
 		t.Errorf("read the changes of turns %v, want only the manual turn 2's", read)
 	}
 }
+
+// Stats counted before a merge into their turn are not stored after it,
+// even when the merge comes between cacheStats' check and its write: the
+// merged turn's changes may cancel out (a file made in the turn merged
+// into it and deleted in it), and undo, which trusts stats that name
+// files, would undo a turn that changed nothing.
+func TestStatsCountedBeforeAMergeAreNotStored(t *testing.T) {
+	f := newFixture(t)
+	f.begin("edit")
+	f.ov.Write("a.txt", "one\n")
+	f.end()
+	f.ov.Write("x", "made by hand\n") // manual turn 2
+	rm := f.begin("rm x")
+	f.ov.Remove("x")
+	testHookCacheStats = func() {
+		testHookCacheStats = nil
+		if _, err := f.svc.store.Forget([]uint64{rm - 1}, "test"); err != nil {
+			t.Errorf("forget turn %d: %v", rm-1, err)
+		}
+	}
+	defer func() { testHookCacheStats = nil }()
+	f.end()
+	if f.svc.store.Merges() == 0 {
+		t.Fatal("no merge")
+	}
+	if tn, err := f.svc.store.Turn(rm); err != nil || tn.Stats != nil && tn.Stats.Files > 0 {
+		t.Errorf("turn %d, into which turn %d was merged, keeps stats counted before: %+v (%v)", rm, rm-1, tn.Stats, err)
+	}
+	if n, _, err := f.svc.lastActionOf(true); err != nil || n != 1 {
+		t.Errorf("lastActionOf = %d, %v; want 1 (turn %d changed nothing once merged)", n, err, rm)
+	}
+}
