@@ -265,7 +265,6 @@ func (s *Service) End(ctx context.Context, req turnctl.EndRequest) (*turnctl.End
 		if st, err := s.turnStats(t); err == nil {
 			rep.Turn.Stats, rep.LinesPending = &st, st.LinesSkipped
 			s.cacheStats(t.Num, st, m)
-			s.noteUndone(t, st, m)
 		}
 	} else {
 		rep.Turn.Stats = &ckpt.Stats{}

@@ -111,7 +111,13 @@ func (s *Service) keptPaths(rep *turnctl.RewindReply, n uint64) error {
 
 // lastAction finds the turn undo undoes (see Undo) and the later turns
 // that changed something.
-func (s *Service) lastAction() (uint64, []uint64, error) { return s.lastActionOf(false) }
+func (s *Service) lastAction() (uint64, []uint64, error) {
+	turns, err := s.store.Turns(0)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.lastActionOf(turns, false)
+}
 
 // undoneNow is the closed turn an undo would undo, passing over the open
 // one (the store's policy keeps its undo: SetUndoBase). The open turn's
@@ -129,7 +135,7 @@ func (s *Service) undoneNow() (uint64, bool) {
 		return m.n, m.ok
 	}
 	before := s.mark()
-	n, _, err := s.lastActionOf(true)
+	n, _, err := s.lastActionOf(turns, true)
 	m.key, m.n, m.ok, m.known = key, n, err == nil, true
 	m.sure, m.at = s.mark() == before, time.Now()
 	m.computed++
@@ -146,54 +152,14 @@ var testHookTurnChanges func(n uint64)
 // anew after a while, not kept until the closed turns change.
 const undoRecheck = 30 * time.Second
 
-// noteUndone remembers closed turn t as what undo undoes, when its stats
-// st say it changed files and it is the newest closed turn and an
-// action: undoneNow's answer then, without reading t's changes again
-// while the next turn's events pile up after them. As cacheStats, it
-// trusts st only when nothing was recorded since m: a live file the
-// stats read may hold a later write's bytes (a turn whose changes
-// cancel out would read as one that changed something), and the memo,
-// unlike a log, would keep that answer until the closed turns change.
-func (s *Service) noteUndone(t ckpt.Turn, st ckpt.Stats, m mark) {
-	switch t.Kind {
-	case ckpt.KindAgent, ckpt.KindRewind, ckpt.KindRevert:
-	default:
-		return
-	}
-	if st.Files == 0 || s.mark() != m {
-		return
-	}
-	turns, err := s.store.Turns(0)
-	if err != nil {
-		return
-	}
-	for _, o := range turns {
-		if !o.Open && o.Num > t.Num {
-			return // a later turn closed meanwhile
-		}
-	}
-	// A forget since the turn closed may have moved the start of
-	// history to it: its changes are forgotten, not to be undone. (The
-	// generation is read first: a forget that ends after is a new one.)
-	gen, start := s.store.HistoryGen(), s.store.HistoryStart().Turn
-	if t.Num <= start {
-		return
-	}
-	key := closedTurnsKey(turns, gen, start)
-	u := &s.undone
-	u.mu.Lock()
-	u.key, u.n, u.ok, u.known, u.sure = key, t.Num, true, true, true
-	u.mu.Unlock()
-}
-
 // undoMemo is undoneNow's last answer. The answer depends on the closed
 // turns alone: they change only when a turn closes (turns only ever
 // close in order, so the newest closed turn and their count name them)
 // and when a forget, a merge or a pin changes history
-// (versionstore.Store.HistoryGen). Finding it anew reads the newest
-// closed turns' records whole, and the background gc asks at every
-// 32 MiB a turn keeps: a turn of 17k range records took 0.27 s of CPU
-// per question.
+// (versionstore.Store.HistoryGen). Finding it anew reads the records of
+// the newest closed turns whose end counted no stats (lastActionOf), and
+// the background gc asks at every 32 MiB a turn keeps: a turn of 17k
+// range records took 0.27 s of CPU per question.
 type undoMemo struct {
 	mu       sync.Mutex
 	known    bool // the fields below hold an answer
@@ -202,7 +168,7 @@ type undoMemo struct {
 	ok       bool
 	sure     bool      // nothing was recorded while it was found
 	at       time.Time // when it was found
-	computed int       // how many answers were found anew, not remembered or noted
+	computed int       // how many answers were found anew, not remembered
 }
 
 // closedTurnsKey names the closed turns of turns (as Store.Turns gives
@@ -219,12 +185,10 @@ func closedTurnsKey(turns []ckpt.Turn, gen, start uint64) string {
 	return fmt.Sprint(gen, "/", start, "/", closed, "/", newest)
 }
 
-func (s *Service) lastActionOf(closedOnly bool) (uint64, []uint64, error) {
+// lastActionOf is lastAction over turns (as Store.Turns gives them),
+// passing over the open turn if closedOnly.
+func (s *Service) lastActionOf(turns []ckpt.Turn, closedOnly bool) (uint64, []uint64, error) {
 	var later []uint64
-	turns, err := s.store.Turns(0)
-	if err != nil {
-		return 0, nil, err
-	}
 	start := s.store.HistoryStart()
 	atStart := false // a turn at or before the start of history was passed
 	for _, t := range turns {

@@ -92,8 +92,7 @@ func deref(p *uint64) any {
 
 // The background gc asks for the turn undo undoes at every 32 MiB a turn
 // keeps; the answer is found anew only when the closed turns or history
-// changed in a way the end of a turn does not tell, and stays right
-// through all of them.
+// changed, once each time, and stays right through all of them.
 func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
 	f := newFixture(t)
 	st := f.svc.store
@@ -102,7 +101,7 @@ func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
 	f.end()
 	edit := f.begin("edit")
 	f.ov.Write("a.txt", "two\n")
-	f.end() // an agent turn that changed a file: noted at its end
+	f.end()
 	want := func(n uint64, computed int) {
 		t.Helper()
 		got, ok := f.svc.undoneNow()
@@ -113,25 +112,25 @@ func TestUndoneNowIsFoundAnewOnlyWhenClosedTurnsChange(t *testing.T) {
 			t.Fatalf("undoneNow was found anew %d times, want %d", c, computed)
 		}
 	}
-	want(edit, 0)
-	want(edit, 0)
+	want(edit, 1)
+	want(edit, 1)
 	mkdir := f.begin("mkdir")
-	f.ov.Mkdir("d") // no file changed: not noted, but undo undoes it
+	f.ov.Mkdir("d") // no file changed, but undo undoes it
 	f.end()
-	want(mkdir, 1)
+	want(mkdir, 2)
 	more := f.begin("more") // open: undo passes over it
 	f.ov.Write("b.txt", "b\n")
-	want(mkdir, 1)
+	want(mkdir, 2)
 	f.end()
-	want(more, 1)
+	want(more, 3)
 	f.ov.Write("c.txt", "c\n") // a manual turn, closed by the next begin
 	f.begin("next")
-	want(more, 2)
-	want(more, 2)
+	want(more, 4)
+	want(more, 4)
 	if _, err := st.Forget([]uint64{edit}, "test"); err != nil { // merged into the turn after it
 		t.Fatal(err)
 	}
-	want(more, 3)
+	want(more, 5)
 }
 
 // Over its budget, a store whose last gc found nothing the policy lets it
@@ -184,12 +183,11 @@ func TestStatusSaysWhenTheGCMayForgetNothingMore(t *testing.T) {
 	}
 }
 
-// A turn's end notes what undo undoes from the stats it computed with
-// the mount open again; a write that lands meanwhile can make a turn
-// whose changes cancel out read as one that changed a file (the live
-// file holds the later bytes). Noted, undoneNow would keep that wrong
-// answer until a turn closed; it must trust the stats only when nothing
-// was recorded since the turn closed, as cacheStats does.
+// A turn's end counts its stats with the mount open again; a write that
+// lands meanwhile can make a turn whose changes cancel out read as one
+// that changed a file (the live file holds the later bytes). Kept,
+// undoneNow would find that wrong answer from them until a turn closed:
+// they are kept only when nothing was recorded since the turn closed.
 func TestUndoneNotNotedFromStatsAWriteOvertook(t *testing.T) {
 	f := newFixture(t)
 	st := f.svc.store
@@ -206,7 +204,7 @@ func TestUndoneNotNotedFromStatsAWriteOvertook(t *testing.T) {
 	m := f.svc.mark()
 	f.ov.Write("a.txt", "three\n") // lands while the stats are computed
 	// The stats as a read of the live a.txt ("three") counted them.
-	f.svc.noteUndone(cancel, ckpt.Stats{Files: 1, Modified: 1}, m)
+	f.svc.cacheStats(cancel.Num, ckpt.Stats{Files: 1, Modified: 1}, m)
 	if n, ok := f.svc.undoneNow(); !ok || n != create {
 		t.Errorf("undoneNow = %d, %v; want %d (turn %d changed nothing)", n, ok, create, cancel.Num)
 	}
@@ -214,7 +212,8 @@ func TestUndoneNotNotedFromStatsAWriteOvertook(t *testing.T) {
 
 // A forget that lands while a turn's end computes its stats can move the
 // start of history to that turn: its changes are forgotten, and undo has
-// nothing to undo. The note must not say it undoes that turn.
+// nothing to undo. The stats counted before must not say it undoes that
+// turn.
 func TestUndoneNotNotedForATurnHistoryStartsAt(t *testing.T) {
 	f := newFixture(t)
 	st := f.svc.store
@@ -234,7 +233,7 @@ func TestUndoneNotNotedForATurnHistoryStartsAt(t *testing.T) {
 	if start := st.HistoryStart().Turn; start != edit.Num {
 		t.Fatalf("history starts at %d, want %d", start, edit.Num)
 	}
-	f.svc.noteUndone(edit, ckpt.Stats{Files: 1, Modified: 1}, m)
+	f.svc.cacheStats(edit.Num, ckpt.Stats{Files: 1, Modified: 1}, m)
 	if n, ok := f.svc.undoneNow(); ok {
 		t.Errorf("undoneNow = %d, true; want nothing to undo (history starts at turn %d)", n, edit.Num)
 	}
@@ -249,7 +248,7 @@ func TestUndoneNowRechecksAnAnswerFoundWhileWritten(t *testing.T) {
 	f.begin("edit")
 	f.ov.Write("a.txt", "one\n")
 	f.end()
-	f.ov.Write("b.txt", "b\n") // a manual turn: not noted at its end
+	f.ov.Write("b.txt", "b\n") // a manual turn: no stats counted at its end
 	f.begin("next")
 	if n, ok := f.svc.undoneNow(); !ok || n != 1 || f.svc.undone.computed != 1 || !f.svc.undone.sure {
 		t.Fatalf("undoneNow = %d, %v; found %d times, sure %v", n, ok, f.svc.undone.computed, f.svc.undone.sure)
@@ -285,7 +284,7 @@ func TestUndoUsesTheStatsAnEndCounted(t *testing.T) {
 	var read []uint64
 	testHookTurnChanges = func(n uint64) { read = append(read, n) }
 	defer func() { testHookTurnChanges = nil }()
-	n, _, err := f.svc.lastActionOf(true)
+	n, _, err := f.svc.lastAction()
 	if err != nil || n != 1 {
 		t.Fatalf("lastActionOf = %d, %v; want 1", n, err)
 	}
@@ -321,7 +320,7 @@ func TestStatsCountedBeforeAMergeAreNotStored(t *testing.T) {
 	if tn, err := f.svc.store.Turn(rm); err != nil || tn.Stats != nil && tn.Stats.Files > 0 {
 		t.Errorf("turn %d, into which turn %d was merged, keeps stats counted before: %+v (%v)", rm, rm-1, tn.Stats, err)
 	}
-	if n, _, err := f.svc.lastActionOf(true); err != nil || n != 1 {
-		t.Errorf("lastActionOf = %d, %v; want 1 (turn %d changed nothing once merged)", n, err, rm)
+	if n, ok := f.svc.undoneNow(); !ok || n != 1 {
+		t.Errorf("undoneNow = %d, %v; want 1 (turn %d changed nothing once merged)", n, ok, rm)
 	}
 }
