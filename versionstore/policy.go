@@ -88,7 +88,11 @@ func (s *Store) StoreBytes() int64 {
 		return tables + int64(m.WAL.Size)
 	}
 	root := fmt.Sprintf("/proc/self/fd/%d/", s.dirf.Fd()) // the slash: walk the directory, not the link
-	return tables + s.atticSizes.diskBytes(root, s.spanInUse)
+	total := tables + otherBytes(root)
+	if names, err := s.atticNames(); err == nil {
+		total += s.atticSizes.bytes(root+"attic/", names, s.spanInUse)
+	}
+	return total
 }
 
 // SetUndoBase has the policy keep what an undo needs: fn returns the

@@ -372,7 +372,7 @@ func (s *Store) writableFree() (int64, error) {
 // full (false). missing is what the ballast missed.
 func (s *Store) spaceBack(avail, total, need int64) (missing int64, ok bool) {
 	bsize := ballastSize(total)
-	missing = max(0, bsize-s.ballastHas())
+	missing = s.ballastMissing(total)
 	if avail < need+missing {
 		return missing, false
 	}
@@ -385,6 +385,10 @@ func (s *Store) spaceBack(avail, total, need int64) (missing int64, ok bool) {
 	s.fullNeed.Store(0)
 	return missing, true
 }
+
+// ballastMissing is what the ballast of a filesystem of total bytes
+// misses.
+func (s *Store) ballastMissing(total int64) int64 { return max(0, ballastSize(total)-s.ballastHas()) }
 
 // roomWith reports whether the capture refused last for want of space
 // (it needed fullNeed) would fit with extra more bytes free (true when
@@ -402,7 +406,7 @@ func (s *Store) roomWith(extra int64) bool {
 	full := s.full
 	s.mu.Unlock()
 	if full {
-		need += max(0, ballastSize(total)-s.ballastHas())
+		need += s.ballastMissing(total)
 	}
 	return avail+extra >= need
 }

@@ -45,12 +45,12 @@ type atticSizes struct {
 	sizes map[string]atticSize
 }
 
-// diskBytes is the bytes the files under root (the store's directory,
-// with its trailing slash) take on disk, but the ballast and Pebble's
-// tables and blob files (counted as its live set by the caller); a WAL
-// counts what it holds, not what is preallocated ahead of it. inUse
-// reports whether an attic file may still grow (the span file in use).
-func (c *atticSizes) diskBytes(root string, inUse func(name string) bool) int64 {
+// otherBytes is the bytes the files under root (the store's directory,
+// with its trailing slash) take on disk, but the attic's (atticSizes), the
+// ballast and Pebble's tables and blob files (counted as its live set by
+// the caller); a WAL counts what it holds, not what is preallocated
+// ahead of it.
+func otherBytes(root string) int64 {
 	attic := root + "attic"
 	var total int64
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -73,27 +73,22 @@ func (c *atticSizes) diskBytes(root string, inUse func(name string) bool) int64 
 		}
 		return nil
 	})
-	return total + c.bytes(attic, inUse)
+	return total
 }
 
-// bytes is the bytes the files in the attic directory take on disk; a
-// file inUse names is stat'ed at each call.
-func (c *atticSizes) bytes(attic string, inUse func(name string) bool) int64 {
+// bytes is the bytes the attic's files names (in the directory attic,
+// with its trailing slash) take on disk; a file inUse names (one that may
+// still grow: the span file in use) is stat'ed at each call.
+func (c *atticSizes) bytes(attic string, names []string, inUse func(name string) bool) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d, err := os.Open(attic)
-	if err != nil {
-		return 0
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
 	seen := make(map[string]atticSize, len(names))
 	now := time.Now()
 	var total int64
 	for _, name := range names {
 		sz, ok := c.sizes[name]
 		if !ok || !sz.settled {
-			fi, err := os.Lstat(attic + "/" + name)
+			fi, err := os.Lstat(attic + name)
 			if err != nil || !fi.Mode().IsRegular() {
 				continue // gone meanwhile
 			}

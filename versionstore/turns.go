@@ -347,20 +347,15 @@ func (s *Store) Turns(limit int) ([]ckpt.Turn, error) {
 	return out, it.Error()
 }
 
-// SetStats stores the statistics of turn n. Those of a turn at or before
-// history's start are not stored: its own changes are forgotten (a count
-// made before the forget would be stale).
-func (s *Store) SetStats(n uint64, st ckpt.Stats) error {
-	return s.SetStatsAt(n, st, s.Merges())
-}
-
-// SetStatsAt is SetStats for stats counted when Merges was merges: they
-// are not stored if a merge came since. The check is made under the lock
-// a merge commits under, so a merge between a caller's own check and
+// SetStats stores the statistics of turn n, counted when Merges was
+// merges. Those of a turn at or before history's start are not stored:
+// its own changes are forgotten (a count made before the forget would be
+// stale); nor are they if a merge came since. The check is made under the
+// lock a merge commits under, so a merge between a caller's own check and
 // this call cannot get its merged turn the stats counted before it
 // (changes that may cancel out in the merge, counted as files changed:
 // what undo undoes is found from them).
-func (s *Store) SetStatsAt(n uint64, st ckpt.Stats, merges uint64) error {
+func (s *Store) SetStats(n uint64, st ckpt.Stats, merges uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.start.Turn > 0 && n <= s.start.Turn || s.merges.Load() != merges {

@@ -299,7 +299,7 @@ func (s *Service) cacheStats(n uint64, st ckpt.Stats, m mark) {
 		}
 		// A merge between the check and the store's write is refused
 		// there (the stats' files are what undo undoes).
-		s.store.SetStatsAt(n, st, m.merges)
+		s.store.SetStats(n, st, m.merges)
 	}
 }
 

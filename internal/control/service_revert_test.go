@@ -166,7 +166,7 @@ func TestLogCountsNothingForTheFirstKeptTurn(t *testing.T) {
 	}
 	// A count made before the forget and cached after it (a log racing
 	// the forget) is not kept.
-	f.svc.store.SetStats(1, ckpt.Stats{Files: 1})
+	f.svc.store.SetStats(1, ckpt.Stats{Files: 1}, f.svc.store.Merges())
 	log, err := f.svc.Log(f.ctx, turnctl.LogRequest{})
 	if err != nil {
 		t.Fatal(err)
