@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"ckptfs/internal/rundir"
 	"ckptfs/internal/storeref"
@@ -160,23 +159,11 @@ func (p *project) connect(offline Offline) (turnctl.Handler, func(), error) {
 // rel converts a path given on the command line (relative to p.base, or
 // absolute) into a project-relative one.
 func (p *project) rel(arg string) (string, error) {
-	abs := absIn(p.base, arg)
-	r, err := filepath.Rel(p.root, abs)
-	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-		// The path may reach the project through a symlink.
-		if rp := realPath(abs); rp != abs {
-			if r2, err2 := filepath.Rel(p.root, rp); err2 == nil && r2 != ".." && !strings.HasPrefix(r2, "../") {
-				r, err = r2, nil
-			}
-		}
-	}
-	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+	r, ok := turnctl.RelPath(p.root, absIn(p.base, arg))
+	if !ok {
 		return "", fmt.Errorf("%s is outside the project %s", arg, p.root)
 	}
-	if r == "." {
-		return "", nil
-	}
-	return filepath.ToSlash(r), nil
+	return r, nil
 }
 
 func absIn(base, p string) string {

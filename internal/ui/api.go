@@ -410,24 +410,8 @@ func (s *Server) projectPath(p string) (string, error) {
 		return strings.Trim(p, "/"), nil
 	}
 	root := filepath.Clean(s.opts.Root)
-	inside := func(abs string) (string, bool) {
-		r, err := filepath.Rel(root, abs)
-		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return "", false
-		}
-		if r == "." {
-			return "", true
-		}
-		return filepath.ToSlash(r), true
-	}
-	abs := filepath.Clean(p)
-	if r, ok := inside(abs); ok {
+	if r, ok := turnctl.RelPath(root, filepath.Clean(p)); ok {
 		return r, nil
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		if r, ok := inside(real); ok {
-			return r, nil
-		}
 	}
 	return "", &turnctl.Error{Code: turnctl.CodeBadRequest, Message: fmt.Sprintf("%s is outside the project %s: give a path inside it, or one relative to it", p, root)}
 }
