@@ -253,10 +253,10 @@ func warnBypass(dir, store string, skip map[int]bool, self int, stderr io.Writer
 		named[h.pid] = true
 	}
 	ancestors := map[int]bool{}
-	for p := parentOf(self); p > 1 && !ancestors[p]; p = parentOf(p) {
+	for p := rundir.Parent(self); p > 1 && !ancestors[p]; p = rundir.Parent(p) {
 		ancestors[p] = true
 	}
-	hs = slices.DeleteFunc(hs, func(h holder) bool { return ancestors[h.pid] && named[parentOf(h.pid)] })
+	hs = slices.DeleteFunc(hs, func(h holder) bool { return ancestors[h.pid] && named[rundir.Parent(h.pid)] })
 	const show = 10
 	for i, h := range hs {
 		if i == show {
@@ -378,7 +378,7 @@ func clearStaleMount(dir string, stderr io.Writer) error {
 	if err != nil && !dead {
 		// Some other failure: dead only if its daemon is gone too.
 		info, ierr := rundir.ReadInfo(dir)
-		dead = ierr == nil && !alive(info.PID)
+		dead = ierr == nil && !rundir.Alive(info.PID)
 	}
 	if !dead {
 		return fmt.Errorf("mount: %s is already a ckptfs mount; use it as it is, or run 'ckptfs umount %s' first", dir, dir)

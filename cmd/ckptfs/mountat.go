@@ -249,14 +249,14 @@ func umountView(dir string, m rundir.Mount, lazy bool, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("umount: %s: %v", dir, err)
 	}
-	if infoErr == nil && info.PID != os.Getpid() && alive(info.PID) {
+	if infoErr == nil && info.PID != os.Getpid() && rundir.Alive(info.PID) {
 		if len(holders) > 0 {
 			// Detached in use, the view would keep its daemon, and the
 			// store, until its last user left: stop it now (their
 			// reads fail from here on).
 			syscall.Kill(info.PID, syscall.SIGTERM)
 		}
-		for deadline := time.Now().Add(30 * time.Second); alive(info.PID) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(30 * time.Second); rundir.Alive(info.PID) && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 		rundir.Remove(dir)

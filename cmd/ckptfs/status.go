@@ -119,7 +119,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	} else if info, err := rundir.ReadInfo(dir); err == nil {
 		rep.PID, rep.Store, rep.Socket = info.PID, info.Store, info.Socket
 		rep.Started = info.Started
-		rep.Alive = alive(info.PID)
+		rep.Alive = rundir.Alive(info.PID)
 	}
 	if rep.Store == "" && foreign == nil {
 		rep.Store = storeref.Default(dir)

@@ -116,7 +116,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 	if ierr == nil && diedUnsaved(info) {
 		// Dead before umount was asked: it can only clean up.
 		fmt.Fprintf(stderr, "ckptfs: umount: the daemon of %s (pid %d) %s: changes made until the next mount will not be in the history; mount again soon ('ckptfs mount %s'); detached its dead mount\n", dir, info.PID, unsavedWhy(info, true), dir)
-	} else if ierr == nil && alive(info.PID) {
+	} else if ierr == nil && rundir.Alive(info.PID) {
 		if rundir.Stopped(info.PID) {
 			// It would take the SIGTERM only once continued, and
 			// unmount then, long after this umount gave up waiting.
@@ -145,14 +145,14 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 			return fmt.Errorf("umount: signal daemon %d: %v", info.PID, err)
 		}
 		deadline := time.Now().Add(timeout)
-		for alive(info.PID) || rundir.IsMounted(dir) {
+		for rundir.Alive(info.PID) || rundir.IsMounted(dir) {
 			if time.Now().After(deadline) {
 				if rundir.Stopped(info.PID) {
 					return fmt.Errorf("umount: daemon %d did not finish within %v: it is stopped (SIGSTOP, or a debugger holds it), and ends its unmount once continued: kill -CONT %d", info.PID, timeout, info.PID)
 				}
 				return fmt.Errorf("umount: daemon %d did not finish within %v", info.PID, timeout)
 			}
-			if !alive(info.PID) {
+			if !rundir.Alive(info.PID) {
 				break // died, mount left behind: detach below
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -180,7 +180,7 @@ func umount(dir string, lazy bool, timeout time.Duration, stderr io.Writer) erro
 // (rundir.Info.Saved). A daemon that ends removes the file, after saving;
 // one that could not save leaves it, saying why (rundir.Info.Unsaved).
 func diedUnsaved(info rundir.Info) bool {
-	if alive(info.PID) {
+	if rundir.Alive(info.PID) {
 		return false
 	}
 	now, err := rundir.ReadInfo(info.Dir)
@@ -299,7 +299,7 @@ func scanHolders(skip map[int]bool, holds func(base string) (what, path string, 
 	var out []holder
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 || skip[pid] || skip[parentOf(pid)] {
+		if err != nil || pid <= 0 || skip[pid] || skip[rundir.Parent(pid)] {
 			continue // (a child of the daemon: its warm-up, which it ends itself)
 		}
 		base := "/proc/" + e.Name()
@@ -426,9 +426,3 @@ func listHolders(hs []holder) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// alive reports whether pid runs (and is not a zombie).
-func alive(pid int) bool { return rundir.Alive(pid) }
-
-// parentOf is pid's parent (0 when it cannot be read).
-func parentOf(pid int) int { return rundir.Parent(pid) }
