@@ -283,11 +283,10 @@ func (s *Store) GCDue() (bool, string, error) {
 }
 
 // NothingToForget reports whether the last gc over the budget found
-// nothing the policy lets it forget, and nothing it depends on changed
-// since (ckpt.Health.AllKept).
-func (s *Store) NothingToForget() bool {
-	pol, err := s.EffectivePolicy()
-	return err == nil && s.gcIdle.Load() == s.gcKey(pol)
+// nothing policy pol (EffectivePolicy) lets it forget, and nothing it
+// depends on changed since (ckpt.Health.AllKept).
+func (s *Store) NothingToForget(pol ckpt.Policy) bool {
+	return s.gcIdle.Load() == s.gcKey(pol)
 }
 
 // gcKey names what a gc's plan over the budget depends on but the clock:

@@ -408,7 +408,7 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 		rep.Store.StoreBytes = s.store.StoreBytes()
 		if pol, err := s.store.EffectivePolicy(); err == nil {
 			rep.Store.Budget = pol.KeepSize
-			rep.Store.AllKept = rep.Store.StoreBytes > pol.KeepSize && s.store.NothingToForget()
+			rep.Store.AllKept = rep.Store.StoreBytes > pol.KeepSize && s.store.NothingToForget(pol)
 		}
 	}
 	cur, ok := s.store.Current()
