@@ -13,11 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/rundir"
+	"ckptfs/turnctl"
 )
 
 // Hostile input end to end, beyond TestBadInput and TestStoreInvisible:
@@ -158,18 +158,24 @@ func TestHostileNames(t *testing.T) {
 		}
 	}
 	m.turnctl(t, "rewind", "2")
-	// restore and cat name paths on the wire (JSON strings): only valid
-	// UTF-8 names survive that (see the report: invalid UTF-8 on the wire).
+	// restore, cat and show name paths on the wire (JSON strings): each
+	// name reaches the daemon byte for byte, and comes back so in --json.
 	for i, n := range names {
-		if !utf8.ValidString(n) {
-			continue
-		}
 		m.turnctl(t, "restore", "1", "--", n)
 		if b, err := os.ReadFile(filepath.Join(proj, n)); err != nil || string(b) != fmt.Sprint("content ", i) {
 			t.Errorf("restore %q: %q %v", n, b, err)
 		}
 		if got, err := m.turnctlCmd("cat", "1", n).Output(); err != nil || string(got) != fmt.Sprint("content ", i) {
 			t.Errorf("cat 1 %q: %q %v", n, got, err)
+		}
+		var shown struct {
+			Changes []struct{ Path, Kind string }
+		}
+		if err := turnctl.Unmarshal([]byte(m.turnctl(t, "show", "--json", "2", "--", n)), &shown); err != nil {
+			t.Fatalf("show --json 2 -- %q: %v", n, err)
+		}
+		if len(shown.Changes) != 1 || shown.Changes[0].Path != n || shown.Changes[0].Kind != "deleted" {
+			t.Errorf("show --json 2 -- %q: %+v", n, shown.Changes)
 		}
 	}
 	outside := filepath.Dir(proj)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,7 +103,7 @@ type response struct {
 // post sends req to /v1/name and returns the response, or the daemon's
 // *Error for a non-200 reply.
 func (c *Client) post(ctx context.Context, name string, req any) (*response, error) {
-	body, err := json.Marshal(req)
+	body, err := Marshal(req)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +120,7 @@ func (c *Client) post(ctx context.Context, name string, req any) (*response, err
 	defer resp.body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.body, MaxRequestBytes))
 	var e Error
-	if json.Unmarshal(data, &e) != nil || e.Message == "" {
+	if Unmarshal(data, &e) != nil || e.Message == "" {
 		return nil, fmt.Errorf("ckptfs daemon: %s", resp.statusText)
 	}
 	return nil, &e
@@ -327,7 +326,11 @@ func call[Rep any](ctx context.Context, c *Client, name string, req any) (*Rep, 
 	}
 	defer resp.body.Close()
 	rep := new(Rep)
-	if err := json.NewDecoder(resp.body).Decode(rep); err != nil {
+	data, err := io.ReadAll(resp.body)
+	if err == nil {
+		err = Unmarshal(data, rep)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("ckptfs daemon: bad reply to %s: %w", name, err)
 	}
 	return rep, nil

@@ -68,7 +68,11 @@
 // when history began) or "ref:ID" (a ref given at begin or end). For diff,
 // "to" may be omitted or "now": the live tree. Paths are relative to the
 // project root, slash-separated, without "." or ".." elements; "" is the
-// root. A path covers everything below it.
+// root. A path covers everything below it. A name is bytes: a byte that
+// is not part of valid UTF-8 is written, in requests and replies alike,
+// as a lone low surrogate escape "\udc80" to "\udcff" (Python's
+// surrogateescape: os.fsencode(json.loads(...)) gives the bytes back;
+// Marshal and Unmarshal in jsonnames.go).
 //
 // What each command does:
 //

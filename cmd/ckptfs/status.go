@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -167,10 +166,12 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(rep.json())
+		data, err := turnctl.MarshalIndent(rep.json(), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(append(data, '\n'))
+		return err
 	}
 	fmt.Fprintf(stdout, "dir:     %s\n", rep.Dir)
 	if rep.Mounted {

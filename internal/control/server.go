@@ -1,9 +1,7 @@
 package control
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -255,24 +253,18 @@ func decode(w http.ResponseWriter, r *http.Request, get bool, v any) bool {
 	if len(data) == 0 {
 		return true
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := turnctl.UnmarshalStrict(data, v); err != nil {
 		writeError(w, errorf(turnctl.CodeBadRequest, "malformed request: %v", err))
-		return false
-	}
-	if dec.More() {
-		writeError(w, errorf(turnctl.CodeBadRequest, "malformed request: more than one JSON value"))
 		return false
 	}
 	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
+	data, err := turnctl.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		data, _ = json.Marshal(errorf(turnctl.CodeInternal, "encoding reply: %v", err))
+		data, _ = turnctl.Marshal(errorf(turnctl.CodeInternal, "encoding reply: %v", err))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -1,7 +1,6 @@
 package turnctlcli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -50,10 +49,12 @@ func (e *env) paint(color, s string) string {
 }
 
 func (e *env) printJSON(v any) error {
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	data, err := turnctl.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(append(data, '\n'))
+	return err
 }
 
 // cell is one table cell: its text and colour.
