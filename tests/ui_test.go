@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ckptfs/turnctl"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -455,11 +456,12 @@ func TestUIHugeDiffCut(t *testing.T) {
 // TestUIOddNames: names with a newline, a tab or another control
 // character (DEL too) are quoted with Go's escapes as turnctl quotes
 // them (drawn as they are, on one line, "a\nb.txt" read as a file
-// "a b.txt", and a DEL is not seen at all), each shows its own diff,
-// and names and labels made of markup stay text.
+// "a b.txt", and a DEL is not seen at all), so is a byte that is not
+// UTF-8, each shows its own diff, and names and labels made of markup
+// stay text.
 func TestUIOddNames(t *testing.T) {
 	m := mountProject(t, t.TempDir())
-	names := []string{"a b.txt", "a\nb.txt", "a\tb.txt", "a\x01b.txt", "a\x7fb.txt", "<img src=x onerror=window.xss=1>.txt", "ünï 文件.txt"}
+	names := []string{"a b.txt", "a\nb.txt", "a\tb.txt", "a\x01b.txt", "a\x7fb.txt", "<img src=x onerror=window.xss=1>.txt", "ünï 文件.txt", "caf\xe9.txt"}
 	turnctlOK(t, m.Dir, "begin", "--label", `<script>window.xss=2</script><img src=x onerror=window.xss=3>`)
 	for i, n := range names {
 		if err := os.WriteFile(filepath.Join(m.Dir, n), []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
@@ -472,12 +474,12 @@ func TestUIOddNames(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#files .file`)))
 	got := get(t, ctx, "the file list", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#files .file .p")].map(e => e.innerText)`))
-	want := []string{"<img src=x onerror=window.xss=1>.txt", `"a\x01b.txt"`, `"a\tb.txt"`, `"a\nb.txt"`, "a b.txt", `"a\x7fb.txt"`, "ünï 文件.txt"}
+	want := []string{"<img src=x onerror=window.xss=1>.txt", `"a\x01b.txt"`, `"a\tb.txt"`, `"a\nb.txt"`, "a b.txt", `"a\x7fb.txt"`, `"caf\xe9.txt"`, "ünï 文件.txt"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the file list reads %q, want %q", got, want)
 	}
 	for i, n := range names {
-		q, _ := json.Marshal(n)
+		q, _ := turnctl.Marshal(n) // a byte that is not UTF-8: a lone surrogate, as the page has it
 		get(t, ctx, "show "+n, chromedp.Evaluate[bool](fmt.Sprintf(`[...document.querySelectorAll("#files .file")].find(e => e.dataset.path === %s).click() || true`, q)))
 		diff := get(t, ctx, "the diff of "+n, chromedp.Poll[string](fmt.Sprintf(`document.querySelector("#diff").dataset.path === %s && document.querySelector("#diff pre.unified")?.textContent`, q)))
 		if !strings.Contains(diff, fmt.Sprintf("+file %d", i)) {

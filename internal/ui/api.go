@@ -496,9 +496,11 @@ func readAction(w http.ResponseWriter, r *http.Request) (*actionRequest, bool) {
 		return nil, false
 	}
 	var req actionRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, turnctl.MaxRequestBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	body, err := io.ReadAll(io.LimitReader(r.Body, turnctl.MaxRequestBytes))
+	if err == nil {
+		err = turnctl.UnmarshalStrict(body, &req)
+	}
+	if err != nil {
 		apiError(w, &turnctl.Error{Code: turnctl.CodeBadRequest, Message: "bad request body: " + err.Error()})
 		return nil, false
 	}
@@ -628,8 +630,13 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
+	data, err := turnctl.Marshal(v)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
+	w.Write(append(data, '\n'))
 }
 
 // apiError answers err as {"error": "...", "code": "..."} with the
@@ -652,7 +659,8 @@ func apiError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": err.Error(), "code": code})
+	data, _ := turnctl.Marshal(map[string]string{"error": err.Error(), "code": code})
+	w.Write(append(data, '\n'))
 }
 
 // httpError answers a refused request with a one-line text.

@@ -37,6 +37,18 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// pathParam is encodeURIComponent for a file name. A byte of a name that
+// is not UTF-8 comes in the API's JSON as a lone surrogate, U+DC80 to
+// U+DCFF, and goes back to the server as that byte, %80 to %FF.
+function pathParam(name) {
+  let out = "";
+  for (const ch of name) {
+    const c = ch.codePointAt(0);
+    out += c >= 0xdc80 && c <= 0xdcff ? "%" + (c - 0xdc00).toString(16).toUpperCase() : encodeURIComponent(ch);
+  }
+  return out;
+}
+
 async function api(path) {
   const r = await fetch(path, { credentials: "same-origin" });
   const body = await r.json().catch(() => ({ error: r.statusText }));
@@ -85,9 +97,10 @@ function bytes(n) {
 // it, so that a name with a newline or a tab does not read as one with
 // a space (the file lists draw on one line, where both are blanks).
 // The escapes are Go's (strconv.Quote), as turnctl's: JSON's would leave
-// DEL and the C1 controls as they are, unseen, between the quotes.
+// DEL and the C1 controls as they are, unseen, between the quotes. A byte
+// that is not UTF-8 (a lone U+DC80–U+DCFF: pathParam) is quoted as "\xff".
 function shown(p) {
-  if (!/[\u0000-\u001f\u007f-\u009f]/.test(p)) return p;
+  if (!/[\u0000-\u001f\u007f-\u009f]|[\udc80-\udcff]/u.test(p)) return p;
   const named = { 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\" };
   let q = "";
   for (const ch of p) {
@@ -95,6 +108,7 @@ function shown(p) {
     if (named[c]) q += named[c];
     else if (c < 0x20 || c === 0x7f) q += "\\x" + c.toString(16).padStart(2, "0");
     else if (c >= 0x80 && c <= 0x9f) q += "\\u" + c.toString(16).padStart(4, "0");
+    else if (c >= 0xdc80 && c <= 0xdcff) q += "\\x" + (c - 0xdc00).toString(16);
     else q += ch;
   }
   return `"${q}"`;
@@ -436,7 +450,7 @@ async function showFile(c) {
   view.replaceChildren(head, el("div", { id: "diff" }, el("p", { class: "hint" }, "loading diff…")));
   let d;
   try {
-    d = await api(`/api/diff?n=${name}&path=${encodeURIComponent(c.path)}`);
+    d = await api(`/api/diff?n=${name}&path=${pathParam(c.path)}`);
   } catch (err) {
     $("#diff").replaceChildren(el("p", { class: "hint" }, err.message));
     return;
@@ -447,8 +461,8 @@ async function showFile(c) {
   box.replaceChildren();
   if (imageExt.test(c.path) && (d.before || d.after)) {
     box.append(el("div", { class: "images" },
-      d.before && num > 0 ? el("figure", {}, el("figcaption", {}, "before"), el("img", { src: `/api/cat?n=${prev}&path=${encodeURIComponent(c.from || c.path)}` })) : null,
-      d.after ? el("figure", {}, el("figcaption", {}, "after"), el("img", { src: `/api/cat?n=${name}&path=${encodeURIComponent(c.path)}` })) : null));
+      d.before && num > 0 ? el("figure", {}, el("figcaption", {}, "before"), el("img", { src: `/api/cat?n=${prev}&path=${pathParam(c.from || c.path)}` })) : null,
+      d.after ? el("figure", {}, el("figcaption", {}, "after"), el("img", { src: `/api/cat?n=${name}&path=${pathParam(c.path)}` })) : null));
   }
   if (d.binary || d.not_captured || !d.patch) {
     const size = (s) => (s ? `${s.type} ${s.mode}${s.type === "file" ? ", " + s.size + " bytes" : ""}${s.target ? " → " + s.target : ""}` : "absent");
