@@ -127,6 +127,21 @@ func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action
 	}
 }
 
+// click is chromedp.Click of the first node sel matches, queried again
+// when the page redrew that node between the query and the click (a
+// timeline update: "Could not find node with given id"), which is then
+// never sent.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		for try := 1; ; try++ {
+			v, err := chromedp.Click(chromedp.CSS(sel))(ctx, tg)
+			if err == nil || try == 5 || !strings.Contains(err.Error(), "Could not find node with given id") {
+				return v, err
+			}
+		}
+	}
+}
+
 // get runs one chromedp action and returns its value.
 func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
@@ -191,9 +206,9 @@ $T end >/dev/null
 
 	// A click on turn 2, then on main.go: its diff.
 	do(t, ctx, "show turn 2's diff of main.go",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		click(`#timeline .row[data-turn="2"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"]`)),
-		chromedp.Click(chromedp.CSS(`#files .file[data-path="main.go"]`)),
+		click(`#files .file[data-path="main.go"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="main.go"] pre`)))
 	steps := get(t, ctx, "turn 2's steps", chromedp.Text(chromedp.CSS(`#steps`)))
 	for _, want := range []string{"2 steps", "2.1", "Edit", "main.go", "2.2"} {
@@ -208,7 +223,7 @@ $T end >/dev/null
 		}
 	}
 	do(t, ctx, "side by side",
-		chromedp.Click(chromedp.CSS(`#view-toggle`)),
+		click(`#view-toggle`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="main.go"] table`)))
 	split := get(t, ctx, "the side-by-side diff", chromedp.Text(chromedp.CSS(`#diff table`)))
 	if !strings.Contains(split, `println("hi") // greet`) || !strings.Contains(split, `println("hello") // greet`) {
@@ -230,14 +245,14 @@ $T end >/dev/null
 	}
 	do(t, ctx, "search -S hello",
 		chromedp.SetValue(chromedp.CSS(`#q-s`), "hello"),
-		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)),
+		click(`#search button[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
 	if got := results(); got != "3 2" {
 		t.Errorf("-S hello found turns %q, want 3 2", got)
 	}
 	do(t, ctx, "main.go's history",
-		chromedp.Click(chromedp.CSS(`#q-clear`)),
-		chromedp.Click(chromedp.CSS(`#file-history`)),
+		click(`#q-clear`),
+		click(`#file-history`),
 		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
 	if got := results(); got != "3 2 1" {
 		t.Errorf("main.go's history: turns %q, want 3 2 1", got)
@@ -245,10 +260,10 @@ $T end >/dev/null
 
 	// Pin turn 2 with a note, from the page.
 	do(t, ctx, "pin turn 2",
-		chromedp.Click(chromedp.CSS(`#act-pin`)),
+		click(`#act-pin`),
 		chromedp.WaitVisible(chromedp.CSS(`#pin-note`)),
 		chromedp.SetValue(chromedp.CSS(`#pin-note`), "known good"),
-		chromedp.Click(chromedp.CSS(`#dialog-confirm`)),
+		click(`#dialog-confirm`),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="2"] .badge.pin`)))
 	if out := turnctlOK(t, m.Dir, "log", "-n", "3"); !strings.Contains(out, "[pinned: known good]") {
 		t.Errorf("turn 2 not pinned with its note:\n%s", out)
@@ -256,13 +271,13 @@ $T end >/dev/null
 
 	// gc: its preview, then cancelled.
 	do(t, ctx, "preview a gc",
-		chromedp.Click(chromedp.CSS(`#act-gc`)),
+		click(`#act-gc`),
 		chromedp.WaitVisible(chromedp.CSS(`#gc-preview`)))
 	if gc := get(t, ctx, "the gc preview", chromedp.Text(chromedp.CSS(`#gc-preview`))); !strings.Contains(gc, "Forgets no turn.") || !strings.Contains(gc, "Frees ") {
 		t.Errorf("gc preview: %q", gc)
 	}
 	do(t, ctx, "cancel the gc",
-		chromedp.Click(chromedp.CSS(`#dialog-cancel`)),
+		click(`#dialog-cancel`),
 		chromedp.WaitNotVisible(chromedp.CSS(`#dialog`)))
 
 	shot := filepath.Join(t.TempDir(), "ui.png")
@@ -290,9 +305,9 @@ $T end >/dev/null
 
 	// The same rewind from the page: preview, then confirm.
 	do(t, ctx, "rewind to 2 from the page",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		click(`#timeline .row[data-turn="2"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"] #act-rewind`)),
-		chromedp.Click(chromedp.CSS(`#act-rewind`)),
+		click(`#act-rewind`),
 		chromedp.WaitVisible(chromedp.CSS(`#dialog-confirm`)))
 	preview := get(t, ctx, "the preview", chromedp.Text(chromedp.CSS(`#dialog-body`)))
 	for _, w := range []string{"main.go", "README", "x.txt", "link"} {
@@ -304,7 +319,7 @@ $T end >/dev/null
 		t.Fatalf("the preview changed the tree:\n%s", diff)
 	}
 	do(t, ctx, "confirm",
-		chromedp.Click(chromedp.CSS(`#dialog-confirm`)),
+		click(`#dialog-confirm`),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="7"].current`)))
 	if diff := treeDiff(want, snapshot(t, m.Dir, nil, nil)); diff != "" {
 		t.Errorf("the page's rewind to 2 left another tree than turnctl rewind 2:\n%s", diff)
@@ -394,7 +409,7 @@ func TestUIOpenTurnShownEnds(t *testing.T) {
 	}
 	ctx := openUI(t, m)
 	do(t, ctx, "show the open turn",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		click(`#timeline .row[data-turn="1"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
 	if meta := get(t, ctx, "its head", chromedp.Text(chromedp.CSS(`#turn-head .meta`))); !strings.Contains(meta, "open") {
 		t.Fatalf("the open turn's head says %q", meta)
@@ -432,7 +447,7 @@ func TestUIHugeDiffCut(t *testing.T) {
 	turnctlOK(t, m.Dir, "end")
 	ctx := openUI(t, m)
 	do(t, ctx, "show gen.txt's diff",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		click(`#timeline .row[data-turn="1"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="gen.txt"] pre`)))
 	lines := func() int {
 		t.Helper()
@@ -444,7 +459,7 @@ func TestUIHugeDiffCut(t *testing.T) {
 	if cut := get(t, ctx, "the cut's note", chromedp.Evaluate[string](`document.querySelector("#diff-cut")?.textContent ?? ""`)); !strings.Contains(cut, "first 5000 of 20005 lines") {
 		t.Fatalf("the cut says %q", cut)
 	}
-	do(t, ctx, "show all", chromedp.Click(chromedp.CSS(`#diff-all`)), chromedp.WaitNotPresent(chromedp.CSS(`#diff-cut`)))
+	do(t, ctx, "show all", click(`#diff-all`), chromedp.WaitNotPresent(chromedp.CSS(`#diff-cut`)))
 	if n := lines(); n != 20005 {
 		t.Errorf("show all drew %d lines, want 20005", n)
 	}
@@ -471,7 +486,7 @@ func TestUIOddNames(t *testing.T) {
 	turnctlOK(t, m.Dir, "end")
 	ctx := openUI(t, m)
 	do(t, ctx, "show the turn",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		click(`#timeline .row[data-turn="1"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#files .file`)))
 	got := get(t, ctx, "the file list", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#files .file .p")].map(e => e.innerText)`))
 	want := []string{"<img src=x onerror=window.xss=1>.txt", `"a\x01b.txt"`, `"a\tb.txt"`, `"a\nb.txt"`, "a b.txt", `"a\x7fb.txt"`, `"caf\xe9.txt"`, "ünï 文件.txt"}
@@ -484,6 +499,22 @@ func TestUIOddNames(t *testing.T) {
 		diff := get(t, ctx, "the diff of "+n, chromedp.Poll[string](fmt.Sprintf(`document.querySelector("#diff").dataset.path === %s && document.querySelector("#diff pre.unified")?.textContent`, q)))
 		if !strings.Contains(diff, fmt.Sprintf("+file %d", i)) {
 			t.Errorf("the diff of %q:\n%s", n, diff)
+		}
+	}
+	// The last name shown is not UTF-8: restoring it as before turn 1
+	// removes that file, and only it.
+	do(t, ctx, "restore "+names[len(names)-1], click(`#act-restore`))
+	if got := get(t, ctx, "the preview or an error", chromedp.Poll[string](`document.querySelector("#dialog").open ? "preview" :
+		document.querySelector("#toast.error:not([hidden])")?.textContent ?? false`)); got != "preview" {
+		t.Fatalf("restoring %q: %s", names[len(names)-1], got)
+	}
+	do(t, ctx, "confirm",
+		click(`#dialog-confirm`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="2"].current`)))
+	for i, n := range names {
+		_, err := os.Stat(filepath.Join(m.Dir, n))
+		if gone := os.IsNotExist(err); gone != (i == len(names)-1) {
+			t.Errorf("after restoring %q: %q: %v", names[len(names)-1], n, err)
 		}
 	}
 	label := get(t, ctx, "the label", chromedp.Text(chromedp.CSS(`#timeline .row[data-turn="1"] .label`)))
@@ -511,7 +542,7 @@ $T rewind 1.1 >/dev/null
 `)
 	ctx := openUI(t, m)
 	do(t, ctx, "show the rewind",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="3"]`)),
+		click(`#timeline .row[data-turn="3"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="3"]`)))
 	if meta := get(t, ctx, "its head", chromedp.Text(chromedp.CSS(`#turn-head .meta`))); !strings.HasSuffix(meta, "continues from step 1.1") {
 		t.Errorf("the rewind to 1.1 says %q, want it to continue from step 1.1", meta)
@@ -530,15 +561,15 @@ $T begin --label "needle two" >/dev/null; echo needle > b.txt; $T end >/dev/null
 	ctx := openUI(t, m)
 	do(t, ctx, "search -S needle",
 		chromedp.SetValue(chromedp.CSS(`#q-s`), "needle"),
-		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)),
+		click(`#search button[type="submit"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
 	if n := get(t, ctx, "the count", chromedp.Text(chromedp.CSS(`#results-count`))); n != "(2 turns)" {
 		t.Fatalf("-S needle: count %q", n)
 	}
 	do(t, ctx, "search a bad --grep",
-		chromedp.Click(chromedp.CSS(`#q-clear`)),
+		click(`#q-clear`),
 		chromedp.SetValue(chromedp.CSS(`#q-grep`), "("),
-		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)))
+		click(`#search button[type="submit"]`))
 	msg := get(t, ctx, "the error", chromedp.Poll[string](`document.querySelector("#results-list").textContent.includes("bad --grep") && document.querySelector("#results-list").textContent`))
 	if n := get(t, ctx, "the count", chromedp.TextContent(chromedp.CSS(`#results-count`))); n != "" {
 		t.Errorf("the error %q is shown under the count %q", msg, n)
@@ -562,12 +593,12 @@ $T end >/dev/null
 `)
 	ctx := openUI(t, m)
 	do(t, ctx, "show turn 1",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="1"]`)),
+		click(`#timeline .row[data-turn="1"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#steps .step[data-step="1.2"]`)))
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	do(t, wctx, "show step 1.2",
-		chromedp.Click(chromedp.CSS(`#steps .step[data-step="1.2"] .tool`)),
+		click(`#steps .step[data-step="1.2"] .tool`),
 		chromedp.WaitVisible(chromedp.CSS(`#steps .step.selected[data-step="1.2"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
 	files := func() string {
@@ -588,13 +619,13 @@ $T end >/dev/null
 	if !strings.Contains(head, "2 files +3 -0") {
 		t.Errorf("the turn's head, with step 1.2 shown: %q", head)
 	}
-	do(t, ctx, "show step 1.3", chromedp.Click(chromedp.CSS(`#steps .step[data-step="1.3"] .num`)),
+	do(t, ctx, "show step 1.3", click(`#steps .step[data-step="1.3"] .num`),
 		chromedp.WaitVisible(chromedp.CSS(`#steps .step.selected[data-step="1.3"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="b.txt"] pre`)))
 	if got := files(); got != "b.txt:mode" {
 		t.Errorf("step 1.3's files: %s", got)
 	}
-	do(t, ctx, "back to the whole turn", chromedp.Click(chromedp.CSS(`#whole-turn`)),
+	do(t, ctx, "back to the whole turn", click(`#whole-turn`),
 		chromedp.WaitNotPresent(chromedp.CSS(`#steps .step.selected`)),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="a.txt"] pre`)))
 	if got := files(); got != "a.txt:added b.txt:added" {
@@ -618,15 +649,15 @@ $T end >/dev/null
 `)
 	ctx := openUI(t, m)
 	do(t, ctx, "show run.sh side by side",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		click(`#timeline .row[data-turn="2"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="run.sh"] pre`)),
-		chromedp.Click(chromedp.CSS(`#view-toggle`)),
+		click(`#view-toggle`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="run.sh"] table`)))
 	if got := get(t, ctx, "run.sh's table", chromedp.TextContent(chromedp.CSS(`#diff table`))); !strings.Contains(got, "old mode 100644") || !strings.Contains(got, "new mode 100755") {
 		t.Errorf("run.sh side by side: %q", got)
 	}
 	do(t, ctx, "show secret.txt side by side",
-		chromedp.Click(chromedp.CSS(`#files .file[data-path="secret.txt"]`)),
+		click(`#files .file[data-path="secret.txt"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="secret.txt"] table`)))
 	got := get(t, ctx, "secret.txt's table", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#diff table tr")].map(r => r.textContent)`))
 	if len(got) != 1 || !strings.HasPrefix(got[0], "# ckptfs: mode of secret.txt 0644 -> 0600") {
@@ -650,14 +681,14 @@ $T end >/dev/null
 `)
 	ctx := openUI(t, m)
 	do(t, ctx, "show q.sql",
-		chromedp.Click(chromedp.CSS(`#timeline .row[data-turn="2"]`)),
+		click(`#timeline .row[data-turn="2"]`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="q.sql"] pre`)))
 	spans := get(t, ctx, "the unified lines", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#diff pre.unified .l")].filter(e => !e.classList.contains("m")).map(e => e.className.slice(2) + ":" + e.textContent)`))
 	if want := "h:@@ -1,2 +1,2 @@|d:--- old comment|: keep|a:+++i"; strings.Join(spans, "|") != want {
 		t.Errorf("unified: %q, want %q", strings.Join(spans, "|"), want)
 	}
 	do(t, ctx, "side by side",
-		chromedp.Click(chromedp.CSS(`#view-toggle`)),
+		click(`#view-toggle`),
 		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="q.sql"] table`)))
 	rows := get(t, ctx, "the rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#diff table tr")].map(r => [...r.cells].map(c => c.textContent).join("|"))`))
 	if want := "@@ -1,2 +1,2 @@;1|-- old comment||;2|keep|1|keep;||2|++i"; strings.Join(rows, ";") != want {
@@ -682,9 +713,9 @@ $T begin --label three >/dev/null; echo aa > lib/a.txt; $T end >/dev/null
 	search := func(path string) string {
 		t.Helper()
 		do(t, ctx, "search "+path,
-			chromedp.Click(chromedp.CSS(`#q-clear`)),
+			click(`#q-clear`),
 			chromedp.SetValue(chromedp.CSS(`#q-path`), path),
-			chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)))
+			click(`#search button[type="submit"]`))
 		return get(t, ctx, "the results of "+path, chromedp.Poll[string](`(() => {
 			const l = document.querySelector("#results-list");
 			if (l.textContent.includes("searching")) return false;
@@ -758,11 +789,11 @@ $T end >/dev/null
 	restoreWith := func(button string, n int, path string) (string, []string) {
 		t.Helper()
 		do(t, ctx, fmt.Sprintf("show %s in turn %d", path, n),
-			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#timeline .row[data-turn="%d"]`, n))),
+			click(fmt.Sprintf(`#timeline .row[data-turn="%d"]`, n)),
 			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#turn-head[data-turn="%d"]`, n))),
-			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#files .file[data-path=%q]`, path))),
+			click(fmt.Sprintf(`#files .file[data-path=%q]`, path)),
 			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#diff[data-path=%q]`, path))),
-			chromedp.Click(chromedp.CSS(button)))
+			click(button))
 		if got := get(t, ctx, "the preview or an error", chromedp.Poll[string](`document.querySelector("#dialog").open ? "preview" :
 			document.querySelector("#toast.error:not([hidden])")?.textContent ?? false`)); got != "preview" {
 			t.Fatalf("restoring %s (%s) of turn %d: %s", path, button, n, got)
@@ -771,7 +802,7 @@ $T end >/dev/null
 			get(t, ctx, "the preview", chromedp.Text(chromedp.CSS(`#dialog-body`)))
 		before := snapshot(t, m.Dir, nil, nil)
 		do(t, ctx, "confirm",
-			chromedp.Click(chromedp.CSS(`#dialog-confirm`)),
+			click(`#dialog-confirm`),
 			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline .row[data-turn="%d"].current`, next))))
 		next++
 		return preview, changedPaths(before, snapshot(t, m.Dir, nil, nil))
