@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/rundir"
-	"ckptfs/turnctl"
 )
 
 // Hostile input end to end, beyond TestBadInput and TestStoreInvisible:
@@ -171,7 +171,7 @@ func TestHostileNames(t *testing.T) {
 		var shown struct {
 			Changes []struct{ Path, Kind string }
 		}
-		if err := turnctl.Unmarshal([]byte(m.turnctl(t, "show", "--json", "2", "--", n)), &shown); err != nil {
+		if err := bytejson.Unmarshal([]byte(m.turnctl(t, "show", "--json", "2", "--", n)), &shown); err != nil {
 			t.Fatalf("show --json 2 -- %q: %v", n, err)
 		}
 		if len(shown.Changes) != 1 || shown.Changes[0].Path != n || shown.Changes[0].Kind != "deleted" {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"ckptfs/turnctl"
+	"ckptfs/internal/bytejson"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -494,7 +494,7 @@ func TestUIOddNames(t *testing.T) {
 		t.Errorf("the file list reads %q, want %q", got, want)
 	}
 	for i, n := range names {
-		q, _ := turnctl.Marshal(n) // a byte that is not UTF-8: a lone surrogate, as the page has it
+		q, _ := bytejson.Marshal(n) // a byte that is not UTF-8: a lone surrogate, as the page has it
 		get(t, ctx, "show "+n, chromedp.Evaluate[bool](fmt.Sprintf(`[...document.querySelectorAll("#files .file")].find(e => e.dataset.path === %s).click() || true`, q)))
 		diff := get(t, ctx, "the diff of "+n, chromedp.Poll[string](fmt.Sprintf(`document.querySelector("#diff").dataset.path === %s && document.querySelector("#diff pre.unified")?.textContent`, q)))
 		if !strings.Contains(diff, fmt.Sprintf("+file %d", i)) {

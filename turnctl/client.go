@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -103,7 +104,7 @@ type response struct {
 // post sends req to /v1/name and returns the response, or the daemon's
 // *Error for a non-200 reply.
 func (c *Client) post(ctx context.Context, name string, req any) (*response, error) {
-	body, err := Marshal(req)
+	body, err := bytejson.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func (c *Client) post(ctx context.Context, name string, req any) (*response, err
 	defer resp.body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.body, MaxRequestBytes))
 	var e Error
-	if Unmarshal(data, &e) != nil || e.Message == "" {
+	if bytejson.Unmarshal(data, &e) != nil || e.Message == "" {
 		return nil, fmt.Errorf("ckptfs daemon: %s", resp.statusText)
 	}
 	return nil, &e
@@ -328,7 +329,7 @@ func call[Rep any](ctx context.Context, c *Client, name string, req any) (*Rep, 
 	rep := new(Rep)
 	data, err := io.ReadAll(resp.body)
 	if err == nil {
-		err = Unmarshal(data, rep)
+		err = bytejson.Unmarshal(data, rep)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ckptfs daemon: bad reply to %s: %w", name, err)

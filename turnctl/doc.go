@@ -72,7 +72,7 @@
 // is not part of valid UTF-8 is written, in requests and replies alike,
 // as a lone low surrogate escape "\udc80" to "\udcff" (Python's
 // surrogateescape: os.fsencode(json.loads(...)) gives the bytes back;
-// Marshal and Unmarshal in jsonnames.go).
+// internal/bytejson).
 //
 // What each command does:
 //

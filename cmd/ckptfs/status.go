@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/rundir"
 	"ckptfs/internal/storeref"
@@ -166,7 +167,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *asJSON {
-		data, err := turnctl.MarshalIndent(rep.json(), "", "  ")
+		data, err := bytejson.MarshalIndent(rep.json(), "", "  ")
 		if err != nil {
 			return err
 		}

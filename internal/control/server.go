@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/turnctl"
 )
 
@@ -253,7 +254,7 @@ func decode(w http.ResponseWriter, r *http.Request, get bool, v any) bool {
 	if len(data) == 0 {
 		return true
 	}
-	if err := turnctl.UnmarshalStrict(data, v); err != nil {
+	if err := bytejson.UnmarshalStrict(data, v); err != nil {
 		writeError(w, errorf(turnctl.CodeBadRequest, "malformed request: %v", err))
 		return false
 	}
@@ -261,10 +262,10 @@ func decode(w http.ResponseWriter, r *http.Request, get bool, v any) bool {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := turnctl.Marshal(v)
+	data, err := bytejson.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		data, _ = turnctl.Marshal(errorf(turnctl.CodeInternal, "encoding reply: %v", err))
+		data, _ = bytejson.Marshal(errorf(turnctl.CodeInternal, "encoding reply: %v", err))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

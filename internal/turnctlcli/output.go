@@ -14,6 +14,7 @@ import (
 	"github.com/mattn/go-runewidth"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/units"
 	"ckptfs/turnctl"
@@ -49,7 +50,7 @@ func (e *env) paint(color, s string) string {
 }
 
 func (e *env) printJSON(v any) error {
-	data, err := turnctl.MarshalIndent(v, "", "  ")
+	data, err := bytejson.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/turnctl"
 )
@@ -498,7 +499,7 @@ func readAction(w http.ResponseWriter, r *http.Request) (*actionRequest, bool) {
 	var req actionRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, turnctl.MaxRequestBytes))
 	if err == nil {
-		err = turnctl.UnmarshalStrict(body, &req)
+		err = bytejson.UnmarshalStrict(body, &req)
 	}
 	if err != nil {
 		apiError(w, &turnctl.Error{Code: turnctl.CodeBadRequest, Message: "bad request body: " + err.Error()})
@@ -630,7 +631,7 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
-	data, err := turnctl.Marshal(v)
+	data, err := bytejson.Marshal(v)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -659,7 +660,7 @@ func apiError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	data, _ := turnctl.Marshal(map[string]string{"error": err.Error(), "code": code})
+	data, _ := bytejson.Marshal(map[string]string{"error": err.Error(), "code": code})
 	w.Write(append(data, '\n'))
 }
 

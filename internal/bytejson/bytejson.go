@@ -1,0 +1,560 @@
+// Package bytejson is encoding/json for values whose strings are bytes:
+// file names, and the labels and program names made of them.
+//
+// A JSON string is Unicode text, and encoding/json writes each byte of a
+// string that is not part of valid UTF-8 as U+FFFD, so that a file named
+// caf\xe9.txt would come back as another name. Marshal writes such a byte
+// as a lone low surrogate escape, "\udc80" to "\udcff" for the bytes 0x80
+// to 0xff, and Unmarshal reads such an escape back as the byte: the
+// convention of Python's surrogateescape (PEP 383), so that a script's
+// os.fsencode(json.loads(...)) gives the bytes, and a browser's
+// JSON.stringify sends back the string it was given. Valid UTF-8 is
+// written as encoding/json writes it (without HTML escapes); a lone low
+// surrogate escape outside 0xdc80–0xdcff, which no byte gives, reads as
+// U+FFFD, as before.
+//
+// Marshal and Unmarshal do so for the strings encoding/json sees: in
+// exported fields not tagged "-" (also those promoted from an embedded
+// struct, though not through an embedded pointer to an unexported struct
+// type), slices, arrays, maps (keys too), pointers and interfaces, and in
+// the exported fields a type's own MarshalJSON or UnmarshalJSON passes to
+// encoding/json. A json.RawMessage is written as it is and read with its
+// escapes as they came.
+package bytejson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// Between the rewrite of a value's strings and encoding/json, a byte that
+// is not UTF-8 is carried as a marker rune followed by two hex digits.
+// The marker is a noncharacter that neither the JSON text nor the strings
+// hold: any of these would do.
+const (
+	firstMarker = '\ufdd0'
+	lastMarker  = '\ufdef'
+)
+
+const hexDigits = "0123456789abcdef"
+
+// Marshal is json.Marshal, without HTML escapes, that writes a string's
+// bytes that are not UTF-8 as "\udcXX" escapes.
+func Marshal(v any) ([]byte, error) {
+	data, err := marshal(v)
+	if err != nil || !bytes.Contains(data, []byte(`\ufffd`)) {
+		// encoding/json writes `\ufffd` only for a byte that is not
+		// UTF-8: a real U+FFFD is written as itself.
+		return data, err
+	}
+	// Every valid rune of every string encoding/json wrote is in data as
+	// itself: a marker data lacks is in none of them.
+	m, ok := pickMarker(func(r rune) bool { return bytes.ContainsRune(data, r) })
+	if !ok {
+		return data, nil
+	}
+	w := walker{f: func(s string) (string, bool) { return markBytes(s, m) }}
+	c, _ := w.copy(reflect.ValueOf(v))
+	if data, err = marshal(c.Interface()); err != nil {
+		return nil, err
+	}
+	return unmarkJSON(data, m), nil
+}
+
+// MarshalIndent is Marshal with json.MarshalIndent's layout.
+func MarshalIndent(v any, prefix, indent string) ([]byte, error) {
+	data, err := Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, data, prefix, indent); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// Unmarshal is json.Unmarshal that reads "\udc80"–"\udcff" escapes back
+// as the bytes Marshal wrote them for.
+func Unmarshal(data []byte, v any) error {
+	return unmarshal(data, v, false)
+}
+
+// UnmarshalStrict is Unmarshal that refuses unknown fields and anything
+// after the one JSON value.
+func UnmarshalStrict(data []byte, v any) error {
+	return unmarshal(data, v, true)
+}
+
+func unmarshal(data []byte, v any, strict bool) error {
+	rv := reflect.ValueOf(v)
+	var m rune
+	if bytes.Contains(data, []byte(`\udc`)) || bytes.Contains(data, []byte(`\uDC`)) || bytes.Contains(data, []byte(`\uDc`)) || bytes.Contains(data, []byte(`\udC`)) {
+		// A marker neither the text (as itself or escaped) nor a string v
+		// already holds has.
+		held := map[rune]bool{}
+		if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+			seen := walker{f: func(s string) (string, bool) {
+				for _, r := range s {
+					if r >= firstMarker && r <= lastMarker {
+						held[r] = true
+					}
+				}
+				return s, false
+			}}
+			seen.inPlace(rv.Elem())
+		}
+		m, _ = pickMarker(func(r rune) bool { return held[r] || containsRuneOrEscape(data, r) })
+	}
+	marked, changed := data, false
+	if m != 0 {
+		marked, changed = markJSON(data, m)
+	}
+	dec := json.NewDecoder(bytes.NewReader(marked))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	err := dec.Decode(v)
+	if err == nil && strict && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err != nil {
+		if changed {
+			// An unknown field's name, say: encoding/json quotes it
+			// with %q, which escapes the marker.
+			msg := strings.ReplaceAll(err.Error(), fmt.Sprintf(`\u%04x`, m), string(m))
+			return errors.New(unmarkText(msg, m, `\x`))
+		}
+		return err
+	}
+	if changed && rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		w := walker{
+			f:   func(s string) (string, bool) { return unmarkBytes(s, m) },
+			raw: func(b []byte) ([]byte, bool) { return unmarkRaw(b, m) },
+		}
+		w.inPlace(rv.Elem())
+	}
+	return nil
+}
+
+// pickMarker returns the first marker rune not taken.
+func pickMarker(taken func(rune) bool) (rune, bool) {
+	for r := rune(firstMarker); r <= lastMarker; r++ {
+		if !taken(r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// containsRuneOrEscape reports whether JSON text holds r as itself or as a
+// \u escape.
+func containsRuneOrEscape(data []byte, r rune) bool {
+	if bytes.ContainsRune(data, r) {
+		return true
+	}
+	esc := []byte{'\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf]}
+	return bytes.Contains(bytes.ToLower(data), esc)
+}
+
+// markBytes rewrites each byte of s that is not UTF-8 as marker m and its
+// two hex digits.
+func markBytes(s string, m rune) (string, bool) {
+	if utf8.ValidString(s) {
+		return s, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(m)
+			b.WriteByte(hexDigits[s[i]>>4])
+			b.WriteByte(hexDigits[s[i]&0xf])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String(), true
+}
+
+// unmarkBytes undoes markBytes.
+func unmarkBytes(s string, m rune) (string, bool) {
+	if !strings.ContainsRune(s, m) {
+		return s, false
+	}
+	return unmarkText(s, m, ""), true
+}
+
+// unmarkText replaces each marker m and its two hex digits in s with the
+// byte, or with prefix and the digits when prefix is not "".
+func unmarkText(s string, m rune, prefix string) string {
+	mark := string(m)
+	var b strings.Builder
+	for {
+		i := strings.Index(s, mark)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		rest := s[i+len(mark):]
+		if len(rest) < 2 || !isHex(rest[0]) || !isHex(rest[1]) {
+			b.WriteString(mark)
+			s = rest
+			continue
+		}
+		if prefix != "" {
+			b.WriteString(prefix)
+			b.WriteString(rest[:2])
+		} else {
+			b.WriteByte(unhex(rest[0])<<4 | unhex(rest[1]))
+		}
+		s = rest[2:]
+	}
+}
+
+// unmarkRaw rewrites the marks in a json.RawMessage as the escapes they
+// came as.
+func unmarkRaw(b []byte, m rune) ([]byte, bool) {
+	if !bytes.ContainsRune(b, m) {
+		return b, false
+	}
+	return []byte(unmarkText(string(b), m, `\udc`)), true
+}
+
+// unmarkJSON turns the marks in JSON text Marshal wrote from markBytes'
+// strings into "\udcXX" escapes.
+func unmarkJSON(data []byte, m rune) []byte {
+	return []byte(unmarkText(string(data), m, `\udc`))
+}
+
+// markJSON rewrites, inside the strings of JSON text, each lone
+// "\udc80"–"\udcff" escape as marker m and the byte's two hex digits, for
+// unmarkBytes to undo after decoding. It reports whether it changed
+// anything; text it cannot follow is left for the decoder to refuse.
+func markJSON(data []byte, m rune) ([]byte, bool) {
+	var out []byte
+	changed := false
+	inString := false
+	highBefore := false // the escape just before was a high surrogate
+	for i := 0; i < len(data); {
+		c := data[i]
+		switch {
+		case !inString:
+			inString = c == '"'
+			out = append(out, c)
+			i++
+		case c == '"':
+			inString, highBefore = false, false
+			out = append(out, c)
+			i++
+		case c == '\\' && i+6 <= len(data) && data[i+1] == 'u' && allHex(data[i+2:i+6]):
+			r := rune(unhex(data[i+2]))<<12 | rune(unhex(data[i+3]))<<8 | rune(unhex(data[i+4]))<<4 | rune(unhex(data[i+5]))
+			if r >= 0xdc80 && r <= 0xdcff && !highBefore {
+				out = utf8.AppendRune(out, m)
+				out = append(out, hexDigits[r>>4&0xf], hexDigits[r&0xf])
+				changed = true
+			} else {
+				out = append(out, data[i:i+6]...)
+			}
+			highBefore = r >= 0xd800 && r <= 0xdbff
+			i += 6
+		case c == '\\' && i+1 < len(data):
+			out = append(out, c, data[i+1])
+			highBefore = false
+			i += 2
+		default:
+			out = append(out, c)
+			highBefore = false
+			i++
+		}
+	}
+	return out, changed
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func allHex(b []byte) bool {
+	for _, c := range b {
+		if !isHex(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+// walker applies f to the strings of a value that encoding/json sees (and
+// raw to its json.RawMessages), by the package's rules.
+type walker struct {
+	f   func(string) (string, bool)
+	raw func([]byte) ([]byte, bool)
+	// on are the pointers being walked: a cycle through one stops there
+	// (encoding/json refuses a cycle it sees; one through a field it does
+	// not see is no concern of the walk).
+	on map[uintptr]bool
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// visible reports whether encoding/json sees struct field sf, or (for an
+// embedded struct of an unexported type) the fields it promotes.
+func visible(sf reflect.StructField) bool {
+	if sf.Tag.Get("json") == "-" {
+		return false
+	}
+	if sf.IsExported() {
+		return true
+	}
+	return sf.Anonymous && sf.Type.Kind() == reflect.Struct
+}
+
+// enter marks pointer p as being walked; false if it already is.
+func (w *walker) enter(p reflect.Value) bool {
+	if w.on == nil {
+		w.on = map[uintptr]bool{}
+	}
+	k := p.Pointer()
+	if w.on[k] {
+		return false
+	}
+	w.on[k] = true
+	return true
+}
+
+// copy returns a copy of v with f applied, and whether f changed any
+// string; v and what it points to are not changed, and a part nothing
+// changed in is shared with v.
+func (w *walker) copy(v reflect.Value) (reflect.Value, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		s, ok := w.f(v.String())
+		if !ok {
+			return v, false
+		}
+		c := reflect.New(v.Type()).Elem()
+		c.SetString(s)
+		return c, true
+	case reflect.Pointer:
+		if v.IsNil() || !w.enter(v) {
+			return v, false
+		}
+		defer delete(w.on, v.Pointer())
+		e, ok := w.copy(v.Elem())
+		if !ok {
+			return v, false
+		}
+		c := reflect.New(v.Type().Elem())
+		c.Elem().Set(e)
+		return c, true
+	case reflect.Interface:
+		if v.IsNil() {
+			return v, false
+		}
+		e, ok := w.copy(v.Elem())
+		if !ok {
+			return v, false
+		}
+		c := reflect.New(v.Type()).Elem()
+		c.Set(e)
+		return c, true
+	case reflect.Struct:
+		var c reflect.Value
+		copied := func() reflect.Value {
+			if !c.IsValid() {
+				c = reflect.New(v.Type()).Elem()
+				c.Set(v)
+			}
+			return c
+		}
+		if !w.copyFields(v, copied) {
+			return v, false
+		}
+		return c, true
+	case reflect.Slice, reflect.Array:
+		if !mayHoldStrings(v.Type().Elem()) || v.Kind() == reflect.Slice && v.IsNil() {
+			return v, false
+		}
+		var c reflect.Value
+		for i := 0; i < v.Len(); i++ {
+			e, ok := w.copy(v.Index(i))
+			if !ok {
+				continue
+			}
+			if !c.IsValid() {
+				if v.Kind() == reflect.Slice {
+					c = reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+					reflect.Copy(c, v)
+				} else {
+					c = reflect.New(v.Type()).Elem()
+					c.Set(v)
+				}
+			}
+			c.Index(i).Set(e)
+		}
+		if !c.IsValid() {
+			return v, false
+		}
+		return c, true
+	case reflect.Map:
+		if v.IsNil() {
+			return v, false
+		}
+		changed := false
+		c := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			k, kok := w.copy(it.Key())
+			e, eok := w.copy(it.Value())
+			changed = changed || kok || eok
+			c.SetMapIndex(k, e)
+		}
+		if !changed {
+			return v, false
+		}
+		return c, true
+	}
+	return v, false
+}
+
+// copyFields applies f to the fields of struct v that encoding/json sees,
+// and sets those it changed in dst(), a copy of v made at the first call.
+// An embedded struct of an unexported type, which cannot be read or set
+// whole, is walked field by field.
+func (w *walker) copyFields(v reflect.Value, dst func() reflect.Value) bool {
+	changed := false
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		switch {
+		case !visible(sf):
+		case !sf.IsExported():
+			if w.copyFields(v.Field(i), func() reflect.Value { return dst().Field(i) }) {
+				changed = true
+			}
+		default:
+			if e, ok := w.copy(v.Field(i)); ok {
+				dst().Field(i).Set(e)
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// inPlace applies f to the strings of v, an addressable value, where they
+// are: a pointer, map or slice v shares with others has them changed too.
+func (w *walker) inPlace(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		if s, ok := w.f(v.String()); ok && v.CanSet() {
+			v.SetString(s)
+		}
+	case reflect.Pointer:
+		if v.IsNil() || !w.enter(v) {
+			return
+		}
+		defer delete(w.on, v.Pointer())
+		w.inPlace(v.Elem())
+	case reflect.Interface:
+		if v.IsNil() {
+			return
+		}
+		switch e := v.Elem(); e.Kind() {
+		case reflect.Pointer, reflect.Map, reflect.Slice:
+			w.inPlace(e)
+		default:
+			if c, ok := w.copy(e); ok && v.CanSet() {
+				v.Set(c)
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			if visible(t.Field(i)) {
+				w.inPlace(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type() == rawMessageType {
+			if w.raw != nil && v.CanSet() {
+				if b, ok := w.raw(v.Bytes()); ok {
+					v.SetBytes(b)
+				}
+			}
+			return
+		}
+		if !mayHoldStrings(v.Type().Elem()) {
+			return
+		}
+		for i := 0; i < v.Len(); i++ {
+			w.inPlace(v.Index(i))
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			return
+		}
+		type entry struct{ k, e reflect.Value }
+		var changed []entry
+		for it := v.MapRange(); it.Next(); {
+			k, kok := w.copy(it.Key())
+			e := it.Value()
+			switch e.Kind() {
+			case reflect.Pointer, reflect.Map, reflect.Slice:
+				w.inPlace(e)
+				if kok {
+					changed = append(changed, entry{k, e})
+				}
+			default:
+				c, eok := w.copy(e)
+				if kok || eok {
+					changed = append(changed, entry{k, c})
+				}
+			}
+			if kok {
+				v.SetMapIndex(it.Key(), reflect.Value{})
+			}
+		}
+		for _, c := range changed {
+			v.SetMapIndex(c.k, c.e)
+		}
+	}
+}
+
+// mayHoldStrings reports whether a value of type t may hold a string.
+func mayHoldStrings(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return false
+	}
+	return true
+}
