@@ -501,8 +501,13 @@ func TestUIOddNames(t *testing.T) {
 			t.Errorf("the diff of %q:\n%s", n, diff)
 		}
 	}
-	// The last name shown is not UTF-8: restoring it as before turn 1
-	// removes that file, and only it.
+	// The last name shown is not UTF-8: its history is turn 1, and
+	// restoring it as before turn 1 removes that file, and only it.
+	do(t, ctx, "the history of "+names[len(names)-1], click(`#file-history`))
+	if got := get(t, ctx, "the search results", chromedp.Poll[string](`document.querySelector("#results-count").textContent ?
+		[...document.querySelectorAll("#results-list .row")].map(r => r.dataset.turn).join(" ") || "none" : false`)); got != "1" {
+		t.Errorf("the history of %q: turns %q, want 1", names[len(names)-1], got)
+	}
 	do(t, ctx, "restore "+names[len(names)-1], click(`#act-restore`))
 	if got := get(t, ctx, "the preview or an error", chromedp.Poll[string](`document.querySelector("#dialog").open ? "preview" :
 		document.querySelector("#toast.error:not([hidden])")?.textContent ?? false`)); got != "preview" {

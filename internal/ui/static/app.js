@@ -636,9 +636,9 @@ function highlight(text, path) {
 // ---- search ----
 
 async function search(q) {
-  const p = new URLSearchParams();
-  for (const [k, v] of Object.entries(q)) if (v) p.set(k, v);
-  if ([...p.keys()].length === 0) return;
+  // Not URLSearchParams: it would make a name's lone surrogate U+FFFD.
+  const p = Object.entries(q).filter(([, v]) => v).map(([k, v]) => `${k}=${k === "path" ? pathParam(v) : encodeURIComponent(v)}`);
+  if (p.length === 0) return;
   if (q.path) $("#q-path").value = q.path;
   const box = $("#results");
   box.hidden = false;
@@ -646,7 +646,7 @@ async function search(q) {
   $("#results-count").textContent = "";
   $("#results-list").replaceChildren(el("div", { class: "more" }, "searching…"));
   try {
-    const r = await api("/api/search?" + p.toString());
+    const r = await api("/api/search?" + p.join("&"));
     $("#results-count").textContent = `(${plural(r.rows.length, "turn")})`;
     $("#results-list").replaceChildren(...(r.rows.length ? r.rows.map((x) => rowElement(x, false)) : [el("div", { class: "more" }, "no turn matches")]));
     refocus($("#results-list"), "turn", null);
