@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -183,11 +184,14 @@ func TestHostileNames(t *testing.T) {
 		{"restore", "1", "--", "/etc"}, {"restore", "1", "--", outside}, {"restore", "1", "--", "../.."},
 		{"cat", "1", "/etc/passwd"}, {"cat", "1", "a/../../x"}, {"diff", "0", "1", "--", "/etc"},
 		{"cat", "999999", "x"}, {"show", "-5"}, {"rewind", "18446744073709551616"}, {"show", "ref:"},
-		{"restore", "1", "--", "no\nsuch"},
+		{"restore", "1", "--", "no\nsuch"}, {"cat", "1", "no\xff\x1bsuch"}, {"restore", "1", "--", "no\xe9\x1b[2Jsuch"},
 	} {
 		out, code := m.turnctlFail(t, args...)
 		if (code != 1 && code != 2) || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.HasPrefix(out, "turnctl") {
 			t.Errorf("turnctl %q: exit %d, stderr %q; want exit 1 or 2 and one line", args, code, out)
+		}
+		if !utf8.ValidString(out) || strings.Contains(out, "\x1b") {
+			t.Errorf("turnctl %q: stderr %q prints a byte that is not UTF-8 or an escape sequence", args, out)
 		}
 	}
 	if _, err := os.Stat("/etc/passwd"); err != nil {

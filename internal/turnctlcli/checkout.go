@@ -86,7 +86,7 @@ func (o *checkoutOptions) run(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("checkout of %s into %s failed, leaving it partial (the project was not changed): %w", at, dir, err)
 	}
-	fmt.Fprintf(e.stdout, "%s checked out into %s: %s\n", at, dir, x.counts())
+	fmt.Fprintf(e.stdout, "%s checked out into %s: %s\n", at, printable(dir), x.counts())
 	if len(x.notMade) > 0 {
 		fmt.Fprintf(e.stderr, "turnctl checkout: not made (not permitted; a rewind as root makes them): %s\n", strings.Join(x.notMade, ", "))
 	}

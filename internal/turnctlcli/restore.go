@@ -66,7 +66,7 @@ func (o *restoreOptions) run(e *env, args []string) error {
 	}
 	shown := make([]string, len(rel))
 	for i, r := range rel {
-		shown[i] = r
+		shown[i] = printable(r)
 		if r == "" {
 			shown[i] = "."
 		}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"ckptfs/internal/clihelp"
 
@@ -207,7 +210,7 @@ func runLinked(ctx context.Context, offline Offline, ui UI, args []string, stdin
 			fmt.Fprintf(stderr, "turnctl: %q is not a turn: use a number, 0, or ref:ID (see turnctl log)\n", n)
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "turnctl %s: %v (see turnctl %s --help)\n", name, err, name)
+		fmt.Fprintf(stderr, "turnctl %s: %s (see turnctl %s --help)\n", name, errorLine(err.Error()), name)
 		return exitUsage
 	}
 	if h, _ := cfs.GetBool("help"); h {
@@ -255,6 +258,32 @@ func negativeNumber(args []string) string {
 	return ""
 }
 
+// errorLine is s as an error line prints it: a newline as a space, another
+// control character and a byte that is not UTF-8 as Go escapes them
+// ("\x1b", "\xe9"), so that a name in a message can neither move the
+// cursor nor put a byte on the terminal that it reads as something else.
+func errorLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
 // report prints err as one line and returns the exit status.
 func report(stderr io.Writer, name string, err error) int {
 	var ue *usageError
@@ -264,19 +293,18 @@ func report(stderr io.Writer, name string, err error) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "turnctl %s: %s (see turnctl %s --help)\n", name, ue.msg, name)
+		fmt.Fprintf(stderr, "turnctl %s: %s (see turnctl %s --help)\n", name, errorLine(ue.msg), name)
 		return exitUsage
 	case errors.As(err, &be):
-		fmt.Fprintf(stderr, "turnctl %s: %v (see turnctl %s --help)\n", name, err, name)
+		fmt.Fprintf(stderr, "turnctl %s: %s (see turnctl %s --help)\n", name, errorLine(err.Error()), name)
 		return exitUsage
 	case errors.As(err, &xe):
 		if xe.msg != "" {
-			fmt.Fprintf(stderr, "turnctl: %s\n", xe.msg)
+			fmt.Fprintf(stderr, "turnctl: %s\n", errorLine(xe.msg))
 		}
 		return xe.code
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	fmt.Fprintf(stderr, "turnctl: %s\n", msg)
+	fmt.Fprintf(stderr, "turnctl: %s\n", errorLine(err.Error()))
 	// A malformed argument (a TURN that is not one, a path outside the
 	// project) is a usage error, whichever side found it.
 	var te *turnctl.Error
