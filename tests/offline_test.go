@@ -415,3 +415,37 @@ func TestEditWhoseMtimeWasPutBackWhileUnmounted(t *testing.T) {
 	}
 	m.Unmount(t)
 }
+
+// A rewind past changes made while unmounted leaves the files whose bytes
+// it never saw, names them quoted, one per line, and warns when some are
+// under .git: git's refs and index left at their later bytes beside its
+// objects put back may name objects that are gone.
+func TestRewindPastOfflineGitChangesWarns(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/refs/heads/main": "aaa\n", "odd\nname": "0"})
+	m := mountProject(t, dir)
+	m.turnctl(t, "begin")
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("f1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.turnctl(t, "end") // turn 1
+	m.Unmount(t)
+	writeTree(t, dir, map[string]string{".git/refs/heads/main": "bbb\n", ".git/objects/bb/b": "object", "odd\nname": "1"})
+	m = mountProject(t, dir)
+	out := m.turnctl(t, "rewind", "1")
+	if _, err := os.Stat(filepath.Join(dir, ".git/objects/bb/b")); !os.IsNotExist(err) {
+		t.Errorf("the object added while unmounted is still there: %v", err)
+	}
+	for name, want := range map[string]string{".git/refs/heads/main": "bbb\n", "odd\nname": "1"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
+			t.Errorf("%q: %q %v, want it left as %q", name, b, err, want)
+		}
+	}
+	_, list, _ := strings.Cut(out, "not restored, left as they are")
+	if !strings.Contains(list, "\n  .git/refs/heads/main\n") || !strings.Contains(list, "\n  \"odd\\nname\"\n") {
+		t.Errorf("the paths not restored are not listed one per line, quoted:\n%s", out)
+	}
+	if !strings.Contains(list, "warning: 1 path under .git above kept later bytes") || !strings.Contains(list, "git fsck") {
+		t.Errorf("no warning for the path under .git:\n%s", out)
+	}
+}

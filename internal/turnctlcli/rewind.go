@@ -137,8 +137,19 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 	}
 	if len(rep.NotRestored) > 0 {
 		fmt.Fprintf(e.stdout, "not restored, left as they are (their bytes then were never captured: they changed while the project was not mounted):\n")
+		inGit := 0
 		for _, p := range rep.NotRestored {
-			fmt.Fprintf(e.stdout, "  %s\n", p)
+			fmt.Fprintf(e.stdout, "  %s\n", printable(p))
+			if _, in := ckpt.Under(p, ckpt.GitDir); in {
+				inGit++
+			}
+		}
+		if inGit > 0 {
+			// git's refs, index and packs are read together: one left at
+			// its later bytes among the rest put back may name objects
+			// that are gone.
+			fmt.Fprintf(e.stdout, "warning: %s under %s above kept later bytes beside the earlier ones put back: git may find the repository inconsistent (git fsck tells)\n",
+				plural(inGit, "path"), ckpt.GitDir)
 		}
 	}
 	e.printLeft(rep)
