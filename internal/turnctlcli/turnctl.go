@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"ckptfs/internal/clihelp"
 
@@ -258,30 +255,12 @@ func negativeNumber(args []string) string {
 	return ""
 }
 
-// errorLine is s as an error line prints it: a newline as a space, another
-// control character and a byte that is not UTF-8 as Go escapes them
-// ("\x1b", "\xe9"), so that a name in a message can neither move the
-// cursor nor put a byte on the terminal that it reads as something else.
+// errorLine is s as an error line prints it: a newline as a space, and
+// what else a terminal would act on escaped (visible): a name in a
+// message can neither move the cursor nor put a byte that is not UTF-8 on
+// the terminal.
 func errorLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsControl(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
+	return visible(strings.ReplaceAll(s, "\n", " "))
 }
 
 // report prints err as one line and returns the exit status.
