@@ -2,7 +2,6 @@ package versionstore
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -11,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -291,7 +291,7 @@ func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra fun
 	}
 	r.Seq = s.nextSeq
 	r.Turn = cur.Num
-	data, err := json.Marshal(r)
+	data, err := bytejson.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("versionstore: BUG: %w", err)
 	}

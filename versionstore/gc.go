@@ -3,7 +3,6 @@ package versionstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -295,7 +295,7 @@ func (s *Store) mark(stop func() bool, progress Progress) (*gcMark, error) {
 	v, closer, err := s.db.Get(keyJournalPlan)
 	if err == nil {
 		var plan []action
-		jerr := json.Unmarshal(v, &plan)
+		jerr := bytejson.Unmarshal(v, &plan)
 		closer.Close()
 		if jerr != nil {
 			return nil, fmt.Errorf("%w: rewind journal: %v", ErrCorrupt, jerr)

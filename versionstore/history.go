@@ -1,7 +1,6 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -49,7 +49,7 @@ func (s *Store) loadHistory() error {
 	}
 	defer closer.Close()
 	var h historyInfo
-	if err := json.Unmarshal(v, &h); err != nil {
+	if err := bytejson.Unmarshal(v, &h); err != nil {
 		return fmt.Errorf("%w: history start: %v", ErrCorrupt, err)
 	}
 	s.start = h
@@ -291,7 +291,7 @@ func (s *Store) forgetToLocked(to uint64, reason string) (ckpt.HistoryStart, err
 	for ok := it.First(); ok; ok = it.Next() {
 		forgotten++
 		var ft ckpt.Turn
-		if err := json.Unmarshal(it.Value(), &ft); err != nil {
+		if err := bytejson.Unmarshal(it.Value(), &ft); err != nil {
 			it.Close()
 			return old.HistoryStart, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
 		}
@@ -361,7 +361,7 @@ func (s *Store) manifestInfo() (manifestInfo, bool, error) {
 		return info, false, fmt.Errorf("versionstore: %w", err)
 	}
 	defer closer.Close()
-	if err := json.Unmarshal(v, &info); err != nil {
+	if err := bytejson.Unmarshal(v, &info); err != nil {
 		return info, false, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
 	}
 	return info, true, nil

@@ -2,12 +2,12 @@ package versionstore
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -130,7 +130,7 @@ func (s *Store) merge(p mergePlan) (int, error) {
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		var ft ckpt.Turn
-		if err := json.Unmarshal(it.Value(), &ft); err != nil {
+		if err := bytejson.Unmarshal(it.Value(), &ft); err != nil {
 			it.Close()
 			return 0, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
 		}
@@ -248,7 +248,7 @@ func (s *Store) mergedInto(n uint64) (uint64, bool, error) {
 		return 0, false, it.Error()
 	}
 	var t ckpt.Turn
-	if err := json.Unmarshal(it.Value(), &t); err != nil {
+	if err := bytejson.Unmarshal(it.Value(), &t); err != nil {
 		return 0, false, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
 	}
 	if t.Num > n && t.MergedFrom > 0 && t.MergedFrom <= n {

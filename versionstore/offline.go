@@ -1,7 +1,6 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -72,7 +72,7 @@ func encodeEntry(st ckpt.State, sp ckpt.Stamp) []byte {
 	if st.Target != "" {
 		e.Target, e.State.Target = []byte(st.Target), ""
 	}
-	b, err := json.Marshal(e)
+	b, err := bytejson.Marshal(e)
 	if err != nil {
 		panic("versionstore: BUG: " + err.Error())
 	}
@@ -81,7 +81,7 @@ func encodeEntry(st ckpt.State, sp ckpt.Stamp) []byte {
 
 func decodeEntry(v []byte) (manifestEntry, error) {
 	var e manifestEntry
-	if err := json.Unmarshal(v, &e); err != nil {
+	if err := bytejson.Unmarshal(v, &e); err != nil {
 		return e, fmt.Errorf("%w: manifest entry: %v", ErrCorrupt, err)
 	}
 	e.State.Target = string(e.Target)
@@ -172,7 +172,7 @@ func (s *Store) ManifestPatterns() ([]string, bool, error) {
 	}
 	defer closer.Close()
 	var info manifestInfo
-	if err := json.Unmarshal(v, &info); err != nil {
+	if err := bytejson.Unmarshal(v, &info); err != nil {
 		return nil, false, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
 	}
 	return info.Patterns, true, nil
@@ -208,7 +208,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		return res, fmt.Errorf("versionstore: %w", err)
 	}
 	var info manifestInfo
-	err = json.Unmarshal(v, &info)
+	err = bytejson.Unmarshal(v, &info)
 	closer.Close()
 	if err != nil {
 		return res, fmt.Errorf("%w: manifest: %v", ErrCorrupt, err)
@@ -370,7 +370,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		t = s.newTurn(b, ckpt.KindOffline, "changed while unmounted")
 		for i, r := range recs {
 			r.Seq, r.Turn = s.nextSeq+uint64(i), t.Num
-			data, err := json.Marshal(r)
+			data, err := bytejson.Marshal(r)
 			if err != nil {
 				return res, fmt.Errorf("versionstore: BUG: %w", err)
 			}

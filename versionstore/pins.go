@@ -1,7 +1,6 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -68,7 +68,7 @@ func (s *Store) Pins() ([]ckpt.Pin, error) {
 	var out []ckpt.Pin
 	for ok := it.First(); ok; ok = it.Next() {
 		var p ckpt.Pin
-		if err := json.Unmarshal(it.Value(), &p); err != nil {
+		if err := bytejson.Unmarshal(it.Value(), &p); err != nil {
 			return nil, fmt.Errorf("%w: pin: %v", ErrCorrupt, err)
 		}
 		out = append(out, p)

@@ -1,7 +1,6 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -36,7 +36,7 @@ func (s *Store) Policy() (ckpt.Policy, error) {
 		return p, fmt.Errorf("versionstore: %w", err)
 	}
 	defer closer.Close()
-	if err := json.Unmarshal(v, &p); err != nil {
+	if err := bytejson.Unmarshal(v, &p); err != nil {
 		return p, fmt.Errorf("%w: policy: %v", ErrCorrupt, err)
 	}
 	return p, nil

@@ -2,11 +2,11 @@ package versionstore
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -36,11 +36,11 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 		return false, fmt.Errorf("versionstore: %w", err)
 	}
 	j := &rewindJournal{}
-	jerr := json.Unmarshal(v, j)
+	jerr := bytejson.Unmarshal(v, j)
 	closer.Close()
 	if jerr == nil && j.Plan {
 		if v, closer, err := s.db.Get(keyJournalPlan); err == nil {
-			jerr = json.Unmarshal(v, &j.Actions)
+			jerr = bytejson.Unmarshal(v, &j.Actions)
 			closer.Close()
 		} else if err != pebble.ErrNotFound {
 			return false, fmt.Errorf("versionstore: %w", err)

@@ -1,13 +1,13 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -58,7 +58,7 @@ func (s *Store) ranged() (map[string]bool, uint64, error) {
 	v, closer, err := s.db.Get(keyRanged)
 	switch {
 	case err == nil:
-		err = json.Unmarshal(v, &info)
+		err = bytejson.Unmarshal(v, &info)
 		closer.Close()
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: ranged paths: %v", ErrCorrupt, err)
@@ -191,7 +191,7 @@ func (s *Store) eachSeal(fn func(p string, e sealEntry)) error {
 	}
 	for it.First(); it.Valid(); it.Next() {
 		var e sealEntry
-		if err := json.Unmarshal(it.Value(), &e); err != nil || e.Ref == nil {
+		if err := bytejson.Unmarshal(it.Value(), &e); err != nil || e.Ref == nil {
 			it.Close()
 			return fmt.Errorf("%w: seal of %q: %v", ErrCorrupt, it.Key()[1:], err)
 		}

@@ -1,8 +1,9 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"fmt"
+
+	"ckptfs/internal/bytejson"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -24,7 +25,7 @@ func (s *Store) Excludes() ([]string, bool, error) {
 	}
 	defer closer.Close()
 	var pats []string
-	if err := json.Unmarshal(v, &pats); err != nil {
+	if err := bytejson.Unmarshal(v, &pats); err != nil {
 		return nil, false, fmt.Errorf("%w: excludes: %v", ErrCorrupt, err)
 	}
 	return pats, true, nil
@@ -62,7 +63,7 @@ func (s *Store) Project() (Project, bool, error) {
 		return p, false, fmt.Errorf("versionstore: %w", err)
 	}
 	defer closer.Close()
-	if err := json.Unmarshal(v, &p); err != nil {
+	if err := bytejson.Unmarshal(v, &p); err != nil {
 		return p, false, fmt.Errorf("%w: project: %v", ErrCorrupt, err)
 	}
 	return p, true, nil

@@ -2,7 +2,6 @@ package versionstore
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -129,7 +129,7 @@ func (s *Store) stepsOf(n uint64) ([]ckpt.Step, error) {
 	var out []ckpt.Step
 	for ok := it.First(); ok; ok = it.Next() {
 		var st ckpt.Step
-		if err := json.Unmarshal(it.Value(), &st); err != nil {
+		if err := bytejson.Unmarshal(it.Value(), &st); err != nil {
 			return nil, fmt.Errorf("%w: step: %v", ErrCorrupt, err)
 		}
 		out = append(out, st)
@@ -205,7 +205,7 @@ func (s *Store) stepEnd(p uint64) (uint64, error) {
 	}
 	defer closer.Close()
 	var st ckpt.Step
-	if err := json.Unmarshal(v, &st); err != nil {
+	if err := bytejson.Unmarshal(v, &st); err != nil {
 		return 0, fmt.Errorf("%w: step: %v", ErrCorrupt, err)
 	}
 	return st.LastSeq, nil

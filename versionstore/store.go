@@ -1,7 +1,6 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -445,7 +445,7 @@ func pebbleErr(err error) error {
 }
 
 func putJSON(b *pebble.Batch, key []byte, v any) {
-	data, err := json.Marshal(v)
+	data, err := bytejson.Marshal(v)
 	if err != nil {
 		panic("versionstore: BUG: " + err.Error())
 	}

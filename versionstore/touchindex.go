@@ -1,13 +1,13 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -79,7 +79,7 @@ func (s *Store) event(seq uint64) (*record, bool, error) {
 	}
 	defer closer.Close()
 	r := &record{}
-	if err := json.Unmarshal(v, r); err != nil {
+	if err := bytejson.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)
 	}
 	r.Seq = seq

@@ -1,7 +1,6 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -317,7 +317,7 @@ func (s *Store) storedTurn(n uint64) (ckpt.Turn, error) {
 		return t, fmt.Errorf("versionstore: %w", err)
 	}
 	defer closer.Close()
-	if err := json.Unmarshal(v, &t); err != nil {
+	if err := bytejson.Unmarshal(v, &t); err != nil {
 		return t, fmt.Errorf("%w: turn %d: %v", ErrCorrupt, n, err)
 	}
 	return t, nil
@@ -334,7 +334,7 @@ func (s *Store) Turns(limit int) ([]ckpt.Turn, error) {
 	var out []ckpt.Turn
 	for ok := it.Last(); ok && (limit <= 0 || len(out) < limit); ok = it.Prev() {
 		var t ckpt.Turn
-		if err := json.Unmarshal(it.Value(), &t); err != nil {
+		if err := bytejson.Unmarshal(it.Value(), &t); err != nil {
 			return nil, fmt.Errorf("%w: turn: %v", ErrCorrupt, err)
 		}
 		if t.Open {

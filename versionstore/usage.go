@@ -1,7 +1,6 @@
 package versionstore
 
 import (
-	"encoding/json"
 	"math"
 	"sort"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -154,7 +154,7 @@ func (s *Store) scanContent() (*contentScan, error) {
 	}
 	for ok := turns.First(); ok; ok = turns.Next() {
 		var t ckpt.Turn
-		if json.Unmarshal(turns.Value(), &t) == nil {
+		if bytejson.Unmarshal(turns.Value(), &t) == nil {
 			c.ends[t.Num] = t.LastSeq
 		}
 	}
