@@ -1,8 +1,11 @@
 package versionstore
 
 import (
+	"encoding/json"
+	"slices"
 	"testing"
 
+	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -29,5 +32,29 @@ func TestInvalidUTF8NamesKept(t *testing.T) {
 	}
 	if b, err := versionBytes(t, s, 0, name, nil); err != nil || string(b) != "data" {
 		t.Fatalf("%q at 0: %q %v", name, b, err)
+	}
+}
+
+// A record's link names are bytes too, and a record goes through
+// bytejson (as every record but events does) as through encoding/json:
+// the names it keeps as bytes itself are not rewritten first.
+func TestRecordLinkNamesKept(t *testing.T) {
+	in := &record{Turn: 1, Op: opPrior, Path: "caf\xe9", To: "x\xff", Links: []string{"th\xe9", "ok"},
+		State: ckpt.State{Type: ckpt.Symlink, Target: "t\xfe"}}
+	for name, marshal := range map[string]func(any) ([]byte, error){"encoding/json": json.Marshal, "bytejson": bytejson.Marshal} {
+		data, err := marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r, n record
+		if err := decodeRecord(1, data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Path != in.Path || r.To != in.To || !slices.Equal(r.Links, in.Links) || r.State.Target != in.State.Target {
+			t.Errorf("%s: %s reads back as %+v", name, data, r)
+		}
+		if err := decodeNamesOnly(1, data, &n); err != nil || n.Path != in.Path || n.To != in.To {
+			t.Errorf("%s: names of %s read back as %q %q (%v)", name, data, n.Path, n.To, err)
+		}
 	}
 }
