@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -95,8 +96,8 @@ func Unmarshal(data []byte, v any) error {
 	return unmarshal(data, v, false)
 }
 
-// UnmarshalStrict is Unmarshal that refuses unknown fields and anything
-// after the one JSON value.
+// UnmarshalStrict is Unmarshal that refuses unknown fields (and, as
+// Unmarshal does, anything after the one JSON value).
 func UnmarshalStrict(data []byte, v any) error {
 	return unmarshal(data, v, true)
 }
@@ -125,13 +126,17 @@ func unmarshal(data []byte, v any, strict bool) error {
 	if m != 0 {
 		marked, changed = markJSON(data, m)
 	}
-	dec := json.NewDecoder(bytes.NewReader(marked))
+	var err error
 	if strict {
+		dec := json.NewDecoder(bytes.NewReader(marked))
 		dec.DisallowUnknownFields()
-	}
-	err := dec.Decode(v)
-	if err == nil && strict && dec.More() {
-		err = errors.New("more than one JSON value")
+		if err = dec.Decode(v); err == nil {
+			if _, terr := dec.Token(); terr != io.EOF {
+				err = errors.New("more than one JSON value")
+			}
+		}
+	} else {
+		err = json.Unmarshal(marked, v)
 	}
 	if err != nil {
 		if changed {
@@ -144,8 +149,9 @@ func unmarshal(data []byte, v any, strict bool) error {
 	}
 	if changed && rv.Kind() == reflect.Pointer && !rv.IsNil() {
 		w := walker{
-			f:   func(s string) (string, bool) { return unmarkBytes(s, m) },
-			raw: func(b []byte) ([]byte, bool) { return unmarkRaw(b, m) },
+			f:    func(s string) (string, bool) { return unmarkBytes(s, m) },
+			raw:  func(b []byte) ([]byte, bool) { return unmarkRaw(b, m) },
+			mark: m,
 		}
 		w.inPlace(rv.Elem())
 	}
@@ -320,8 +326,19 @@ type walker struct {
 	// on are the pointers being walked: a cycle through one stops there
 	// (encoding/json refuses a cycle it sees; one through a field it does
 	// not see is no concern of the walk).
-	on map[uintptr]bool
+	on map[pointer]bool
+	// mark, for inPlace after a decode: the marker the text was given.
+	mark rune
 }
+
+// pointer is a pointer as the walk knows it: a struct and its first
+// field share an address, not a type.
+type pointer struct {
+	t reflect.Type
+	p uintptr
+}
+
+var marshalerType = reflect.TypeFor[json.Marshaler]()
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
@@ -340,9 +357,9 @@ func visible(sf reflect.StructField) bool {
 // enter marks pointer p as being walked; false if it already is.
 func (w *walker) enter(p reflect.Value) bool {
 	if w.on == nil {
-		w.on = map[uintptr]bool{}
+		w.on = map[pointer]bool{}
 	}
-	k := p.Pointer()
+	k := pointer{p.Type(), p.Pointer()}
 	if w.on[k] {
 		return false
 	}
@@ -350,10 +367,62 @@ func (w *walker) enter(p reflect.Value) bool {
 	return true
 }
 
+func (w *walker) leave(p reflect.Value) { delete(w.on, pointer{p.Type(), p.Pointer()}) }
+
+// keepsItsBytes reports whether v writes itself (json.Marshaler) and
+// writes no byte as U+FFFD: it keeps its bytes its own way (the store's
+// events carry names as base64), and its strings must not be rewritten
+// before it reads them.
+func keepsItsBytes(v reflect.Value) bool {
+	if !v.CanInterface() {
+		return false
+	}
+	switch {
+	case v.Type().Implements(marshalerType):
+	case v.CanAddr() && reflect.PointerTo(v.Type()).Implements(marshalerType):
+		v = v.Addr() // encoding/json calls a pointer method where it can
+	default:
+		return false
+	}
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		return true
+	}
+	data, err := json.Marshal(v.Interface())
+	return err == nil && !bytes.Contains(data, []byte(`\ufffd`))
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// readItsBytes reports whether v read itself (json.Unmarshaler) and
+// holds no mark where it writes itself back: what it holds it read its
+// own way (base64, say), not from the marked text, and must stay as it is.
+func (w *walker) readItsBytes(v reflect.Value) bool {
+	if w.mark == 0 || !v.CanAddr() || !v.CanInterface() || !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
+		return false
+	}
+	data, err := json.Marshal(v.Addr().Interface())
+	return err == nil && !bytes.ContainsRune(data, w.mark)
+}
+
 // copy returns a copy of v with f applied, and whether f changed any
 // string; v and what it points to are not changed, and a part nothing
 // changed in is shared with v.
 func (w *walker) copy(v reflect.Value) (reflect.Value, bool) {
+	if v.Type() == rawMessageType {
+		if w.raw == nil {
+			return v, false
+		}
+		b, ok := w.raw(v.Bytes())
+		if !ok {
+			return v, false
+		}
+		c := reflect.New(v.Type()).Elem()
+		c.SetBytes(b)
+		return c, true
+	}
+	if keepsItsBytes(v) {
+		return v, false
+	}
 	switch v.Kind() {
 	case reflect.String:
 		s, ok := w.f(v.String())
@@ -367,7 +436,7 @@ func (w *walker) copy(v reflect.Value) (reflect.Value, bool) {
 		if v.IsNil() || !w.enter(v) {
 			return v, false
 		}
-		defer delete(w.on, v.Pointer())
+		defer w.leave(v)
 		e, ok := w.copy(v.Elem())
 		if !ok {
 			return v, false
@@ -472,6 +541,9 @@ func (w *walker) copyFields(v reflect.Value, dst func() reflect.Value) bool {
 // inPlace applies f to the strings of v, an addressable value, where they
 // are: a pointer, map or slice v shares with others has them changed too.
 func (w *walker) inPlace(v reflect.Value) {
+	if w.readItsBytes(v) {
+		return
+	}
 	switch v.Kind() {
 	case reflect.String:
 		if s, ok := w.f(v.String()); ok && v.CanSet() {
@@ -481,19 +553,16 @@ func (w *walker) inPlace(v reflect.Value) {
 		if v.IsNil() || !w.enter(v) {
 			return
 		}
-		defer delete(w.on, v.Pointer())
+		defer w.leave(v)
 		w.inPlace(v.Elem())
 	case reflect.Interface:
 		if v.IsNil() {
 			return
 		}
-		switch e := v.Elem(); e.Kind() {
-		case reflect.Pointer, reflect.Map, reflect.Slice:
+		if e := v.Elem(); sharesItsStrings(e) {
 			w.inPlace(e)
-		default:
-			if c, ok := w.copy(e); ok && v.CanSet() {
-				v.Set(c)
-			}
+		} else if c, ok := w.copy(e); ok && v.CanSet() {
+			v.Set(c)
 		}
 	case reflect.Struct:
 		t := v.Type()
@@ -526,13 +595,12 @@ func (w *walker) inPlace(v reflect.Value) {
 		for it := v.MapRange(); it.Next(); {
 			k, kok := w.copy(it.Key())
 			e := it.Value()
-			switch e.Kind() {
-			case reflect.Pointer, reflect.Map, reflect.Slice:
+			if sharesItsStrings(e) {
 				w.inPlace(e)
 				if kok {
 					changed = append(changed, entry{k, e})
 				}
-			default:
+			} else {
 				c, eok := w.copy(e)
 				if kok || eok {
 					changed = append(changed, entry{k, c})
@@ -546,6 +614,19 @@ func (w *walker) inPlace(v reflect.Value) {
 			v.SetMapIndex(c.k, c.e)
 		}
 	}
+}
+
+// sharesItsStrings reports whether v, not addressable itself, reaches
+// strings inPlace can change where they are (through a pointer, a map or
+// a slice's elements).
+func sharesItsStrings(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map:
+		return true
+	case reflect.Slice:
+		return v.Type() != rawMessageType
+	}
+	return false
 }
 
 // mayHoldStrings reports whether a value of type t may hold a string.
