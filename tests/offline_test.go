@@ -259,6 +259,9 @@ func TestRenamesWhileUnmountedComeBackExactly(t *testing.T) {
 		}
 	}
 	// Only the changed file's bytes at the unmount were never seen.
+	if dry := m.turnctl(t, "rewind", "1", "--dry-run"); !strings.Contains(dry, "warning: 1 path under .git above would keep later bytes") {
+		t.Errorf("the dry run does not warn:\n%s", dry)
+	}
 	out := m.turnctl(t, "rewind", "1")
 	_, notRestored, _ := strings.Cut(out, "not restored")
 	if !strings.Contains(notRestored, "other") || strings.Contains(notRestored, "a.txt") || strings.Contains(notRestored, "pkg") {
@@ -432,6 +435,9 @@ func TestRewindPastOfflineGitChangesWarns(t *testing.T) {
 	m.Unmount(t)
 	writeTree(t, dir, map[string]string{".git/refs/heads/main": "bbb\n", ".git/objects/bb/b": "object", "odd\nname": "1"})
 	m = mountProject(t, dir)
+	if dry := m.turnctl(t, "rewind", "1", "--dry-run"); !strings.Contains(dry, "warning: 1 path under .git above would keep later bytes") {
+		t.Errorf("the dry run does not warn:\n%s", dry)
+	}
 	out := m.turnctl(t, "rewind", "1")
 	if _, err := os.Stat(filepath.Join(dir, ".git/objects/bb/b")); !os.IsNotExist(err) {
 		t.Errorf("the object added while unmounted is still there: %v", err)

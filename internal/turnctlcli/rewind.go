@@ -148,8 +148,12 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 			// git's refs, index and packs are read together: one left at
 			// its later bytes among the rest put back may name objects
 			// that are gone.
-			fmt.Fprintf(e.stdout, "warning: %s under %s above kept later bytes beside the earlier ones put back: git may find the repository inconsistent (git fsck tells)\n",
-				plural(inGit, "path"), ckpt.GitDir)
+			kept := "kept"
+			if rep.DryRun {
+				kept = "would keep"
+			}
+			fmt.Fprintf(e.stdout, "warning: %s under %s above %s later bytes beside the earlier ones put back: git may find the repository inconsistent (git fsck tells)\n",
+				plural(inGit, "path"), ckpt.GitDir, kept)
 		}
 	}
 	e.printLeft(rep)
