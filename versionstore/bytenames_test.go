@@ -27,14 +27,7 @@ func TestNamesNotUTF8SurviveTurnsAndJournals(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range names {
-				st, ino, err := tree.LstatInode(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Open: func() (*os.File, error) { return tree.Open(p) }}
-				if err := s.Record(c, ckpt.Program{Comm: "cp\xe9"}); err != nil {
-					t.Fatal(err)
-				}
+				captureFileBy(t, s, tree, p, ckpt.Program{Comm: "cp\xe9"})
 				writeFile(t, filepath.Join(root, p), []byte(p+" v1"))
 			}
 			closed, err := s.End("")

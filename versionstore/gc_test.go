@@ -90,12 +90,18 @@ func writeFile(t *testing.T, p string, data []byte) {
 // copied.
 func captureFile(t *testing.T, s *Store, tree *backing.Tree, p string) {
 	t.Helper()
+	captureFileBy(t, s, tree, p, ckpt.Program{Comm: "test"})
+}
+
+// captureFileBy is captureFile by program who.
+func captureFileBy(t *testing.T, s *Store, tree *backing.Tree, p string, who ckpt.Program) {
+	t.Helper()
 	st, ino, err := tree.LstatInode(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Open: func() (*os.File, error) { return tree.Open(p) }}
-	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+	if err := s.Record(c, who); err != nil {
 		t.Fatal(err)
 	}
 }
