@@ -361,6 +361,9 @@ func (s *Service) turnStats(t ckpt.Turn) (ckpt.Stats, error) {
 	if t.Num <= s.store.HistoryStart().Turn || t.Empty() {
 		return ckpt.Stats{}, nil
 	}
+	if testHookTurnStats != nil {
+		testHookTurnStats(t.Num)
+	}
 	cs, err := s.store.TurnChanges(t.Num, s.tree)
 	if err != nil {
 		return ckpt.Stats{}, err
@@ -368,6 +371,9 @@ func (s *Service) turnStats(t ckpt.Turn) (ckpt.Stats, error) {
 	_, st, err := s.listChanges(cs, t.Num)
 	return st, err
 }
+
+// testHookTurnStats, in tests, runs before turnStats reads turn n.
+var testHookTurnStats func(n uint64)
 
 // listChanges is fileChanges without patches, counting lines only when cs
 // has at most maxLineCountedFiles paths (else Stats.LinesSkipped).
@@ -451,13 +457,30 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 		}
 		return s.logReply(turns)
 	}
-	turns, err := s.store.Turns(req.N)
-	if err != nil {
-		return nil, s.wrap(err)
-	}
-	m := s.mark()
 	p, done := s.ops.track(ctx)
 	defer done()
+	for tries := 1; ; tries++ {
+		turns, err := s.logTurns(req.N, p)
+		if errors.Is(err, versionstore.ErrForgotten) && tries < 5 {
+			// The gc merged or forgot a turn listed before its changes
+			// were counted: list history again as it is now.
+			continue
+		}
+		if err != nil {
+			return nil, s.wrap(err)
+		}
+		return s.logReply(turns)
+	}
+}
+
+// logTurns lists the newest n turns (0: all) with their Stats, counted
+// (and stored) for those that have none yet.
+func (s *Service) logTurns(n int, p *progress) ([]ckpt.Turn, error) {
+	turns, err := s.store.Turns(n)
+	if err != nil {
+		return nil, err
+	}
+	m := s.mark()
 	var count int64 // the turns to count, for the progress
 	for _, t := range turns {
 		if t.Stats == nil {
@@ -474,14 +497,14 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 		counted++
 		st, err := s.turnStats(*t)
 		if err != nil {
-			return nil, s.wrap(err)
+			return nil, err
 		}
 		t.Stats = &st
 		if !t.Open {
 			s.cacheStats(t.Num, st, m)
 		}
 	}
-	return s.logReply(turns)
+	return turns, nil
 }
 
 // logReply adds where history starts and the pins to a log's turns.

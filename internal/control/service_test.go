@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -471,5 +472,42 @@ func TestUndoAtTheStartOfHistory(t *testing.T) {
 	}
 	if f.ov.Read("a.txt") != "b\n" {
 		t.Errorf("a.txt after the refused undo: %q", f.ov.Read("a.txt"))
+	}
+}
+
+// A log while the gc merges a turn it listed, before that turn's changes
+// were counted, lists history as it is after the merge rather than fail
+// ("turn 2 was forgotten").
+func TestLogWhileATurnIsMerged(t *testing.T) {
+	f := newFixture(t)
+	for _, l := range []string{"1", "2", "3"} {
+		if _, err := f.svc.store.Begin(ckpt.KindAgent, l, ""); err != nil {
+			t.Fatal(err)
+		}
+		f.ov.Write("a.txt", l+"\n")
+		if _, err := f.svc.store.End(""); err != nil { // no stats counted
+			t.Fatal(err)
+		}
+	}
+	merged := false
+	testHookTurnStats = func(n uint64) {
+		if !merged {
+			merged = true
+			if _, err := f.svc.Forget(f.ctx, turnctl.ForgetRequest{Turns: []string{"2"}}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { testHookTurnStats = nil }()
+	rep, err := f.svc.Log(f.ctx, turnctl.LogRequest{})
+	if err != nil {
+		t.Fatalf("log while turn 2 was merged: %v", err)
+	}
+	var got []string
+	for _, tn := range rep.Turns {
+		got = append(got, fmt.Sprintf("%d:%d", tn.Num, tn.MergedFrom))
+	}
+	if strings.Join(got, " ") != "3:2 1:0 0:0" {
+		t.Errorf("log lists %v, want 3 (with turn 2), 1, 0", got)
 	}
 }
