@@ -96,14 +96,20 @@ func captureFile(t *testing.T, s *Store, tree *backing.Tree, p string) {
 // captureFileBy is captureFile by program who.
 func captureFileBy(t *testing.T, s *Store, tree *backing.Tree, p string, who ckpt.Program) {
 	t.Helper()
+	if err := recordFile(s, tree, p, who); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordFile records the prior state of the regular file p by who, its
+// bytes copied, and returns Record's error.
+func recordFile(s *Store, tree *backing.Tree, p string, who ckpt.Program) error {
 	st, ino, err := tree.LstatInode(p)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	c := ckpt.Capture{Path: p, Prior: st, Inode: ino, Open: func() (*os.File, error) { return tree.Open(p) }}
-	if err := s.Record(c, who); err != nil {
-		t.Fatal(err)
-	}
+	return s.Record(c, who)
 }
 
 // keptHistory keeps the turns a test may still rewind to, and the tree at

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
 
@@ -19,23 +20,9 @@ import (
 // reclaim that content, and then lands instead of refusing the write. The
 // kept turn still reads back exactly.
 func TestRecordReclaimsBeforeRefusing(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "store"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	// Keep only the last turn (the windows, no thinning), whatever the size.
-	if err := s.SetPolicy(ckpt.Policy{KeepSize: 1 << 40, KeepTurns: 1, KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	tree := openTree(t, root)
-	rng := rand.New(rand.NewSource(1))
-	content := func() []byte {
-		b := make([]byte, 16<<20)
-		rng.Read(b)
-		return b
-	}
+	s, tree, root, random := newestOnlyFixture(t, 1<<40)
+	content := func() []byte { return random(16 << 20) }
 	f := filepath.Join(root, "f")
 	writeFile(t, f, content())
 	var last []byte
@@ -51,16 +38,9 @@ func TestRecordReclaimsBeforeRefusing(t *testing.T) {
 	// A disk 10 MiB larger than the store: the next capture of f needs 16
 	// (and, once refused, a ballast's margin more before the store takes
 	// captures again: the 5 turns forgotten free 80 MiB).
-	disk := s.StoreBytes() + 10<<20
-	diskOf = func(s *Store) (int64, int64) { return disk - s.StoreBytes(), disk }
-	t.Cleanup(func() { diskOf = nil })
+	diskFreeing(t, s, 10<<20)
 	s.Begin(ckpt.KindAgent, "", "")
-	fst, ino, err := tree.LstatInode("f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := ckpt.Capture{Path: "f", Prior: fst, Inode: ino, Open: func() (*os.File, error) { return tree.Open("f") }}
-	if err := s.Record(c, ckpt.Program{Comm: "test"}); err != nil {
+	if err := recordFile(s, tree, "f", ckpt.Program{Comm: "test"}); err != nil {
 		if errors.Is(err, ckpt.ErrStoreFull) {
 			t.Fatalf("the capture was refused without reclaiming first: %v", err)
 		}
@@ -175,4 +155,34 @@ func growthPending(s *Store) bool {
 	default:
 		return false
 	}
+}
+
+// newestOnlyFixture opens a store whose policy keeps only the newest turn
+// (and its undo, no thinning) under a budget of keepSize bytes, over a
+// fresh tree at root, with random contents of n bytes from a fixed seed.
+func newestOnlyFixture(t *testing.T, keepSize int64) (s *Store, tree *backing.Tree, root string, random func(n int) []byte) {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "store"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: keepSize, KeepTurns: 1, KeepAge: time.Nanosecond, KeepHourly: -1, KeepDaily: -1}); err != nil {
+		t.Fatal(err)
+	}
+	root = t.TempDir()
+	rng := rand.New(rand.NewSource(1))
+	return s, openTree(t, root), root, func(n int) []byte {
+		b := make([]byte, n)
+		rng.Read(b)
+		return b
+	}
+}
+
+// diskFreeing makes s's disk (diskOf) free bytes larger than the store is
+// now: what the store frees is free again, what it takes is taken.
+func diskFreeing(t *testing.T, s *Store, free int64) {
+	disk := s.StoreBytes() + free
+	diskOf = func(s *Store) (int64, int64) { return disk - s.StoreBytes(), disk }
+	t.Cleanup(func() { diskOf = nil })
 }
