@@ -142,6 +142,14 @@ func click(sel string) chromedp.Action[chromedp.Void] {
 	}
 }
 
+// searchResults waits for the search just started to answer and returns
+// the turns it lists, top down ("3 2"), or "none".
+func searchResults(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	return get(t, ctx, "the search results", chromedp.Poll[string](`document.querySelector("#results-count").textContent ?
+		[...document.querySelectorAll("#results-list .row")].map(r => r.dataset.turn).join(" ") || "none" : false`))
+}
+
 // get runs one chromedp action and returns its value.
 func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
@@ -239,22 +247,16 @@ $T end >/dev/null
 	}
 
 	// Search: -S, then main.go's history.
-	results := func() string {
-		t.Helper()
-		return get(t, ctx, "the search results", chromedp.Evaluate[string](`[...document.querySelectorAll("#results-list .row")].map(r => r.dataset.turn).join(" ")`))
-	}
 	do(t, ctx, "search -S hello",
 		chromedp.SetValue(chromedp.CSS(`#q-s`), "hello"),
-		click(`#search button[type="submit"]`),
-		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
-	if got := results(); got != "3 2" {
+		click(`#search button[type="submit"]`))
+	if got := searchResults(t, ctx); got != "3 2" {
 		t.Errorf("-S hello found turns %q, want 3 2", got)
 	}
 	do(t, ctx, "main.go's history",
 		click(`#q-clear`),
-		click(`#file-history`),
-		chromedp.WaitVisible(chromedp.CSS(`#results-list .row`)))
-	if got := results(); got != "3 2 1" {
+		click(`#file-history`))
+	if got := searchResults(t, ctx); got != "3 2 1" {
 		t.Errorf("main.go's history: turns %q, want 3 2 1", got)
 	}
 
@@ -504,8 +506,7 @@ func TestUIOddNames(t *testing.T) {
 	// The last name shown is not UTF-8: its history is turn 1, and
 	// restoring it as before turn 1 removes that file, and only it.
 	do(t, ctx, "the history of "+names[len(names)-1], click(`#file-history`))
-	if got := get(t, ctx, "the search results", chromedp.Poll[string](`document.querySelector("#results-count").textContent ?
-		[...document.querySelectorAll("#results-list .row")].map(r => r.dataset.turn).join(" ") || "none" : false`)); got != "1" {
+	if got := searchResults(t, ctx); got != "1" {
 		t.Errorf("the history of %q: turns %q, want 1", names[len(names)-1], got)
 	}
 	do(t, ctx, "restore "+names[len(names)-1], click(`#act-restore`))
