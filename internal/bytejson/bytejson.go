@@ -64,7 +64,8 @@ func Marshal(v any) ([]byte, error) {
 	if data, err = marshal(c.Interface()); err != nil {
 		return nil, err
 	}
-	return unmarkJSON(data, m), nil
+	data, _ = unmarkEscapes(data, m)
+	return data, nil
 }
 
 // MarshalIndent is Marshal with json.MarshalIndent's layout.
@@ -105,7 +106,7 @@ func UnmarshalStrict(data []byte, v any) error {
 func unmarshal(data []byte, v any, strict bool) error {
 	rv := reflect.ValueOf(v)
 	var m rune
-	if bytes.Contains(data, []byte(`\udc`)) || bytes.Contains(data, []byte(`\uDC`)) || bytes.Contains(data, []byte(`\uDc`)) || bytes.Contains(data, []byte(`\udC`)) {
+	if holdsLowSurrogateEscape(data) {
 		// A marker neither the text (as itself or escaped) nor a string v
 		// already holds has.
 		held := map[rune]bool{}
@@ -120,7 +121,8 @@ func unmarshal(data []byte, v any, strict bool) error {
 			}}
 			seen.inPlace(rv.Elem())
 		}
-		m, _ = pickMarker(func(r rune) bool { return held[r] || containsRuneOrEscape(data, r) })
+		lower := bytes.ToLower(data)
+		m, _ = pickMarker(func(r rune) bool { return held[r] || containsRuneOrEscape(lower, r) })
 	}
 	marked, changed := data, false
 	if m != 0 {
@@ -150,7 +152,6 @@ func unmarshal(data []byte, v any, strict bool) error {
 	if changed && rv.Kind() == reflect.Pointer && !rv.IsNil() {
 		w := walker{
 			f:    func(s string) (string, bool) { return unmarkBytes(s, m) },
-			raw:  func(b []byte) ([]byte, bool) { return unmarkRaw(b, m) },
 			mark: m,
 		}
 		w.inPlace(rv.Elem())
@@ -168,14 +169,26 @@ func pickMarker(taken func(rune) bool) (rune, bool) {
 	return 0, false
 }
 
-// containsRuneOrEscape reports whether JSON text holds r as itself or as a
-// \u escape.
-func containsRuneOrEscape(data []byte, r rune) bool {
-	if bytes.ContainsRune(data, r) {
-		return true
+// holdsLowSurrogateEscape reports whether JSON text holds a "\udcXX"
+// escape, in any case: one a byte may have been written as.
+func holdsLowSurrogateEscape(data []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(`\u`))
+		if j < 0 {
+			return false
+		}
+		i += j + 2
+		if i+2 <= len(data) && data[i]|0x20 == 'd' && data[i+1]|0x20 == 'c' {
+			return true
+		}
 	}
+}
+
+// containsRuneOrEscape reports whether JSON text, lowercased, holds r as
+// itself or as a \u escape.
+func containsRuneOrEscape(lower []byte, r rune) bool {
 	esc := []byte{'\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf]}
-	return bytes.Contains(bytes.ToLower(data), esc)
+	return bytes.ContainsRune(lower, r) || bytes.Contains(lower, esc)
 }
 
 // markBytes rewrites each byte of s that is not UTF-8 as marker m and its
@@ -235,19 +248,14 @@ func unmarkText(s string, m rune, prefix string) string {
 	}
 }
 
-// unmarkRaw rewrites the marks in a json.RawMessage as the escapes they
-// came as.
-func unmarkRaw(b []byte, m rune) ([]byte, bool) {
+// unmarkEscapes turns the marks in JSON text (what Marshal wrote from
+// markBytes' strings, or a json.RawMessage read from marked text) into
+// the "\udcXX" escapes they stand for.
+func unmarkEscapes(b []byte, m rune) ([]byte, bool) {
 	if !bytes.ContainsRune(b, m) {
 		return b, false
 	}
 	return []byte(unmarkText(string(b), m, `\udc`)), true
-}
-
-// unmarkJSON turns the marks in JSON text Marshal wrote from markBytes'
-// strings into "\udcXX" escapes.
-func unmarkJSON(data []byte, m rune) []byte {
-	return []byte(unmarkText(string(data), m, `\udc`))
 }
 
 // markJSON rewrites, inside the strings of JSON text, each lone
@@ -318,16 +326,15 @@ func unhex(c byte) byte {
 	}
 }
 
-// walker applies f to the strings of a value that encoding/json sees (and
-// raw to its json.RawMessages), by the package's rules.
+// walker applies f to the strings of a value that encoding/json sees, by
+// the package's rules (and, after a decode, unmarks its json.RawMessages).
 type walker struct {
-	f   func(string) (string, bool)
-	raw func([]byte) ([]byte, bool)
+	f func(string) (string, bool)
 	// on are the pointers being walked: a cycle through one stops there
 	// (encoding/json refuses a cycle it sees; one through a field it does
 	// not see is no concern of the walk).
 	on map[pointer]bool
-	// mark, for inPlace after a decode: the marker the text was given.
+	// mark, after a decode: the marker the text was given (0 otherwise).
 	mark rune
 }
 
@@ -409,10 +416,10 @@ func (w *walker) readItsBytes(v reflect.Value) bool {
 // changed in is shared with v.
 func (w *walker) copy(v reflect.Value) (reflect.Value, bool) {
 	if v.Type() == rawMessageType {
-		if w.raw == nil {
+		if w.mark == 0 {
 			return v, false
 		}
-		b, ok := w.raw(v.Bytes())
+		b, ok := unmarkEscapes(v.Bytes(), w.mark)
 		if !ok {
 			return v, false
 		}
@@ -573,8 +580,8 @@ func (w *walker) inPlace(v reflect.Value) {
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type() == rawMessageType {
-			if w.raw != nil && v.CanSet() {
-				if b, ok := w.raw(v.Bytes()); ok {
+			if w.mark != 0 && v.CanSet() {
+				if b, ok := unmarkEscapes(v.Bytes(), w.mark); ok {
 					v.SetBytes(b)
 				}
 			}
