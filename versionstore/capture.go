@@ -10,7 +10,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
-	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
 )
@@ -291,11 +290,7 @@ func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra fun
 	}
 	r.Seq = s.nextSeq
 	r.Turn = cur.Num
-	data, err := bytejson.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("versionstore: BUG: %w", err)
-	}
-	b.Set(eventKey(r.Seq), data, nil)
+	putEvent(b, r)
 	if extra != nil {
 		extra(b, r.Seq)
 	}
@@ -485,6 +480,20 @@ func (s *Store) scanDecoded(from, to uint64, reverse bool, decode func(seq uint6
 }
 
 // decodeRecord decodes event seq's value into r.
+// An event is written and read by its own methods (rawnames.go), which
+// keep its names as bytes: not through bytejson, whose rewrite of a
+// value's strings it needs none of.
+
+// putEvent sets r as event r.Seq in b.
+func putEvent(b *pebble.Batch, r *record) {
+	data, err := r.MarshalJSON()
+	if err != nil {
+		panic("versionstore: BUG: " + err.Error())
+	}
+	b.Set(eventKey(r.Seq), data, nil)
+}
+
+// decodeRecord reads event seq's value v into r.
 func decodeRecord(seq uint64, v []byte, r *record) error {
 	if err := r.UnmarshalJSON(v); err != nil {
 		return fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)

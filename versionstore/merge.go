@@ -117,7 +117,7 @@ func (s *Store) merge(p mergePlan) (int, error) {
 			dropped++
 		case r.Turn != into.Num:
 			r.Turn = into.Num
-			putJSON(b, eventKey(r.Seq), r)
+			putEvent(b, r)
 		}
 	})
 	if err != nil {

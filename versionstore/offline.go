@@ -370,11 +370,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		t = s.newTurn(b, ckpt.KindOffline, "changed while unmounted")
 		for i, r := range recs {
 			r.Seq, r.Turn = s.nextSeq+uint64(i), t.Num
-			data, err := bytejson.Marshal(r)
-			if err != nil {
-				return res, fmt.Errorf("versionstore: BUG: %w", err)
-			}
-			b.Set(eventKey(r.Seq), data, nil)
+			putEvent(b, r)
 		}
 		t.Open = false
 		t.End = time.Now().UTC()

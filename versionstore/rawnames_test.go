@@ -58,3 +58,24 @@ func TestRecordLinkNamesKept(t *testing.T) {
 		}
 	}
 }
+
+// A name holding the text \ufffd beside one that is not UTF-8: the event
+// keeps both as they are (its JSON's "\\ufffd" is no replaced byte).
+func TestEventNamesBesideEscapeText(t *testing.T) {
+	s := NewTestStore(t)
+	s.Begin(ckpt.KindAgent, "", "")
+	commit, err := s.RecordRename(`a\ufffd`, "caf\xe9", false, ckpt.Program{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(true)
+	if err := s.Record(ckpt.Capture{Path: "caf\xe9 link", Prior: ckpt.State{Type: ckpt.Symlink, Mode: 0o777, Target: `..\ufffd` + "\xfe"}}, ckpt.Program{}); err != nil {
+		t.Fatal(err)
+	}
+	s.End("")
+	var got []record
+	s.scanEvents(1, 100, func(r *record) (bool, error) { got = append(got, *r); return true, nil })
+	if len(got) != 2 || got[0].Path != `a\ufffd` || got[0].To != "caf\xe9" || got[1].Path != "caf\xe9 link" || got[1].State.Target != `..\ufffd`+"\xfe" {
+		t.Fatalf("events read back: %+v", got)
+	}
+}

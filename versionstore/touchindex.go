@@ -7,7 +7,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
 )
 
@@ -79,8 +78,8 @@ func (s *Store) event(seq uint64) (*record, bool, error) {
 	}
 	defer closer.Close()
 	r := &record{}
-	if err := bytejson.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("%w: event %d: %v", ErrCorrupt, seq, err)
+	if err := decodeRecord(seq, v, r); err != nil {
+		return nil, false, err
 	}
 	r.Seq = seq
 	return r, true, nil

@@ -48,9 +48,7 @@ const hexDigits = "0123456789abcdef"
 // bytes that are not UTF-8 as "\udcXX" escapes.
 func Marshal(v any) ([]byte, error) {
 	data, err := marshal(v)
-	if err != nil || !bytes.Contains(data, []byte(`\ufffd`)) {
-		// encoding/json writes `\ufffd` only for a byte that is not
-		// UTF-8: a real U+FFFD is written as itself.
+	if err != nil || !replacedBytes(data) {
 		return data, err
 	}
 	// Every valid rune of every string encoding/json wrote is in data as
@@ -66,6 +64,29 @@ func Marshal(v any) ([]byte, error) {
 	}
 	data, _ = unmarkEscapes(data, m)
 	return data, nil
+}
+
+// replacedBytes reports whether JSON text written by encoding/json holds
+// a "\ufffd" escape: it writes one only for a byte that is not UTF-8 (a
+// real U+FFFD is written as itself). A name holding the six characters
+// \ufffd is written "\\ufffd": an escape only where an even number of
+// backslashes come before it.
+func replacedBytes(data []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(`\ufffd`))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		n := 0
+		for at-n-1 >= 0 && data[at-n-1] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = at + 1
+	}
 }
 
 // MarshalIndent is Marshal with json.MarshalIndent's layout.
@@ -395,7 +416,7 @@ func keepsItsBytes(v reflect.Value) bool {
 		return true
 	}
 	data, err := json.Marshal(v.Interface())
-	return err == nil && !bytes.Contains(data, []byte(`\ufffd`))
+	return err == nil && !replacedBytes(data)
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()

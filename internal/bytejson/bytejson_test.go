@@ -280,3 +280,25 @@ func TestAsEncodingJSONDoes(t *testing.T) {
 		t.Errorf("a struct and a pointer to its first field: %s %v", data, err)
 	}
 }
+
+// The text \ufffd in a string is no replaced byte: Marshal writes it as
+// encoding/json does, and a type keeping its own bytes beside it keeps
+// them.
+func TestEscapeTextIsNoReplacedByte(t *testing.T) {
+	in := map[string]string{"p": `a\ufffd`}
+	data, err := Marshal(in)
+	want, _ := json.Marshal(in)
+	if err != nil || string(data) != string(want) {
+		t.Errorf("Marshal wrote %s %v, want %s", data, err, want)
+	}
+	if !replacedBytes([]byte(`"\\\ufffd"`)) || replacedBytes([]byte(`"\\ufffd"`)) || replacedBytes([]byte(`"\\\\\\ufffd"`)) {
+		t.Error("replacedBytes miscounts the backslashes")
+	}
+	o := struct {
+		O *own   `json:"o"`
+		P string `json:"p"`
+	}{&own{"caf\xe9"}, `x\ufffd`}
+	if data, err := Marshal(o); err != nil || string(data) != `{"o":{"b":"Y2Fm6Q=="},"p":"x\\ufffd"}` {
+		t.Errorf("Marshal wrote %s %v", data, err)
+	}
+}
