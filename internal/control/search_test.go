@@ -445,6 +445,10 @@ func TestLogFollowsRenames(t *testing.T) {
 	if got, want := nums(turnctl.LogRequest{Paths: []string{"e/b.txt"}, Follow: true, N: 3}), []uint64{reuse, mvDir, mv}; !slices.Equal(got, want) {
 		t.Errorf("log -n 3 --follow e/b.txt: turns %v, want %v", got, want)
 	}
+	// The renames are followed through turns another filter drops.
+	if got, want := nums(turnctl.LogRequest{Paths: []string{"e/b.txt"}, Follow: true, Grep: "^(create|edit)$"}), []uint64{edit, create}; !slices.Equal(got, want) {
+		t.Errorf("log --follow --grep e/b.txt: turns %v, want %v", got, want)
+	}
 	for _, paths := range [][]string{{"a", "b"}, {""}, nil} {
 		if _, err := f.svc.Log(f.ctx, turnctl.LogRequest{Paths: paths, Follow: true}); !isCode(err, turnctl.CodeBadRequest) {
 			t.Errorf("log --follow of %q: %v, want a bad request", paths, err)

@@ -76,11 +76,18 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 		if err != nil {
 			return nil, s.wrap(err)
 		}
+		if req.Follow {
+			// A turn the other filters drop may still have renamed the
+			// path: the turns before it know it by its old name.
+			if !ok && cs == nil {
+				if cs, err = s.changesUnder(t.Num, prefixes, changesOf); err != nil {
+					return nil, s.wrap(err)
+				}
+			}
+			prefixes = followed(cs, prefixes)
+		}
 		if !ok {
 			continue
-		}
-		if req.Follow {
-			prefixes = followed(cs, prefixes)
 		}
 		switch {
 		case prefixes != nil, t.Stats == nil && cs != nil:
@@ -142,20 +149,14 @@ func (s *Service) keep(t ckpt.Turn, req turnctl.LogRequest, prefixes []string, r
 	if prefixes == nil && req.Pickaxe == "" {
 		return true, nil, nil
 	}
+	var cs []versionstore.Change
+	var err error
 	if prefixes != nil {
-		ok, err := s.store.Touches(t.Num, prefixes)
-		if err != nil || !ok {
+		if cs, err = s.changesUnder(t.Num, prefixes, changesOf); err != nil || len(cs) == 0 {
 			return false, nil, err
 		}
-	}
-	cs, err := changesOf(t.Num)
-	if err != nil {
+	} else if cs, err = changesOf(t.Num); err != nil {
 		return false, nil, err
-	}
-	if prefixes != nil {
-		if cs = pathHistory(cs, prefixes); len(cs) == 0 {
-			return false, nil, nil
-		}
 	}
 	if req.Pickaxe != "" {
 		ok, err := s.pickaxe(cs, []byte(req.Pickaxe))
@@ -164,6 +165,19 @@ func (s *Service) keep(t ckpt.Turn, req turnctl.LogRequest, prefixes []string, r
 		}
 	}
 	return true, cs, nil
+}
+
+// changesUnder lists turn n's changes at or below prefixes (none when
+// its events do not touch them: store.Touches answers without listing).
+func (s *Service) changesUnder(n uint64, prefixes []string, changesOf func(uint64) ([]versionstore.Change, error)) ([]versionstore.Change, error) {
+	if ok, err := s.store.Touches(n, prefixes); err != nil || !ok {
+		return nil, err
+	}
+	cs, err := changesOf(n)
+	if err != nil {
+		return nil, err
+	}
+	return pathHistory(cs, prefixes), nil
 }
 
 // pickaxe reports whether one of cs changed how many times text occurs
