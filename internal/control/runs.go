@@ -70,10 +70,8 @@ func (h runHold) alive() bool {
 	if h.pid <= 0 {
 		return true
 	}
-	if !rundir.Alive(int(h.pid)) {
-		return false
-	}
-	return h.start == 0 || rundir.StartTime(int(h.pid)) == h.start
+	start, ok := rundir.Running(int(h.pid))
+	return ok && (h.start == 0 || start == h.start)
 }
 
 // holders returns the runs still running in turn n but skip (r.mu held),

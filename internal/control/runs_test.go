@@ -1,10 +1,12 @@
 package control
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"ckptfs/internal/rundir"
 	"ckptfs/turnctl"
@@ -105,6 +107,23 @@ func TestRunHoldAliveByPIDAndStart(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
+	// A child that exited and is not waited for yet: a zombie.
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	zpid := zombie.Process.Pid
+	zstart := rundir.StartTime(zpid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", zpid))
+		if _, rest, ok := strings.Cut(string(stat), ") "); ok && strings.HasPrefix(rest, "Z") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d did not become a zombie: %q", zpid, stat)
+		}
+	}
 	for _, c := range []struct {
 		h    runHold
 		want bool
@@ -113,7 +132,8 @@ func TestRunHoldAliveByPIDAndStart(t *testing.T) {
 		{runHold{pid: self}, true},                    // start not known: the pid decides
 		{runHold{pid: self, start: start + 1}, false}, // another process got the pid
 		{runHold{pid: int32(cmd.Process.Pid), start: start}, false},
-		{runHold{}, true}, // pid not known
+		{runHold{pid: int32(zpid), start: zstart}, false}, // a zombie
+		{runHold{}, true},                                 // pid not known
 	} {
 		if got := c.h.alive(); got != c.want {
 			t.Errorf("%+v alive = %v, want %v", c.h, got, c.want)

@@ -422,10 +422,10 @@ func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnc
 		return rep, nil
 	}
 	rep.Open, rep.Turn = true, &cur
-	rep.Runs = s.runs.running(cur.Num)
 	if req.Brief {
 		return rep, nil
 	}
+	rep.Runs = s.runs.running(cur.Num)
 	// A status is what one asks when something is wrong: a change that
 	// cannot be listed is reported, not made the reply's failure.
 	cs, err := s.store.Changes(cur.Num-1, versionstore.Now, s.tree)

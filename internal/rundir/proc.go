@@ -31,14 +31,30 @@ func procStat(pid int) []string {
 // 'S', 'D', 'T', ...), or 0 when there is no such process or it is a
 // zombie (it ended, its parent has not reaped it).
 func procState(pid int) byte {
+	state, _ := running(pid)
+	return state
+}
+
+// running is procState and StartTime from one read of /proc/PID/stat.
+func running(pid int) (state byte, start uint64) {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return 0
+		return 0, 0
 	}
 	f := procStat(pid)
 	if len(f) == 0 || f[0] == "Z" || f[0] == "X" {
-		return 0
+		return 0, 0
 	}
-	return f[0][0]
+	if len(f) >= 20 {
+		start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return f[0][0], start
+}
+
+// Running reports whether process pid is running (not gone, not a
+// zombie), and when it started (as StartTime; 0 if unknown).
+func Running(pid int) (start uint64, ok bool) {
+	state, start := running(pid)
+	return start, state != 0
 }
 
 // Parent returns the parent of process pid, 0 when it cannot be read.
