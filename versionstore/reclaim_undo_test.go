@@ -34,6 +34,9 @@ func TestReclaimOnAFullDiskMayForgetTheUndo(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
+	if start := s.startTurn(); start == 0 {
+		t.Errorf("the write landed but history still starts at turn 0: the undo of turn 1 was not let go")
+	}
 }
 
 // TestGCDueAfterAGCThatCouldDoNothing: over its budget only by what the
