@@ -168,12 +168,7 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 			// The undo gives way only for the refused write: when all
 			// this gc could free would not make room for it, the
 			// write fails anyway, and the undo stays.
-			f := freed(r.to)
-			if len(r.merge) > 0 {
-				if m, err := s.mergeFrees(scan, r, kept); err == nil {
-					f += m
-				}
-			}
+			f, _ := s.planFrees(scan, r, kept, s.startTurn(), freed)
 			if !s.roomWith(f) {
 				if r, err = s.policyPlan(pol, now, size, freed, true); err != nil {
 					return nil, nil, err

@@ -266,7 +266,7 @@ func (s *Store) GCDue() (bool, string, error) {
 	// changed (what the policy keeps whatever the budget, the undo of the
 	// newest turn, may hold more than it): it would read the whole store
 	// again for nothing.
-	if size := s.StoreBytes(); size > pol.KeepSize && s.gcIdle.Load() != s.gcKey(pol) {
+	if size := s.StoreBytes(); size > pol.KeepSize && !s.NothingToForget(pol) {
 		return true, fmt.Sprintf("the store holds %d bytes, over its budget of %d", size, pol.KeepSize), nil
 	}
 	r, err := s.policyPlan(pol, time.Now(), 0, nil, true)

@@ -310,6 +310,24 @@ func (s *Store) mergeFrees(c *contentScan, r retention, kept []ckpt.Turn) (int64
 	return n, nil
 }
 
+// planFrees is what plan r frees by scan c: the garbage, the content only
+// the turns it forgets (those before r.to, past start) hold, and what its
+// merges drop. freed is c.freedBy().
+func (s *Store) planFrees(c *contentScan, r retention, kept []ckpt.Turn, start uint64, freed func(uint64) int64) (int64, error) {
+	f := c.garbage
+	if r.to > start {
+		f = freed(r.to)
+	}
+	if len(r.merge) > 0 {
+		m, err := s.mergeFrees(c, r, kept)
+		if err != nil {
+			return f, err
+		}
+		f += m
+	}
+	return f, nil
+}
+
 // gcPlan is what a gc would do now (a dry run), from a scan.
 func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCReport, error) {
 	rep := ckpt.GCReport{DryRun: true, Before: size}
@@ -330,16 +348,9 @@ func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCRepo
 		n := uint64(len(rep.Forgot) - rep.Merged)
 		rep.Start = &ckpt.HistoryStart{Turn: to, Reason: ckpt.ReasonPolicy, At: time.Now().UTC(), Forgotten: start.Forgotten + n}
 	}
-	f := c.garbage
-	if to > start.Turn {
-		f = freed(to)
-	}
-	if len(r.merge) > 0 {
-		m, err := s.mergeFrees(c, r, kept)
-		if err != nil {
-			return rep, err
-		}
-		f += m
+	f, err := s.planFrees(c, r, kept, start.Turn, freed)
+	if err != nil {
+		return rep, err
 	}
 	rep.ChunkBytes = f // chunks and attic files together: a dry run does not tell them apart
 	rep.After = max(size-f, 0)
