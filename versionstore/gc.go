@@ -509,7 +509,7 @@ func (s *Store) sweepAttic(m *gcMark, rep *ckpt.GCReport, stop func() bool, paus
 				}
 				rep.Attic++
 				if st.Nlink <= 1 {
-					rep.AtticBytes += st.Blocks * 512
+					rep.AtticBytes += held(st.Blocks, st.Size, int64(st.Blksize))
 				}
 			}
 			return nil

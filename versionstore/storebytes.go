@@ -115,8 +115,15 @@ func heldBytes(fi fs.FileInfo) int64 {
 	if !ok {
 		return fi.Size()
 	}
-	bs := max(int64(st.Blksize), 512)
-	return min(st.Blocks*512, (fi.Size()+bs-1)/bs*bs)
+	return held(st.Blocks, fi.Size(), int64(st.Blksize))
+}
+
+// held is heldBytes of a file of size bytes in blocks 512-byte blocks,
+// blksize its block size: every count of an attic file's bytes (the
+// budget, the gc's scan and sweep) is this one.
+func held(blocks, size, blksize int64) int64 {
+	bs := max(blksize, 512)
+	return min(blocks*512, (size+bs-1)/bs*bs)
 }
 
 // blocksOf is the bytes file fi takes on disk.

@@ -136,7 +136,7 @@ func (s *Store) scanContent() (*contentScan, error) {
 			if unix.Fstatat(int(s.attic.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 				continue
 			}
-			n := st.Blocks * 512
+			n := held(st.Blocks, st.Size, int64(st.Blksize))
 			c.total += n
 			if u := c.attic[name]; u != nil {
 				u.size = n
