@@ -123,11 +123,7 @@ func (s *Service) lastAction() (uint64, []uint64, error) {
 // one (the store's policy keeps its undo: SetUndoBase). The open turn's
 // own undo needs nothing the policy could forget.
 func (s *Service) undoneNow() (uint64, bool) {
-	turns, err := s.store.Turns(0)
-	if err != nil {
-		return 0, false
-	}
-	key := closedTurnsKey(turns, s.store.HistoryGen(), s.store.HistoryStart().Turn)
+	key := s.closedTurnsKey()
 	m := &s.undone
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -135,6 +131,10 @@ func (s *Service) undoneNow() (uint64, bool) {
 		return m.n, m.ok
 	}
 	before := s.mark()
+	turns, err := s.store.Turns(0)
+	if err != nil {
+		return 0, false
+	}
 	n, _, err := s.lastActionOf(turns, true)
 	m.key, m.n, m.ok, m.known = key, n, err == nil, true
 	m.sure, m.at = s.mark() == before, time.Now()
@@ -171,18 +171,17 @@ type undoMemo struct {
 	computed int       // how many answers were found anew, not remembered
 }
 
-// closedTurnsKey names the closed turns of turns (as Store.Turns gives
-// them) in a history of generation gen starting at turn start.
-func closedTurnsKey(turns []ckpt.Turn, gen, start uint64) string {
-	var newest uint64
-	closed := 0
-	for _, t := range turns {
-		if !t.Open {
-			closed++
-			newest = max(newest, t.Num)
-		}
+// closedTurnsKey names the closed turns: the history's generation and
+// start, and the newest closed turn (the turn before the open one, which
+// is always the latest), from the store's counters, without reading a
+// turn. It is taken before the turns are read, so an answer is never
+// older than its key.
+func (s *Service) closedTurnsKey() string {
+	newest := s.store.Latest()
+	if cur, open := s.store.Current(); open {
+		newest = cur.Num - 1
 	}
-	return fmt.Sprint(gen, "/", start, "/", closed, "/", newest)
+	return fmt.Sprint(s.store.HistoryGen(), "/", s.store.HistoryStart().Turn, "/", newest)
 }
 
 // lastActionOf is lastAction over turns (as Store.Turns gives them),
