@@ -3,8 +3,10 @@ package versionstore
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 
 	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/bytejson"
 	"ckptfs/internal/ckpt"
@@ -25,6 +27,9 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	s.dropLinkIndex()
 	defer s.dropLinkIndex()
 	if err := s.dropPhantomRenames(live); err != nil {
+		return false, err
+	}
+	if err := s.unshareAttic(); err != nil {
 		return false, err
 	}
 	crashpoint.Hit("recover.marks")
@@ -209,4 +214,68 @@ func upperBytes(p []byte) []byte {
 	u := append([]byte(nil), p...)
 	u[len(u)-1]++
 	return u
+}
+
+// unshareAttic copies into the store the bytes of each attic file that a
+// record of the open turn keeps by link and that still has a name in the
+// tree. A capture links the inode of a file about to lose its last name
+// (an unlink, a rename over it) into the attic before that change; a
+// crash between the two leaves the inode with both names (the rename's
+// record dropped as never made, the unlink never done), and a write to
+// the tree's name would change history. Only the turn open at the crash
+// can hold such a record: a clean stop closes it, and a change that
+// returned took the name away. The copy (chunks, or a clone) is
+// committed, synced, in place of the link before the link is removed; a
+// crash in between leaves the old attic name to the gc.
+func (s *Store) unshareAttic() error {
+	cur, ok := s.Current()
+	if !ok || s.attic == nil {
+		return nil
+	}
+	s.mu.Lock()
+	end := s.nextSeq
+	s.mu.Unlock()
+	var shared []*record
+	err := s.scanEvents(cur.FirstSeq, end, func(r *record) (bool, error) {
+		if ref := r.Content; ref != nil && ref.Attic != "" && !ref.Part {
+			var st unix.Stat_t
+			if unix.Fstatat(int(s.attic.Fd()), ref.Attic, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Nlink > 1 {
+				shared = append(shared, r)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range shared {
+		if err := s.unshare(r); err != nil {
+			return fmt.Errorf("versionstore: attic file %s of %s: %w", r.Content.Attic, r.Path, err)
+		}
+	}
+	return nil
+}
+
+// unshare keeps event r's bytes, an attic file shared with the tree, by a
+// copy of their own (unshareAttic).
+func (s *Store) unshare(r *record) error {
+	s.contentMu.RLock()
+	defer s.contentMu.RUnlock()
+	old := *r.Content
+	ref, err := s.keepBytes(ckpt.Capture{Path: r.Path, Prior: r.State, Open: func() (*os.File, error) { return s.openAttic(&old) }})
+	if err != nil {
+		return err
+	}
+	r.Content = ref
+	b := s.db.NewBatch()
+	defer b.Close()
+	putEvent(b, r)
+	if err := s.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	crashpoint.Hit("recover.unshared")
+	if err := unix.Unlinkat(int(s.attic.Fd()), old.Attic, 0); err != nil && err != unix.ENOENT {
+		return err
+	}
+	return nil
 }

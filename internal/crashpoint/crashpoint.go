@@ -77,6 +77,7 @@ var Points = []string{
 	"rewind.finished",          // the journal is deleted
 	"recover.start",            // Recover begins, before the pending marks are settled
 	"recover.marks",            // the pending marks are settled
+	"recover.unshared",         // an attic file a crash left shared with the tree is copied, not yet unlinked
 	"recover.done",             // Recover finished an interrupted rewind
 	// versionstore: bounded history (forget, gc).
 	"forget.committed", // the new start of history is committed, the WAL not yet fsynced
