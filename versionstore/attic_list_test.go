@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"ckptfs/internal/ckpt"
 )
 
@@ -21,16 +19,7 @@ func TestGCRemovesAtticFilesOfForgottenTurns(t *testing.T) {
 		if _, err := s.Begin(ckpt.KindAgent, "rm f", ""); err != nil {
 			t.Fatal(err)
 		}
-		st, ino, err := tree.LstatInode("f")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := ckpt.Capture{Path: "f", Prior: st, Inode: ino,
-			Open: func() (*os.File, error) { return tree.Open("f") },
-			Link: func(dir *os.File, name string) error {
-				return unix.Linkat(unix.AT_FDCWD, filepath.Join(root, "f"), int(dir.Fd()), name, 0)
-			}}
-		if err := s.Record(c, ckpt.Program{Comm: "rm"}); err != nil {
+		if err := s.Record(linkedCapture(t, tree, "f"), ckpt.Program{Comm: "rm"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Remove(filepath.Join(root, "f")); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
 
@@ -31,14 +32,7 @@ func testUnshare(t *testing.T, killedOnce bool) {
 	if _, err := s.Begin(ckpt.KindAgent, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	st, ino, err := tree.LstatInode("f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := ckpt.Capture{Path: "f", Prior: st, Inode: ino,
-		Open: func() (*os.File, error) { return tree.Open("f") },
-		Link: func(dir *os.File, name string) error { return tree.Link("f", dir, name) }}
-	if err := s.Record(c, ckpt.Program{Comm: "rm"}); err != nil {
+	if err := s.Record(linkedCapture(t, tree, "f"), ckpt.Program{Comm: "rm"}); err != nil {
 		t.Fatal(err)
 	}
 	var fst unix.Stat_t
@@ -73,4 +67,18 @@ func testUnshare(t *testing.T, killedOnce bool) {
 	if rep, err := s2.Verify(); err != nil || len(rep.Corrupt) > 0 {
 		t.Errorf("verify: %+v %v", rep, err)
 	}
+}
+
+// linkedCapture is the capture of regular file p about to lose its last
+// name, as the overlay makes it: offering the store its inode to link
+// into the attic.
+func linkedCapture(t *testing.T, tree *backing.Tree, p string) ckpt.Capture {
+	t.Helper()
+	st, ino, err := tree.LstatInode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ckpt.Capture{Path: p, Prior: st, Inode: ino,
+		Open: func() (*os.File, error) { return tree.Open(p) },
+		Link: func(dir *os.File, name string) error { return tree.Link(p, dir, name) }}
 }
