@@ -18,8 +18,10 @@
 // struct, though not through an embedded pointer to an unexported struct
 // type), slices, arrays, maps (keys too), pointers and interfaces, and in
 // the exported fields a type's own MarshalJSON or UnmarshalJSON passes to
-// encoding/json. A json.RawMessage is written as it is and read with its
-// escapes as they came.
+// encoding/json. A type that writes itself without a replaced byte keeps
+// its bytes its own way (base64, say) and is left as it is, as is one
+// that read itself without an escape. A json.RawMessage is written as it
+// is and read with its escapes as they came.
 package bytejson
 
 import (
