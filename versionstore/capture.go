@@ -290,7 +290,7 @@ func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra fun
 	}
 	r.Seq = s.nextSeq
 	r.Turn = cur.Num
-	putEvent(b, r)
+	value := putEvent(b, r)
 	if extra != nil {
 		extra(b, r.Seq)
 	}
@@ -303,6 +303,22 @@ func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra fun
 		}
 		putJSON(b, turnKey(t.Num), t)
 		cur = &t
+	}
+	// A range record alone in its batch, its bytes (if any) in a span
+	// file, goes by the range log: it is most of a turn of random
+	// writes' records (rangelog.go). One whose chunks were committed
+	// before it, without a sync, needs the synced commit that makes
+	// them durable with it.
+	if r.Op == opRange && extra == nil && !addProg && !newTurn && (r.Content == nil || r.Content.Part) {
+		applied, err := s.commitRange(b, r.Seq, value)
+		if !applied {
+			return err
+		}
+		s.nextSeq++
+		if touchNow {
+			s.touch(r)
+		}
+		return err
 	}
 	if err := s.commit(b, pebble.Sync); err != nil {
 		return err
@@ -484,13 +500,14 @@ func (s *Store) scanDecoded(from, to uint64, reverse bool, decode func(seq uint6
 // keep its names as bytes: not through bytejson, whose rewrite of a
 // value's strings it needs none of.
 
-// putEvent sets r as event r.Seq in b.
-func putEvent(b *pebble.Batch, r *record) {
+// putEvent sets r as event r.Seq in b and returns the value it set.
+func putEvent(b *pebble.Batch, r *record) []byte {
 	data, err := r.MarshalJSON()
 	if err != nil {
 		panic("versionstore: BUG: " + err.Error())
 	}
 	b.Set(eventKey(r.Seq), data, nil)
+	return data
 }
 
 // decodeRecord reads event seq's value v into r.

@@ -213,6 +213,11 @@
 //     returned. Pebble's WAL Sync is wrapped (walsync.go) so that it means
 //     "written to the kernel", not "flushed to disk": a capture survives a
 //     kill -9 of the daemon at once, and costs a write(2), not an fsync.
+//     A range record whose bytes are in a span file (or which has none)
+//     is the exception: it is committed without waiting for Pebble's log
+//     writer and written to the range log by the committing goroutine
+//     instead, which the next Open replays (rangelog.go); any synced
+//     commit after it empties that log, and rule 2 does not apply to it.
 //  2. Chunk data is committed without sync before the event that refers to
 //     it, or in the event's own batch (a range record of a few blocks
 //     where the store has no attic);

@@ -151,6 +151,9 @@ func (s *Store) syncWAL() error {
 	if p := s.spanSyncErr.Swap(nil); p != nil {
 		return *p
 	}
+	if err := s.flushRangeLog(); err != nil {
+		return err
+	}
 	return s.wal.SyncWAL()
 }
 
@@ -246,6 +249,9 @@ func (s *Store) noteSpanFile(name string) error {
 // (gc frees a forgotten turn's).
 func (s *Store) rotateSyncWAL() error {
 	if err := s.rotateSpans(); err != nil {
+		return err
+	}
+	if err := s.flushRangeLog(); err != nil {
 		return err
 	}
 	return s.wal.SyncWAL()

@@ -47,8 +47,9 @@ type Store struct {
 	dirf   *os.File // the store directory, opened before any mount covers it
 	wal    *walFS
 	db     *pebble.DB
-	attic  *os.File // nil without an attic
-	lock   *os.File // flocked while open
+	rlog   *rangeLog // rangelog.go
+	attic  *os.File  // nil without an attic
+	lock   *os.File  // flocked while open
 	closed bool
 
 	// atticSizes keeps the sizes of the attic's files for StoreBytes
@@ -236,6 +237,18 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("versionstore: open %s: %w", dir, err)
 	}
 	s.db = db
+	// Before anything reads events: the range records a kill took out
+	// of Pebble's log are set again (rangelog.go).
+	rlog, entries, err := openRangeLog(fs, root)
+	if err == nil {
+		s.rlog = rlog
+		err = s.replayRangeLog(entries)
+	}
+	if err != nil {
+		db.Close()
+		s.closeFiles()
+		return nil, err
+	}
 	// Tables of large content are written here, then ingested (ingest.go);
 	// a crash leaves at most some to remove. Made after Pebble made (and
 	// synced) the store directory.
@@ -251,6 +264,9 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 func (s *Store) closeFiles() {
+	if s.rlog != nil {
+		s.rlog.f.Close()
+	}
 	if s.lock != nil {
 		s.lock.Close()
 	}
@@ -425,7 +441,26 @@ func (s *Store) lastKey(prefix byte) ([]byte, error) {
 }
 
 // commit applies a batch, mapping a full disk to ckpt.ErrStoreFull.
+//
+// A synced commit also empties the range log (rangelog.go): every entry
+// in it is in Pebble's log once the commit returns.
 func (s *Store) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
+	if l := s.rlog; o == pebble.Sync && l != nil && l.pending.Load() > 0 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err := s.apply(b, o); err != nil {
+			return err
+		}
+		// A header that failed to write leaves entries Pebble holds
+		// already: replayRangeLog skips them, the next commit tries again.
+		l.reset()
+		return nil
+	}
+	return s.apply(b, o)
+}
+
+// apply is commit without the range log.
+func (s *Store) apply(b *pebble.Batch, o *pebble.WriteOptions) error {
 	if err := b.Commit(o); err != nil {
 		if isENOSPC(err) {
 			return fmt.Errorf("%w: %v", ckpt.ErrStoreFull, err)
@@ -470,6 +505,10 @@ func (s *Store) Close() error {
 	}
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
+	}
+	// Pebble's log is closed and synced: it holds every entry.
+	if err == nil {
+		s.rlog.reset()
 	}
 	s.closeFiles()
 	return err

@@ -3,6 +3,7 @@ package versionstore
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -85,6 +86,17 @@ func (w *walFS) SyncWAL() error {
 type walFile struct {
 	vfs.File
 	fs *walFS
+}
+
+// testHookWALWrite, in tests, runs before each write to a WAL file (on
+// Pebble's log writer goroutine).
+var testHookWALWrite atomic.Pointer[func()]
+
+func (f *walFile) Write(p []byte) (int, error) {
+	if h := testHookWALWrite.Load(); h != nil {
+		(*h)()
+	}
+	return f.File.Write(p)
 }
 
 func (f *walFile) Sync() error     { return nil }

@@ -52,6 +52,7 @@ var Points = []string{
 	// versionstore: recording (hit by the overlay and by rewinds alike).
 	"record.cloned",    // a capture's clone is in the attic and fsynced, its record not committed
 	"record.spans",     // a range record's bytes are in the span file in use, its record not committed
+	"record.nosync",    // a range record is committed without waiting for Pebble's log, not yet in the range log
 	"record.committed", // a capture's record is committed; the change is not yet made
 	"rename.recorded",  // RecordRename committed the record and its pending mark
 	"rename.confirmed", // commit(true) deleted the pending mark (synced)

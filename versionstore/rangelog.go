@@ -1,0 +1,246 @@
+package versionstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"ckptfs/internal/crashpoint"
+)
+
+// rangelog.go owns the range log: the file that makes a range record
+// (ranges.go) survive a kill -9 without waiting for Pebble's log writer.
+//
+// Why: a turn of random writes into a big file makes a range record for
+// each block it writes first (fio's pass over 256 MiB: 17k of them). A
+// synced commit (walsync.go) hands its batch to Pebble's log writer
+// goroutine and waits until that goroutine wrote it: two wake-ups, about
+// 30 µs a record on a busy 2-core machine, more than the record's read
+// and write of its bytes together. A range record's event is instead
+// committed with pebble.NoSync (in the memtable at once, so every reader
+// sees it; in Pebble's log a moment later) and written to the range log
+// by one write(2) on the committing goroutine, before Record returns.
+//
+// The contract:
+//
+//   - An entry is the event (seq and value) of a batch committed with
+//     NoSync that Pebble's log may not hold yet. Entries are written under
+//     rangeLog.mu after their commit, so their order is the commits'.
+//   - The log is emptied once a synced write to Pebble's log followed its
+//     entries: Pebble's log is written in commit order, so every entry is
+//     in it then. A synced commit through Store.commit empties it
+//     (holding rangeLog.mu, so that no entry comes between), and so do
+//     syncWAL, a log grown past rangeLogMax, and Close.
+//   - Every event committed in the open turn that is not a range record
+//     goes through a synced Store.commit, so an entry is always newer
+//     than every other event; events of the open turn are deleted only
+//     by a failed rename (its own, newer than every entry then) and by
+//     Recover.
+//   - Open, after Pebble replayed its own log and before anything reads
+//     events, sets each entry whose seq is above the newest event Pebble
+//     holds (replayRangeLog): those are exactly the ones a kill -9 took
+//     out of Pebble's log, the newest events. The others are in Pebble
+//     already. Then it syncs Pebble's log and empties the range log.
+//
+// Power loss: the log is never fsynced; an entry is in Pebble's log
+// before any sync point makes that log durable (syncWAL writes the
+// entries there first), so a power loss takes what it would take without
+// the range log: the end of the open turn.
+//
+// Format: a header (magic, generation) at offset 0, then entries, each
+// a length, a CRC-32C of the rest, the generation, the seq and the
+// event's value. Emptying writes a header with the next generation and
+// starts again at its end, without truncating: reading stops at the
+// first entry whose CRC or generation is not the header's.
+
+// rangeLogName is the range log's file name in the store directory.
+const rangeLogName = "range-records"
+
+// rangeLogMax is the size past which appending an entry empties the log
+// (after a synced write of Pebble's log): the most the next Open replays.
+const rangeLogMax = 8 << 20
+
+const (
+	rangeLogMagic  = 0x636b7072 // "ckpr"
+	rangeLogHeader = 12         // magic u32, generation u64
+	rangeLogFixed  = 8 + 8 + 8  // length u32, crc u32, generation u64, seq u64
+)
+
+// rangeLog is the open range log.
+type rangeLog struct {
+	mu      sync.Mutex
+	f       vfs.File
+	gen     uint64
+	end     int64        // where the next entry goes
+	pending atomic.Int64 // entries since the log was last emptied
+}
+
+// openRangeLog opens (or creates) the range log in the store directory
+// root of fs and reads its entries: seq and value, in order.
+func openRangeLog(fs vfs.FS, root string) (*rangeLog, []rangeEntry, error) {
+	name := fs.PathJoin(root, rangeLogName)
+	f, err := fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, nil, fmt.Errorf("versionstore: range log: %w", err)
+	}
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<40))
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("versionstore: range log: %w", err)
+	}
+	l := &rangeLog{f: f}
+	var entries []rangeEntry
+	if len(data) >= rangeLogHeader && binary.BigEndian.Uint32(data) == rangeLogMagic {
+		l.gen = binary.BigEndian.Uint64(data[4:])
+		entries = parseRangeLog(data[rangeLogHeader:], l.gen)
+	}
+	return l, entries, nil
+}
+
+// rangeEntry is one entry of the range log.
+type rangeEntry struct {
+	seq   uint64
+	value []byte
+}
+
+// parseRangeLog reads the entries of generation gen from b, up to the
+// first that is cut short, fails its CRC or is of another generation.
+func parseRangeLog(b []byte, gen uint64) []rangeEntry {
+	var out []rangeEntry
+	for len(b) >= rangeLogFixed {
+		n := int(binary.BigEndian.Uint32(b))
+		if n < rangeLogFixed || n > len(b) {
+			break
+		}
+		if crc32.Checksum(b[8:n], castagnoli) != binary.BigEndian.Uint32(b[4:]) || binary.BigEndian.Uint64(b[8:]) != gen {
+			break
+		}
+		seq := binary.BigEndian.Uint64(b[16:])
+		if len(out) > 0 && seq <= out[len(out)-1].seq {
+			break
+		}
+		out = append(out, rangeEntry{seq: seq, value: b[rangeLogFixed:n]})
+		b = b[n:]
+	}
+	return out
+}
+
+// encodeRangeEntry is an entry of generation gen for event seq.
+func encodeRangeEntry(gen, seq uint64, value []byte) []byte {
+	b := make([]byte, rangeLogFixed+len(value))
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	binary.BigEndian.PutUint64(b[8:], gen)
+	binary.BigEndian.PutUint64(b[16:], seq)
+	copy(b[rangeLogFixed:], value)
+	binary.BigEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
+	return b
+}
+
+// reset empties the log (l.mu held): a header of the next generation.
+func (l *rangeLog) reset() error {
+	var h [rangeLogHeader]byte
+	binary.BigEndian.PutUint32(h[:], rangeLogMagic)
+	binary.BigEndian.PutUint64(h[4:], l.gen+1)
+	if _, err := l.f.WriteAt(h[:], 0); err != nil {
+		return fmt.Errorf("versionstore: range log: %w", err)
+	}
+	l.gen++
+	l.end = rangeLogHeader
+	l.pending.Store(0)
+	return nil
+}
+
+// replayRangeLog sets again the entries a kill -9 took out of Pebble's
+// log (those above the newest event it holds), makes them durable, and
+// empties the log. It runs in Open, before load.
+func (s *Store) replayRangeLog(entries []rangeEntry) error {
+	last, err := s.lastKey(prefixEvent)
+	if err != nil {
+		return err
+	}
+	var newest uint64
+	if last != nil {
+		if newest, err = decodeU64Key(prefixEvent, last); err != nil {
+			return err
+		}
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, e := range entries {
+		if e.seq > newest {
+			b.Set(eventKey(e.seq), e.value, nil)
+		}
+	}
+	if !b.Empty() {
+		if err := s.commit(b, pebble.Sync); err != nil {
+			return err
+		}
+		if err := s.wal.SyncWAL(); err != nil {
+			return err
+		}
+	}
+	return s.rlog.reset()
+}
+
+// commitRange commits b, which sets range record event seq to value
+// (and nothing else), without waiting for Pebble's log writer, and
+// writes the entry that keeps it against a kill -9. applied reports
+// whether b is committed (an error after it means the record may not
+// outlive a kill; the caller refuses the change).
+func (s *Store) commitRange(b *pebble.Batch, seq uint64, value []byte) (applied bool, err error) {
+	l := s.rlog
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := s.commit(b, pebble.NoSync); err != nil {
+		return false, err
+	}
+	crashpoint.Hit("record.nosync")
+	entry := encodeRangeEntry(l.gen, seq, value)
+	if l.end+int64(len(entry)) > rangeLogMax {
+		if err := s.syncedBehind(); err != nil {
+			return true, err
+		}
+	}
+	if _, err := l.f.WriteAt(entry, l.end); err != nil {
+		// No entry: wait for Pebble's log to hold the record instead.
+		if serr := s.syncedBehind(); serr != nil {
+			return true, errors.Join(fmt.Errorf("versionstore: range log: %w", err), serr)
+		}
+		return true, nil
+	}
+	l.end += int64(len(entry))
+	l.pending.Add(1)
+	return true, nil
+}
+
+// syncedBehind (rangeLog.mu held) waits until Pebble's log holds every
+// batch committed before it, then empties the range log.
+func (s *Store) syncedBehind() error {
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("versionstore: %w", err)
+	}
+	return s.rlog.reset()
+}
+
+// flushRangeLog (rangeLog.mu not held) makes Pebble's log hold every
+// entry of the range log and empties it: before Pebble's log files are
+// synced, so that a synced log holds every record committed before.
+func (s *Store) flushRangeLog() error {
+	l := s.rlog
+	if l == nil || l.pending.Load() == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending.Load() == 0 {
+		return nil
+	}
+	return s.syncedBehind()
+}
