@@ -1,11 +1,13 @@
 package versionstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -51,14 +53,22 @@ import (
 //
 // Power loss: the log is never fsynced; an entry is in Pebble's log
 // before any sync point makes that log durable (syncWAL writes the
-// entries there first), so a power loss takes what it would take without
-// the range log: the end of the open turn.
+// entries there first). The kernel may write the log's pages out before
+// Pebble's log holds their records, so after a power loss the log could
+// hold entries past a hole in what Pebble kept: the header names the
+// boot it was written in, and Open replays only a log of its own boot
+// (a kill -9 keeps the page cache; a reboot may not have). A power loss
+// then takes what it would take without the range log: the end of the
+// open turn.
 //
-// Format: a header (magic, generation) at offset 0, then entries, each
-// a length, a CRC-32C of the rest, the generation, the seq and the
-// event's value. Emptying writes a header with the next generation and
-// starts again at its end, without truncating: reading stops at the
-// first entry whose CRC or generation is not the header's.
+// A log whose header could not be written (reset failed) is not used
+// until a reset succeeds: range records then take the synced commit.
+//
+// Format: a header (magic, generation, boot id) at offset 0, then
+// entries, each a length, a CRC-32C of the rest, the generation, the seq
+// and the event's value. Emptying writes a header with the next
+// generation and starts again at its end, without truncating: reading
+// stops at the first entry whose CRC or generation is not the header's.
 
 // rangeLogName is the range log's file name in the store directory.
 const rangeLogName = "range-records"
@@ -69,17 +79,30 @@ const rangeLogMax = 8 << 20
 
 const (
 	rangeLogMagic  = 0x636b7072 // "ckpr"
-	rangeLogHeader = 12         // magic u32, generation u64
-	rangeLogFixed  = 8 + 8 + 8  // length u32, crc u32, generation u64, seq u64
+	rangeLogBoot   = 36         // a boot id as the kernel writes it
+	rangeLogHeader = 4 + 8 + rangeLogBoot
+	rangeLogFixed  = 8 + 8 + 8 // length u32, crc u32, generation u64, seq u64
 )
 
 // rangeLog is the open range log.
 type rangeLog struct {
 	mu      sync.Mutex
 	f       vfs.File
+	boot    [rangeLogBoot]byte
 	gen     uint64
 	end     int64        // where the next entry goes
 	pending atomic.Int64 // entries since the log was last emptied
+	// usable: the last reset wrote its header (else the log may hold
+	// entries Pebble has, of the generation new ones would get).
+	usable atomic.Bool
+}
+
+// bootID names this boot of the machine (zeros where the kernel does
+// not tell); tests replace it to stand for a reboot.
+var bootID = func() (id [rangeLogBoot]byte) {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	copy(id[:], bytes.TrimSpace(b))
+	return id
 }
 
 // openRangeLog opens (or creates) the range log in the store directory
@@ -95,11 +118,13 @@ func openRangeLog(fs vfs.FS, root string) (*rangeLog, []rangeEntry, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("versionstore: range log: %w", err)
 	}
-	l := &rangeLog{f: f}
+	l := &rangeLog{f: f, boot: bootID()}
 	var entries []rangeEntry
 	if len(data) >= rangeLogHeader && binary.BigEndian.Uint32(data) == rangeLogMagic {
 		l.gen = binary.BigEndian.Uint64(data[4:])
-		entries = parseRangeLog(data[rangeLogHeader:], l.gen)
+		if bytes.Equal(data[12:rangeLogHeader], l.boot[:]) {
+			entries = parseRangeLog(data[rangeLogHeader:], l.gen)
+		}
 	}
 	return l, entries, nil
 }
@@ -144,16 +169,20 @@ func encodeRangeEntry(gen, seq uint64, value []byte) []byte {
 }
 
 // reset empties the log (l.mu held): a header of the next generation.
+// Until one succeeds after a failure, the log is not used.
 func (l *rangeLog) reset() error {
 	var h [rangeLogHeader]byte
 	binary.BigEndian.PutUint32(h[:], rangeLogMagic)
 	binary.BigEndian.PutUint64(h[4:], l.gen+1)
+	copy(h[12:], l.boot[:])
 	if _, err := l.f.WriteAt(h[:], 0); err != nil {
+		l.usable.Store(false)
 		return fmt.Errorf("versionstore: range log: %w", err)
 	}
 	l.gen++
 	l.end = rangeLogHeader
 	l.pending.Store(0)
+	l.usable.Store(true)
 	return nil
 }
 
@@ -186,7 +215,9 @@ func (s *Store) replayRangeLog(entries []rangeEntry) error {
 			return err
 		}
 	}
-	return s.rlog.reset()
+	// A header not written (a full disk) leaves the log unused.
+	s.rlog.reset()
+	return nil
 }
 
 // commitRange commits b, which sets range record event seq to value
@@ -198,15 +229,21 @@ func (s *Store) commitRange(b *pebble.Batch, seq uint64, value []byte) (applied 
 	l := s.rlog
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.usable.Load() {
+		if err := s.apply(b, pebble.Sync); err != nil {
+			return false, err
+		}
+		l.reset() // every entry is in Pebble's log: the log may be used again
+		return true, nil
+	}
 	if err := s.commit(b, pebble.NoSync); err != nil {
 		return false, err
 	}
 	crashpoint.Hit("record.nosync")
 	entry := encodeRangeEntry(l.gen, seq, value)
 	if l.end+int64(len(entry)) > rangeLogMax {
-		if err := s.syncedBehind(); err != nil {
-			return true, err
-		}
+		// Full: Pebble's log is made to hold this record with the rest.
+		return true, s.syncedBehind()
 	}
 	if _, err := l.f.WriteAt(entry, l.end); err != nil {
 		// No entry: wait for Pebble's log to hold the record instead.
@@ -221,12 +258,14 @@ func (s *Store) commitRange(b *pebble.Batch, seq uint64, value []byte) (applied 
 }
 
 // syncedBehind (rangeLog.mu held) waits until Pebble's log holds every
-// batch committed before it, then empties the range log.
+// batch committed before it, then empties the range log (a reset that
+// fails leaves it unused, rangeLog.usable).
 func (s *Store) syncedBehind() error {
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("versionstore: %w", err)
 	}
-	return s.rlog.reset()
+	s.rlog.reset()
+	return nil
 }
 
 // flushRangeLog (rangeLog.mu not held) makes Pebble's log hold every

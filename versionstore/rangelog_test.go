@@ -2,11 +2,14 @@ package versionstore
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
@@ -75,11 +78,15 @@ func TestRangeLogKeepsRecordsPebblesLogLacks(t *testing.T) {
 		orig[i] = byte(i / 97)
 	}
 	os.WriteFile(p, orig, 0o644)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRangeLogKeepsRecordsPebblesLogLacks$")
+	// The child hangs on the stalled writer if a record takes a synced
+	// commit: it is killed at the deadline, and the test fails.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRangeLogKeepsRecordsPebblesLogLacks$")
 	cmd.Env = append(os.Environ(), "CKPTFS_TEST_RANGELOG_CHILD="+dir)
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child: %v\n%s", err, out)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || ctx.Err() != nil {
+		t.Fatalf("child: %v (%v)\n%s", err, ctx.Err(), out)
 	}
 	if b, _ := os.ReadFile(p); bytes.Equal(b, orig) {
 		t.Fatal("the child wrote nothing")
@@ -102,10 +109,9 @@ func TestRangeLogKeepsRecordsPebblesLogLacks(t *testing.T) {
 	}
 }
 
-// Open sets an entry again only above the newest event Pebble holds, and
-// reads the entries of the header's generation up to the first that is
-// cut short or damaged.
-func TestRangeLogReplaysOnlyWhatPebbleLacks(t *testing.T) {
+// The range log is read in the header's generation, up to the first
+// entry that is cut short or damaged.
+func TestRangeLogReadsUpToTheFirstBadEntry(t *testing.T) {
 	gen := uint64(7)
 	var log []byte
 	for seq := uint64(3); seq <= 6; seq++ {
@@ -124,5 +130,79 @@ func TestRangeLogReplaysOnlyWhatPebbleLacks(t *testing.T) {
 	bad[len(encodeRangeEntry(gen, 3, []byte{'d'}))+rangeLogFixed] ^= 1 // the second entry's value
 	if n := len(parseRangeLog(bad, gen)); n != 1 {
 		t.Fatalf("%d entries up to a damaged one, want 1", n)
+	}
+}
+
+// writeRangeLog writes a range log of generation gen and boot id boot
+// holding entries into store directory dir.
+func writeRangeLog(t *testing.T, dir string, gen uint64, boot [rangeLogBoot]byte, entries ...rangeEntry) {
+	t.Helper()
+	b := make([]byte, rangeLogHeader)
+	binary.BigEndian.PutUint32(b, rangeLogMagic)
+	binary.BigEndian.PutUint64(b[4:], gen)
+	copy(b[12:], boot[:])
+	for _, e := range entries {
+		b = append(b, encodeRangeEntry(gen, e.seq, e.value)...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, rangeLogName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Open sets an entry again only when Pebble lacks it, above its newest
+// event (one at or below it is there, or was deleted after), and only
+// from a log of this boot (after a reboot its pages may have outlived
+// Pebble's log around them).
+func TestRangeLogReplaysOnlyAboveTheNewestEventOfThisBoot(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.rangeFrom = 0
+	root := t.TempDir()
+	tree := openTree(t, root)
+	os.WriteFile(filepath.Join(root, "big"), fill(8*rangeBlock, 'a'), 0o644)
+	s.Begin(ckpt.KindAgent, "t1", "")
+	recordRange(t, s, tree, "big", 0, 10)
+	newest := s.nextSeq - 1
+	raw := func(s *Store, seq uint64) []byte {
+		v, closer, err := s.db.Get(eventKey(seq))
+		if err != nil {
+			return nil
+		}
+		defer closer.Close()
+		return bytes.Clone(v)
+	}
+	kept := raw(s, newest)
+	if kept == nil {
+		t.Fatal("no event recorded")
+	}
+	s.Close()
+
+	other := kept[:len(kept)-1] // not the event's value
+	writeRangeLog(t, dir, 9, bootID(), rangeEntry{newest, other}, rangeEntry{newest + 1, kept})
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw(s, newest); !bytes.Equal(got, kept) {
+		t.Errorf("event %d set again from the range log: %q", newest, got)
+	}
+	if got := raw(s, newest+1); !bytes.Equal(got, kept) {
+		t.Errorf("event %d above the newest not set from the range log: %q", newest+1, got)
+	}
+	s.Close()
+
+	rebooted := bootID()
+	rebooted[0] ^= 1
+	writeRangeLog(t, dir, 9, rebooted, rangeEntry{newest + 2, kept})
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := raw(s, newest+2); got != nil {
+		t.Errorf("event %d set from a range log of another boot", newest+2)
 	}
 }

@@ -451,8 +451,8 @@ func (s *Store) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
 		if err := s.apply(b, o); err != nil {
 			return err
 		}
-		// A header that failed to write leaves entries Pebble holds
-		// already: replayRangeLog skips them, the next commit tries again.
+		// A failed reset leaves the log unused (rangeLog.usable) until
+		// the next synced commit's reset succeeds.
 		l.reset()
 		return nil
 	}
