@@ -55,6 +55,13 @@ func TestStoppedDaemonIsNamed(t *testing.T) {
 	syscall.Kill(pid, syscall.SIGSTOP)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	cont := "kill -CONT " + strconv.Itoa(pid)
+	// The stop is not at once: every thread of the daemon must leave the
+	// kernel first (one in a sync may take a while on a loaded machine).
+	for deadline := time.Now().Add(10 * time.Second); !rundir.Stopped(pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %d not stopped 10 s after SIGSTOP", pid)
+		}
+	}
 
 	out, hung, err := runBounded(t, 10*time.Second, ckptfsBin, "status", dir)
 	if hung || err != nil || !strings.Contains(out, "stopped") || !strings.Contains(out, cont) {
