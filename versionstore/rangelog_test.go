@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"ckptfs/internal/backing"
 	"ckptfs/internal/ckpt"
 )
 
@@ -22,18 +21,7 @@ import (
 // committed without a sync when its block fills or a synced one follows),
 // then kills itself with SIGKILL.
 func rangeLogChild(dir string) {
-	s, err := Open(filepath.Join(dir, "store"), Options{})
-	if err != nil {
-		panic(err)
-	}
-	s.rangeFrom = 0
-	tree, err := backing.Open(filepath.Join(dir, "root"))
-	if err != nil {
-		panic(err)
-	}
-	if _, err := s.Begin(ckpt.KindAgent, "t1", ""); err != nil {
-		panic(err)
-	}
+	s, tree := childInTurn(dir)
 	p := filepath.Join(dir, "root", "big")
 	write := func(blk int) {
 		off := int64(blk) * rangeBlock

@@ -36,11 +36,9 @@ func dirtyPages(t *testing.T, path string) uint64 {
 	return cs[1] + cs[2]
 }
 
-// spanChild is the daemon that is killed: it opens a turn, makes one range
-// record (its bytes in a span file), then is killed -9 at the point named
-// by CKPTFS_TEST_SPAN_KILL ("turn.committed": End committed the closed turn but
-// had not synced; "mid": right after the capture, the turn open).
-func spanChild(dir string) {
+// childInTurn is the start of a daemon a test kills: the store
+// dir/store (every file range-captured) and the tree dir/root, in a turn.
+func childInTurn(dir string) (*Store, *backing.Tree) {
 	s, err := Open(filepath.Join(dir, "store"), Options{})
 	if err != nil {
 		panic(err)
@@ -53,6 +51,15 @@ func spanChild(dir string) {
 	if _, err := s.Begin(ckpt.KindAgent, "t", ""); err != nil {
 		panic(err)
 	}
+	return s, tree
+}
+
+// spanChild is the daemon that is killed: it opens a turn, makes one range
+// record (its bytes in a span file), then is killed -9 at the point named
+// by CKPTFS_TEST_SPAN_KILL ("turn.committed": End committed the closed turn but
+// had not synced; "mid": right after the capture, the turn open).
+func spanChild(dir string) {
+	s, tree := childInTurn(dir)
 	st, ino, err := tree.LstatInode("big")
 	if err != nil {
 		panic(err)
