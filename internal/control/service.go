@@ -404,8 +404,15 @@ func (s *Service) turnChanges(n uint64, patch bool) ([]turnctl.FileChange, ckpt.
 // turn 0 and for the first kept turn, whose changes are forgotten with
 // the turns before it.
 func (s *Service) turnStoreChanges(n uint64) ([]versionstore.Change, error) {
+	if testHookStoreChanges != nil {
+		testHookStoreChanges(n)
+	}
 	return s.store.TurnChanges(n, s.tree)
 }
+
+// testHookStoreChanges, in tests, runs before turnStoreChanges reads
+// turn n.
+var testHookStoreChanges func(n uint64)
 
 // Status reports the open turn and what it changed so far.
 func (s *Service) Status(ctx context.Context, req turnctl.StatusRequest) (*turnctl.StatusReply, error) {
@@ -450,20 +457,17 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 			return nil, errorf(turnctl.CodeBadRequest, "follow takes exactly one path below the project's root")
 		}
 	}
-	if req.Filtered() {
-		turns, err := s.logFiltered(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return s.logReply(turns)
+	list := func() ([]ckpt.Turn, error) { return s.logFiltered(ctx, req) }
+	if !req.Filtered() {
+		p, done := s.ops.track(ctx)
+		defer done()
+		list = func() ([]ckpt.Turn, error) { return s.logTurns(req.N, p) }
 	}
-	p, done := s.ops.track(ctx)
-	defer done()
 	for tries := 1; ; tries++ {
-		turns, err := s.logTurns(req.N, p)
+		turns, err := list()
 		if errors.Is(err, versionstore.ErrForgotten) && tries < 5 {
 			// The gc merged or forgot a turn listed before its changes
-			// were counted: list history again as it is now.
+			// were read: list history again as it is now.
 			continue
 		}
 		if err != nil {

@@ -44,7 +44,7 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 	}
 	all, err := s.store.Turns(0)
 	if err != nil {
-		return nil, s.wrap(err)
+		return nil, err
 	}
 	m := s.mark()
 	p, done := s.ops.track(ctx)
@@ -74,14 +74,14 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 		p.report("searching", int64(i), int64(len(all)))
 		ok, cs, err := s.keep(t, req, prefixes, re, changesOf)
 		if err != nil {
-			return nil, s.wrap(err)
+			return nil, err
 		}
 		if req.Follow {
 			// A turn the other filters drop may still have renamed the
 			// path: the turns before it know it by its old name.
 			if !ok && cs == nil {
 				if cs, err = s.changesUnder(t.Num, prefixes, changesOf); err != nil {
-					return nil, s.wrap(err)
+					return nil, err
 				}
 			}
 			prefixes = followed(cs, prefixes)
@@ -93,7 +93,7 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 		case prefixes != nil, t.Stats == nil && cs != nil:
 			_, st, err := s.listChanges(cs, t.Num)
 			if err != nil {
-				return nil, s.wrap(err)
+				return nil, err
 			}
 			if prefixes == nil && !t.Open {
 				s.cacheStats(t.Num, st, m)
@@ -102,7 +102,7 @@ func (s *Service) logFiltered(ctx context.Context, req turnctl.LogRequest) ([]ck
 		case t.Stats == nil:
 			st, err := s.turnStats(t)
 			if err != nil {
-				return nil, s.wrap(err)
+				return nil, err
 			}
 			if !t.Open {
 				s.cacheStats(t.Num, st, m)

@@ -511,3 +511,40 @@ func TestLogWhileATurnIsMerged(t *testing.T) {
 		t.Errorf("log lists %v, want 3 (with turn 2), 1, 0", got)
 	}
 }
+
+// A filtered log (a path, -S, --grep) lists history again when the gc
+// merges a turn it listed before it read that turn's changes, as the
+// plain log does.
+func TestFilteredLogWhileATurnIsMerged(t *testing.T) {
+	f := newFixture(t)
+	for _, l := range []string{"1", "2", "3"} {
+		if _, err := f.svc.store.Begin(ckpt.KindAgent, l, ""); err != nil {
+			t.Fatal(err)
+		}
+		f.ov.Write("a.txt", l+"\n")
+		if _, err := f.svc.store.End(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged := false
+	testHookStoreChanges = func(n uint64) {
+		if !merged {
+			merged = true
+			if _, err := f.svc.Forget(f.ctx, turnctl.ForgetRequest{Turns: []string{"2"}}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { testHookStoreChanges = nil }()
+	rep, err := f.svc.Log(f.ctx, turnctl.LogRequest{Paths: []string{"a.txt"}})
+	if err != nil {
+		t.Fatalf("log -- a.txt while turn 2 was merged: %v", err)
+	}
+	var got []string
+	for _, tn := range rep.Turns {
+		got = append(got, fmt.Sprintf("%d:%d", tn.Num, tn.MergedFrom))
+	}
+	if strings.Join(got, " ") != "3:2 1:0" {
+		t.Errorf("log -- a.txt lists %v, want 3 (with turn 2), 1", got)
+	}
+}
