@@ -100,3 +100,16 @@ func (n *Node) holdWrite() (release func(), eno syscall.Errno) {
 		n.mu.Unlock()
 	}, 0
 }
+
+// keepAtticApart, after an unlink or a rename over a file whose capture
+// was given claim, has the store copy the bytes it linked into the attic
+// when the change failed (err): the tree still names the inode, and a
+// write to it would change history.
+func (r *Root) keepAtticApart(claim *atticClaim, err error) {
+	if err == nil || claim == nil || !claim.linked {
+		return
+	}
+	if uerr := r.rec.UnshareAttic(); uerr != nil {
+		r.logf("the attic keeps a file the tree still names (a write to it would change its history): %v", uerr)
+	}
+}

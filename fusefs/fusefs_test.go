@@ -59,6 +59,8 @@ func (f *fakeRec) NeedsCapture(p string, metaOnly bool) bool {
 
 func (f *fakeRec) Credit(who ckpt.Program) error { return nil }
 
+func (f *fakeRec) UnshareAttic() error { return nil }
+
 func (f *fakeRec) Record(c ckpt.Capture, who ckpt.Program) error {
 	f.mu.Lock()
 	fail := f.fail

@@ -26,7 +26,11 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		claim.done(false)
 		return eno
 	}
-	err := backing.Retry(func() error { return unix.Unlinkat(n.fd, name, 0) })
+	err := crashpoint.Fail("fuse.unlink")
+	if err == nil {
+		err = backing.Retry(func() error { return unix.Unlinkat(n.fd, name, 0) })
+	}
+	n.r.keepAtticApart(claim, err)
 	claim.done(err == nil)
 	return errno(err)
 }
@@ -148,6 +152,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		crashpoint.Hit("fuse.exchange.done")
 	}
 	commit(err == nil)
+	r.keepAtticApart(claim, err)
 	claim.done(err == nil)
 	if err == nil {
 		r.addMove(move)

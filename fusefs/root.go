@@ -46,6 +46,11 @@ type Recorder interface {
 	// no space until the file diverges): a writable open then captures it
 	// up front and writes through passthrough.
 	CapturesByClone(fd int, dev uint64, size int64) bool
+	// UnshareAttic gives each record of the open turn that keeps its
+	// bytes by a hard link of an inode the tree still names a copy of
+	// its own: after an unlink or a rename over a file that failed once
+	// its capture had linked the inode into the attic.
+	UnshareAttic() error
 }
 
 // Options configure the overlay.

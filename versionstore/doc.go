@@ -233,7 +233,8 @@
 //     A crash after the commit but before the overlay's unlink (or rename
 //     over the name) leaves the inode named in the tree too, where a write
 //     would change history: Recover gives such a record of the open turn
-//     a copy of its own (unshareAttic, crash point recover.unshared).
+//     a copy of its own (UnshareAttic, crash point recover.unshared;
+//     the overlay calls it too when the change fails).
 //     A clone is made, and it and the attic directory fsynced, before the
 //     event that names it is committed (crash point record.cloned): the
 //     event survives a power loss once its turn ends (rule 4), so its

@@ -29,7 +29,7 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	if err := s.dropPhantomRenames(live); err != nil {
 		return false, err
 	}
-	if err := s.unshareAttic(); err != nil {
+	if err := s.UnshareAttic(); err != nil {
 		return false, err
 	}
 	crashpoint.Hit("recover.marks")
@@ -216,18 +216,19 @@ func upperBytes(p []byte) []byte {
 	return u
 }
 
-// unshareAttic copies into the store the bytes of each attic file that a
+// UnshareAttic copies into the store the bytes of each attic file that a
 // record of the open turn keeps by link and that still has a name in the
 // tree. A capture links the inode of a file about to lose its last name
 // (an unlink, a rename over it) into the attic before that change; a
 // crash between the two leaves the inode with both names (the rename's
-// record dropped as never made, the unlink never done), and a write to
-// the tree's name would change history. Only the turn open at the crash
-// can hold such a record: a clean stop closes it, and a change that
+// record dropped as never made, the unlink never done), and so does the
+// change failing: a write to the tree's name would change history.
+// Recover calls it, and the overlay after such a failure. Only the turn
+// open can hold such a record: a clean stop closes it, and a change that
 // returned took the name away. The copy (chunks, or a clone) is
 // committed, synced, in place of the link before the link is removed; a
 // crash in between leaves the old attic name to the gc.
-func (s *Store) unshareAttic() error {
+func (s *Store) UnshareAttic() error {
 	cur, ok := s.Current()
 	if !ok || s.attic == nil {
 		return nil
@@ -257,7 +258,7 @@ func (s *Store) unshareAttic() error {
 }
 
 // unshare keeps event r's bytes, an attic file shared with the tree, by a
-// copy of their own (unshareAttic).
+// copy of their own (UnshareAttic).
 func (s *Store) unshare(r *record) error {
 	s.contentMu.RLock()
 	defer s.contentMu.RUnlock()

@@ -254,6 +254,9 @@ var FailPoints = []string{
 	// cmd/ckptfs: the daemon, ending, closes the open turn and saves the
 	// manifest (the record of the tree the next mount compares with).
 	"daemon.manifest",
+	// fusefs: an unlink fails after its capture (which may have linked
+	// the inode into the attic).
+	"fuse.unlink",
 }
 
 // ErrInjected is what an armed Fail returns (wrapped, with its name).

@@ -1,0 +1,42 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"ckptfs/internal/crashpoint"
+)
+
+// An unlink that fails after its capture linked the file's inode into the
+// store's attic leaves the file in the tree, where a later write would
+// have changed the bytes history keeps of it. The daemon copies them
+// instead: the rewind puts back what the file held.
+func TestFailedUnlinkLeavesHistoryItsBytes(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n"})
+	t.Setenv(crashpoint.FailEnv, "fuse.unlink")
+	m := mountProject(t, dir)
+	t.Setenv(crashpoint.FailEnv, "")
+	p := filepath.Join(dir, "a.txt")
+	m.turnctl(t, "begin", "--label", "rm fails")
+	if err := os.Remove(p); err == nil {
+		t.Fatal("rm of a.txt succeeded though its unlink was to fail")
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("CHANGED"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m.turnctl(t, "end")
+	m.turnctl(t, "rewind", "0")
+	if b, err := os.ReadFile(p); err != nil || string(b) != "orig\n" {
+		t.Fatalf("a.txt after the rewind: %q, %v; want %q", b, err, "orig\n")
+	}
+}
