@@ -81,7 +81,7 @@ const (
 	rangeLogMagic  = 0x636b7072 // "ckpr"
 	rangeLogBoot   = 36         // a boot id as the kernel writes it
 	rangeLogHeader = 4 + 8 + rangeLogBoot
-	rangeLogFixed  = 8 + 8 + 8 // length u32, crc u32, generation u64, seq u64
+	rangeLogFixed  = 4 + 4 + 8 + 8 // length, crc, generation, seq
 )
 
 // rangeLog is the open range log.
