@@ -103,10 +103,10 @@ func (n *Node) holdWrite() (release func(), eno syscall.Errno) {
 
 // keepAtticApart, after an unlink or a rename over a file whose capture
 // was given claim, has the store copy the bytes it linked into the attic
-// when the change failed (err): the tree still names the inode, and a
+// when the change was not made: the tree still names the inode, and a
 // write to it would change history.
-func (r *Root) keepAtticApart(claim *atticClaim, err error) {
-	if err == nil || claim == nil || !claim.linked {
+func (r *Root) keepAtticApart(claim *atticClaim, made bool) {
+	if made || claim == nil || !claim.linked {
 		return
 	}
 	if uerr := r.rec.UnshareAttic(); uerr != nil {

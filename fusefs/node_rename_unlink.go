@@ -30,7 +30,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err == nil {
 		err = backing.Retry(func() error { return unix.Unlinkat(n.fd, name, 0) })
 	}
-	n.r.keepAtticApart(claim, err)
+	n.r.keepAtticApart(claim, err == nil)
 	claim.done(err == nil)
 	return errno(err)
 }
@@ -87,7 +87,13 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	commit := func(bool) {}
 	point := ""           // "rename" or "exchange" when recorded as one (crash points)
 	var claim *atticClaim // the destination, if its inode may go to the attic
-	defer func() { claim.done(false) }()
+	tried := false        // the rename was attempted (its outcome is handled there)
+	defer func() {
+		if !tried {
+			r.keepAtticApart(claim, false)
+		}
+		claim.done(false)
+	}()
 	switch {
 	case exchange && srcVer && dstVer:
 		c, err := r.rec.RecordExchange(srcPath, dstPath, sst.Ino, dst.Ino, r.caller(ctx))
@@ -123,6 +129,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 		switch {
 		case srcVer && dstVer:
+			if err := crashpoint.Fail("fuse.rename.record"); err != nil {
+				return r.recordErrno(srcPath, err)
+			}
 			c, err := r.rec.RecordRename(srcPath, dstPath, false, r.caller(ctx))
 			if err != nil {
 				return r.recordErrno(srcPath, err)
@@ -152,7 +161,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		crashpoint.Hit("fuse.exchange.done")
 	}
 	commit(err == nil)
-	r.keepAtticApart(claim, err)
+	tried = true
+	r.keepAtticApart(claim, err == nil)
 	claim.done(err == nil)
 	if err == nil {
 		r.addMove(move)

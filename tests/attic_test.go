@@ -40,3 +40,34 @@ func TestFailedUnlinkLeavesHistoryItsBytes(t *testing.T) {
 		t.Fatalf("a.txt after the rewind: %q, %v; want %q", b, err, "orig\n")
 	}
 }
+
+// The same for a rename over a file that fails to be recorded after the
+// capture of the file it replaces linked that file into the attic.
+func TestFailedRenameLeavesHistoryItsBytes(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, dir, map[string]string{"a.txt": "orig\n", "b.txt": "bee\n"})
+	t.Setenv(crashpoint.FailEnv, "fuse.rename.record")
+	m := mountProject(t, dir)
+	t.Setenv(crashpoint.FailEnv, "")
+	b := filepath.Join(dir, "b.txt")
+	m.turnctl(t, "begin", "--label", "mv fails")
+	if err := os.Rename(filepath.Join(dir, "a.txt"), b); err == nil {
+		t.Fatal("mv a.txt b.txt succeeded though its record was to fail")
+	}
+	f, err := os.OpenFile(b, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("CHANGED"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m.turnctl(t, "end")
+	m.turnctl(t, "rewind", "0")
+	if got, err := os.ReadFile(b); err != nil || string(got) != "bee\n" {
+		t.Fatalf("b.txt after the rewind: %q, %v; want %q", got, err, "bee\n")
+	}
+}

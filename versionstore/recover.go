@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 
@@ -227,12 +228,19 @@ func upperBytes(p []byte) []byte {
 // open can hold such a record: a clean stop closes it, and a change that
 // returned took the name away. The copy (chunks, or a clone) is
 // committed, synced, in place of the link before the link is removed; a
-// crash in between leaves the old attic name to the gc.
+// crash in between leaves the old attic name to the gc. It holds rewindMu
+// (a running gc stops at its next batch), so that no merge rewrites the
+// records it copies for, and two calls do not copy one file twice; a
+// record it cannot copy does not keep it from the others.
 func (s *Store) UnshareAttic() error {
 	cur, ok := s.Current()
 	if !ok || s.attic == nil {
 		return nil
 	}
+	s.rewindWaiting.Add(1)
+	s.rewindMu.Lock()
+	s.rewindWaiting.Add(-1)
+	defer s.rewindMu.Unlock()
 	s.mu.Lock()
 	end := s.nextSeq
 	s.mu.Unlock()
@@ -249,12 +257,13 @@ func (s *Store) UnshareAttic() error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, r := range shared {
 		if err := s.unshare(r); err != nil {
-			return fmt.Errorf("versionstore: attic file %s of %s: %w", r.Content.Attic, r.Path, err)
+			errs = append(errs, fmt.Errorf("versionstore: attic file %s of %s: %w", r.Content.Attic, r.Path, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // unshare keeps event r's bytes, an attic file shared with the tree, by a

@@ -255,8 +255,10 @@ var FailPoints = []string{
 	// manifest (the record of the tree the next mount compares with).
 	"daemon.manifest",
 	// fusefs: an unlink fails after its capture (which may have linked
-	// the inode into the attic).
+	// the inode into the attic); a rename over a file fails to be
+	// recorded after the capture of what it replaces.
 	"fuse.unlink",
+	"fuse.rename.record",
 }
 
 // ErrInjected is what an armed Fail returns (wrapped, with its name).
