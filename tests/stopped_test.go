@@ -55,8 +55,8 @@ func TestStoppedDaemonIsNamed(t *testing.T) {
 	syscall.Kill(pid, syscall.SIGSTOP)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	cont := "kill -CONT " + strconv.Itoa(pid)
-	// The stop is not at once: every thread of the daemon must leave the
-	// kernel first (one in a sync may take a while on a loaded machine).
+	// The stop is not at once: a thread stops only as it leaves the
+	// kernel (the daemon's may be in a sync on a loaded machine).
 	for deadline := time.Now().Add(10 * time.Second); !rundir.Stopped(pid); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("daemon %d not stopped 10 s after SIGSTOP", pid)

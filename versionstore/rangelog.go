@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -45,11 +46,12 @@ import (
 //     than every other event; events of the open turn are deleted only
 //     by a failed rename (its own, newer than every entry then) and by
 //     Recover.
-//   - Open, after Pebble replayed its own log and before anything reads
-//     events, sets each entry whose seq is above the newest event Pebble
-//     holds (replayRangeLog): those are exactly the ones a kill -9 took
-//     out of Pebble's log, the newest events. The others are in Pebble
-//     already. Then it syncs Pebble's log and empties the range log.
+//   - Open, once Pebble replayed its own log and the format is checked,
+//     before anything reads events, sets each entry whose seq is above
+//     the newest event Pebble holds (replayRangeLog): those are exactly
+//     the ones a kill -9 took out of Pebble's log, the newest events. The
+//     others are in Pebble already. Then it syncs Pebble's log and
+//     empties the range log.
 //
 // Power loss: the log is never fsynced; an entry is in Pebble's log
 // before any sync point makes that log durable (syncWAL writes the
@@ -106,19 +108,23 @@ var bootID = func() (id [rangeLogBoot]byte) {
 }
 
 // openRangeLog opens (or creates) the range log in the store directory
-// root of fs and reads its entries: seq and value, in order.
-func openRangeLog(fs vfs.FS, root string) (*rangeLog, []rangeEntry, error) {
-	name := fs.PathJoin(root, rangeLogName)
-	f, err := fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+// root of fs and reads its entries: seq and value, in order. A log that
+// cannot be opened or read (the disk full as it is made) is there but
+// unused: range records take the synced commit.
+func openRangeLog(fs vfs.FS, root string) (*rangeLog, []rangeEntry) {
+	l := &rangeLog{boot: bootID()}
+	f, err := fs.OpenReadWrite(fs.PathJoin(root, rangeLogName), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return nil, nil, fmt.Errorf("versionstore: range log: %w", err)
+		log.Printf("versionstore: range log: %v (range records are committed one by one)", err)
+		return l, nil
 	}
 	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<40))
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("versionstore: range log: %w", err)
+		log.Printf("versionstore: range log: %v (range records are committed one by one)", err)
+		return l, nil
 	}
-	l := &rangeLog{f: f, boot: bootID()}
+	l.f = f
 	var entries []rangeEntry
 	if len(data) >= rangeLogHeader && binary.BigEndian.Uint32(data) == rangeLogMagic {
 		l.gen = binary.BigEndian.Uint64(data[4:])
@@ -126,7 +132,7 @@ func openRangeLog(fs vfs.FS, root string) (*rangeLog, []rangeEntry, error) {
 			entries = parseRangeLog(data[rangeLogHeader:], l.gen)
 		}
 	}
-	return l, entries, nil
+	return l, entries
 }
 
 // rangeEntry is one entry of the range log.
@@ -171,6 +177,9 @@ func encodeRangeEntry(gen, seq uint64, value []byte) []byte {
 // reset empties the log (l.mu held): a header of the next generation.
 // Until one succeeds after a failure, the log is not used.
 func (l *rangeLog) reset() error {
+	if l.f == nil {
+		return nil // never usable
+	}
 	var h [rangeLogHeader]byte
 	binary.BigEndian.PutUint32(h[:], rangeLogMagic)
 	binary.BigEndian.PutUint64(h[4:], l.gen+1)
@@ -188,7 +197,7 @@ func (l *rangeLog) reset() error {
 
 // replayRangeLog sets again the entries a kill -9 took out of Pebble's
 // log (those above the newest event it holds), makes them durable, and
-// empties the log. It runs in Open, before load.
+// empties the log. It runs in load, before anything reads events.
 func (s *Store) replayRangeLog(entries []rangeEntry) error {
 	last, err := s.lastKey(prefixEvent)
 	if err != nil {

@@ -237,25 +237,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("versionstore: open %s: %w", dir, err)
 	}
 	s.db = db
-	// Before anything reads events: the range records a kill took out
-	// of Pebble's log are set again (rangelog.go).
-	rlog, entries, err := openRangeLog(fs, root)
-	if err == nil {
-		s.rlog = rlog
-		err = s.replayRangeLog(entries)
-	}
-	if err != nil {
-		db.Close()
-		s.closeFiles()
-		return nil, err
-	}
+	// Replayed by load, once the format is known (rangelog.go).
+	var entries []rangeEntry
+	s.rlog, entries = openRangeLog(fs, root)
 	// Tables of large content are written here, then ingested (ingest.go);
 	// a crash leaves at most some to remove. Made after Pebble made (and
 	// synced) the store directory.
 	if d := fs.PathJoin(root, "ingest"); fs.RemoveAll(d) == nil && fs.MkdirAll(d, 0o700) == nil {
 		s.ingestDir = d
 	}
-	if err := s.load(); err != nil {
+	if err := s.load(entries); err != nil {
 		db.Close()
 		s.closeFiles()
 		return nil, err
@@ -264,7 +255,7 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 func (s *Store) closeFiles() {
-	if s.rlog != nil {
+	if s.rlog != nil && s.rlog.f != nil {
 		s.rlog.f.Close()
 	}
 	if s.lock != nil {
@@ -317,9 +308,10 @@ func (l quietLogger) Fatalf(format string, args ...interface{}) {
 	os.Exit(1)
 }
 
-// load checks the format, creates turn 0 in a new store, and rebuilds the
-// in-memory state of the open turn.
-func (s *Store) load() error {
+// load checks the format, creates turn 0 in a new store, sets again the
+// range records a kill took out of Pebble's log (entries: the range
+// log's), and rebuilds the in-memory state of the open turn.
+func (s *Store) load(entries []rangeEntry) error {
 	v, closer, err := s.db.Get(keyFormat)
 	switch {
 	case err == pebble.ErrNotFound:
@@ -350,6 +342,10 @@ func (s *Store) load() error {
 				return pebbleErr(err)
 			}
 		}
+	}
+	// Before anything reads events.
+	if err := s.replayRangeLog(entries); err != nil {
+		return err
 	}
 	// Latest turn and next sequence number: the last keys of their kinds.
 	last, err := s.lastKey(prefixTurn)
