@@ -26,19 +26,7 @@ func TestFailedUnlinkLeavesHistoryItsBytes(t *testing.T) {
 	if err := os.Remove(p); err == nil {
 		t.Fatal("rm of a.txt succeeded though its unlink was to fail")
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("CHANGED"), 0); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	m.turnctl(t, "end")
-	m.turnctl(t, "rewind", "0")
-	if b, err := os.ReadFile(p); err != nil || string(b) != "orig\n" {
-		t.Fatalf("a.txt after the rewind: %q, %v; want %q", b, err, "orig\n")
-	}
+	writeInPlaceThenRewind(t, m, p, "orig\n")
 }
 
 // The same for a rename over a file that fails to be recorded after the
@@ -57,7 +45,14 @@ func TestFailedRenameLeavesHistoryItsBytes(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "a.txt"), b); err == nil {
 		t.Fatal("mv a.txt b.txt succeeded though its record was to fail")
 	}
-	f, err := os.OpenFile(b, os.O_WRONLY, 0)
+	writeInPlaceThenRewind(t, m, b, "bee\n")
+}
+
+// writeInPlaceThenRewind writes into the file at p in place (the same
+// inode), ends the turn, rewinds to turn 0 and checks that p holds want.
+func writeInPlaceThenRewind(t *testing.T, m *Mount, p, want string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +62,7 @@ func TestFailedRenameLeavesHistoryItsBytes(t *testing.T) {
 	f.Close()
 	m.turnctl(t, "end")
 	m.turnctl(t, "rewind", "0")
-	if got, err := os.ReadFile(b); err != nil || string(got) != "bee\n" {
-		t.Fatalf("b.txt after the rewind: %q, %v; want %q", got, err, "bee\n")
+	if got, err := os.ReadFile(p); err != nil || string(got) != want {
+		t.Fatalf("%s after the rewind: %q, %v; want %q", filepath.Base(p), got, err, want)
 	}
 }

@@ -479,43 +479,39 @@ func TestUndoAtTheStartOfHistory(t *testing.T) {
 // were counted, lists history as it is after the merge rather than fail
 // ("turn 2 was forgotten").
 func TestLogWhileATurnIsMerged(t *testing.T) {
-	f := newFixture(t)
-	for _, l := range []string{"1", "2", "3"} {
-		if _, err := f.svc.store.Begin(ckpt.KindAgent, l, ""); err != nil {
-			t.Fatal(err)
-		}
-		f.ov.Write("a.txt", l+"\n")
-		if _, err := f.svc.store.End(""); err != nil { // no stats counted
-			t.Fatal(err)
-		}
-	}
-	merged := false
-	testHookTurnStats = func(n uint64) {
-		if !merged {
-			merged = true
-			if _, err := f.svc.Forget(f.ctx, turnctl.ForgetRequest{Turns: []string{"2"}}); err != nil {
-				t.Error(err)
+	for _, c := range []struct {
+		name string
+		hook *func(uint64) // where the merge comes: stats counted, or changes read by a filter
+		req  turnctl.LogRequest
+		want string
+	}{
+		{"plain", &testHookTurnStats, turnctl.LogRequest{}, "3:2 1:0 0:0"},
+		// A filtered log (a path, -S, --grep) too.
+		{"filtered", &testHookStoreChanges, turnctl.LogRequest{Paths: []string{"a.txt"}}, "3:2 1:0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, mergeTurn2 := threeTurnsOfAFile(t)
+			*c.hook = mergeTurn2
+			defer func() { *c.hook = nil }()
+			rep, err := f.svc.Log(f.ctx, c.req)
+			if err != nil {
+				t.Fatalf("log %v while turn 2 was merged: %v", c.req.Paths, err)
 			}
-		}
-	}
-	defer func() { testHookTurnStats = nil }()
-	rep, err := f.svc.Log(f.ctx, turnctl.LogRequest{})
-	if err != nil {
-		t.Fatalf("log while turn 2 was merged: %v", err)
-	}
-	var got []string
-	for _, tn := range rep.Turns {
-		got = append(got, fmt.Sprintf("%d:%d", tn.Num, tn.MergedFrom))
-	}
-	if strings.Join(got, " ") != "3:2 1:0 0:0" {
-		t.Errorf("log lists %v, want 3 (with turn 2), 1, 0", got)
+			var got []string
+			for _, tn := range rep.Turns {
+				got = append(got, fmt.Sprintf("%d:%d", tn.Num, tn.MergedFrom))
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("log %v lists %v, want %s (turn:merged from)", c.req.Paths, got, c.want)
+			}
+		})
 	}
 }
 
-// A filtered log (a path, -S, --grep) lists history again when the gc
-// merges a turn it listed before it read that turn's changes, as the
-// plain log does.
-func TestFilteredLogWhileATurnIsMerged(t *testing.T) {
+// threeTurnsOfAFile is a fixture with turns 1, 2 and 3, each writing
+// a.txt (no stats counted), and a hook that merges turn 2 into turn 3
+// the first time it runs.
+func threeTurnsOfAFile(t *testing.T) (*fixture, func(uint64)) {
 	f := newFixture(t)
 	for _, l := range []string{"1", "2", "3"} {
 		if _, err := f.svc.store.Begin(ckpt.KindAgent, l, ""); err != nil {
@@ -527,24 +523,12 @@ func TestFilteredLogWhileATurnIsMerged(t *testing.T) {
 		}
 	}
 	merged := false
-	testHookStoreChanges = func(n uint64) {
+	return f, func(uint64) {
 		if !merged {
 			merged = true
 			if _, err := f.svc.Forget(f.ctx, turnctl.ForgetRequest{Turns: []string{"2"}}); err != nil {
 				t.Error(err)
 			}
 		}
-	}
-	defer func() { testHookStoreChanges = nil }()
-	rep, err := f.svc.Log(f.ctx, turnctl.LogRequest{Paths: []string{"a.txt"}})
-	if err != nil {
-		t.Fatalf("log -- a.txt while turn 2 was merged: %v", err)
-	}
-	var got []string
-	for _, tn := range rep.Turns {
-		got = append(got, fmt.Sprintf("%d:%d", tn.Num, tn.MergedFrom))
-	}
-	if strings.Join(got, " ") != "3:2 1:0" {
-		t.Errorf("log -- a.txt lists %v, want 3 (with turn 2), 1", got)
 	}
 }
