@@ -309,18 +309,15 @@ func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra fun
 	// writes' records (rangelog.go). One whose chunks were committed
 	// before it, without a sync, needs the synced commit that makes
 	// them durable with it.
+	// An error after commitRange applied b (the record may not outlive
+	// a kill) is returned once the record is counted.
+	var err error
 	if r.Op == opRange && extra == nil && !addProg && !newTurn && (r.Content == nil || r.Content.Part) {
-		applied, err := s.commitRange(b, r.Seq, value)
-		if !applied {
+		var applied bool
+		if applied, err = s.commitRange(b, r.Seq, value); !applied {
 			return err
 		}
-		s.nextSeq++
-		if touchNow {
-			s.touch(r)
-		}
-		return err
-	}
-	if err := s.commit(b, pebble.Sync); err != nil {
+	} else if err = s.commit(b, pebble.Sync); err != nil {
 		return err
 	}
 	s.nextSeq++
@@ -336,7 +333,7 @@ func (s *Store) appendWith(r *record, who ckpt.Program, touchNow bool, extra fun
 	if touchNow {
 		s.touch(r)
 	}
-	return nil
+	return err
 }
 
 // Credit adds who to the programs of the open turn, for a change that
@@ -495,7 +492,6 @@ func (s *Store) scanDecoded(from, to uint64, reverse bool, decode func(seq uint6
 	return it.Error()
 }
 
-// decodeRecord decodes event seq's value into r.
 // An event is written and read by its own methods (rawnames.go), which
 // keep its names as bytes: not through bytejson, whose rewrite of a
 // value's strings it needs none of.

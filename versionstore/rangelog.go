@@ -94,9 +94,9 @@ type rangeLog struct {
 	gen     uint64
 	end     int64        // where the next entry goes
 	pending atomic.Int64 // entries since the log was last emptied
-	// usable: the last reset wrote its header (else the log may hold
-	// entries Pebble has, of the generation new ones would get).
-	usable atomic.Bool
+	// usable (under mu): the last reset wrote its header (else the log
+	// may hold entries Pebble has, of the generation new ones would get).
+	usable bool
 }
 
 // bootID names this boot of the machine (zeros where the kernel does
@@ -174,25 +174,28 @@ func encodeRangeEntry(gen, seq uint64, value []byte) []byte {
 	return b
 }
 
-// reset empties the log (l.mu held): a header of the next generation.
-// Until one succeeds after a failure, the log is not used.
-func (l *rangeLog) reset() error {
+// reset empties the log (l.mu held, or no other goroutine yet): a
+// header of the next generation. Until one succeeds after a failure, the
+// log is not used (range records take the synced commit).
+func (l *rangeLog) reset() {
 	if l.f == nil {
-		return nil // never usable
+		return // never usable
 	}
 	var h [rangeLogHeader]byte
 	binary.BigEndian.PutUint32(h[:], rangeLogMagic)
 	binary.BigEndian.PutUint64(h[4:], l.gen+1)
 	copy(h[12:], l.boot[:])
 	if _, err := l.f.WriteAt(h[:], 0); err != nil {
-		l.usable.Store(false)
-		return fmt.Errorf("versionstore: range log: %w", err)
+		if l.usable {
+			log.Printf("versionstore: range log: %v (range records are committed one by one until it is written)", err)
+		}
+		l.usable = false
+		return
 	}
 	l.gen++
 	l.end = rangeLogHeader
 	l.pending.Store(0)
-	l.usable.Store(true)
-	return nil
+	l.usable = true
 }
 
 // replayRangeLog sets again the entries a kill -9 took out of Pebble's
@@ -224,7 +227,6 @@ func (s *Store) replayRangeLog(entries []rangeEntry) error {
 			return err
 		}
 	}
-	// A header not written (a full disk) leaves the log unused.
 	s.rlog.reset()
 	return nil
 }
@@ -238,7 +240,7 @@ func (s *Store) commitRange(b *pebble.Batch, seq uint64, value []byte) (applied 
 	l := s.rlog
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.usable.Load() {
+	if !l.usable {
 		if err := s.apply(b, pebble.Sync); err != nil {
 			return false, err
 		}
@@ -282,7 +284,7 @@ func (s *Store) syncedBehind() error {
 // synced, so that a synced log holds every record committed before.
 func (s *Store) flushRangeLog() error {
 	l := s.rlog
-	if l == nil || l.pending.Load() == 0 {
+	if l.pending.Load() == 0 {
 		return nil
 	}
 	l.mu.Lock()

@@ -441,15 +441,13 @@ func (s *Store) lastKey(prefix byte) ([]byte, error) {
 // A synced commit also empties the range log (rangelog.go): every entry
 // in it is in Pebble's log once the commit returns.
 func (s *Store) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
-	if l := s.rlog; o == pebble.Sync && l != nil && l.pending.Load() > 0 {
+	if l := s.rlog; o == pebble.Sync && l.pending.Load() > 0 {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if err := s.apply(b, o); err != nil {
 			return err
 		}
-		// A failed reset leaves the log unused (rangeLog.usable) until
-		// the next synced commit's reset succeeds.
-		l.reset()
+		l.reset() // a failed one: retried at the next synced commit
 		return nil
 	}
 	return s.apply(b, o)
@@ -504,7 +502,9 @@ func (s *Store) Close() error {
 	}
 	// Pebble's log is closed and synced: it holds every entry.
 	if err == nil {
+		s.rlog.mu.Lock()
 		s.rlog.reset()
+		s.rlog.mu.Unlock()
 	}
 	s.closeFiles()
 	return err
