@@ -60,12 +60,20 @@ func (r *Root) claimForAttic(dirfd int, name string) *atticClaim {
 // done ends the claim (again: a no-op). If the inode went into the attic
 // and the name is gone (ok), the claim stays while a node of the inode is
 // live (the kernel may still send requests for it); forgetNode drops it.
+// If the store linked the inode but the change was not made (!ok), the
+// tree still names it and a write would change history: the store copies
+// the bytes first (UnshareAttic), while the claim still keeps writers off.
 func (c *atticClaim) done(ok bool) {
 	if c == nil || c.ended {
 		return
 	}
 	c.ended = true
 	r := c.r
+	if !ok && c.linked {
+		if err := r.rec.UnshareAttic(); err != nil {
+			r.logf("the attic keeps a file the tree still names (a write to it would change its history): %v", err)
+		}
+	}
 	r.nodesMu.Lock()
 	defer r.nodesMu.Unlock()
 	if ok && c.linked && r.nodes[c.id] != nil {
@@ -99,17 +107,4 @@ func (n *Node) holdWrite() (release func(), eno syscall.Errno) {
 		n.writers--
 		n.mu.Unlock()
 	}, 0
-}
-
-// keepAtticApart, after an unlink or a rename over a file whose capture
-// was given claim, has the store copy the bytes it linked into the attic
-// when the change was not made: the tree still names the inode, and a
-// write to it would change history.
-func (r *Root) keepAtticApart(claim *atticClaim, made bool) {
-	if made || claim == nil || !claim.linked {
-		return
-	}
-	if uerr := r.rec.UnshareAttic(); uerr != nil {
-		r.logf("the attic keeps a file the tree still names (a write to it would change its history): %v", uerr)
-	}
 }

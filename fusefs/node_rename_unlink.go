@@ -30,7 +30,6 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err == nil {
 		err = backing.Retry(func() error { return unix.Unlinkat(n.fd, name, 0) })
 	}
-	n.r.keepAtticApart(claim, err == nil)
 	claim.done(err == nil)
 	return errno(err)
 }
@@ -87,13 +86,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	commit := func(bool) {}
 	point := ""           // "rename" or "exchange" when recorded as one (crash points)
 	var claim *atticClaim // the destination, if its inode may go to the attic
-	tried := false        // the rename was attempted (its outcome is handled there)
-	defer func() {
-		if !tried {
-			r.keepAtticApart(claim, false)
-		}
-		claim.done(false)
-	}()
+	defer func() { claim.done(false) }()
 	switch {
 	case exchange && srcVer && dstVer:
 		c, err := r.rec.RecordExchange(srcPath, dstPath, sst.Ino, dst.Ino, r.caller(ctx))
@@ -161,8 +154,6 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		crashpoint.Hit("fuse.exchange.done")
 	}
 	commit(err == nil)
-	tried = true
-	r.keepAtticApart(claim, err == nil)
 	claim.done(err == nil)
 	if err == nil {
 		r.addMove(move)
