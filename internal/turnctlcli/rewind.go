@@ -140,7 +140,7 @@ func (e *env) printRewind(rep *turnctl.RewindReply, what string) error {
 		inGit := 0
 		for _, p := range rep.NotRestored {
 			fmt.Fprintf(e.stdout, "  %s\n", printable(p))
-			if _, in := ckpt.Under(p, ckpt.GitDir); in {
+			if inGitDir(p) {
 				inGit++
 			}
 		}

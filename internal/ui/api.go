@@ -3,7 +3,6 @@ package ui
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -452,7 +451,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case err != nil && r.Context().Err() != nil:
 			return
 		case err != nil:
-			msg, _ := json.Marshal(err.Error())
+			msg, _ := bytejson.Marshal(err.Error())
 			fmt.Fprintf(w, "event: error\ndata: %s\n\n", msg)
 			fl.Flush()
 		default:
