@@ -258,15 +258,23 @@ func TestUndoneNowRechecksAnAnswerFoundWhileWritten(t *testing.T) {
 	if c := f.svc.undone.computed; c != 1 {
 		t.Errorf("an answer found in quiet was found anew (%d times)", c)
 	}
-	// As if a capture had been recorded while it was found.
-	f.svc.undone.sure = false
-	f.svc.undone.at = time.Now()
+	// Found again (as after a change of the closed turns), with a
+	// capture recorded while the changes are read.
+	f.svc.undone.known = false
+	testHookTurnChanges = func(uint64) {
+		testHookTurnChanges = nil
+		f.ov.Write("c.txt", "c\n")
+	}
+	defer func() { testHookTurnChanges = nil }()
+	if n, ok := f.svc.undoneNow(); !ok || n != 1 || f.svc.undone.computed != 2 || f.svc.undone.sure {
+		t.Fatalf("found while written: undoneNow = %d, %v; found %d times, sure %v (want not sure)", n, ok, f.svc.undone.computed, f.svc.undone.sure)
+	}
 	f.svc.undoneNow()
-	if c := f.svc.undone.computed; c != 1 {
+	if c := f.svc.undone.computed; c != 2 {
 		t.Errorf("an answer found while written was found anew before undoRecheck (%d times)", c)
 	}
 	f.svc.undone.at = time.Now().Add(-undoRecheck)
-	if n, ok := f.svc.undoneNow(); !ok || n != 1 || f.svc.undone.computed != 2 || !f.svc.undone.sure {
+	if n, ok := f.svc.undoneNow(); !ok || n != 1 || f.svc.undone.computed != 3 || !f.svc.undone.sure {
 		t.Errorf("after undoRecheck: undoneNow = %d, %v; found %d times, sure %v", n, ok, f.svc.undone.computed, f.svc.undone.sure)
 	}
 }
