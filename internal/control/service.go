@@ -457,14 +457,12 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 			return nil, errorf(turnctl.CodeBadRequest, "follow takes exactly one path below the project's root")
 		}
 	}
-	list := func() ([]ckpt.Turn, error) { return s.logFiltered(ctx, req) }
-	if !req.Filtered() {
-		p, done := s.ops.track(ctx)
-		defer done()
-		list = func() ([]ckpt.Turn, error) { return s.logTurns(req.N, p) }
+	list := s.logTurns
+	if req.Filtered() {
+		list = s.logFiltered
 	}
 	for tries := 1; ; tries++ {
-		turns, err := list()
+		turns, err := list(ctx, req)
 		if errors.Is(err, versionstore.ErrForgotten) && tries < 5 {
 			// The gc merged or forgot a turn listed before its changes
 			// were read: list history again as it is now.
@@ -477,13 +475,15 @@ func (s *Service) Log(ctx context.Context, req turnctl.LogRequest) (*turnctl.Log
 	}
 }
 
-// logTurns lists the newest n turns (0: all) with their Stats, counted
-// (and stored) for those that have none yet.
-func (s *Service) logTurns(n int, p *progress) ([]ckpt.Turn, error) {
-	turns, err := s.store.Turns(n)
+// logTurns lists the newest req.N turns (0: all) with their Stats,
+// counted (and stored) for those that have none yet.
+func (s *Service) logTurns(ctx context.Context, req turnctl.LogRequest) ([]ckpt.Turn, error) {
+	turns, err := s.store.Turns(req.N)
 	if err != nil {
 		return nil, err
 	}
+	p, done := s.ops.track(ctx)
+	defer done()
 	m := s.mark()
 	var count int64 // the turns to count, for the progress
 	for _, t := range turns {
