@@ -582,21 +582,24 @@ $T begin --label "needle two" >/dev/null; echo needle > b.txt; $T end >/dev/null
 	}
 }
 
-// TestUIStepChanges: a click on a step shows that step's own changes
-// (turnctl show N.K), each file's diff from the step before, and the
-// turn's again on asking.
-func TestUIStepChanges(t *testing.T) {
-	m := mountProject(t, t.TempDir())
-	runIn(t, m.Dir, `
-T=`+turnctlBin+`
-$T begin --label "three steps" >/dev/null
+// threeStepsTurn is a shell script (turnctl in $T) of a turn of three
+// steps: a.txt written, then edited and b.txt added, then b.txt made
+// executable.
+const threeStepsTurn = `$T begin --label "three steps" >/dev/null
 printf 'one\n' > a.txt
 $T step --tool Write --label a.txt >/dev/null
 printf 'one\ntwo\n' > a.txt; echo b > b.txt
 $T step --tool Bash --label "edit a, add b" >/dev/null
 chmod 0755 b.txt
 $T end >/dev/null
-`)
+`
+
+// TestUIStepChanges: a click on a step shows that step's own changes
+// (turnctl show N.K), each file's diff from the step before, and the
+// turn's again on asking.
+func TestUIStepChanges(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, "T="+turnctlBin+"\n"+threeStepsTurn)
 	ctx := openUI(t, m)
 	do(t, ctx, "show turn 1",
 		click(`#timeline .row[data-turn="1"]`),
@@ -880,14 +883,7 @@ func TestUIKeyboard(t *testing.T) {
 	runIn(t, m.Dir, `
 T=`+turnctlBin+`
 $T begin --label first >/dev/null; echo x > x.txt; $T end >/dev/null
-$T begin --label "three steps" >/dev/null
-printf 'one\n' > a.txt
-$T step --tool Write --label a.txt >/dev/null
-printf 'one\ntwo\n' > a.txt; echo b > b.txt
-$T step --tool Bash --label "edit a, add b" >/dev/null
-chmod 0755 b.txt
-$T end >/dev/null
-$T begin --label last >/dev/null; echo c > c.txt; $T end >/dev/null
+`+threeStepsTurn+`$T begin --label last >/dev/null; echo c > c.txt; $T end >/dev/null
 `)
 	ctx := openUI(t, m)
 	active := func() string {
