@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +26,7 @@ import (
 	"ckptfs/turnctl"
 )
 
-var configNames = []string{"N", "L", "L+", "C", "Cu"}
+var configNames = []string{"N", "L", "L+", "C", "Cu", "Lu"}
 
 func isConfigName(s string) bool {
 	for _, n := range configNames {
@@ -192,11 +193,13 @@ func (l *loopback) Begin(ctx context.Context) error { return nil }
 func (l *loopback) End(ctx context.Context) error   { return nil }
 
 func startLoopback(b *bench, name string) (*loopback, error) {
-	return startLoopbackIn(b, name, filepath.Join(b.o.work, configDirName(name)))
+	return startLoopbackIn(b, name, filepath.Join(b.o.work, configDirName(name)), nil)
 }
 
-// startLoopbackIn starts L or L+ over base/backing, mounted on base/mnt.
-func startLoopbackIn(b *bench, name, base string) (*loopback, error) {
+// startLoopbackIn starts L, L+ or Lu over base/backing, mounted on
+// base/mnt: as u when u is not nil (Lu, through fusermount3; the
+// directories are u's already).
+func startLoopbackIn(b *bench, name, base string, u *benchUser) (*loopback, error) {
 	backing, mnt := filepath.Join(base, "backing"), filepath.Join(base, "mnt")
 	for _, d := range []string{backing, mnt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -213,6 +216,11 @@ func startLoopbackIn(b *bench, name, base string) (*loopback, error) {
 	}
 	args = append(args, backing, mnt)
 	l := &loopback{daemon{name: name, mnt: mnt, cmd: exec.Command(exe, args...), log: filepath.Join(base, "daemon.log")}}
+	if u != nil {
+		l.cmd.Path, l.cmd.Args[0] = u.bin(exe), u.bin(exe)
+		l.cmd.Env, l.cmd.Dir = append(os.Environ(), u.extraEnv()...), "/"
+		l.cred = u.cred()
+	}
 	logf, err := os.Create(l.log)
 	if err != nil {
 		return nil, err
@@ -494,4 +502,48 @@ func parseStatCPU(stat string) float64 {
 		return -1
 	}
 	return float64(ut+st) / clockTicks
+}
+
+// ext4WithoutJournal names the device of the ext4 filesystem dir is on
+// when that filesystem has no journal ("": it has one, or is not ext4).
+// Such an ext4 skips inodes freed in the last minute or more when it
+// allocates new ones, scanning its inode table for them (the kernel's
+// recently_deleted): creating many files right after many were deleted
+// costs up to ten times what it costs otherwise.
+func ext4WithoutJournal(dir string) string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	dev := ext4DeviceOf(f, dir)
+	if dev == "" {
+		return ""
+	}
+	if _, err := os.Stat("/proc/fs/jbd2/" + dev + "-8"); err == nil {
+		return ""
+	}
+	return dev
+}
+
+// ext4DeviceOf reads a mountinfo and names the device (its base name) of
+// the filesystem mounted deepest above dir, when that is ext4.
+func ext4DeviceOf(mountinfo io.Reader, dir string) string {
+	best, dev := "", ""
+	sc := bufio.NewScanner(mountinfo)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if (mp == dir || mp == "/" || strings.HasPrefix(dir, mp+"/")) && len(mp) >= len(best) {
+			best, dev = mp, ""
+			if fields[sep+1] == "ext4" {
+				dev = filepath.Base(unescapeMount(fields[sep+2]))
+			}
+		}
+	}
+	return dev
 }

@@ -1,12 +1,13 @@
 // Command ckptfs-bench runs the workloads of doc/BENCH.md on several
 // configurations side by side (N native, L stock go-fuse loopback, L+ tuned
-// loopback, C ckptfs mounted by root, Cu ckptfs mounted by an ordinary
-// user), interleaved and repeated, and reports medians, ranges, the
-// daemon's CPU time and the ratios C/N, C/L, C/L+, Cu/N, Cu/L, Cu/C.
+// loopback, C ckptfs mounted by root, Cu ckptfs and Lu the stock loopback
+// mounted by an ordinary user), interleaved and repeated, and reports
+// medians, ranges, the daemon's CPU time and the ratios C/N, C/L, C/L+,
+// Cu/N, Cu/L, Cu/C, Lu/N, Cu/Lu.
 //
 // Files: main.go (flags), configs.go (the configurations and their mounts),
-// loopback.go (the hidden "loopback" subcommand that serves L and L+ in a
-// child process), usermode.go (Cu, and acting as its user), workloads.go,
+// loopback.go (the hidden "loopback" subcommand that serves L, L+ and Lu
+// in a child process), usermode.go (Cu and Lu, and acting as their user), workloads.go,
 // reflink.go (workloads on a loop-mounted XFS image), history.go (C-only
 // history figures), capture.go (big-file capture, and the XFS image),
 // navigation.go (revert, log search, export, checkout over 1000 turns),
@@ -84,8 +85,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
 	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page, \"at\" for the reads through mount --at alone, \"navigation\" for revert, log search, export and checkout over 1000 turns, \"gc\" for the retention figures)")
-	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu"}, "configurations to run")
-	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu")
+	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu", "Lu"}, "configurations to run")
+	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu and Lu")
 	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
 	fl.StringVar(&o.jsonPath, "json", "", "write results as JSON to `FILE` (default WORK/bench.json)")
 	fl.StringVar(&o.ckptfs, "ckptfs", "bin/ckptfs", "ckptfs binary `PATH`")
@@ -169,11 +170,14 @@ func (o *options) check() error {
 		if !isConfigName(c) {
 			c = strings.ToUpper(c)
 		}
-		if c == "CU" {
+		switch c {
+		case "CU":
 			c = "Cu"
+		case "LU":
+			c = "Lu"
 		}
 		if !isConfigName(c) {
-			return fmt.Errorf("unknown configuration %q (want N, L, L+, C, Cu)", c)
+			return fmt.Errorf("unknown configuration %q (want N, L, L+, C, Cu, Lu)", c)
 		}
 		if seen[c] {
 			return fmt.Errorf("configuration %s given twice", c)
@@ -225,6 +229,7 @@ Configurations:
        passthrough); turnctl begin/end around every repetition, counted in C's time
   Cu   the same mounted by --user (needs fusermount3 and a /dev/fuse it may
        open): private to that user, no passthrough; the workloads run as that user
+  Lu   L mounted by --user the same way: the floor of Cu's mode
 
 Workloads (--only takes names or numbers):
 `, lplusHelp())

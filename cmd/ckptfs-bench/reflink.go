@@ -51,7 +51,7 @@ func (b *bench) runOnXFS(ctx context.Context, wl *workload) error {
 			err = os.Mkdir(dir, 0o755)
 			t = &native{dir: dir}
 		case "L", "L+":
-			t, err = startLoopbackIn(b, name, filepath.Join(x.dir, configDirName(name)))
+			t, err = startLoopbackIn(b, name, filepath.Join(x.dir, configDirName(name)), nil)
 		case "C":
 			t, err = ckptfsOver(ctx, b, filepath.Join(x.dir, "C"), filepath.Join(base, "C.log"), "C")
 		default:

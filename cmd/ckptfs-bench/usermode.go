@@ -2,11 +2,12 @@ package main
 
 // Cu: ckptfs mounted by an ordinary user (--user, default nobody), as
 // `ckptfs mount` does when not root: through fusermount3, private to that
-// user (no allow_other, no default_permissions), without passthrough. A
-// private mount refuses every other user, root included, so everything the
-// bench does in Cu's directory — the workloads' own syscalls, the programs
-// they start, turnctl's requests — runs as that user, on an OS thread that
-// took the user's credentials alone (inUserThread).
+// user (no allow_other, no default_permissions), without passthrough; Lu:
+// the stock loopback mounted the same way. A private mount refuses every
+// other user, root included, so everything the bench does in their
+// directories — the workloads' own syscalls, the programs they start,
+// turnctl's requests — runs as that user, on an OS thread that took the
+// user's credentials alone (inUserThread).
 
 import (
 	"context"
@@ -26,23 +27,81 @@ import (
 	"ckptfs/internal/rundir"
 )
 
-// userCkptfs is Cu: a ckptfs mount made by an ordinary user.
-type userCkptfs struct {
-	*ckptfsTarget
+// benchUser is the ordinary user (--user) who mounts Cu and Lu, with a
+// directory of its own under WORK for each: home, runtime dir, caches,
+// and copies of the binaries it runs (root's may not be readable).
+type benchUser struct {
 	uid, gid int
-	base     string // WORK/Cu, owned by the user: home, runtime dir, caches
+	base     string // WORK/Cu or WORK/Lu, owned by the user
 }
 
 // asUser runs fn as the target's user (see inUserThread).
-func (u *userCkptfs) asUser(fn func() error) error { return inUserThread(u.uid, u.gid, fn) }
+func (u *benchUser) asUser(fn func() error) error { return inUserThread(u.uid, u.gid, fn) }
 
 // scratch is a directory of the user's own beside the mount.
-func (u *userCkptfs) scratch() string { return u.base }
+func (u *benchUser) scratch() string { return u.base }
 
-// extraEnv is what programs started in Cu need besides the bench's
+// extraEnv is what programs started for the user need besides the bench's
 // environment: a home of the user's own (root's is not readable).
-func (u *userCkptfs) extraEnv() []string {
+func (u *benchUser) extraEnv() []string {
 	return []string{"HOME=" + filepath.Join(u.base, "home"), "CKPTFS_RUNTIME_DIR=" + filepath.Join(u.base, "run")}
+}
+
+func (u *benchUser) cred() *syscall.Credential {
+	return &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{}}
+}
+
+// bin is where the user's copy of the binary at path is.
+func (u *benchUser) bin(path string) string { return filepath.Join(u.base, "bin", filepath.Base(path)) }
+
+// newBenchUser makes WORK/name for --user: its home, runtime dir and
+// dirs (names under it) owned by the user, and copies of bins under
+// WORK/name/bin.
+func newBenchUser(b *bench, name string, bins []string, dirs ...string) (*benchUser, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("needs root, to act as --user %s", b.o.user)
+	}
+	uu, err := user.Lookup(b.o.user)
+	if err != nil {
+		return nil, fmt.Errorf("--user: %v", err)
+	}
+	uid, _ := strconv.Atoi(uu.Uid)
+	gid, _ := strconv.Atoi(uu.Gid)
+	if uid == 0 {
+		return nil, fmt.Errorf("--user %s is root", b.o.user)
+	}
+	u := &benchUser{uid: uid, gid: gid, base: filepath.Join(b.o.work, name)}
+	owned := []string{u.base, filepath.Join(u.base, "home"), filepath.Join(u.base, "run")}
+	for _, d := range dirs {
+		owned = append(owned, filepath.Join(u.base, d))
+	}
+	for _, d := range append(owned, filepath.Join(u.base, "bin")) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range bins {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("%v (run make build)", err)
+		}
+		if err := os.WriteFile(u.bin(p), data, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range owned {
+		if err := os.Chown(d, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	os.Chmod(filepath.Join(u.base, "run"), 0o700)
+	return u, nil
+}
+
+// userCkptfs is Cu: a ckptfs mount made by an ordinary user.
+type userCkptfs struct {
+	*ckptfsTarget
+	*benchUser
 }
 
 // asTarget runs fn as t's user when t has one (Cu), else as is.
@@ -92,41 +151,11 @@ func inUserThread(uid, gid int, fn func() error) error {
 }
 
 func startUserCkptfs(ctx context.Context, b *bench) (*userCkptfs, error) {
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("needs root, to act as --user %s", b.o.user)
-	}
-	u, err := user.Lookup(b.o.user)
+	u, err := newBenchUser(b, "Cu", []string{b.o.ckptfs, b.o.turnctl}, "dir")
 	if err != nil {
-		return nil, fmt.Errorf("--user: %v", err)
+		return nil, err
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if uid == 0 {
-		return nil, fmt.Errorf("--user %s is root", b.o.user)
-	}
-	base := filepath.Join(b.o.work, "Cu")
-	t := &userCkptfs{uid: uid, gid: gid, base: base}
-	// The binaries, where the user can run them; the user's directories.
-	for _, d := range []string{base, filepath.Join(base, "bin"), filepath.Join(base, "dir"), filepath.Join(base, "home"), filepath.Join(base, "run")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	for _, p := range []string{b.o.ckptfs, b.o.turnctl} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("%v (run make build)", err)
-		}
-		if err := os.WriteFile(filepath.Join(base, "bin", filepath.Base(p)), data, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	for _, d := range []string{base, filepath.Join(base, "dir"), filepath.Join(base, "home"), filepath.Join(base, "run")} {
-		if err := os.Chown(d, uid, gid); err != nil {
-			return nil, err
-		}
-	}
-	os.Chmod(filepath.Join(base, "run"), 0o700)
+	t := &userCkptfs{benchUser: u}
 	// Every inode the kernel remembers holds an fd in the daemon, and an
 	// ordinary user's daemon cannot raise its hard limit: past 3/4 of it,
 	// the daemon has the kernel forget unused inodes (fusefs/fdrelief.go),
@@ -136,17 +165,16 @@ func startUserCkptfs(ctx context.Context, b *bench) (*userCkptfs, error) {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil && lim.Max*3/4 < uint64(b.sz.churnFiles) {
 		b.note("Cu: its daemon may open at most %d files (the hard RLIMIT_NOFILE it inherits, which an ordinary user cannot raise) and holds one per inode the kernel remembers: past %d of the churn's %d files it has the kernel forget the oldest, which its unlinks look up again", lim.Max, lim.Max*3/4, b.sz.churnFiles)
 	}
-	ckptfs := filepath.Join(base, "bin", "ckptfs")
-	dir, store := filepath.Join(base, "dir"), filepath.Join(base, "store")
-	env := append(os.Environ(), t.extraEnv()...)
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
-	c := &ckptfsTarget{b: b, store: store, socket: rundir.SocketIn(filepath.Join(base, "run"), dir)}
+	ckptfs := u.bin(b.o.ckptfs)
+	dir, store := filepath.Join(u.base, "dir"), filepath.Join(u.base, "store")
+	env := append(os.Environ(), u.extraEnv()...)
+	c := &ckptfsTarget{b: b, store: store, socket: rundir.SocketIn(filepath.Join(u.base, "run"), dir)}
 	c.daemon = daemon{
 		name: "Cu",
 		mnt:  dir,
 		cmd:  exec.Command(ckptfs, "mount", "-f", "--store", store, dir),
-		log:  filepath.Join(base, "daemon.log"),
-		cred: cred,
+		log:  filepath.Join(u.base, "daemon.log"),
+		cred: u.cred(),
 	}
 	c.cmd.Env = env
 	c.cmd.Dir = "/"
@@ -155,7 +183,7 @@ func startUserCkptfs(ctx context.Context, b *bench) (*userCkptfs, error) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, ckptfs, "umount", dir)
 		cmd.Env, cmd.Dir = env, "/"
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred()}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("Cu: ckptfs umount: %v: %s", err, strings.TrimSpace(string(out)))
 		}
@@ -166,4 +194,28 @@ func startUserCkptfs(ctx context.Context, b *bench) (*userCkptfs, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// userLoopback is Lu: the stock loopback (L) mounted by the same user
+// through fusermount3, private to it and without passthrough, as Cu is:
+// the FUSE floor of the private mode.
+type userLoopback struct {
+	*loopback
+	*benchUser
+}
+
+func startUserLoopback(b *bench) (*userLoopback, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	u, err := newBenchUser(b, "Lu", []string{exe}, "backing", "mnt")
+	if err != nil {
+		return nil, err
+	}
+	l, err := startLoopbackIn(b, "Lu", u.base, u)
+	if err != nil {
+		return nil, err
+	}
+	return &userLoopback{loopback: l, benchUser: u}, nil
 }

@@ -73,7 +73,7 @@ type workload struct {
 	name      string
 	desc      string
 	skipQuick bool
-	skipUser  string // why it does not run on Cu ("": it does)
+	skipUser  string // why it does not run as --user (Cu, Lu; "": it does)
 	// onXFS: run on configurations of its own over a loop-mounted XFS
 	// image made with reflink=1 (reflink.go), not on the work directory's.
 	onXFS    bool
