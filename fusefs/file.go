@@ -28,6 +28,11 @@ type file struct {
 	readable bool // O_RDWR without O_DIRECT: a capture may read through fd
 	mappable bool // O_RDWR: a shared writable mmap may dirty pages through it (flush.go)
 	kind     int  // which Node counter this handle is in
+	// direct: the kernel was told FOPEN_DIRECT_IO (Node.Create), so its
+	// writes bypass the page cache; opensAt is the node's opens when it
+	// was made (afterDirectWrite).
+	direct  bool
+	opensAt uint64
 }
 
 const (
@@ -53,8 +58,9 @@ type ptFile struct{ *file }
 // writer forced onto passthrough is captured by the caller at open).
 //
 // A writable open of an inode the store's attic has claimed fails with
-// ENOENT (see attic.go); fd is closed then.
-func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (fs.FileHandle, syscall.Errno) {
+// ENOENT (see attic.go); fd is closed then. direct asks for a direct
+// handle (file.direct) where the open is not passthrough.
+func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct bool) (fs.FileHandle, syscall.Errno) {
 	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, readable: flags&unix.O_ACCMODE == unix.O_RDWR && flags&unix.O_DIRECT == 0,
 		mappable: flags&unix.O_ACCMODE == unix.O_RDWR}
 	n.mu.Lock()
@@ -63,6 +69,7 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (f
 		unix.Close(fd)
 		return nil, syscall.ENOENT
 	}
+	n.opens++
 	pt := n.ptReaders > 0 || n.ptWriters > 0 || (wantPT && n.readers == 0 && n.writers == 0)
 	if pt && n.ptID == 0 {
 		// The inode's first passthrough handle registers the backing
@@ -96,6 +103,7 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT bool) (f
 	default:
 		f.kind = kindWriter
 		n.writers++
+		f.direct, f.opensAt = direct, n.opens
 		if f.mappable {
 			n.r.ptMu.Lock()
 			n.r.writers[n]++
@@ -119,6 +127,7 @@ func (n *Node) openLingering(ctx context.Context, flags int) (fs.FileHandle, boo
 		return nil, false
 	}
 	n.ptReaders++
+	n.opens++
 	notePassthrough(ctx, n.ptID)
 	return &ptFile{&file{n: n, fd: -1, lazy: flags | unix.O_CLOEXEC, kind: kindPTReader}}, true
 }

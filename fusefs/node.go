@@ -40,6 +40,10 @@ type Node struct {
 	// a writable one goes with its last handle: it would keep the file
 	// open for writing, and its execution refused with ETXTBSY).
 	ptLinger bool
+	// opens counts the handles made on the node (newHandle,
+	// openLingering): a direct handle's writes tell another open made
+	// since its own by it (file.direct).
+	opens uint64
 
 	// used orders nodes by their last lookup for fdrelief.go (Root.useSeq
 	// when go-fuse last handed the node to the kernel); 0 until go-fuse

@@ -81,10 +81,16 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// not truncated, see attic.go).
 	trunc := flags&unix.O_TRUNC != 0
 	oflags := int(flags)&^(unix.O_APPEND|unix.O_TRUNC|fuse.FMODE_EXEC) | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	var fd int
+	// created: this open made the file (a name the kernel thought free
+	// may hold one made behind the mount's back).
+	fd, created := -1, true
 	err := backing.Retry(func() error {
 		var err error
-		fd, err = unix.Openat(n.fd, name, oflags, mode&07777)
+		fd, err = unix.Openat(n.fd, name, oflags|unix.O_EXCL, mode&07777)
+		if err == unix.EEXIST && oflags&unix.O_EXCL == 0 {
+			created = false
+			fd, err = unix.Openat(n.fd, name, oflags, mode&07777)
+		}
 		return err
 	})
 	if err != nil {
@@ -111,7 +117,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		p, ok := n.childPath(name)
 		held = ok && n.r.priorRecorded(p, &st)
 	})
-	h, eno := child.newHandle(ctx, fd, int(flags), held)
+	h, eno := child.newHandle(ctx, fd, int(flags), held, created && n.r.directWrites(int(flags)))
 	if eno != 0 {
 		return nil, nil, 0, eno
 	}
@@ -217,7 +223,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if err != nil {
 			return nil, 0, errno(err)
 		}
-		h, eno := n.newHandle(ctx, fd, int(flags), n.r.opts.ReadPassthrough)
+		h, eno := n.newHandle(ctx, fd, int(flags), n.r.opts.ReadPassthrough, false)
 		return h, n.r.openFlags(h), eno
 	}
 	n.r.gate.RLock()
@@ -242,7 +248,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	// The handle is registered before the truncate: a claimed inode (see
 	// attic.go) is refused untouched.
-	h, eno := n.newHandle(ctx, fd, int(flags), wantPT)
+	h, eno := n.newHandle(ctx, fd, int(flags), wantPT, false)
 	if eno != 0 {
 		return nil, 0, eno
 	}

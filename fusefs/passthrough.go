@@ -126,9 +126,13 @@ func (r *Root) creditPassthrough(ctx context.Context, h fs.FileHandle) {
 }
 
 // openFlags are the FOPEN flags of an OPEN or CREATE reply for handle h:
-// FOPEN_KEEP_CACHE for a daemon-served handle when Options.KeepCache holds
-// (a passthrough handle's reply gets its flags from setPassthrough).
+// FOPEN_DIRECT_IO for a direct handle (file.direct), FOPEN_KEEP_CACHE
+// for any other daemon-served one when Options.KeepCache holds (a
+// passthrough handle's reply gets its flags from setPassthrough).
 func (r *Root) openFlags(h fs.FileHandle) uint32 {
+	if f, ok := h.(*file); ok && f.direct {
+		return fuse.FOPEN_DIRECT_IO
+	}
 	if _, pt := h.(*ptFile); pt || h == nil || !r.keepCache() {
 		return 0
 	}
@@ -138,6 +142,17 @@ func (r *Root) openFlags(h fs.FileHandle) uint32 {
 // keepCache says whether the kernel keeps file pages (Options.KeepCache):
 // only while no write bypasses the page cache.
 func (r *Root) keepCache() bool { return r.opts.KeepCache && !r.opts.WritePassthrough }
+
+// directWrites says whether a file this open creates gets a direct handle
+// (file.direct): where the kernel keeps pages and writes go through the
+// daemon anyway (a mount without write passthrough: an ordinary user's),
+// for a write-only open. The kernel then skips, at its first write, the
+// GETXATTR security.capability it asks before a write through the page
+// cache (one round trip per new file); nothing can read through such a
+// handle, and a new file has no pages cached yet.
+func (r *Root) directWrites(flags int) bool {
+	return r.keepCache() && flags&unix.O_ACCMODE == unix.O_WRONLY
+}
 
 // WritesPast reports whether the file at the root-relative path is open
 // for writing through FUSE passthrough: its writes reach the backing file

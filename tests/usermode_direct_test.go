@@ -1,0 +1,97 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A file created write-only in a mount whose writes go through the
+// daemon (an ordinary user's) gets a direct handle (fusefs: directWrites):
+// its writes bypass the kernel's page cache, so the kernel asks no
+// GETXATTR security.capability before the first one, and what readers of
+// the file see stays right.
+
+// TestUserMountNewFilesWriteDirect counts, in a --debug log, the
+// capability checks of the files real tools create write-only (none
+// before a write(2)), and checks their bytes, what a reader of a file
+// being appended to reads, and the rewind of the turn.
+func TestUserMountNewFilesWriteDirect(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `echo before > old`)
+	p.run(t, p.Dir, ckptfsBin, "mount", "--debug", p.Dir)
+	p.cleanupMount(t)
+	before := p.listing(t)
+	p.run(t, p.Dir, turnctlBin, "begin", "--label", "new files")
+	p.sh(t, `for i in $(seq 20); do echo "line $i" > new$i; done
+		cp new1 copy1
+		exec 3<>rw; echo read-write >&3; exec 3>&-`)
+	// A reader opens the file between two writes of the writer and reads
+	// it whole after each: it must never keep bytes the writer replaced.
+	out := p.run(t, p.Dir, "bash", "-c", `exec python3 -c "$0"`, `
+import os
+w = os.open('log', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(w, b'a' * 100)
+r = os.open('log', os.O_RDONLY)
+seen = [os.pread(r, 4096, 0)]
+for i in range(50):
+    os.write(w, b'%03d;' % i)
+    seen.append(os.pread(r, 4096, 0))
+os.close(w)
+want = b'a' * 100 + b''.join(b'%03d;' % i for i in range(50))
+print('ok' if seen[-1] == want and seen[0] == b'a' * 100 and all(s == want[:len(s)] and len(s) == 100 + 4 * i for i, s in enumerate(seen)) else 'reader saw %r' % seen[-1])`)
+	if out != "ok\n" {
+		t.Errorf("a reader of a file written through a direct handle: %s", out)
+	}
+	p.run(t, p.Dir, turnctlBin, "end")
+	got := p.sh(t, `cat new1 new20 copy1 rw; wc -c < log`)
+	if want := "line 1\nline 20\nline 1\nread-write\n300\n"; got != want {
+		t.Errorf("the new files read %q, want %q", got, want)
+	}
+	p.run(t, p.Dir, turnctlBin, "rewind", "0")
+	if got := p.listing(t); got != before {
+		t.Errorf("after the rewind:\n%s\nwant\n%s", got, before)
+	}
+	p.run(t, "/", ckptfsBin, "umount", p.Dir)
+
+	log, err := os.ReadFile(filepath.Join(p.Dir, ".ckptfs", "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node of each file a write-only CREATE made, from the request
+	// and its reply (same unique id), and the nodes checked.
+	names := map[string]string{} // request id -> name
+	for _, m := range regexp.MustCompile(`rx (\d+): CREATE n\d+ \{\S+ \[[A-Z_,]*WRONLY[A-Z_,]*\][^"]*"([^"]+)"`).FindAllSubmatch(log, -1) {
+		names[string(m[1])] = string(m[2])
+	}
+	created := map[string]string{} // node -> name
+	for _, m := range regexp.MustCompile(`tx (\d+): +OK, \{n(\d+) `).FindAllSubmatch(log, -1) {
+		if name, ok := names[string(m[1])]; ok {
+			created[string(m[2])] = name
+		}
+	}
+	var checked []string
+	for _, m := range regexp.MustCompile(`GETXATTR n(\d+) \{sz \d+\} "security.capability"`).FindAllSubmatch(log, -1) {
+		if name, ok := created[string(m[1])]; ok {
+			checked = append(checked, name)
+		}
+	}
+	t.Logf("%d files created write-only; capability checks of them: %v", len(created), checked)
+	if len(created) != 22 {
+		t.Fatalf("%d write-only CREATE in the daemon's log, want 22 (new1..new20, copy1, log): %s", len(created), firstLines(log, 5))
+	}
+	// cp's copy_file_range checks its target itself (the kernel's
+	// file_modified): only write(2) goes without.
+	if len(checked) > 1 || len(checked) == 1 && checked[0] != "copy1" {
+		t.Errorf("files created write-only were checked for security.capability at their first write: %v", checked)
+	}
+}
+
+// firstLines is the first n lines of b, for an error message.
+func firstLines(b []byte, n int) string {
+	lines := strings.SplitN(string(b), "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
