@@ -28,11 +28,9 @@ type file struct {
 	readable bool // O_RDWR without O_DIRECT: a capture may read through fd
 	mappable bool // O_RDWR: a shared writable mmap may dirty pages through it (flush.go)
 	kind     int  // which Node counter this handle is in
-	// direct: the kernel was told FOPEN_DIRECT_IO (Node.Create), so its
-	// writes bypass the page cache; opensAt is the node's opens when it
-	// was made (afterDirectWrite).
-	direct  bool
-	opensAt uint64
+	// direct: the kernel was told FOPEN_DIRECT_IO, so the handle's reads
+	// and writes bypass the page cache (Root.directWrites).
+	direct bool
 }
 
 const (
@@ -59,7 +57,11 @@ type ptFile struct{ *file }
 //
 // A writable open of an inode the store's attic has claimed fails with
 // ENOENT (see attic.go); fd is closed then. direct asks for a direct
-// handle (file.direct) where the open is not passthrough.
+// handle (file.direct); a daemon-served handle is direct also while the
+// node has one open: no open of the file keeps or maps pages a direct
+// write would make stale, nor dirties one through a shared mapping that
+// would be written back over it (the kernel refuses a shared mmap of a
+// direct handle, ENODEV).
 func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct bool) (fs.FileHandle, syscall.Errno) {
 	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, readable: flags&unix.O_ACCMODE == unix.O_RDWR && flags&unix.O_DIRECT == 0,
 		mappable: flags&unix.O_ACCMODE == unix.O_RDWR}
@@ -69,7 +71,6 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct 
 		unix.Close(fd)
 		return nil, syscall.ENOENT
 	}
-	n.opens++
 	pt := n.ptReaders > 0 || n.ptWriters > 0 || (wantPT && n.readers == 0 && n.writers == 0)
 	if pt && n.ptID == 0 {
 		// The inode's first passthrough handle registers the backing
@@ -87,6 +88,11 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct 
 	if pt {
 		notePassthrough(ctx, n.ptID)
 	}
+	if !pt && (direct || n.directs > 0) {
+		f.direct = true
+		n.directShared = n.directShared || !direct
+		n.directs++
+	}
 	switch {
 	case !f.writable && pt:
 		f.kind = kindPTReader
@@ -103,7 +109,6 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct 
 	default:
 		f.kind = kindWriter
 		n.writers++
-		f.direct, f.opensAt = direct, n.opens
 		if f.mappable {
 			n.r.ptMu.Lock()
 			n.r.writers[n]++
@@ -127,7 +132,6 @@ func (n *Node) openLingering(ctx context.Context, flags int) (fs.FileHandle, boo
 		return nil, false
 	}
 	n.ptReaders++
-	n.opens++
 	notePassthrough(ctx, n.ptID)
 	return &ptFile{&file{n: n, fd: -1, lazy: flags | unix.O_CLOEXEC, kind: kindPTReader}}, true
 }
@@ -180,6 +184,17 @@ func (f *file) release() {
 	}
 	n := f.n
 	n.mu.Lock()
+	// Other opens made while direct ones were (a private mapping) may have
+	// read a page in the moment before a direct write reached the file:
+	// once the last direct handle is gone, the kernel drops the file's
+	// pages, from a goroutine of its own (the kernel may have to wait for
+	// requests to this daemon to drop them).
+	drop := false
+	if f.direct {
+		n.directs--
+		drop = n.directs == 0 && n.directShared
+		n.directShared = n.directShared && !drop
+	}
 	switch f.kind {
 	case kindReader:
 		n.readers--
@@ -214,6 +229,9 @@ func (f *file) release() {
 	n.mu.Unlock()
 	if fd >= 0 {
 		unix.Close(fd)
+	}
+	if drop {
+		go n.NotifyContent(0, 0)
 	}
 }
 

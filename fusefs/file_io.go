@@ -42,27 +42,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if killRequested(ctx) {
 		killSuidgid(fd) // the content capture above covered the mode too
 	}
-	if f.direct {
-		f.afterDirectWrite(off, n)
-	}
 	return uint32(n), 0
-}
-
-// afterDirectWrite keeps the kernel's pages of the file right after a
-// write through a direct handle, which bypassed them. The kernel dropped
-// the pages of the range before it sent the write, but a reader may have
-// read them again from the file before the write reached it, and then
-// keeps the old bytes (FOPEN_KEEP_CACHE): so when any other handle was
-// made on the node since this one (a reader must open the file before it
-// reads or maps it, and the file was new when this handle was made),
-// the range's pages are dropped again, now that the write is in the file.
-func (f *file) afterDirectWrite(off int64, n int) {
-	f.n.mu.Lock()
-	others := f.n.opens != f.opensAt
-	f.n.mu.Unlock()
-	if others && n > 0 {
-		f.n.NotifyContent(off, int64(n))
-	}
 }
 
 func (f *file) Flush(ctx context.Context) syscall.Errno {

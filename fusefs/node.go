@@ -40,10 +40,11 @@ type Node struct {
 	// a writable one goes with its last handle: it would keep the file
 	// open for writing, and its execution refused with ETXTBSY).
 	ptLinger bool
-	// opens counts the handles made on the node (newHandle,
-	// openLingering): a direct handle's writes tell another open made
-	// since its own by it (file.direct).
-	opens uint64
+	// directs counts the open direct handles (file.direct): while any
+	// is open, every new daemon-served handle of the node is direct too;
+	// directShared says one was made so (file.release).
+	directs      int
+	directShared bool
 
 	// used orders nodes by their last lookup for fdrelief.go (Root.useSeq
 	// when go-fuse last handed the node to the kernel); 0 until go-fuse

@@ -145,11 +145,13 @@ func (r *Root) keepCache() bool { return r.opts.KeepCache && !r.opts.WritePassth
 
 // directWrites says whether a file this open creates gets a direct handle
 // (file.direct): where the kernel keeps pages and writes go through the
-// daemon anyway (a mount without write passthrough: an ordinary user's),
-// for a write-only open. The kernel then skips, at its first write, the
-// GETXATTR security.capability it asks before a write through the page
-// cache (one round trip per new file); nothing can read through such a
-// handle, and a new file has no pages cached yet.
+// daemon anyway (a mount without write passthrough: an ordinary user's,
+// or root's with CKPTFS_WRITE_PASSTHROUGH=0), for a write-only open. The
+// kernel then skips, at its first write, the GETXATTR
+// security.capability it asks before a write through the page cache (one
+// round trip per new file). A new file has no pages cached, and while
+// the handle is open every other open of the file is direct too
+// (newHandle), so none is cached or mapped shared meanwhile.
 func (r *Root) directWrites(flags int) bool {
 	return r.keepCache() && flags&unix.O_ACCMODE == unix.O_WRONLY
 }

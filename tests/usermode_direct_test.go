@@ -17,7 +17,8 @@ import (
 // TestUserMountNewFilesWriteDirect counts, in a --debug log, the
 // capability checks of the files real tools create write-only (none
 // before a write(2)), and checks their bytes, what a reader of a file
-// being appended to reads, and the rewind of the turn.
+// being appended to reads, a shared mapping of one, and the rewind of
+// the turn.
 func TestUserMountNewFilesWriteDirect(t *testing.T) {
 	needTurnctl(t)
 	p := newUserProject(t)
@@ -45,6 +46,31 @@ want = b'a' * 100 + b''.join(b'%03d;' % i for i in range(50))
 print('ok' if seen[-1] == want and seen[0] == b'a' * 100 and all(s == want[:len(s)] and len(s) == 100 + 4 * i for i, s in enumerate(seen)) else 'reader saw %r' % seen[-1])`)
 	if out != "ok\n" {
 		t.Errorf("a reader of a file written through a direct handle: %s", out)
+	}
+	// While a file created write-only is open, no open of it shares its
+	// pages through a mapping (a page faulted in before a direct write
+	// lands, dirtied and written back, would undo the write): the kernel
+	// refuses the shared mmap. Once it is closed, mmap works.
+	out = p.run(t, p.Dir, "bash", "-c", `exec python3 -c "$0"`, `
+import errno, mmap, os
+w = os.open('mapped', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(w, b'0' * 8192)
+r = os.open('mapped', os.O_RDWR)
+try:
+    mmap.mmap(r, 8192, mmap.MAP_SHARED)
+    print('mapped while written')
+except OSError as e:
+    print('refused' if e.errno == errno.ENODEV else e)
+os.close(r)
+os.pwrite(w, b'w' * 100, 100)
+os.close(w)
+r = os.open('mapped', os.O_RDWR)
+m = mmap.mmap(r, 8192, mmap.MAP_SHARED)
+m[0:1] = b'm'
+m.flush()
+print(os.pread(r, 200, 0) == b'm' + b'0' * 99 + b'w' * 100)`)
+	if out != "refused\nTrue\n" {
+		t.Errorf("a shared mmap of a file created write-only, while and after it is written: %q, want refused, then the mapped and written bytes", out)
 	}
 	p.run(t, p.Dir, turnctlBin, "end")
 	got := p.sh(t, `cat new1 new20 copy1 rw; wc -c < log`)
@@ -80,8 +106,8 @@ print('ok' if seen[-1] == want and seen[0] == b'a' * 100 and all(s == want[:len(
 		}
 	}
 	t.Logf("%d files created write-only; capability checks of them: %v", len(created), checked)
-	if len(created) != 22 {
-		t.Fatalf("%d write-only CREATE in the daemon's log, want 22 (new1..new20, copy1, log): %s", len(created), firstLines(log, 5))
+	if len(created) != 23 {
+		t.Fatalf("%d write-only CREATE in the daemon's log, want 23 (new1..new20, copy1, log, mapped): %s", len(created), firstLines(log, 5))
 	}
 	// cp's copy_file_range checks its target itself (the kernel's
 	// file_modified): only write(2) goes without.
