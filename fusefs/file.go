@@ -57,11 +57,12 @@ type ptFile struct{ *file }
 //
 // A writable open of an inode the store's attic has claimed fails with
 // ENOENT (see attic.go); fd is closed then. direct asks for a direct
-// handle (file.direct); a daemon-served handle is direct also while the
-// node has one open: no open of the file keeps or maps pages a direct
-// write would make stale, nor dirties one through a shared mapping that
-// would be written back over it (the kernel refuses a shared mmap of a
-// direct handle, ENODEV).
+// handle (file.direct). A read-write daemon-served handle is direct also
+// while the node has one open: no shared mapping of the file can dirty a
+// page read in the moment before a direct write reached the file and
+// write it back over that write (the kernel refuses a shared mmap of a
+// direct handle, ENODEV). A read-only one stays cached: its mappings
+// cannot dirty pages.
 func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct bool) (fs.FileHandle, syscall.Errno) {
 	f := &file{n: n, fd: fd, writable: flags&unix.O_ACCMODE != unix.O_RDONLY, readable: flags&unix.O_ACCMODE == unix.O_RDWR && flags&unix.O_DIRECT == 0,
 		mappable: flags&unix.O_ACCMODE == unix.O_RDWR}
@@ -88,10 +89,14 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct 
 	if pt {
 		notePassthrough(ctx, n.ptID)
 	}
-	if !pt && (direct || n.directs > 0) {
+	switch {
+	case pt:
+	case direct || n.directs > 0 && f.mappable:
 		f.direct = true
 		n.directShared = n.directShared || !direct
 		n.directs++
+	case n.directs > 0:
+		n.directShared = true
 	}
 	switch {
 	case !f.writable && pt:
@@ -184,11 +189,11 @@ func (f *file) release() {
 	}
 	n := f.n
 	n.mu.Lock()
-	// Other opens made while direct ones were (a private mapping) may have
-	// read a page in the moment before a direct write reached the file:
-	// once the last direct handle is gone, the kernel drops the file's
-	// pages, from a goroutine of its own (the kernel may have to wait for
-	// requests to this daemon to drop them).
+	// Other opens made while direct ones were (a reader, a mapping) may
+	// have read a page in the moment before a direct write reached the
+	// file: once the last direct handle is gone, the kernel drops the
+	// file's pages, from a goroutine of its own (the kernel may have to
+	// wait for requests to this daemon to drop them).
 	drop := false
 	if f.direct {
 		n.directs--

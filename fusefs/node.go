@@ -41,8 +41,9 @@ type Node struct {
 	// open for writing, and its execution refused with ETXTBSY).
 	ptLinger bool
 	// directs counts the open direct handles (file.direct): while any
-	// is open, every new daemon-served handle of the node is direct too;
-	// directShared says one was made so (file.release).
+	// is open, every new read-write daemon-served handle of the node is
+	// direct too; directShared says another handle was made meanwhile
+	// (file.release).
 	directs      int
 	directShared bool
 

@@ -150,8 +150,8 @@ func (r *Root) keepCache() bool { return r.opts.KeepCache && !r.opts.WritePassth
 // kernel then skips, at its first write, the GETXATTR
 // security.capability it asks before a write through the page cache (one
 // round trip per new file). A new file has no pages cached, and while
-// the handle is open every other open of the file is direct too
-// (newHandle), so none is cached or mapped shared meanwhile.
+// the handle is open every read-write open of the file is direct too
+// (newHandle), so that no shared mapping writes pages back over it.
 func (r *Root) directWrites(flags int) bool {
 	return r.keepCache() && flags&unix.O_ACCMODE == unix.O_WRONLY
 }

@@ -93,8 +93,9 @@ type Options struct {
 	// of it (FOPEN_KEEP_CACHE on daemon-served handles): a second read of
 	// a file costs no round trips. It is safe because every change of a
 	// file's bytes goes through the kernel's page cache (daemon-served
-	// writes), through a direct handle while no open of the file uses the
-	// cache (file.direct), or comes from the daemon, which invalidates the
+	// writes), through a direct handle while no shared mapping of the
+	// file can write pages back, its pages dropped once it is closed
+	// (file.direct), or comes from the daemon, which invalidates the
 	// pages (Invalidate); it is ignored with WritePassthrough, whose
 	// writes bypass the page cache. The kernel then leaves cached pages
 	// alone when it sees a file's mtime change (explicit data cache
