@@ -89,14 +89,12 @@ func (n *Node) newHandle(ctx context.Context, fd int, flags int, wantPT, direct 
 	if pt {
 		notePassthrough(ctx, n.ptID)
 	}
-	switch {
-	case pt:
-	case direct || n.directs > 0 && f.mappable:
-		f.direct = true
-		n.directShared = n.directShared || !direct
-		n.directs++
-	case n.directs > 0:
-		n.directShared = true
+	if !pt {
+		n.directShared = n.directShared || n.directs > 0
+		if direct || n.directs > 0 && f.mappable {
+			f.direct = true
+			n.directs++
+		}
 	}
 	switch {
 	case !f.writable && pt:
@@ -196,9 +194,9 @@ func (f *file) release() {
 	// wait for requests to this daemon to drop them).
 	drop := false
 	if f.direct {
-		n.directs--
-		drop = n.directs == 0 && n.directShared
-		n.directShared = n.directShared && !drop
+		if n.directs--; n.directs == 0 {
+			drop, n.directShared = n.directShared, false
+		}
 	}
 	switch f.kind {
 	case kindReader:
