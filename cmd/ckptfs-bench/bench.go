@@ -267,7 +267,7 @@ func (b *bench) runWorkload(ctx context.Context, wl *workload, ts []target) erro
 			b.failStep(wl, "", t.Name(), err)
 			continue
 		}
-		if _, user := t.(interface{ asUser(func() error) error }); wl.skipUser != "" && user {
+		if wl.skipUser != "" && userOf(t) != nil {
 			b.note("%s: not run on %s (%s)", wl.name, t.Name(), wl.skipUser)
 			skipped[t.Name()] = true
 			continue

@@ -28,13 +28,14 @@ import (
 
 var configNames = []string{"N", "L", "L+", "C", "Cu", "Lu"}
 
-func isConfigName(s string) bool {
+// configName is the configuration named s, in any case ("" if none).
+func configName(s string) string {
 	for _, n := range configNames {
-		if s == n {
-			return true
+		if strings.EqualFold(s, n) {
+			return n
 		}
 	}
-	return false
+	return ""
 }
 
 // target is one configuration, ready to run workloads in Dir.

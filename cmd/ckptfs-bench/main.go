@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -85,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.BoolVar(&o.quick, "quick", false, "small sizes, 2 repetitions, no npm/build: about a minute, 2-3 with C")
 	fl.IntVar(&o.reps, "reps", 0, "repetitions per workload and configuration (default 5, --quick 2)")
 	fl.StringSliceVar(&o.only, "only", nil, "run only these `WORKLOAD`s (comma-separated names or numbers; \"history\" for the history figures, \"capture\" for the big-file capture alone, \"ui\" for turnctl ui's page, \"at\" for the reads through mount --at alone, \"navigation\" for revert, log search, export and checkout over 1000 turns, \"gc\" for the retention figures)")
-	fl.StringSliceVar(&o.configs, "configs", []string{"N", "L", "L+", "C", "Cu", "Lu"}, "configurations to run")
+	fl.StringSliceVar(&o.configs, "configs", slices.Clone(configNames), "configurations to run")
 	fl.StringVar(&o.user, "user", "nobody", "the ordinary `USER` who mounts Cu and Lu")
 	fl.StringVar(&o.work, "work", "/var/tmp/ckptfs-bench", "work `DIR` (emptied at start and end; must be on the filesystem under test)")
 	fl.StringVar(&o.jsonPath, "json", "", "write results as JSON to `FILE` (default WORK/bench.json)")
@@ -166,19 +167,11 @@ func (o *options) check() error {
 	}
 	seen := map[string]bool{}
 	for i, c := range o.configs {
-		c = strings.TrimSpace(c)
-		if !isConfigName(c) {
-			c = strings.ToUpper(c)
+		name := configName(strings.TrimSpace(c))
+		if name == "" {
+			return fmt.Errorf("unknown configuration %q (want %s)", strings.TrimSpace(c), strings.Join(configNames, ", "))
 		}
-		switch c {
-		case "CU":
-			c = "Cu"
-		case "LU":
-			c = "Lu"
-		}
-		if !isConfigName(c) {
-			return fmt.Errorf("unknown configuration %q (want N, L, L+, C, Cu, Lu)", c)
-		}
+		c = name
 		if seen[c] {
 			return fmt.Errorf("configuration %s given twice", c)
 		}

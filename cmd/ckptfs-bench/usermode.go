@@ -35,11 +35,16 @@ type benchUser struct {
 	base     string // WORK/Cu or WORK/Lu, owned by the user
 }
 
-// asUser runs fn as the target's user (see inUserThread).
-func (u *benchUser) asUser(fn func() error) error { return inUserThread(u.uid, u.gid, fn) }
+// user is the user itself: a target embedding it answers userOf.
+func (u *benchUser) user() *benchUser { return u }
 
-// scratch is a directory of the user's own beside the mount.
-func (u *benchUser) scratch() string { return u.base }
+// userOf is the ordinary user t runs as (Cu, Lu), or nil (as root).
+func userOf(t target) *benchUser {
+	if u, ok := t.(interface{ user() *benchUser }); ok {
+		return u.user()
+	}
+	return nil
+}
 
 // extraEnv is what programs started for the user need besides the bench's
 // environment: a home of the user's own (root's is not readable).
@@ -104,10 +109,11 @@ type userCkptfs struct {
 	*benchUser
 }
 
-// asTarget runs fn as t's user when t has one (Cu), else as is.
+// asTarget runs fn as t's user when t has one (Cu, Lu; see
+// inUserThread), else as is.
 func asTarget(t target, fn func() error) error {
-	if u, ok := t.(interface{ asUser(func() error) error }); ok {
-		return u.asUser(fn)
+	if u := userOf(t); u != nil {
+		return inUserThread(u.uid, u.gid, fn)
 	}
 	return fn()
 }

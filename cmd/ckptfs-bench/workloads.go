@@ -128,7 +128,7 @@ func (e *env) p(elem ...string) string { return filepath.Join(append([]string{e.
 // command runs a program for the target, as command does, with what the
 // target's user needs in its environment (Cu: a home of its own).
 func (e *env) command(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
-	if u, ok := e.t.(interface{ extraEnv() []string }); ok {
+	if u := userOf(e.t); u != nil {
 		env = append(append([]string{}, env...), u.extraEnv()...)
 	}
 	return command(ctx, dir, env, name, args...)
@@ -708,8 +708,8 @@ func runtimeVersion() string {
 }
 
 func (e *env) gocache() string {
-	if u, ok := e.t.(interface{ scratch() string }); ok {
-		return filepath.Join(u.scratch(), "gocache") // the user's own
+	if u := userOf(e.t); u != nil {
+		return filepath.Join(u.base, "gocache") // the user's own
 	}
 	return filepath.Join(e.b.o.work, "gocache-"+configDirName(e.t.Name()))
 }
