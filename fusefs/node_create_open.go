@@ -82,7 +82,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	trunc := flags&unix.O_TRUNC != 0
 	oflags := int(flags)&^(unix.O_APPEND|unix.O_TRUNC|fuse.FMODE_EXEC) | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	// created: this open made the file (a name the kernel thought free
-	// may hold one made behind the mount's back).
+	// may hold one made behind the mount's back, whose owner stays).
 	fd, created := -1, true
 	err := backing.Retry(func() error {
 		var err error
@@ -96,7 +96,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	n.setOwner(ctx, name, mode, false)
+	if created {
+		n.setOwner(ctx, name, mode, false)
+	}
 	st, err := backing.Fstat(fd)
 	if err != nil {
 		unix.Close(fd)

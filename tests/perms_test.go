@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Another user works in the mount as in the plain directory: entries get
@@ -62,5 +64,48 @@ func TestOtherUser(t *testing.T) {
 	}
 	if err := asNobody("echo x > newfile"); err == nil {
 		t.Errorf("nobody created a file in a 0755 root directory")
+	}
+}
+
+// An open with O_CREAT of a name the kernel remembers as free, made
+// meanwhile behind the mount's back, opens that file as it is: its owner
+// stays, as natively, rather than becoming the opener.
+func TestCreateOverAFileMadeUnderneathKeepsItsOwner(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	pub := filepath.Join(dir, "pub")
+	os.Mkdir(pub, 0o777)
+	os.Chmod(pub, 0o777)
+	under, err := unix.Open(pub, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(under)
+	mountProject(t, dir)
+	if _, err := os.Stat(filepath.Join(pub, "f")); !os.IsNotExist(err) {
+		t.Fatalf("pub/f before it is made: %v, want it absent", err)
+	}
+	fd, err := unix.Openat(under, "f", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Fchmod(fd, 0o666)
+	unix.Write(fd, []byte("root's\n"))
+	unix.Close(fd)
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c", "echo nobody\\'s >> pub/f")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nobody appends to pub/f: %v: %s", err, out)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(under, "f", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Gid != 0 || st.Mode&07777 != 0o666 {
+		t.Errorf("pub/f after nobody's O_CREAT append: uid %d gid %d mode %o, want 0 0 666 (made by root underneath)", st.Uid, st.Gid, st.Mode&07777)
+	}
+	if b, _ := os.ReadFile(filepath.Join(pub, "f")); string(b) != "root's\nnobody's\n" {
+		t.Errorf("pub/f holds %q, want root's line then nobody's", b)
 	}
 }
