@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,7 +138,11 @@ func (b *bench) report(err error) error {
 		b.note("interrupted: partial results")
 	}
 	b.res.Finished = time.Now().UTC().Format(time.RFC3339)
-	fmt.Fprint(b.stdout, b.res.table(b.o.configs))
+	configs := b.o.configs
+	if _, ok := b.res.Configs["Nx"]; ok {
+		configs = append(slices.Clone(configs), "Nx")
+	}
+	fmt.Fprint(b.stdout, b.res.table(configs))
 	if err := b.res.writeJSON(b.o.jsonPath); err != nil {
 		return err
 	}

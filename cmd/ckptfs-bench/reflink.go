@@ -10,8 +10,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // runOnXFS runs wl on configurations of its own, made on an XFS image
@@ -50,6 +53,15 @@ func (b *bench) runOnXFS(ctx context.Context, wl *workload) error {
 			dir := filepath.Join(x.dir, "N")
 			err = os.Mkdir(dir, 0o755)
 			t = &native{dir: dir}
+			if err == nil {
+				nx, err := newNativeClone(x.dir)
+				if err != nil {
+					b.failStep(wl, "", "Nx", err)
+					break
+				}
+				b.res.Configs["Nx"] = configInfo{Available: true, Dir: nx.dir, What: nativeCloneWhat}
+				ts = append(ts, nx)
+			}
 		case "L", "L+":
 			t, err = startLoopbackIn(b, name, filepath.Join(x.dir, configDirName(name)), nil)
 		case "C":
@@ -67,4 +79,76 @@ func (b *bench) runOnXFS(ctx context.Context, wl *workload) error {
 		return nil
 	}
 	return b.runWorkload(ctx, wl, ts)
+}
+
+// nativeCloneWhat describes Nx.
+const nativeCloneWhat = "N on the same XFS image, each file of 1 MiB or more cloned aside (FICLONE) at the start of each timed repetition, as C's capture clones it: what copy-on-write itself costs the workload, without FUSE"
+
+// nativeClone is Nx: a plain directory whose big files are cloned aside
+// at Begin, the floor of C on a filesystem that clones: every later write
+// to a cloned block moves it, and a sync commits the move.
+type nativeClone struct {
+	dir  string // the workload's directory
+	keep string // the clones
+}
+
+func newNativeClone(base string) (*nativeClone, error) {
+	n := &nativeClone{dir: filepath.Join(base, "Nx"), keep: filepath.Join(base, "Nx.clones")}
+	if err := os.Mkdir(n.dir, 0o755); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *nativeClone) Name() string                  { return "Nx" }
+func (n *nativeClone) Dir() string                   { return n.dir }
+func (n *nativeClone) DaemonPID() int                { return 0 }
+func (n *nativeClone) End(ctx context.Context) error { return nil }
+func (n *nativeClone) Close() error                  { return os.RemoveAll(n.keep) }
+
+// Begin drops the last repetition's clones and clones every regular file
+// of captureMin bytes or more under dir.
+func (n *nativeClone) Begin(ctx context.Context) error {
+	if err := os.RemoveAll(n.keep); err != nil {
+		return err
+	}
+	if err := os.Mkdir(n.keep, 0o755); err != nil {
+		return err
+	}
+	i := 0
+	return filepath.WalkDir(n.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if fi, err := d.Info(); err != nil || fi.Size() < captureMin {
+			return err
+		}
+		i++
+		return cloneFile(p, filepath.Join(n.keep, fmt.Sprint(i)))
+	})
+}
+
+// captureMin is the size from which ckptfs clones a file where the
+// filesystem clones (README, "Big files").
+const captureMin = 1 << 20
+
+// cloneFile makes dst a clone of src.
+func cloneFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	err = unix.IoctlFileClone(int(out.Fd()), int(in.Fd()))
+	if err2 := out.Close(); err == nil {
+		err = err2
+	}
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", src, err)
+	}
+	return nil
 }

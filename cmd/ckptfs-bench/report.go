@@ -184,7 +184,7 @@ func (x *row) summarize() {
 }
 
 // ratioPairs are the ratios reported, numerator first.
-var ratioPairs = [][2]string{{"L", "N"}, {"L+", "N"}, {"C", "N"}, {"C", "L"}, {"C", "L+"}, {"Cu", "N"}, {"Cu", "L"}, {"Cu", "C"}, {"Lu", "N"}, {"Cu", "Lu"}}
+var ratioPairs = [][2]string{{"L", "N"}, {"L+", "N"}, {"C", "N"}, {"C", "L"}, {"C", "L+"}, {"Cu", "N"}, {"Cu", "L"}, {"Cu", "C"}, {"Lu", "N"}, {"Cu", "Lu"}, {"Nx", "N"}, {"C", "Nx"}}
 
 func (x *row) ratio(a, b string) (float64, bool) {
 	sa, ok1 := x.Summary[a]

@@ -201,7 +201,7 @@ var workloads = []*workload{
 			{name: "rand read 4k", run: func(ctx context.Context, e *env) error { return runRandom(ctx, e, false) }},
 		},
 		teardown: func(ctx context.Context, e *env) error { return removeIfExists(e.p("rand.dat")) }},
-	{num: 11, name: "random-xfs", desc: "the random 4 KiB writes on a loop-mounted XFS image made with reflink=1 (N, L, L+, C; needs mkfs.xfs)",
+	{num: 11, name: "random-xfs", desc: "the random 4 KiB writes on a loop-mounted XFS image made with reflink=1 (N, Nx: N with its big files cloned aside, L, L+, C; needs mkfs.xfs)",
 		global: globalFio, setup: setupRandom, onXFS: true,
 		steps: []step{
 			{name: "rand write 4k, XFS reflink", run: func(ctx context.Context, e *env) error { return runRandom(ctx, e, true) }},
@@ -210,7 +210,7 @@ var workloads = []*workload{
 		global:   globalSqlite,
 		steps:    []step{sqliteStep(sqliteModes[0], ""), sqliteStep(sqliteModes[1], "")},
 		teardown: teardownSqlite},
-	{num: 13, name: "sqlite-xfs", desc: "the SQLite updates on a loop-mounted XFS image made with reflink=1 (N, L, L+, C; needs mkfs.xfs)",
+	{num: 13, name: "sqlite-xfs", desc: "the SQLite updates on a loop-mounted XFS image made with reflink=1 (N, Nx, L, L+, C; needs mkfs.xfs)",
 		global: globalSqlite, onXFS: true,
 		steps:    []step{sqliteStep(sqliteModes[0], ", XFS reflink"), sqliteStep(sqliteModes[1], ", XFS reflink")},
 		teardown: teardownSqlite},
