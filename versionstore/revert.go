@@ -344,7 +344,8 @@ func (s *Store) revertLinked(actions []action, live ckpt.Tree) (map[string]linke
 
 // keepLinks keeps one inode for the names the revert gives the same
 // file: regular files that shared an inode before the turn (their
-// targets are one inode then) and share one now. Writing each name's
+// targets are one inode then, or their merges are of one inode's bytes)
+// and share one now. Writing each name's
 // bytes anew would split them, changing which names share an inode,
 // which a revert does not do. The first of them (by path) is made as
 // planned; each other one becomes a name of it (actLink). Even where the
@@ -358,9 +359,14 @@ func keepLinks(items []*revertItem, actions []action) {
 	keyOf := func(it *revertItem) (key, bool) {
 		now, then := it.cur.Inode, it.target.Inode
 		now.Nlink, then.Nlink = 0, 0
-		ok := !it.hasMrg && it.from == "" && it.cur.State.Type == ckpt.Regular && it.target.State.Type == ckpt.Regular &&
+		ok := it.from == "" && it.cur.State.Type == ckpt.Regular && it.target.State.Type == ckpt.Regular &&
 			now.Ino != 0 && then.Ino != 0
 		return key{now, then}, ok
+	}
+	// Names merged apart share an inode only where they are given the
+	// same bytes (so they are, merged from one inode's).
+	same := func(x, y *revertItem) bool {
+		return x.hasMrg == y.hasMrg && (!x.hasMrg || bytes.Equal(x.merged, y.merged) && x.target.State == y.target.State)
 	}
 	order := make([]int, len(items))
 	for i := range order {
@@ -376,6 +382,9 @@ func keepLinks(items []*revertItem, actions []action) {
 		f, seen := first[k]
 		if !seen {
 			first[k] = i
+			continue
+		}
+		if !same(items[i], items[f]) {
 			continue
 		}
 		actions[i] = action{Op: actLink, Path: items[i].path, From: items[f].path, State: items[i].target.State}
@@ -701,7 +710,8 @@ func (s *Store) mergeText(base, ours, theirs resolved, want ckpt.State, live ckp
 		m.Text = []byte{} // Data: empty, not none
 	}
 	want.Size = int64(len(m.Text))
-	it := &revertItem{target: resolved{State: want, Data: m.Text}, merged: m.Text, hasMrg: true}
+	// The inode theirs had tells which names shared one then (keepLinks).
+	it := &revertItem{target: resolved{State: want, Data: m.Text, Inode: theirs.Inode}, merged: m.Text, hasMrg: true}
 	if m.Conflicts > 0 {
 		return it, fmt.Sprintf("%d of its changed regions changed both by the turn and later", m.Conflicts), true, false, nil
 	}

@@ -97,6 +97,50 @@ func TestRevertOfAChmodThroughHardLinksKeepsThemLinked(t *testing.T) {
 	}
 }
 
+// A revert whose bytes are merged with a later turn's, of a file with two
+// names that shared one inode before the turn and share it still, gives
+// both names the merged bytes on one inode: each name's merge written
+// apart left them two files.
+func TestRevertMergedThroughHardLinksKeepsThemLinked(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "a"), []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n"))
+	if err := os.Link(filepath.Join(root, "a"), filepath.Join(root, "b")); err != nil {
+		t.Fatal(err)
+	}
+	m, turn := revertSim(t, s, root)
+	inPlace := func(name, text string) {
+		f, err := os.OpenFile(m.abs(name), os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(text)
+		f.Close()
+	}
+	n := turn(func() {
+		m.captureAll("a", false)
+		inPlace("a", "1\ntwo\n3\n4\n5\n6\n7\n8\n9\n")
+	})
+	turn(func() {
+		m.captureAll("b", false)
+		inPlace("b", "1\ntwo\n3\n4\n5\n6\n7\neight\n9\n")
+	})
+	if _, err := s.Revert(n, m.tree, RevertOptions{DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Revert(n, m.tree, RevertOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `a="1\n2\n3\n4\n5\n6\n7\neight\n9\n" 644 b="1\n2\n3\n4\n5\n6\n7\neight\n9\n" 644 [a b nlink 2]`
+	if got := linkGroups(t, root, "a", "b"); got != want {
+		t.Errorf("after the revert: %s\nwant: %s", got, want)
+	}
+	if len(res.SplitLinks) != 0 {
+		t.Errorf("the revert says it split %s, want nothing", splitList(res.SplitLinks))
+	}
+}
+
 // splitList is "PATH from NAME NAME, ..." for a result's SplitLinks.
 func splitList(ls []LinkSplit) string {
 	var out []string
