@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -268,5 +269,45 @@ $T begin --label "later" >/dev/null; echo b2 >> b.txt; $T end >/dev/null
 	}
 	if got := readFile(t, filepath.Join(proj, "b.txt")); got != "b\n" {
 		t.Errorf("b.txt after the revert of turn 6: %q", got)
+	}
+}
+
+// A revert follows a file through a later turn's sed -i (a new file
+// renamed over it) and a rename after that, and merges into the file
+// where it is now; and a merged revert of a file with two names keeps
+// them one inode.
+func TestRevertFollowsAFileThroughSedAndARename(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, `printf 'p\nq\nr\ns\nt\nu\n' > a.txt; printf '1\n2\n3\n4\n5\n6\n7\n8\n9\n' > l1; ln l1 l2`)
+	m := mountProject(t, proj)
+	edit := `python3 -c 'import sys;p,o,n=sys.argv[1:];s=open(p).read().replace(o,n,1);f=open(p,"r+");f.write(s);f.truncate()'`
+	m.turnctl(t, "begin", "--label", "one")
+	runIn(t, proj, `echo zz >> a.txt; `+edit+` l1 '2' 'two'`)
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "sed")
+	runIn(t, proj, `sed -i 's/^q$/Q2/' a.txt; `+edit+` l2 '8' 'eight'`)
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "mv")
+	runIn(t, proj, `mv a.txt b.txt`)
+	m.turnctl(t, "end")
+	out := m.turnctl(t, "revert", "1")
+	if got, want := readFile(t, filepath.Join(proj, "b.txt")), "p\nQ2\nr\ns\nt\nu\n"; got != want {
+		t.Errorf("b.txt after the revert: %q, want %q (turn 1's line gone, the later sed kept)\n%s", got, want, out)
+	}
+	if _, err := os.Lstat(filepath.Join(proj, "a.txt")); !os.IsNotExist(err) {
+		t.Errorf("a.txt after the revert: %v, want it absent", err)
+	}
+	var s1, s2 syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(proj, "l1"), &s1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(filepath.Join(proj, "l2"), &s2); err != nil {
+		t.Fatal(err)
+	}
+	if s1.Ino != s2.Ino || s1.Nlink != 2 {
+		t.Errorf("l1 and l2 after the merged revert: inodes %d and %d, %d links; want one inode with 2", s1.Ino, s2.Ino, s1.Nlink)
+	}
+	if got, want := readFile(t, filepath.Join(proj, "l2")), "1\n2\n3\n4\n5\n6\n7\neight\n9\n"; got != want {
+		t.Errorf("l2 after the revert: %q, want %q", got, want)
 	}
 }

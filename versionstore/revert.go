@@ -403,7 +403,7 @@ func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertRe
 		return nil, err
 	}
 	// Where what was at a path at the end of n is now: later renames.
-	var ml moveLog
+	ml := moveLog{born: map[string]bool{}}
 	s.mu.Lock()
 	end := s.nextSeq
 	s.mu.Unlock()

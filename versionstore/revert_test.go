@@ -34,6 +34,12 @@ type revertModel struct {
 	next  int
 	objs  map[int]obj
 	snaps []map[int]obj
+	// renamed and replaced: the objects the open turn renamed, and those
+	// it wrote by renaming a new file over them. A turn does one or the
+	// other to an object: one that does both lists a deletion and an
+	// addition (the object's new name holds a new file), not the
+	// object's rename and write that the oracle sees.
+	renamed, replaced map[int]bool
 }
 
 func (r *revertModel) fresh() string {
@@ -103,9 +109,34 @@ func (r *revertModel) step() {
 	case 1, 2: // write
 		id := ids[rng.Intn(len(ids))]
 		o := r.objs[id]
-		m.captureAll(o.name, false)
 		o.data = r.text(o.data)
-		if err := os.WriteFile(m.abs(o.name), []byte(o.data), 0); err != nil {
+		if rng.Intn(3) > 0 || r.renamed[id] {
+			m.captureAll(o.name, false)
+			if err := os.WriteFile(m.abs(o.name), []byte(o.data), 0); err != nil {
+				m.t.Fatal(err)
+			}
+			r.objs[id] = o
+			break
+		}
+		// As sed -i writes: a new file renamed over the old; the same
+		// file to the oracle.
+		r.replaced[id] = true
+		tmp := r.fresh()
+		m.capture(tmp, false)
+		if err := os.WriteFile(m.abs(tmp), []byte(o.data), 0); err != nil {
+			m.t.Fatal(err)
+		}
+		if err := os.Chmod(m.abs(tmp), os.FileMode(o.mode)); err != nil {
+			m.t.Fatal(err)
+		}
+		m.capture(o.name, false)
+		commit, err := m.store.RecordRename(tmp, o.name, false, who)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		err = os.Rename(m.abs(tmp), m.abs(o.name))
+		commit(err == nil)
+		if err != nil {
 			m.t.Fatal(err)
 		}
 		r.objs[id] = o
@@ -126,6 +157,10 @@ func (r *revertModel) step() {
 			}
 			o.name = ""
 		default:
+			if r.replaced[id] {
+				break
+			}
+			r.renamed[id] = true
 			q := r.fresh()
 			commit, err := m.store.RecordRename(o.name, q, false, who)
 			if err != nil {
@@ -284,6 +319,7 @@ func newRevertCase(t *testing.T, seed int64, s *Store) (r *revertModel, tree *ba
 		if _, err := s.Begin(ckpt.KindAgent, "", ""); err != nil {
 			t.Fatal(err)
 		}
+		r.renamed, r.replaced = map[int]bool{}, map[int]bool{}
 		for k := 1 + rng.Intn(6); k > 0; k-- {
 			r.step()
 		}

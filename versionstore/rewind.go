@@ -430,7 +430,22 @@ func (l *moveLog) back(p string) string {
 // note follows the event r, if it is a rename or an exchange.
 func (l *moveLog) note(r *record) {
 	if r.To == "" {
+		if l.born != nil && r.Op == opPrior && !r.State.Exists() {
+			l.born[r.Path] = true
+		}
 		return
+	}
+	replaces := r.Op == opRename && l.born[r.Path] // see born
+	if l.born != nil {
+		switch {
+		case r.Op == opExchange:
+			l.born[r.Path], l.born[r.To] = l.born[r.To], l.born[r.Path]
+		case replaces:
+			delete(l.born, r.Path)
+		default:
+			l.born[r.To] = l.born[r.Path]
+			delete(l.born, r.Path)
+		}
 	}
 	from, to := l.back(r.Path), l.back(r.To)
 	var kept []*move
@@ -438,6 +453,10 @@ func (l *moveLog) note(r *record) {
 		if rest, ok := ckpt.Under(m.cur, r.Path); ok {
 			m.cur = join(r.To, rest) // carried along
 		} else if rest, ok := ckpt.Under(m.cur, r.To); ok {
+			if replaces && m.cur == r.To {
+				kept = append(kept, m) // its bytes replaced
+				continue
+			}
 			if r.Op == opRename {
 				continue // renamed over
 			}
@@ -452,7 +471,11 @@ func (l *moveLog) note(r *record) {
 		}
 		kept = append(kept, m)
 	}
-	l.moves = append(kept, &move{orig: from, cur: r.To})
+	l.moves = kept
+	if replaces {
+		return
+	}
+	l.moves = append(l.moves, &move{orig: from, cur: r.To})
 	if r.Op == opExchange {
 		l.moves = append(l.moves, &move{orig: to, cur: r.Path})
 	}

@@ -118,7 +118,16 @@ func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]st
 // moment back to the name it had then, event by event, so that events
 // under the new name (and what still lies there) are found for the old
 // one.
-type moveLog struct{ moves []*move }
+type moveLog struct {
+	moves []*move
+	// born, if not nil, holds the names whose object was made since that
+	// moment (a record of its name with nothing there before): one of
+	// them renamed over a path replaces that path's bytes, and what was
+	// at the path keeps its lineage there, as if written in place (the
+	// temporary file sed -i or an editor renames into place). Only for a
+	// log fed whole records (not scanNames'), which tell what was there.
+	born map[string]bool
+}
 
 type move struct{ orig, cur string }
 
