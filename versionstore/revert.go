@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -797,6 +798,47 @@ func (s *Store) revertChanges(items []*revertItem, live ckpt.Tree) ([]Change, er
 			kept = append(kept, c)
 		}
 	}
+	parents, err := missingParents(items, live)
+	if err != nil {
+		return nil, err
+	}
+	kept = append(kept, parents...)
 	sortChanges(kept)
 	return kept, nil
+}
+
+// missingParents lists the directories a revert makes because a path it
+// puts back lies in one that is gone now (mkdirParents: mode 0755, in
+// place of whatever else is there), as its turn then records them.
+func missingParents(items []*revertItem, live ckpt.Tree) ([]Change, error) {
+	planned := make(map[string]bool, len(items))
+	for _, it := range items {
+		planned[it.path] = true
+	}
+	var out []Change
+	for _, it := range items {
+		if !it.target.State.Exists() {
+			continue
+		}
+		for d := parentOf(it.path); d != ""; d = parentOf(d) {
+			if planned[d] {
+				break
+			}
+			planned[d] = true
+			st, err := live.Lstat(d)
+			if err != nil {
+				return nil, err
+			}
+			if st.Type == ckpt.Dir {
+				break
+			}
+			after := ckpt.State{Type: ckpt.Dir, Mode: 0o755, UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
+			k := ckpt.Added
+			if st.Exists() {
+				k = ckpt.TypeChg
+			}
+			out = append(out, Change{Path: d, Kind: k, Before: st, After: after, before: resolved{State: st, Live: d}, after: resolved{State: after}})
+		}
+	}
+	return out, nil
 }

@@ -741,3 +741,45 @@ func TestRevertOfADirectoryRenameListsWhatItRecords(t *testing.T) {
 		t.Errorf("the dry run listed %s, the turn lists %s", got, recorded)
 	}
 }
+
+// A revert that puts a file back into a directory a later turn removed
+// makes the directory again, and its dry run lists it, as the revert's
+// own turn then records it.
+func TestRevertListsTheDirectoryItMakesAgain(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "d", "f"), []byte("f\n"))
+	writeFile(t, filepath.Join(root, "d", "g"), []byte("g\n"))
+	m, turn := revertSim(t, s, root)
+	n := turn(func() {
+		m.capture("d/f", false)
+		os.Remove(m.abs("d/f"))
+	})
+	turn(func() {
+		m.capture("d/g", false)
+		os.Remove(m.abs("d/g"))
+		m.capture("d", false)
+		os.Remove(m.abs("d"))
+	})
+	dry, err := s.Revert(n, m.tree, RevertOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Revert(n, m.tree, RevertOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "added d<-, added d/f<-"
+	if d, r := changeKinds(dry.Changes), changeKinds(res.Changes); d != want || r != want {
+		t.Errorf("the dry run listed %s, the revert %s; want %s", d, r, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "d", "f")); err != nil || string(b) != "f\n" {
+		t.Errorf("d/f after the revert: %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "d")); err != nil || fi.Mode() != os.ModeDir|0o755 {
+		t.Errorf("d after the revert: %v, %v; want a directory 0755", fi, err)
+	}
+}
