@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -288,6 +289,23 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			inoNames[e.Stamp.Ino] = append(inoNames[e.Stamp.Ino], p)
 		}
 	}
+	// And now: an inode whose names differ from the manifest's had a link
+	// made or removed, which changed its ctime (written).
+	curNames := map[uint64][]string{}
+	for p, c := range cur {
+		if c.st.Type.Linkable() && c.sp.Ino != 0 {
+			curNames[c.sp.Ino] = append(curNames[c.sp.Ino], p)
+		}
+	}
+	relinked := func(ino uint64) bool {
+		a, b := slices.Clone(inoNames[ino]), slices.Clone(curNames[ino])
+		slices.Sort(a)
+		slices.Sort(b)
+		return !slices.Equal(a, b)
+	}
+	isWritten := func(c treeEntry, e manifestEntry) bool {
+		return written(c, e, relinked(e.Stamp.Ino)) || c.st.Size != e.State.Size
+	}
 	tag := func(r *record, e manifestEntry) *record {
 		names := inoNames[e.Stamp.Ino]
 		if !e.State.Type.Linkable() || len(names) == 0 {
@@ -310,9 +328,14 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		c, ok := cur[p]
 		switch {
 		case !ok, c.st.Type != e.State.Type,
-			e.State.Type == ckpt.Regular && (written(c, e) || c.st.Size != e.State.Size):
+			e.State.Type == ckpt.Regular && isWritten(c, e):
 			r := tag(priorRecord(p, e.State), e)
 			sealed(r, e.State, e.Stamp, seals)
+			if r.Lost {
+				if err := s.fromOtherName(r, e, old, cur, isWritten, live); err != nil {
+					return res, err
+				}
+			}
 			recs = append(recs, r)
 		case e.State.Type == ckpt.Regular && sameMeta(c.st, e.State):
 			// unchanged
@@ -416,21 +439,55 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 
 // written reports whether the regular file c, found at the path of the
 // manifest's e, may have been written since: another inode or mtime, or
-// another ctime that no change of its mode, owner or link count explains
-// (a write whose mtime was put back). A chmod, a chown, a link made or
-// removed change the ctime too: its bytes are then taken as the manifest
+// another ctime that no change of its mode, owner, link count or names
+// (relinked: a name of its inode made or removed) explains (a write
+// whose mtime was put back). A chmod, a chown, a link made or removed
+// change the ctime too: its bytes are then taken as the manifest
 // saw them, and an edit whose mtime was put back in a file also so
 // changed (or one of whose other names was renamed) goes unseen. So does
 // one in a file whose mode denies its owner reading (0000, 0200): reading
 // it, as turnctl run as that user does without a mount (show, cat, a
 // rewind), gives the owner read permission for a moment
 // (backing.ReopenRead), which moves its ctime, and that read is no write.
-func written(c treeEntry, e manifestEntry) bool {
+func written(c treeEntry, e manifestEntry, relinked bool) bool {
 	if c.sp.Ino != e.Stamp.Ino || c.sp.Mtime != e.Stamp.Mtime {
 		return true
 	}
-	explained := !sameMeta(c.st, e.State) || e.Nlink != c.sp.Nlink || e.State.Mode&0o400 == 0
+	explained := !sameMeta(c.st, e.State) || e.Nlink != c.sp.Nlink || relinked || e.State.Mode&0o400 == 0
 	return !c.sp.SameBytes(e.Stamp) && !explained
+}
+
+// fromOtherName gives r, the record of a regular file whose bytes at the
+// manifest (e) are otherwise lost, the bytes of another name its inode
+// had then and still has, unwritten since: a name removed, or replaced
+// by a new file (sed -i), while its inode lives on. The bytes are read
+// now, from that name.
+func (s *Store) fromOtherName(r *record, e manifestEntry, old map[string]manifestEntry, cur map[string]treeEntry, isWritten func(treeEntry, manifestEntry) bool, live ckpt.Tree) error {
+	if e.State.Type != ckpt.Regular || e.Stamp.Ino == 0 {
+		return nil
+	}
+	for _, q := range r.Links {
+		eq, ok1 := old[q]
+		cq, ok2 := cur[q]
+		if !ok1 || !ok2 || eq.Stamp.Ino != e.Stamp.Ino || cq.st.Type != ckpt.Regular || isWritten(cq, eq) {
+			continue
+		}
+		f, err := live.Open(q)
+		if err != nil {
+			return fmt.Errorf("versionstore: offline changes: %w", err)
+		}
+		ref, err := s.putContent(f, e.State.Size)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if ref.Size != e.State.Size {
+			return nil // changed while read: lost after all
+		}
+		r.Lost, r.Content = false, ref
+		return nil
+	}
+	return nil
 }
 
 // treeEntry is one path of the tree as a walk found it.

@@ -248,3 +248,79 @@ func TestTurnChangesOfLinksKeptAfterOfflineEdit(t *testing.T) {
 		t.Fatalf("after the offline edit of f, turn 2 changed %v, want f and g (g relinked)", k)
 	}
 }
+
+// Names of one inode changed while unmounted, its bytes left alone: a
+// link made and another removed (the link count as before), a link
+// removed, a name replaced by a new file (sed -i). The inode's ctime
+// moved, which the changed names explain: its bytes are not taken for
+// written. A name that left it is recorded with the bytes the inode
+// still holds under its other names, and a rewind to the turn before
+// gives every name back its bytes and the inode they shared.
+func TestOfflineNamesOfAnInodeKeepItsBytes(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		offline func(t *testing.T, root string)
+		changes string // the offline turn's
+	}{
+		{"a link made, another removed", func(t *testing.T, root string) {
+			if err := os.Link(filepath.Join(root, "s"), filepath.Join(root, "sub", "s3")); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(filepath.Join(root, "sub", "s2"))
+		}, "deleted sub/s2, added sub/s3"},
+		{"a link removed", func(t *testing.T, root string) {
+			os.Remove(filepath.Join(root, "sub", "s2"))
+		}, "deleted sub/s2"},
+		{"a name replaced", func(t *testing.T, root string) {
+			writeFile(t, filepath.Join(root, "sub", "tmp"), []byte("new\n"))
+			if err := os.Rename(filepath.Join(root, "sub", "tmp"), filepath.Join(root, "sub", "s2")); err != nil {
+				t.Fatal(err)
+			}
+		}, "modified sub/s2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, tree, root := offlineFixture(t)
+			m := &sim{t: t, store: s, tree: tree, root: root}
+			os.Mkdir(filepath.Join(root, "sub"), 0o755)
+			writeFile(t, filepath.Join(root, "s"), []byte("solo\n"))
+			if err := os.Link(filepath.Join(root, "s"), filepath.Join(root, "sub", "s2")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Begin(ckpt.KindAgent, "", ""); err != nil {
+				t.Fatal(err)
+			}
+			m.captureAll("s", false)
+			f, err := os.OpenFile(m.abs("s"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString("more\n")
+			f.Close()
+			n, err := s.End("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := []string{"s", "sub/s2", "sub/s3"}
+			want := linkGroups(t, root, names...)
+			if err := s.SaveManifest(tree, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			c.offline(t, root)
+			res, err := s.RecordOffline(tree, nil, nil, false)
+			if err != nil || res.Lost != 0 {
+				t.Fatalf("offline check: %+v, %v; want no bytes lost", res, err)
+			}
+			cs, err := s.TurnChanges(res.Turn.Num, tree)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := changeKinds(cs); strings.ReplaceAll(got, "<-", "") != c.changes {
+				t.Errorf("the offline turn: %s, want %s", got, c.changes)
+			}
+			rewindBoth(t, m, n.Num)
+			if got := linkGroups(t, root, names...); got != want {
+				t.Errorf("after the rewind to turn %d: %s\nwant: %s", n.Num, got, want)
+			}
+		})
+	}
+}
