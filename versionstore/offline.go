@@ -306,6 +306,13 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 	isWritten := func(c treeEntry, e manifestEntry) bool {
 		return written(c, e, relinked(e.Stamp.Ino)) || c.st.Size != e.State.Size
 	}
+	// unwritten: a name whose bytes are the manifest's still (not one an
+	// event since recorded: its entry is the tree's now).
+	unwritten := func(q string, ino uint64) bool {
+		eq, ok1 := old[q]
+		cq, ok2 := cur[q]
+		return ok1 && ok2 && !recorded.covers(q) && eq.Stamp.Ino == ino && cq.st.Type == ckpt.Regular && !isWritten(cq, eq)
+	}
 	tag := func(r *record, e manifestEntry) *record {
 		names := inoNames[e.Stamp.Ino]
 		if !e.State.Type.Linkable() || len(names) == 0 {
@@ -332,7 +339,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 			r := tag(priorRecord(p, e.State), e)
 			sealed(r, e.State, e.Stamp, seals)
 			if r.Lost {
-				if err := s.fromOtherName(r, e, old, cur, isWritten, live); err != nil {
+				if err := s.fromOtherName(r, e, unwritten, live); err != nil {
 					return res, err
 				}
 			}
@@ -459,17 +466,15 @@ func written(c treeEntry, e manifestEntry, relinked bool) bool {
 
 // fromOtherName gives r, the record of a regular file whose bytes at the
 // manifest (e) are otherwise lost, the bytes of another name its inode
-// had then and still has, unwritten since: a name removed, or replaced
+// had then and still has, unwritten since (unwritten): a name removed, or replaced
 // by a new file (sed -i), while its inode lives on. The bytes are read
 // now, from that name.
-func (s *Store) fromOtherName(r *record, e manifestEntry, old map[string]manifestEntry, cur map[string]treeEntry, isWritten func(treeEntry, manifestEntry) bool, live ckpt.Tree) error {
+func (s *Store) fromOtherName(r *record, e manifestEntry, unwritten func(q string, ino uint64) bool, live ckpt.Tree) error {
 	if e.State.Type != ckpt.Regular || e.Stamp.Ino == 0 {
 		return nil
 	}
 	for _, q := range r.Links {
-		eq, ok1 := old[q]
-		cq, ok2 := cur[q]
-		if !ok1 || !ok2 || eq.Stamp.Ino != e.Stamp.Ino || cq.st.Type != ckpt.Regular || isWritten(cq, eq) {
+		if !unwritten(q, e.Stamp.Ino) {
 			continue
 		}
 		f, err := live.Open(q)
