@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -99,6 +100,38 @@ func TestCheckout(t *testing.T) {
 		sameTree(t, "checkout of turn "+strconv.Itoa(n)+" against a rewind to it", want, tree(t, filepath.Join(out, "t"+strconv.Itoa(n))))
 		if len(want) < 5 {
 			t.Fatalf("turn %d: a tree of %d paths", n, len(want))
+		}
+	}
+}
+
+// Two names of one file at the end of a turn stay one inode in its
+// checkout and its view after a later turn replaced one of them (sed -i
+// gives it a new inode, the other keeping the old one alone).
+func TestCheckoutKeepsALinkALaterTurnBroke(t *testing.T) {
+	proj := t.TempDir()
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "link")
+	runIn(t, proj, `printf 'one\n' > f; ln f g`)
+	m.turnctl(t, "end")
+	m.turnctl(t, "begin", "--label", "sed")
+	runIn(t, proj, `sed -i 's/one/two/' f`)
+	m.turnctl(t, "end")
+	co := filepath.Join(t.TempDir(), "co")
+	m.turnctl(t, "checkout", "1", co)
+	view := mountAt(t, m, "1")
+	for _, dir := range []string{co, view} {
+		var f, g syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(dir, "f"), &f); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Stat(filepath.Join(dir, "g"), &g); err != nil {
+			t.Fatal(err)
+		}
+		if f.Ino != g.Ino || f.Nlink != 2 {
+			t.Errorf("%s: f and g are inodes %d and %d, %d links; want one inode with 2", dir, f.Ino, g.Ino, f.Nlink)
+		}
+		if b := readFile(t, filepath.Join(dir, "g")); b != "one\n" {
+			t.Errorf("%s/g = %q, want %q", dir, b, "one\n")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package versionstore
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"ckptfs/internal/ckpt"
@@ -113,10 +114,15 @@ func (s *Store) TreeAt(n uint64, live ckpt.Tree) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	walked := len(sn.Entries)
 	rs, err := s.resolveMany(after, paths, live)
 	if err != nil {
 		return nil, err
 	}
+	// The names a record says its inode had then: a walked path among
+	// them with that inode now is still a name of it, though a later turn
+	// took the inode's other names (its link count now 1).
+	then := map[uint64][]string{}
 	for i, p := range paths {
 		r := rs[i]
 		if r.State.Type == ckpt.Absent || p != "" && skip(p, r.State.Type == ckpt.Dir) {
@@ -125,8 +131,24 @@ func (s *Store) TreeAt(n uint64, live ckpt.Tree) (*Snapshot, error) {
 		e := Entry{Path: p, State: r.State, Lost: r.Lost, r: r}
 		if r.State.Type.Linkable() {
 			e.Inode = r.Inode
+			if r.Inode.Known() && len(r.Links) > 0 {
+				then[r.Inode.Ino] = append(then[r.Inode.Ino], r.Links...)
+			}
 		}
 		sn.Entries = append(sn.Entries, e)
+	}
+	for i := range sn.Entries[:walked] {
+		e := &sn.Entries[i]
+		if !e.State.Type.Linkable() || e.Inode.Known() || !slices.Contains(then[e.stamp.Ino], e.Path) {
+			continue
+		}
+		st, ino, err := live.LstatInode(e.Path)
+		if err != nil {
+			return nil, err
+		}
+		if st.Type.Linkable() && ino.Ino == e.stamp.Ino {
+			e.Inode, e.r.Inode = ino, ino
+		}
 	}
 	sort.Slice(sn.Entries, func(i, j int) bool { return sn.Entries[i].Path < sn.Entries[j].Path })
 	// A path whose parent was not a directory then cannot be: a lenient
