@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -30,6 +31,17 @@ func stateOf(st *backing.Stat, fd int) ckpt.State {
 	return s
 }
 
+// commName is a pid's program name and when it was read.
+type commName struct {
+	comm string
+	read time.Time
+}
+
+// commFresh is how long a pid's program name is taken as read: a process
+// that execs another program, or a pid reused, is named anew by its first
+// change this long after the last read.
+const commFresh = 10 * time.Millisecond
+
 // caller names the program that sent the request.
 func (r *Root) caller(ctx context.Context) ckpt.Program {
 	if ctx == boundaryCtx {
@@ -40,22 +52,24 @@ func (r *Root) caller(ctx context.Context) ckpt.Program {
 		return ckpt.Program{Comm: "ckptfs"}
 	}
 	pid := c.Pid
+	now := time.Now()
 	r.commMu.Lock()
-	comm, ok := r.comms[pid]
+	n, ok := r.comms[pid]
 	r.commMu.Unlock()
-	if !ok {
+	if !ok || now.Sub(n.read) > commFresh {
+		n = commName{read: now}
 		b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
 		if err == nil {
-			comm = strings.TrimSpace(string(b))
+			n.comm = strings.TrimSpace(string(b))
 		}
 		r.commMu.Lock()
 		if len(r.comms) >= 512 {
-			r.comms = map[uint32]string{} // bounded; pids are reused anyway
+			r.comms = map[uint32]commName{} // bounded
 		}
-		r.comms[pid] = comm
+		r.comms[pid] = n
 		r.commMu.Unlock()
 	}
-	return ckpt.Program{PID: pid, Comm: comm}
+	return ckpt.Program{PID: pid, Comm: n.comm}
 }
 
 // recordErrno maps a Record failure to the errno the caller sees: the

@@ -154,7 +154,7 @@ type Root struct {
 	order   forgetOrder             // node reuse against forgetting (forget.go)
 
 	commMu sync.Mutex
-	comms  map[uint32]string
+	comms  map[uint32]commName // by pid (caller)
 
 	// backing registers passthrough backing files (the *fuse.Server,
 	// once mounted); see Node.newHandle.
@@ -193,7 +193,7 @@ func NewRoot(dir *os.File, opts Options) (*Root, error) {
 		rootDev:   st.Dev,
 		nodes:     map[fs.StableAttr]*Node{},
 		attic:     map[fs.StableAttr]int{},
-		comms:     map[uint32]string{},
+		comms:     map[uint32]commName{},
 		ptWriters: map[*Node]int{},
 		writers:   map[*Node]int{},
 	}

@@ -128,3 +128,21 @@ PY`)
 		t.Fatalf("mtime after mmap write: %s", out)
 	}
 }
+
+// A turn names the program that made each change: a process that execs
+// another program is named by the program it runs when it makes the
+// change, not the one it first made a change as.
+func TestProgramsOfAProcessThatExecs(t *testing.T) {
+	proj := t.TempDir()
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "one")
+	runIn(t, proj, `bash -c 'echo a > a.txt; sleep 0.05; exec python3 -c "open(\"b.txt\", \"w\").write(\"b\\n\")"'`)
+	m.turnctl(t, "end")
+	out := m.turnctl(t, "log", "--program", "python3")
+	if !strings.Contains(out, "one") {
+		t.Errorf("log --program python3 finds no turn one:\n%s\n%s", out, m.turnctl(t, "log"))
+	}
+	if out := m.turnctl(t, "log", "--program", "bash"); !strings.Contains(out, "one") {
+		t.Errorf("log --program bash finds no turn one:\n%s", out)
+	}
+}
