@@ -189,6 +189,13 @@ func TestExportGit(t *testing.T) {
 	if msg := git(t, gd, "log", "-1", "--format=%B", commits[4]); !strings.Contains(msg, "pipe (a FIFO)") {
 		t.Errorf("turn 4's message does not name the FIFO:\n%s", msg)
 	}
+	// b.txt is 0600 from the start: the first commit says what git keeps.
+	if msg := git(t, gd, "log", "-1", "--format=%B", commits[0]); !strings.Contains(msg, "b.txt (mode 0600, kept as 644)") {
+		t.Errorf("turn 0's message does not name b.txt's mode:\n%s", msg)
+	}
+	if msg := git(t, gd, "log", "-1", "--format=%B", commits[2]); strings.Contains(msg, "mode 0600") {
+		t.Errorf("turn 2's message names a mode it did not set:\n%s", msg)
+	}
 	var show struct {
 		Turn struct{ End string } `json:"turn"`
 	}

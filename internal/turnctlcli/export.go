@@ -40,7 +40,7 @@ turn's end. Symlinks are git symlinks and the executable bit is kept; what
 git cannot hold (FIFOs, sockets, devices, bytes never captured) is left
 out and named in the message of each commit whose tree lacks it; another
 mode (0600) is kept as 644 or 755 and named in the commit of the turn
-that set it. Incremental: the
+that set it (the first commit exported names every such file). Incremental: the
 ref's last commit says which turn it holds, and only the closed turns
 after it are added. TURN-RANGE is FIRST..LAST, FIRST.., ..LAST or one
 turn (default: every closed turn). A ref that exists but was not made by
@@ -536,7 +536,7 @@ func (x *gitExport) commit(t ckpt.Turn, req turnctl.TreeRequest, parent string) 
 			if h.Mode&0o100 != 0 {
 				mode = "100755"
 			}
-			if m := h.Mode & 0o7777; m != 0o644 && m != 0o755 && req.Base != "" {
+			if m := h.Mode & 0o7777; m != 0o644 && m != 0o755 {
 				notes = append(notes, fmt.Sprintf("%s (mode %04o, kept as %s)", p, m, mode[3:]))
 			}
 			set(p, mode+" "+sha)
