@@ -490,6 +490,9 @@ func TestAtOffline(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "is in use by the view of "+m.Dir+" on "+view) || rundir.IsMounted(m.Dir) {
 		t.Errorf("mount of the project while its view holds the store: exit %d, %q", code, stderr)
 	}
+	if out, err := runTurnctl(t, m.Dir, "log"); err == nil || !strings.Contains(out, "is in use by the view of "+m.Dir+" on "+view) {
+		t.Errorf("turnctl log while the view holds the store: %v, %q", err, out)
+	}
 
 	// run.sh is read from the live file (unchanged since turn 1); changed
 	// on disk, with nothing to record it, it cannot be read any more.

@@ -120,7 +120,7 @@ func serve(dir string, o mountOpts, stderr io.Writer, note func(string, ...any),
 	})
 	if err != nil {
 		if errors.Is(err, versionstore.ErrLocked) {
-			if mp, ok := offlineView(dir); ok {
+			if mp, ok := rundir.OfflineView(dir); ok {
 				return fmt.Errorf("mount: store %s is in use by the view of %s on %s (ckptfs mount --at, made while %s was not mounted); run 'ckptfs umount %s' first", o.store, dir, mp, dir, mp)
 			}
 			return fmt.Errorf("mount: store %s is in use by another ckptfs daemon", o.store)

@@ -277,17 +277,3 @@ func runQuiet(name string, args ...string) error {
 	}
 	return err
 }
-
-// offlineView returns the mount point of a view of project served by a
-// daemon of its own (one with an info file), if there is one.
-func offlineView(project string) (string, bool) {
-	ms, _ := rundir.ViewTable()
-	for _, m := range ms {
-		if strings.HasPrefix(m.Source, project+"@") {
-			if _, err := rundir.ReadInfo(m.Dir); err == nil {
-				return m.Dir, true
-			}
-		}
-	}
-	return "", false
-}

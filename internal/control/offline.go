@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"ckptfs/internal/backing"
+	"ckptfs/internal/rundir"
 	"ckptfs/turnctl"
 	"ckptfs/versionstore"
 )
@@ -22,6 +23,9 @@ func OpenOffline(root, store string) (turnctl.Handler, func(), error) {
 	st, err := versionstore.Open(store, versionstore.Options{})
 	if err != nil {
 		if errors.Is(err, versionstore.ErrLocked) {
+			if mp, ok := rundir.OfflineView(root); ok {
+				return nil, nil, fmt.Errorf("the history store %s is in use by the view of %s on %s (ckptfs mount --at); run 'ckptfs umount %s' first", store, root, mp, mp)
+			}
 			return nil, nil, fmt.Errorf("the history store %s is in use (is %s mounted elsewhere?)", store, root)
 		}
 		return nil, nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "versionstore: "))

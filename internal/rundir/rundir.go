@@ -271,6 +271,22 @@ func MountTable() ([]Mount, error) { return mountTable(FSType) }
 // ViewTable lists the live views (ViewFSType), as MountTable.
 func ViewTable() ([]Mount, error) { return mountTable(ViewFSType) }
 
+// OfflineView returns the mount point of a view of project served by a
+// daemon of its own (one with an info file: ckptfs mount --at while the
+// project was not mounted), which holds the project's store, if there is
+// one.
+func OfflineView(project string) (string, bool) {
+	ms, _ := ViewTable()
+	for _, m := range ms {
+		if strings.HasPrefix(m.Source, project+"@") {
+			if _, err := ReadInfo(m.Dir); err == nil {
+				return m.Dir, true
+			}
+		}
+	}
+	return "", false
+}
+
 func mountTable(fstype string) ([]Mount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
