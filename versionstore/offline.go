@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -464,11 +465,25 @@ func written(c treeEntry, e manifestEntry, relinked bool) bool {
 	return !c.sp.SameBytes(e.Stamp) && !explained
 }
 
+// readErrs reads r, keeping the first error other than io.EOF.
+type readErrs struct {
+	r   io.Reader
+	err error
+}
+
+func (x *readErrs) Read(p []byte) (int, error) {
+	n, err := x.r.Read(p)
+	if err != nil && err != io.EOF && x.err == nil {
+		x.err = err
+	}
+	return n, err
+}
+
 // fromOtherName gives r, the record of a regular file whose bytes at the
 // manifest (e) are otherwise lost, the bytes of another name its inode
 // had then and still has, unwritten since (unwritten): a name removed, or replaced
 // by a new file (sed -i), while its inode lives on. The bytes are read
-// now, from that name.
+// now, from that name; a name that cannot be read leaves r lost.
 func (s *Store) fromOtherName(r *record, e manifestEntry, unwritten func(q string, ino uint64) bool, live ckpt.Tree) error {
 	if e.State.Type != ckpt.Regular || e.Stamp.Ino == 0 {
 		return nil
@@ -479,14 +494,17 @@ func (s *Store) fromOtherName(r *record, e manifestEntry, unwritten func(q strin
 		}
 		f, err := live.Open(q)
 		if err != nil {
-			return fmt.Errorf("versionstore: offline changes: %w", err)
+			continue // unreadable (another user's 0600 file): try another
 		}
-		ref, err := s.putContent(f, e.State.Size)
+		rd := &readErrs{r: f}
+		ref, err := s.putContent(rd, e.State.Size)
 		f.Close()
-		if err != nil {
+		switch {
+		case rd.err != nil:
+			continue
+		case err != nil:
 			return err
-		}
-		if ref.Size != e.State.Size {
+		case ref.Size != e.State.Size:
 			return nil // changed while read: lost after all
 		}
 		r.Lost, r.Content = false, ref
