@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
 	"ckptfs/internal/crashpoint"
@@ -356,18 +359,24 @@ func (s *Store) revertLinked(actions []action, live ckpt.Tree) (map[string]linke
 // follow it, or they keep the turn's bytes and mode. actions[i] is
 // items[i]'s, and stays so.
 func keepLinks(items []*revertItem, actions []action) {
-	type key struct{ now, then ckpt.Inode }
+	// merged: for names merged apart, their bytes and state (they share an
+	// inode only where they are given the same: merged from one inode's);
+	// "" for the others.
+	type key struct {
+		now, then ckpt.Inode
+		merged    string
+	}
 	keyOf := func(it *revertItem) (key, bool) {
 		now, then := it.cur.Inode, it.target.Inode
 		now.Nlink, then.Nlink = 0, 0
 		ok := it.from == "" && it.cur.State.Type == ckpt.Regular && it.target.State.Type == ckpt.Regular &&
 			now.Ino != 0 && then.Ino != 0
-		return key{now, then}, ok
-	}
-	// Names merged apart share an inode only where they are given the
-	// same bytes (so they are, merged from one inode's).
-	same := func(x, y *revertItem) bool {
-		return x.hasMrg == y.hasMrg && (!x.hasMrg || bytes.Equal(x.merged, y.merged) && x.target.State == y.target.State)
+		k := key{now: now, then: then}
+		if it.hasMrg {
+			sum := sha256.Sum256(it.merged)
+			k.merged = fmt.Sprintf("%x %+v", sum, it.target.State)
+		}
+		return k, ok
 	}
 	order := make([]int, len(items))
 	for i := range order {
@@ -383,9 +392,6 @@ func keepLinks(items []*revertItem, actions []action) {
 		f, seen := first[k]
 		if !seen {
 			first[k] = i
-			continue
-		}
-		if !same(items[i], items[f]) {
 			continue
 		}
 		actions[i] = action{Op: actLink, Path: items[i].path, From: items[f].path, State: items[i].target.State}
@@ -404,7 +410,7 @@ func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertRe
 		return nil, err
 	}
 	// Where what was at a path at the end of n is now: later renames.
-	ml := moveLog{born: map[string]bool{}}
+	ml := moveLog{born: map[string]uint64{}}
 	s.mu.Lock()
 	end := s.nextSeq
 	s.mu.Unlock()
@@ -809,35 +815,50 @@ func (s *Store) revertChanges(items []*revertItem, live ckpt.Tree) ([]Change, er
 
 // missingParents lists the directories a revert makes because a path it
 // puts back lies in one that is gone now (mkdirParents: mode 0755, in
-// place of whatever else is there), as its turn then records them.
+// place of whatever else is there, in a set-group-ID directory's group),
+// as its turn then records them.
 func missingParents(items []*revertItem, live ckpt.Tree) ([]Change, error) {
-	planned := make(map[string]bool, len(items))
+	planned := make(map[string]ckpt.State, len(items))
 	for _, it := range items {
-		planned[it.path] = true
+		planned[it.path] = it.target.State
 	}
 	var out []Change
 	for _, it := range items {
 		if !it.target.State.Exists() {
 			continue
 		}
-		for d := parentOf(it.path); d != ""; d = parentOf(d) {
-			if planned[d] {
+		// The missing directories above it, innermost first, and the
+		// state of the directory they are made in.
+		var chain []string
+		var cur []ckpt.State
+		var above ckpt.State
+		for d := parentOf(it.path); ; d = parentOf(d) {
+			if st, ok := planned[d]; ok {
+				above = st
 				break
 			}
-			planned[d] = true
 			st, err := live.Lstat(d)
 			if err != nil {
 				return nil, err
 			}
-			if st.Type == ckpt.Dir {
+			if st.Type == ckpt.Dir || d == "" {
+				above = st
 				break
 			}
+			chain, cur = append(chain, d), append(cur, st)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			d := chain[i]
 			after := ckpt.State{Type: ckpt.Dir, Mode: 0o755, UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
+			if above.Mode&unix.S_ISGID != 0 {
+				after.GID = above.GID // (Mkdir sets the mode exactly: no bit)
+			}
 			k := ckpt.Added
-			if st.Exists() {
+			if cur[i].Exists() {
 				k = ckpt.TypeChg
 			}
-			out = append(out, Change{Path: d, Kind: k, Before: st, After: after, before: resolved{State: st, Live: d}, after: resolved{State: after}})
+			out = append(out, Change{Path: d, Kind: k, Before: cur[i], After: after, before: resolved{State: cur[i], Live: d}, after: resolved{State: after}})
+			planned[d], above = after, after
 		}
 	}
 	return out, nil

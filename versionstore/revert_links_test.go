@@ -376,3 +376,35 @@ func TestRevertSplitsAsItsDryRunSays(t *testing.T) {
 		t.Error("no revert split a link: the test tests nothing")
 	}
 }
+
+// Three names of one inode before the turn and now: the turn wrote b in
+// place and replaced a (sed -i), a later turn made a a name of b again.
+// The revert merges a's bytes and not b's and c's: b and c, given one
+// target, stay one inode, whatever a's merge gives a.
+func TestRevertMergedNameLeavesTheOthersLinked(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "a"), []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n"))
+	os.Link(filepath.Join(root, "a"), filepath.Join(root, "b"))
+	os.Link(filepath.Join(root, "a"), filepath.Join(root, "c"))
+	m, turn := revertSim(t, s, root)
+	n := turn(func() {
+		m.captureAll("b", false)
+		os.WriteFile(m.abs("b"), []byte("1\ntwo\n3\n4\n5\n6\n7\n8\n9\n"), 0)
+		m.capture("tmp", false)
+		os.WriteFile(m.abs("tmp"), []byte("1\ntwo\n3\n4\n5\n6\n7\n8\nnine\n"), 0o644)
+		revertRename(t, m, "tmp", "a")
+	})
+	turn(func() {
+		m.captureAll("a", false)
+		os.Remove(m.abs("a"))
+		os.Link(m.abs("b"), m.abs("a"))
+	})
+	if res, err := s.Revert(n, m.tree, RevertOptions{}); err != nil {
+		t.Fatalf("%v %+v", err, res.Conflicts)
+	}
+	got := linkGroups(t, root, "b", "c")
+	if want := `b="1\n2\n3\n4\n5\n6\n7\n8\n9\n" 644 c="1\n2\n3\n4\n5\n6\n7\n8\n9\n" 644 [b c nlink 2]`; got != want && !strings.Contains(got, "[a b c nlink 3]") {
+		t.Errorf("after the revert: %s\nwant b and c one inode: %s", got, want)
+	}
+}

@@ -783,3 +783,127 @@ func TestRevertListsTheDirectoryItMakesAgain(t *testing.T) {
 		t.Errorf("d after the revert: %v, %v; want a directory 0755", fi, err)
 	}
 }
+
+// revertRename records and makes a rename from -> to, as the overlay does
+// (to's state captured first).
+func revertRename(t *testing.T, m *sim, from, to string) {
+	t.Helper()
+	m.capture(to, false)
+	commit, err := m.store.RecordRename(from, to, false, ckpt.Program{Comm: "mv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = os.Rename(m.abs(from), m.abs(to))
+	commit(err == nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A name made after the turn, then removed with its directory, whose
+// place an old directory then took: the name holds an old file, which a
+// rename then moves, and the revert follows it there (it is no temporary
+// file renamed into place).
+func TestRevertFollowsAFileIntoANameMadeBefore(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	os.Mkdir(filepath.Join(root, "d"), 0o755)
+	writeFile(t, filepath.Join(root, "d", "f"), []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n"))
+	m, turn := revertSim(t, s, root)
+	n := turn(func() {
+		m.captureAll("d/f", false)
+		os.WriteFile(m.abs("d/f"), []byte("1\ntwo\n3\n4\n5\n6\n7\n8\n9\n"), 0)
+	})
+	turn(func() {
+		m.capture("t", false)
+		os.Mkdir(m.abs("t"), 0o755)
+		m.capture("t/f", false)
+		os.WriteFile(m.abs("t/f"), []byte("tmp\n"), 0o644)
+		os.Remove(m.abs("t/f"))
+		os.Remove(m.abs("t"))
+		revertRename(t, m, "d", "t")
+		revertRename(t, m, "t/f", "x")
+		m.captureAll("x", false)
+		os.WriteFile(m.abs("x"), []byte("1\ntwo\n3\n4\n5\n6\n7\neight\n9\n"), 0)
+	})
+	if res, err := s.Revert(n, m.tree, RevertOptions{}); err != nil {
+		t.Fatalf("revert: %v %+v", err, res.Conflicts)
+	}
+	if b, _ := os.ReadFile(m.abs("x")); string(b) != "1\n2\n3\n4\n5\n6\n7\neight\n9\n" {
+		t.Errorf("x after the revert: %q", b)
+	}
+}
+
+// A file renamed and deleted after the turn, and later a new file renamed
+// to the freed name: the new file is not the turn's file, and the revert
+// refuses (the file was deleted by a later turn), changing nothing.
+func TestRevertTakesNoNewFileForADeletedOne(t *testing.T) {
+	s := NewTestStore(t)
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "a"), []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n"))
+	m, turn := revertSim(t, s, root)
+	n := turn(func() {
+		m.captureAll("a", false)
+		os.WriteFile(m.abs("a"), []byte("1\ntwo\n3\n4\n5\n6\n7\n8\n9\n"), 0)
+	})
+	turn(func() {
+		revertRename(t, m, "a", "b")
+		m.captureAll("b", false)
+		os.Remove(m.abs("b"))
+	})
+	const nb = "1\ntwo\n3\n4\n5\n6\n7\n8\n9\nunrelated new b\n"
+	turn(func() {
+		m.capture("tmp", false)
+		os.WriteFile(m.abs("tmp"), []byte(nb), 0o644)
+		revertRename(t, m, "tmp", "b")
+	})
+	for _, dry := range []bool{true, false} {
+		res, err := s.Revert(n, m.tree, RevertOptions{DryRun: dry})
+		if !errors.Is(err, ErrConflict) || len(res.Conflicts) != 1 || res.Conflicts[0].Path != "a" {
+			t.Errorf("revert (dry run %v): %v, conflicts %+v; want a's: deleted by a later turn", dry, err, res.Conflicts)
+		}
+	}
+	if b, _ := os.ReadFile(m.abs("b")); string(b) != nb {
+		t.Errorf("b after the refused revert: %q", b)
+	}
+}
+
+// A directory a revert makes again in a set-group-ID directory takes that
+// directory's group, and its dry run says so.
+func TestRevertListsTheGroupOfADirectoryItMakes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the project another group")
+	}
+	s := NewTestStore(t)
+	root := t.TempDir()
+	if err := os.Chown(root, 0, 4321); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, os.ModeSetgid|0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(root, "d"), 0o755)
+	writeFile(t, filepath.Join(root, "d", "f"), []byte("f\n"))
+	m, turn := revertSim(t, s, root)
+	n := turn(func() {
+		m.capture("d/f", false)
+		os.Remove(m.abs("d/f"))
+	})
+	turn(func() {
+		m.capture("d", false)
+		os.Remove(m.abs("d"))
+	})
+	dry, err := s.Revert(n, m.tree, RevertOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revert(n, m.tree, RevertOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	live := m.lstat("d")
+	for _, c := range dry.Changes {
+		if c.Path == "d" && (c.After.GID != live.GID || c.After.Mode != live.Mode || live.GID != 4321) {
+			t.Errorf("the dry run makes d gid %d mode %o; the revert made it gid %d mode %o (want gid 4321)", c.After.GID, c.After.Mode, live.GID, live.Mode)
+		}
+	}
+}

@@ -427,25 +427,54 @@ func (l *moveLog) back(p string) string {
 	return orig
 }
 
+// isBorn reports whether the object at name was made since the log's
+// start (born), no directory above the name renamed since it was known
+// to be there.
+func (l *moveLog) isBorn(name string) bool {
+	at, ok := l.born[name]
+	if !ok {
+		return false
+	}
+	i := sort.Search(len(l.renames), func(i int) bool { return l.renames[i].seq > at })
+	for _, e := range l.renames[i:] {
+		for _, p := range []string{e.from, e.to} {
+			if rest, ok := ckpt.Under(name, p); ok && rest != "" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // note follows the event r, if it is a rename or an exchange.
 func (l *moveLog) note(r *record) {
 	if r.To == "" {
 		if l.born != nil && r.Op == opPrior && !r.State.Exists() {
-			l.born[r.Path] = true
+			l.born[r.Path] = r.Seq
 		}
 		return
 	}
-	replaces := r.Op == opRename && l.born[r.Path] // see born
+	// replaces: a thing made since renamed over a path that held what
+	// was there before (not one made since either: its record then said
+	// nothing was there, and a move that ended there is over).
+	var replaces bool
 	if l.born != nil {
+		from, to := l.isBorn(r.Path), l.isBorn(r.To)
+		replaces = r.Op == opRename && from && !to
+		delete(l.born, r.Path)
+		delete(l.born, r.To)
 		switch {
 		case r.Op == opExchange:
-			l.born[r.Path], l.born[r.To] = l.born[r.To], l.born[r.Path]
-		case replaces:
-			delete(l.born, r.Path)
-		default:
-			l.born[r.To] = l.born[r.Path]
-			delete(l.born, r.Path)
+			if to {
+				l.born[r.Path] = r.Seq
+			}
+			if from {
+				l.born[r.To] = r.Seq
+			}
+		case from && !replaces:
+			l.born[r.To] = r.Seq
 		}
+		l.renames = append(l.renames, renameEvent{seq: r.Seq, from: r.Path, to: r.To})
 	}
 	from, to := l.back(r.Path), l.back(r.To)
 	var kept []*move

@@ -121,12 +121,23 @@ func (s *Store) candidates(stop uint64, prefixes []string, live ckpt.Tree) ([]st
 type moveLog struct {
 	moves []*move
 	// born, if not nil, holds the names whose object was made since that
-	// moment (a record of its name with nothing there before): one of
-	// them renamed over a path replaces that path's bytes, and what was
-	// at the path keeps its lineage there, as if written in place (the
-	// temporary file sed -i or an editor renames into place). Only for a
-	// log fed whole records (not scanNames'), which tell what was there.
-	born map[string]bool
+	// moment (a record of its name with nothing there before), with the
+	// event from which the name is known to hold it: one of them renamed
+	// over a path replaces that path's bytes, and what was at the path
+	// keeps its lineage there, as if written in place (the temporary file
+	// sed -i or an editor renames into place). A name whose directory, or
+	// one above it, was renamed since that event may hold something else
+	// now: it counts as born no more (isBorn). Only for a log fed whole
+	// records (not scanNames'), which tell what was there.
+	born map[string]uint64
+	// renames: with born, each rename and exchange noted, in order.
+	renames []renameEvent
+}
+
+// renameEvent is a rename or exchange a moveLog noted.
+type renameEvent struct {
+	seq      uint64
+	from, to string
 }
 
 type move struct{ orig, cur string }
