@@ -103,6 +103,9 @@ func TestJSONOutputsMatchSchemas(t *testing.T) {
 		t.Errorf("undo --json: %v", u)
 	}
 	m.jsonOut(t, "turnctl-rewind", "restore", "1", "--", "b.txt")
+	if f := m.jsonOut(t, "turnctl-forget", "forget", "--dry-run", "2"); f["start"] != nil {
+		t.Errorf("forget --json of a turn in the middle: start %v, want null (history still starts at 0)", f["start"])
+	}
 	m.jsonOut(t, "turnctl-pin", "pin", "2", "--note", "keep")
 	m.jsonOut(t, "turnctl-policy", "policy", "--keep-turns", "50")
 	m.jsonOut(t, "turnctl-forget", "forget", "--before", "1")

@@ -508,7 +508,7 @@ func jVerify(r *turnctl.VerifyReply) jVerifyOut {
 type jForgetOut struct {
 	DryRun bool         `json:"dry_run"`
 	Forgot []uint64     `json:"forgot"`
-	Start  jStartOut    `json:"start"`
+	Start  *jStartOut   `json:"start"` // null: history still starts at turn 0
 	Merged []jMergedOut `json:"merged"`
 }
 
@@ -518,7 +518,10 @@ type jMergedOut struct {
 }
 
 func jForget(r *turnctl.ForgetReply) jForgetOut {
-	o := jForgetOut{DryRun: r.DryRun, Forgot: list(r.Forgot), Start: *jStart(&r.Start), Merged: []jMergedOut{}}
+	o := jForgetOut{DryRun: r.DryRun, Forgot: list(r.Forgot), Merged: []jMergedOut{}}
+	if r.Start.Turn > 0 || r.Start.Reason != "" {
+		o.Start = jStart(&r.Start)
+	}
 	for _, m := range r.Merged {
 		o.Merged = append(o.Merged, jMergedOut{Turn: m.Turn, Into: m.Into})
 	}
