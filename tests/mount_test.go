@@ -273,6 +273,14 @@ func TestStatusFromSubdirAndUnmounted(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "dir:     "+dir+"\n") || !strings.Contains(string(out), "mounted: yes") || !strings.Contains(string(out), "latest:  turn ") {
 		t.Errorf("ckptfs status in a/b: %v\n%s", err, out)
 	}
+	// Through a symlink to the project, as mount and umount take it.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(ckptfsBin, "status", link).CombinedOutput(); err != nil || !strings.Contains(string(out), "dir:     "+dir+"\n") || !strings.Contains(string(out), "mounted: yes") {
+		t.Errorf("ckptfs status LINK: %v\n%s", err, out)
+	}
 	m.Unmount(t)
 	got, err := runTurnctl(t, dir, "status")
 	want := "turnctl: " + dir + " is not mounted (mount it with: ckptfs mount " + dir + ")\n"

@@ -95,6 +95,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			} else if err == nil && !fi.IsDir() {
 				return fmt.Errorf("status: %s is not a directory", dir)
 			}
+			// The mount table names a mount by its path with symlinks
+			// resolved, as mount and umount take DIR.
+			dir = canonical(dir)
 		}
 	}
 	if v, ok := viewAround(dir); ok {
