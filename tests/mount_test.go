@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,6 +161,22 @@ func TestStaleMount(t *testing.T) {
 	want := fmt.Sprintf("store:   %s (not readable under a mount whose daemon is dead: ckptfs umount %s, then mount it again)\n", filepath.Join(dir, ".ckptfs"), dir)
 	if out, err := runCkptfs("status", dir); err != nil || !strings.Contains(out, want) || !strings.Contains(out, "(dead)") {
 		t.Errorf("status of a dead mount: %v\n%s\nwant a line %q", err, out, want)
+	}
+	os.ReadDir(dir) // (after which a stat of the project fails too: ENOTCONN)
+	// turnctl, and an agent's hook for the project, say what to do
+	// (once), whether the kernel answers a stat of the project from its
+	// caches (the socket is then refused) or not (ENOTCONN).
+	wantT := regexp.MustCompile(`^turnctl: the ckptfs daemon of ` + regexp.QuoteMeta(dir) + ` does not answer \([^;]*\); if it died, run: ckptfs umount ` + regexp.QuoteMeta(dir) + `\n$`)
+	cmd := exec.Command(turnctlBin, "-C", dir, "status")
+	if out, err := cmd.CombinedOutput(); err == nil || !wantT.Match(out) {
+		t.Errorf("turnctl status in a dead mount: %v, %q; want %s", err, out, wantT)
+	}
+	cmd = exec.Command(turnctlBin, "hook-event", "claude-code")
+	cmd.Dir = t.TempDir() // (the project itself may not be entered any more)
+	cmd.Stdin = strings.NewReader(`{"session_id":"s","cwd":"` + dir + `","hook_event_name":"UserPromptSubmit","prompt":"hi"}`)
+	hint := "does not answer"
+	if out, _ := cmd.CombinedOutput(); strings.Count(string(out), hint) != 1 || !strings.Contains(string(out), "; if it died, run: ckptfs umount "+dir) {
+		t.Errorf("hook-event for a dead mount: %q; want %q once, and the way out", out, hint)
 	}
 	out, err := runCkptfs("mount", dir)
 	if err != nil || !strings.Contains(out, "died") {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"ckptfs/internal/rundir"
 	"ckptfs/internal/storeref"
@@ -40,8 +41,9 @@ func (e notMountedError) Is(target error) bool { return target == errNotMounted 
 func findProject(g globals, needMount bool) (*project, error) {
 	// Before anything is entered: a stat, even the one os.Getwd makes,
 	// waits on a stopped daemon's mount for as long as it stays stopped.
+	at := ""
 	if pwd := os.Getenv("PWD"); filepath.IsAbs(pwd) {
-		at := pwd
+		at = pwd
 		if g.dir != "" {
 			at = absIn(pwd, g.dir)
 		}
@@ -51,6 +53,9 @@ func findProject(g globals, needMount bool) (*project, error) {
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
+		if dead := deadMountError(at, err); dead != nil {
+			return nil, dead
+		}
 		return nil, err
 	}
 	start := cwd
@@ -70,6 +75,9 @@ func findProject(g globals, needMount bool) (*project, error) {
 		// path alone, it is still theirs to name.
 		if m, lerr := rundir.Lookup(start); lerr == nil && m.Mine() != nil {
 			return nil, m.Mine()
+		}
+		if dead := deadMountError(start, err); dead != nil {
+			return nil, dead
 		}
 		return nil, fmt.Errorf("%s: %w", start, errors.Unwrap(err))
 	} else if !fi.IsDir() {
@@ -109,6 +117,20 @@ func findProject(g globals, needMount bool) (*project, error) {
 	}
 	p.root, p.store = root, store
 	return p, nil
+}
+
+// deadMountError words err, met at path, for a mount whose daemon is
+// gone (ENOTCONN): what to run, as connect says for a daemon that does
+// not answer. Else nil.
+func deadMountError(path string, err error) error {
+	if path == "" || !errors.Is(err, syscall.ENOTCONN) {
+		return nil
+	}
+	m, lerr := rundir.Lookup(path)
+	if lerr != nil {
+		return nil
+	}
+	return fmt.Errorf("the ckptfs daemon of %s does not answer (its mount: %v); if it died, run: ckptfs umount %s", m.Dir, syscall.ENOTCONN, m.Dir)
 }
 
 // historyAround finds the project with a history that holds start (itself

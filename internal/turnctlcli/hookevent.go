@@ -225,7 +225,8 @@ func applyInMounts(ctx context.Context, e *env, agent *agenthooks.Agent, ev agen
 			seen[where] = true
 			if errors.Is(err, errNotMounted) {
 				problems = append(problems, fmt.Sprintf("%s (%s) is not inside a ckptfs mount", where, d.from))
-			} else {
+			} else if !seen[err.Error()] { // one dead mount, met from two places
+				seen[err.Error()] = true
 				problems = append(problems, fmt.Sprintf("%v (%s)", err, d.from))
 			}
 			continue
