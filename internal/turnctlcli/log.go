@@ -20,7 +20,8 @@ var logCmd = &command{
 	long: `The time is when the turn ended (an open turn: when it began). Kinds: agent
 (begin/end), manual (changes made while no turn was open), rewind (rewind,
 undo, restore), revert (revert, or an undo that kept later changes), initial
-(turn 0: the tree when history began). A * marks a pinned turn. When the
+(turn 0: the tree when history began). A pinned turn says [pinned] (with
+its note: [pinned: NOTE]). When the
 oldest turns were forgotten (turnctl forget, or the retention policy), the
 last line says where history starts now. The files
 and lines under .git (git's objects, index, refs) are summed up in one cell,
