@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // fixture reads testdata/name with its placeholders filled in.
@@ -119,6 +120,21 @@ func TestLastAssistantID(t *testing.T) {
 	}
 	if _, err := LastAssistantID(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing transcript: no error")
+	}
+	// A FIFO is refused at once: its open would wait for a writer.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := LastAssistantID(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a FIFO for a transcript: no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LastAssistantID waits on a FIFO")
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // tailSizes are how much of a transcript's end LastAssistantID reads: a
@@ -19,9 +21,10 @@ var errNoAssistant = errors.New("no assistant message at the end of the transcri
 // Code transcript (JSONL, one entry per line, each with "type" and "uuid";
 // an assistant entry has "type": "assistant"). It reads only the file's
 // tail, so it costs the same for a long session as for a short one. A last
-// line still being written is skipped.
+// line still being written is skipped. Anything but a regular file is
+// refused without waiting on it (a FIFO's open would wait for a writer).
 func LastAssistantID(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", err
 	}
@@ -29,6 +32,9 @@ func LastAssistantID(path string) (string, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: not a regular file", path)
 	}
 	for _, n := range tailSizes {
 		off := max(fi.Size()-n, 0)
