@@ -214,10 +214,17 @@ func (e *env) changeRows(cs []turnctl.FileChange) [][]cell {
 // characters, else quoted with Go escapes ("new\nline", "bad\xff"), so
 // that one path is always one line of output.
 func printable(p string) string {
-	if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) || strings.ContainsFunc(p, bidi) {
 		return strconv.Quote(p)
 	}
 	return p
+}
+
+// bidi reports whether r is a Unicode bidirectional control, which makes
+// a terminal show the text around it in another order than it is
+// (U+202E turns "txt.exe" into what reads "exe.txt").
+func bidi(r rune) bool {
+	return r == 0x200e || r == 0x200f || r == 0x061c || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
 }
 
 // kindLabel is the kind of change as the change lists print it: a change
@@ -371,11 +378,12 @@ func (e *env) printPatches(cs []turnctl.FileChange) {
 
 // visible escapes what a terminal would act on instead of showing: control
 // characters (ESC starts a sequence that recolours or moves the cursor, a
-// carriage return overwrites the line) and bytes that are not UTF-8. A
+// carriage return overwrites the line), bidirectional controls (bidi)
+// and bytes that are not UTF-8. A
 // label, a ref or a path is text from anyone; it is printed as Go writes
 // such characters in a quoted string (\x1b, \r, \u0085).
 func visible(s string) string {
-	control := func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f }
+	control := func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f || bidi(r) }
 	if utf8.ValidString(s) && !strings.ContainsFunc(s, control) {
 		return s
 	}

@@ -81,3 +81,23 @@ func TestHookAndBeginKeepTheWholePrompt(t *testing.T) {
 		t.Errorf("long prompt kept as %d bytes ending %q", len(rep.Turn.Prompt), rep.Turn.Prompt[len(rep.Turn.Prompt)-40:])
 	}
 }
+
+// Bidirectional controls, which reorder what a terminal shows, are
+// escaped in text (labels, prompts) and in paths; other text is as it is.
+func TestBidiControlsEscaped(t *testing.T) {
+	for in, want := range map[string]string{
+		"fix \u202eexe.txt": `fix \u202eexe.txt`,
+		"a\u2066b\u2069c":   `a\u2066b\u2069c`,
+		"café ünïcödé 日本":   "café ünïcödé 日本",
+	} {
+		if got := visible(in); got != want {
+			t.Errorf("visible(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got, want := printable("doc\u202etxt.exe"), `"doc\u202etxt.exe"`; got != want {
+		t.Errorf("printable = %s, want %s", got, want)
+	}
+	if got := printable("café.txt"); got != "café.txt" {
+		t.Errorf("printable(café.txt) = %s", got)
+	}
+}
