@@ -78,17 +78,19 @@ func (s *Store) EffectivePolicy() (ckpt.Policy, error) {
 //     keeps the tables it reads (zombies) until it closes; both go a
 //     moment later, and a gc that counted them would forget history for
 //     space that is about to be free.
-//   - Pebble's logs count what they hold, not the space preallocated
-//     ahead of their writes (35 MiB for a new one, which a flush makes: a
-//     gc that freed space would report the store grown).
+//   - Pebble's logs count what the live ones hold: not the space
+//     preallocated ahead of their writes (35 MiB for a new one, which a
+//     flush makes: a gc that freed space would report the store grown),
+//     nor the obsolete ones Pebble keeps to reuse (up to three of 32 MiB,
+//     which no gc can free: a small budget would forget history for them).
 func (s *Store) StoreBytes() int64 {
 	m := s.db.Metrics()
-	tables := int64(m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize)
+	pebbleBytes := int64(m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize + m.WAL.Size)
 	if s.dirf == nil {
-		return tables + int64(m.WAL.Size)
+		return pebbleBytes
 	}
 	root := fmt.Sprintf("/proc/self/fd/%d/", s.dirf.Fd()) // the slash: walk the directory, not the link
-	total := tables + otherBytes(root)
+	total := pebbleBytes + otherBytes(root)
 	if names, err := s.atticNames(); err == nil {
 		total += s.atticSizes.bytes(root+"attic/", names, s.spanInUse)
 	}

@@ -47,9 +47,9 @@ type atticSizes struct {
 
 // otherBytes is the bytes the files under root (the store's directory,
 // with its trailing slash) take on disk, but the attic's (atticSizes), the
-// ballast and Pebble's tables and blob files (counted as its live set by
-// the caller); a WAL counts what it holds, not what is preallocated
-// ahead of it.
+// ballast, and Pebble's tables, blob files and logs (counted by the
+// caller from Pebble's metrics: the tables' live set, what the live logs
+// hold).
 func otherBytes(root string) int64 {
 	attic := root + "attic"
 	var total int64
@@ -61,15 +61,11 @@ func otherBytes(root string) int64 {
 			return nil
 		}
 		inDB := strings.HasPrefix(p, root+"db/")
-		if inDB && isPebbleData(p) {
+		if inDB && (isPebbleData(p) || isWAL(p)) {
 			return nil
 		}
 		if fi, err := d.Info(); err == nil {
-			n := blocksOf(fi)
-			if inDB && isWAL(p) {
-				n = min(n, fi.Size())
-			}
-			total += n
+			total += blocksOf(fi)
 		}
 		return nil
 	})
