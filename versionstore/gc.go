@@ -150,17 +150,17 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 	}
 	defer s.rewindMu.Unlock()
 	if !opts.NoPolicy {
-		var freed func(uint64) int64
-		size := rep.Before
-		if scan != nil {
-			freed, size = scan.freedBy(), scan.budgeted(size)
-		}
-		now := time.Now()
-		r, err := s.policyPlan(pol, now, size, freed, !opts.diskFull)
+		kept, err := s.keptTurns()
 		if err != nil {
 			return nil, nil, err
 		}
-		kept, err := s.keptTurns()
+		var freed *planFreed
+		size := rep.Before
+		if scan != nil {
+			freed, size = s.planFreedBy(scan, kept), scan.budgeted(size)
+		}
+		now := time.Now()
+		r, err := s.policyPlan(pol, now, size, freed, !opts.diskFull)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -168,7 +168,7 @@ func (s *Store) collect(opts GCOptions, pol ckpt.Policy, scan *contentScan, rep 
 			// The undo gives way only for the refused write: when all
 			// this gc could free would not make room for it, the
 			// write fails anyway, and the undo stays.
-			f, _ := s.planFrees(scan, r, kept, s.startTurn(), freed)
+			f, _ := s.planFrees(scan, r, kept, s.startTurn(), freed.start)
 			if !s.roomWith(f) {
 				if r, err = s.policyPlan(pol, now, size, freed, true); err != nil {
 					return nil, nil, err

@@ -2,6 +2,7 @@ package versionstore
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -130,9 +131,18 @@ func (r retention) forgets(kept []ckpt.Turn, start uint64) []uint64 {
 	return append(out, r.merge...)
 }
 
+// planFreed estimates, from a scan of the store's content, what a plan
+// would free: start(to) what moving the start of history to the kept
+// turn to frees, merges(to, merge) what merging the turns of merge (after
+// to, oldest first) into the kept turns after them drops besides.
+type planFreed struct {
+	start  func(to uint64) int64
+	merges func(to uint64, merge []uint64) int64
+}
+
 // policyPlan returns what the policy does now. size is the store's bytes
-// now, freedBy(to) what moving the start of history to the kept turn to
-// would free (nil, or size within the budget: nothing for the budget).
+// now, freed what plans would free (nil, or size within the budget:
+// nothing for the budget).
 //
 // Each kept turn falls in one class: kept whole (among the last
 // KeepTurns, ended less than KeepAge ago, pinned, open, or the newest
@@ -144,8 +154,10 @@ func (r retention) forgets(kept []ckpt.Turn, start uint64) []uint64 {
 // closed and in the same class (the same hour, the same day, both old),
 // so that what stays of each hour or day is its last turn. Over the
 // budget, the start then moves on over the oldest turns until what they
-// alone hold brings the store back within it.
-func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy func(to uint64) int64, keepUndo bool) (retention, error) {
+// alone hold brings the store back within it; stopped by a pin, the
+// oldest turns after the pin that the policy may forget are merged into
+// the kept turns after them instead, as few as bring it back within.
+func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freed *planFreed, keepUndo bool) (retention, error) {
 	all, err := s.Turns(0)
 	if err != nil {
 		return retention{}, err
@@ -201,11 +213,14 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 			}
 		}
 	}
+	// protected: kept whatever the budget.
+	protected := func(t ckpt.Turn) bool {
+		return t.Open || t.End.IsZero() || pins[t.Num] || t.Num >= newestClosed || undoable && t.Num == undoTo || undone != 0 && t.Num == undone
+	}
 	class := func(t ckpt.Turn) string {
 		age := now.Sub(t.End)
 		switch {
-		case t.Open || t.End.IsZero() || pins[t.Num] || t.Num >= newestClosed || undoable && t.Num == undoTo || undone != 0 && t.Num == undone,
-			latest-t.Num < uint64(pol.KeepTurns), age < pol.KeepAge:
+		case protected(t), latest-t.Num < uint64(pol.KeepTurns), age < pol.KeepAge:
 			return fmt.Sprint("keep ", t.Num)
 		case age < pol.KeepHourly:
 			return "hour " + t.End.UTC().Truncate(time.Hour).Format(time.RFC3339)
@@ -241,9 +256,10 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 			break
 		}
 	}
-	if pol.KeepSize > 0 && size > pol.KeepSize && freedBy != nil {
-		need := size - pol.KeepSize
-		for first+1 < len(turns) && turns[first].Num < limit && freedBy(turns[first].Num) < need {
+	overBudget := pol.KeepSize > 0 && size > pol.KeepSize && freed != nil
+	need := size - pol.KeepSize
+	if overBudget {
+		for first+1 < len(turns) && turns[first].Num < limit && freed.start(turns[first].Num) < need {
 			first++
 			r.to = turns[first].Num
 		}
@@ -253,7 +269,33 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freedBy f
 			r.merge = append(r.merge, turns[i].Num)
 		}
 	}
+	if overBudget && freed.merges != nil && pins[r.to] && freed.start(r.to) < need {
+		r.merge = budgetMerges(r, turns, first, protected, func(m []uint64) bool {
+			return freed.start(r.to)+freed.merges(r.to, m) >= need
+		})
+	}
 	return r, nil
+}
+
+// budgetMerges returns r's merges with, past a pin at r.to (turns[first])
+// that stopped the start of history over the budget, the fewest of the
+// oldest turns after it that are not protected and have a closed turn
+// after them to merge into such that enough(merges) (all of them if none
+// is enough), merged with r's own in order.
+func budgetMerges(r retention, turns []ckpt.Turn, first int, protected func(ckpt.Turn) bool, enough func([]uint64) bool) []uint64 {
+	var cands []uint64
+	for i := first + 1; i+1 < len(turns); i++ {
+		if !protected(turns[i]) && !turns[i+1].Open {
+			cands = append(cands, turns[i].Num)
+		}
+	}
+	with := func(k int) []uint64 {
+		m := append(slices.Clone(r.merge), cands[:k]...)
+		slices.Sort(m)
+		return slices.Compact(m)
+	}
+	k := sort.Search(len(cands), func(k int) bool { return enough(with(k + 1)) }) + 1
+	return with(min(k, len(cands)))
 }
 
 // GCDue reports whether the policy has work now: the store is over its

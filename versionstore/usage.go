@@ -310,6 +310,20 @@ func (s *Store) mergeFrees(c *contentScan, r retention, kept []ckpt.Turn) (int64
 	return n, nil
 }
 
+// planFreedBy is what plans would free by scan c, kept the kept turns.
+func (s *Store) planFreedBy(c *contentScan, kept []ckpt.Turn) *planFreed {
+	return &planFreed{
+		start: c.freedBy(),
+		merges: func(to uint64, merge []uint64) int64 {
+			n, err := s.mergeFrees(c, retention{to: to, merge: merge}, kept)
+			if err != nil {
+				return 0 // (the gc's own plan reads them again, and fails)
+			}
+			return n
+		},
+	}
+}
+
 // planFrees is what plan r frees by scan c: the garbage, the content only
 // the turns it forgets (those before r.to, past start) hold, and what its
 // merges drop. freed is c.freedBy().
@@ -331,12 +345,12 @@ func (s *Store) planFrees(c *contentScan, r retention, kept []ckpt.Turn, start u
 // gcPlan is what a gc would do now (a dry run), from a scan.
 func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCReport, error) {
 	rep := ckpt.GCReport{DryRun: true, Before: size}
-	freed := c.freedBy()
-	r, err := s.policyPlan(pol, time.Now(), c.budgeted(size), freed, true)
+	kept, err := s.keptTurns()
 	if err != nil {
 		return rep, err
 	}
-	kept, err := s.keptTurns()
+	freed := c.freedBy()
+	r, err := s.policyPlan(pol, time.Now(), c.budgeted(size), s.planFreedBy(c, kept), true)
 	if err != nil {
 		return rep, err
 	}

@@ -22,10 +22,11 @@ that ended less than --keep-hourly ago (default 7d) the last turn of each
 hour is kept, then of those that ended less than --keep-daily ago (default
 30d) the last turn of each day (UTC); the others are merged into the kept
 turn after them (their changes stay, the states between are forgotten).
-Turns older than that are forgotten (the oldest first, never a pinned one
-nor what follows it). While the store is over --keep-size (default: the
-smaller of 10 GiB and a tenth of its disk), more of the oldest turns are
-forgotten until it fits. A pinned turn is always kept, and so is the turn
+Turns older than that are forgotten (the oldest first, up to the first
+pinned one; past it they are merged instead). While the store is over
+--keep-size (default: the smaller of 10 GiB and a tenth of its disk), more
+of the oldest turns are forgotten until it fits (past a pinned turn, the
+oldest after it are merged). A pinned turn is always kept, and so is the turn
 before the newest one that changed something (its undo). 0 sets a value back
 to its default; --keep-hourly off and --keep-daily off thin none that way.
 SIZE: 500M, 10GiB, 100B (a unit is needed: a bare 100 is refused rather
