@@ -134,21 +134,7 @@ const captureMin = 1 << 20
 
 // cloneFile makes dst a clone of src.
 func cloneFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	err = unix.IoctlFileClone(int(out.Fd()), int(in.Fd()))
-	if err2 := out.Close(); err == nil {
-		err = err2
-	}
-	if err != nil {
-		return fmt.Errorf("clone %s: %w", src, err)
-	}
-	return nil
+	return newFileFrom(src, dst, func(in, out *os.File) error {
+		return unix.IoctlFileClone(int(out.Fd()), int(in.Fd()))
+	})
 }

@@ -261,6 +261,16 @@ func pagesChanged(before, after string) (pages, size int64, err error) {
 // copy_file_range (which a FUSE mount would see as one request of its own
 // or turn into a clone).
 func copyPlain(src, dst string) error {
+	return newFileFrom(src, dst, func(in, out *os.File) error {
+		buf := make([]byte, 1<<20)
+		_, err := io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{in}, buf)
+		return err
+	})
+}
+
+// newFileFrom makes the new file dst (mode 0644) and has fill write it
+// from src; dst is removed if that fails.
+func newFileFrom(src, dst string, fill func(in, out *os.File) error) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -270,13 +280,12 @@ func copyPlain(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
-	_, err = io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{in}, buf)
+	err = fill(in, out)
 	if err2 := out.Close(); err == nil {
 		err = err2
 	}
 	if err != nil {
-		return errors.Join(err, os.Remove(dst))
+		return errors.Join(fmt.Errorf("%s: %w", src, err), os.Remove(dst))
 	}
 	return nil
 }
