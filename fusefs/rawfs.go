@@ -23,7 +23,10 @@ type rawFS struct {
 // no directory through the daemon (find measured 0.55 → 0.18 s on a
 // loopback mount). The kernel drops a listing when it sees the directory
 // change through the mount; Invalidate drops it when a rewind changes the
-// directory underneath.
+// directory underneath. It checks a listing only when a reader starts
+// from the beginning: a reader that began while another's listing was
+// being filled, before a create, may go on from that listing, short of the
+// new file, for the rest of its pass (README, "Performance").
 //
 // A kernel that offers NO_OPENDIR_SUPPORT is answered ENOSYS instead: it
 // then opens every directory without asking, with exactly these flags
