@@ -269,9 +269,9 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freed *pl
 			r.merge = append(r.merge, turns[i].Num)
 		}
 	}
-	if overBudget && freed.merges != nil && pins[r.to] && freed.start(r.to) < need {
-		r.merge = budgetMerges(r, turns, first, protected, func(m []uint64) bool {
-			return freed.start(r.to)+freed.merges(r.to, m) >= need
+	if overBudget && freed.merges != nil && pins[r.to] {
+		r.merge = budgetMerges(r, turns, first, protected, need, func(m []uint64) int64 {
+			return freed.start(r.to) + freed.merges(r.to, m)
 		})
 	}
 	return r, nil
@@ -280,9 +280,10 @@ func (s *Store) policyPlan(pol ckpt.Policy, now time.Time, size int64, freed *pl
 // budgetMerges returns r's merges with, past a pin at r.to (turns[first])
 // that stopped the start of history over the budget, the fewest of the
 // oldest turns after it that are not protected and have a closed turn
-// after them to merge into such that enough(merges) (all of them if none
-// is enough), merged with r's own in order.
-func budgetMerges(r retention, turns []ckpt.Turn, first int, protected func(ckpt.Turn) bool, enough func([]uint64) bool) []uint64 {
+// after them to merge into such that what the plan frees (frees) reaches
+// need, or else as much as all of them free; none where they free nothing
+// more than r alone.
+func budgetMerges(r retention, turns []ckpt.Turn, first int, protected func(ckpt.Turn) bool, need int64, frees func([]uint64) int64) []uint64 {
 	var cands []uint64
 	for i := first + 1; i+1 < len(turns); i++ {
 		if !protected(turns[i]) && !turns[i+1].Open {
@@ -294,7 +295,12 @@ func budgetMerges(r retention, turns []ckpt.Turn, first int, protected func(ckpt
 		slices.Sort(m)
 		return slices.Compact(m)
 	}
-	k := sort.Search(len(cands), func(k int) bool { return enough(with(k + 1)) }) + 1
+	base, all := frees(r.merge), frees(with(len(cands)))
+	if base >= need || all <= base {
+		return r.merge
+	}
+	target := min(need, all)
+	k := sort.Search(len(cands), func(k int) bool { return frees(with(k+1)) >= target }) + 1
 	return with(min(k, len(cands)))
 }
 
