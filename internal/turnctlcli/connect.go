@@ -52,10 +52,16 @@ func findProject(g globals, needMount bool) (*project, error) {
 		}
 	}
 	cwd, err := os.Getwd()
-	if err != nil {
-		if dead := deadMountError(at, err); dead != nil {
-			return nil, dead
-		}
+	switch {
+	case err == nil:
+	case g.dir != "" && filepath.IsAbs(g.dir):
+		// The current directory cannot be entered (a dead mount), but
+		// the project is named by an absolute path: go on from there.
+		cwd = filepath.Clean(g.dir)
+	case g.dir == "" && deadMountError(at, err) != nil:
+		// (at is $PWD: the current directory, as the shell knows it)
+		return nil, deadMountError(at, err)
+	default:
 		return nil, err
 	}
 	start := cwd
