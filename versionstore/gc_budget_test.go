@@ -1,8 +1,10 @@
 package versionstore
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -100,6 +102,81 @@ func TestBudgetMergesNoMoreThanNeeded(t *testing.T) {
 	for _, n := range rep.Forgot {
 		if n == x {
 			t.Errorf("turn %d was merged into pinned turn %d, which the budget did not need", x, q)
+		}
+	}
+}
+
+// Over its budget, a pin that stops the start of history does not stop
+// the budget: the oldest turns after the pin that the policy may forget
+// are merged into the kept turns after them, as few as bring the store
+// back within it. The pinned turn, the newest and its undo stay exact.
+func TestBudgetMergesPastAPin(t *testing.T) {
+	s, tree, root := offlineFixture(t)
+	rng := rand.New(rand.NewSource(1))
+	versions := map[uint64][2][]byte{} // each turn's end: f0, f1
+	cur := [2][]byte{}
+	for i := range cur {
+		cur[i] = make([]byte, 4<<20)
+		rng.Read(cur[i])
+		writeFile(t, filepath.Join(root, fmt.Sprint("f", i)), cur[i])
+	}
+	var turns []uint64
+	for i := 0; i < 10; i++ {
+		n, _ := s.Begin(ckpt.KindAgent, "", "")
+		name := fmt.Sprint("f", i%2)
+		captureFile(t, s, tree, name)
+		b := make([]byte, 4<<20)
+		rng.Read(b)
+		cur[i%2] = b
+		writeFile(t, filepath.Join(root, name), b)
+		if _, err := s.End(""); err != nil {
+			t.Fatal(err)
+		}
+		versions[n.Num] = cur
+		turns = append(turns, n.Num)
+	}
+	if _, err := s.Pin(turns[0], ""); err != nil {
+		t.Fatal(err)
+	}
+	budget := int64(24 << 20)
+	if err := s.SetPolicy(ckpt.Policy{KeepSize: budget}); err != nil {
+		t.Fatal(err)
+	}
+	dry, err := s.GC(GCOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.GC(GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Merged == 0 || rep.Merged != dry.Merged || rep.After > budget {
+		t.Fatalf("gc merged %d turns (the dry run: %d); the store %d MiB -> %d MiB, budget %d MiB", rep.Merged, dry.Merged, rep.Before>>20, rep.After>>20, budget>>20)
+	}
+	if rep.Merged > 6 {
+		t.Errorf("gc merged %d turns; 5 freed enough", rep.Merged)
+	}
+	kept, err := s.keptTurns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptNum := map[uint64]bool{}
+	for _, k := range kept {
+		keptNum[k.Num] = true
+	}
+	for _, n := range []uint64{turns[0], turns[8], turns[9]} {
+		if !keptNum[n] {
+			t.Fatalf("turn %d (pinned, or the newest, or its undo) was forgotten", n)
+		}
+	}
+	for _, n := range []uint64{turns[0], turns[8], turns[9]} {
+		if _, err := s.Rewind(n, tree, RewindOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if got, _ := os.ReadFile(filepath.Join(root, fmt.Sprint("f", i))); !bytes.Equal(got, versions[n][i]) {
+				t.Errorf("f%d after the rewind to turn %d is not as it was then", i, n)
+			}
 		}
 	}
 }
