@@ -84,10 +84,14 @@ func (c *corruptTree) PatchFile(p string, size int64, spans []int64, r io.Reader
 // restores and reverts that meet unreadable bytes at a random write:
 // each must leave the tree exactly as before it (bytes, modes, types,
 // which names share an inode), and every turn must still rewind exactly
-// afterwards.
+// afterwards. 100 seeds; make test-long (CKPTFS_LONG) runs 400.
 func TestRollbackIsExactRandom(t *testing.T) {
 	rolled, done := 0, 0
-	for seed := int64(1); seed <= 200; seed++ {
+	seeds := int64(100)
+	if longRun() {
+		seeds = 400
+	}
+	for seed := int64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			m, _ := newCrashSim(t, seed)
