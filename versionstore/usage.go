@@ -349,8 +349,8 @@ func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCRepo
 	if err != nil {
 		return rep, err
 	}
-	freed := c.freedBy()
-	r, err := s.policyPlan(pol, time.Now(), c.budgeted(size), s.planFreedBy(c, kept), true)
+	freed := s.planFreedBy(c, kept)
+	r, err := s.policyPlan(pol, time.Now(), c.budgeted(size), freed, true)
 	if err != nil {
 		return rep, err
 	}
@@ -362,7 +362,7 @@ func (s *Store) gcPlan(c *contentScan, pol ckpt.Policy, size int64) (ckpt.GCRepo
 		n := uint64(len(rep.Forgot) - rep.Merged)
 		rep.Start = &ckpt.HistoryStart{Turn: to, Reason: ckpt.ReasonPolicy, At: time.Now().UTC(), Forgotten: start.Forgotten + n}
 	}
-	f, err := s.planFrees(c, r, kept, start.Turn, freed)
+	f, err := s.planFrees(c, r, kept, start.Turn, freed.start)
 	if err != nil {
 		return rep, err
 	}
