@@ -305,7 +305,7 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 		return !slices.Equal(a, b)
 	}
 	isWritten := func(c treeEntry, e manifestEntry) bool {
-		return written(c, e, relinked(e.Stamp.Ino)) || c.st.Size != e.State.Size
+		return written(c, e, func() bool { return relinked(e.Stamp.Ino) }) || c.st.Size != e.State.Size
 	}
 	// unwritten: a name whose bytes are the manifest's still (not one an
 	// event since recorded: its entry is the tree's now).
@@ -457,12 +457,14 @@ func (s *Store) RecordOffline(live ckpt.Tree, skip func(string, bool) bool, seen
 // it, as turnctl run as that user does without a mount (show, cat, a
 // rewind), gives the owner read permission for a moment
 // (backing.ReopenRead), which moves its ctime, and that read is no write.
-func written(c treeEntry, e manifestEntry, relinked bool) bool {
+func written(c treeEntry, e manifestEntry, relinked func() bool) bool {
 	if c.sp.Ino != e.Stamp.Ino || c.sp.Mtime != e.Stamp.Mtime {
 		return true
 	}
-	explained := !sameMeta(c.st, e.State) || e.Nlink != c.sp.Nlink || relinked || e.State.Mode&0o400 == 0
-	return !c.sp.SameBytes(e.Stamp) && !explained
+	if c.sp.SameBytes(e.Stamp) {
+		return false
+	}
+	return sameMeta(c.st, e.State) && e.Nlink == c.sp.Nlink && e.State.Mode&0o400 != 0 && !relinked()
 }
 
 // readErrs reads r, keeping the first error other than io.EOF.
