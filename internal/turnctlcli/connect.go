@@ -58,9 +58,12 @@ func findProject(g globals, needMount bool) (*project, error) {
 		// The current directory cannot be entered (a dead mount), but
 		// the project is named by an absolute path: go on from there.
 		cwd = filepath.Clean(g.dir)
-	case g.dir == "" && deadMountError(at, err) != nil:
+	case g.dir == "":
 		// (at is $PWD: the current directory, as the shell knows it)
-		return nil, deadMountError(at, err)
+		if dead := deadMountError(at, err); dead != nil {
+			return nil, dead
+		}
+		return nil, err
 	default:
 		return nil, err
 	}

@@ -211,7 +211,8 @@ func applyInMounts(ctx context.Context, e *env, agent *agenthooks.Agent, ev agen
 	var firstWhat string
 	var firstErr error
 	tried := false
-	seen := map[string]bool{}
+	seen := map[string]bool{} // directories tried, and projects
+	said := map[string]bool{} // problems told
 	for _, d := range hookDirs(e, agent, ev) {
 		p, err := findProject(globals{dir: d.dir}, true)
 		if err != nil {
@@ -225,8 +226,8 @@ func applyInMounts(ctx context.Context, e *env, agent *agenthooks.Agent, ev agen
 			seen[where] = true
 			if errors.Is(err, errNotMounted) {
 				problems = append(problems, fmt.Sprintf("%s (%s) is not inside a ckptfs mount", where, d.from))
-			} else if !seen[err.Error()] { // one dead mount, met from two places
-				seen[err.Error()] = true
+			} else if !said[err.Error()] { // one dead mount, met from two places
+				said[err.Error()] = true
 				problems = append(problems, fmt.Sprintf("%v (%s)", err, d.from))
 			}
 			continue
