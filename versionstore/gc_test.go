@@ -128,14 +128,7 @@ func (h *keptHistory) add(n uint64, sn snapshot) {
 // turns, and steps whose turn lost them (a merge).
 func (h *keptHistory) sync(t *testing.T, s *Store) {
 	t.Helper()
-	kept, err := s.keptTurns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	has := map[uint64]bool{}
-	for _, k := range kept {
-		has[k.Num] = true
-	}
+	has := keptNums(t, s)
 	var turns []uint64
 	var snaps []snapshot
 	for i, p := range h.turns {

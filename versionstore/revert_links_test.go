@@ -403,8 +403,9 @@ func TestRevertMergedNameLeavesTheOthersLinked(t *testing.T) {
 	if res, err := s.Revert(n, m.tree, RevertOptions{}); err != nil {
 		t.Fatalf("%v %+v", err, res.Conflicts)
 	}
+	// (a, merged to the same bytes, may join them: nlink 2 or 3)
 	got := linkGroups(t, root, "b", "c")
-	if want := `b="1\n2\n3\n4\n5\n6\n7\n8\n9\n" 644 c="1\n2\n3\n4\n5\n6\n7\n8\n9\n" 644 [b c nlink 2]`; got != want && !strings.Contains(got, "[a b c nlink 3]") {
-		t.Errorf("after the revert: %s\nwant b and c one inode: %s", got, want)
+	if want := `b="1\n2\n3\n4\n5\n6\n7\n8\n9\n" 644 c="1\n2\n3\n4\n5\n6\n7\n8\n9\n" 644 [b c nlink `; !strings.HasPrefix(got, want) {
+		t.Errorf("after the revert: %s\nwant b and c one inode: %s…", got, want)
 	}
 }

@@ -130,15 +130,7 @@ func (r *revertModel) step() {
 			m.t.Fatal(err)
 		}
 		m.capture(o.name, false)
-		commit, err := m.store.RecordRename(tmp, o.name, false, who)
-		if err != nil {
-			m.t.Fatal(err)
-		}
-		err = os.Rename(m.abs(tmp), m.abs(o.name))
-		commit(err == nil)
-		if err != nil {
-			m.t.Fatal(err)
-		}
+		mvRecorded(m, tmp, o.name)
 		r.objs[id] = o
 	case 3: // chmod, delete or rename
 		id := ids[rng.Intn(len(ids))]
@@ -789,15 +781,7 @@ func TestRevertListsTheDirectoryItMakesAgain(t *testing.T) {
 func revertRename(t *testing.T, m *sim, from, to string) {
 	t.Helper()
 	m.capture(to, false)
-	commit, err := m.store.RecordRename(from, to, false, ckpt.Program{Comm: "mv"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = os.Rename(m.abs(from), m.abs(to))
-	commit(err == nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mvRecorded(m, from, to)
 }
 
 // A name made after the turn, then removed with its directory, whose
