@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -120,15 +119,8 @@ func TestCheckoutKeepsALinkALaterTurnBroke(t *testing.T) {
 	m.turnctl(t, "checkout", "1", co)
 	view := mountAt(t, m, "1")
 	for _, dir := range []string{co, view} {
-		var f, g syscall.Stat_t
-		if err := syscall.Stat(filepath.Join(dir, "f"), &f); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Stat(filepath.Join(dir, "g"), &g); err != nil {
-			t.Fatal(err)
-		}
-		if f.Ino != g.Ino || f.Nlink != 2 {
-			t.Errorf("%s: f and g are inodes %d and %d, %d links; want one inode with 2", dir, f.Ino, g.Ino, f.Nlink)
+		if one, n := sharedInode(t, filepath.Join(dir, "f"), filepath.Join(dir, "g")); !one || n != 2 {
+			t.Errorf("%s: f and g one inode %v, %d links; want one inode with 2", dir, one, n)
 		}
 		if b := readFile(t, filepath.Join(dir, "g")); b != "one\n" {
 			t.Errorf("%s/g = %q, want %q", dir, b, "one\n")

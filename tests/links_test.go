@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -140,6 +141,20 @@ done`)
 		lines = append(lines, fmt.Sprintf("%s %s =%s", p, sum, first[ino]))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sharedInode reports whether the files a and b are one inode, and a's
+// link count.
+func sharedInode(t *testing.T, a, b string) (bool, uint32) {
+	t.Helper()
+	var sa, sb syscall.Stat_t
+	if err := syscall.Stat(a, &sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(b, &sb); err != nil {
+		t.Fatal(err)
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino, uint32(sa.Nlink)
 }
 
 // Hard-linked files come back as hard links: a rewind to any turn gives

@@ -73,14 +73,7 @@ func TestRevertOfAChmodThroughHardLinksKeepsThemLinked(t *testing.T) {
 		m.capture("c", false)
 		writeFile(t, m.abs("c"), []byte("c\n"))
 	})
-	dry, err := s.Revert(n, m.tree, RevertOptions{DryRun: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Revert(n, m.tree, RevertOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dry, res := revertBoth(t, s, n, m.tree)
 	if got := linkGroups(t, root, "a", "b"); got != before {
 		t.Errorf("after the revert: %s\nwant, as before the turn: %s", got, before)
 	}
@@ -125,13 +118,7 @@ func TestRevertMergedThroughHardLinksKeepsThemLinked(t *testing.T) {
 		m.captureAll("b", false)
 		inPlace("b", "1\ntwo\n3\n4\n5\n6\n7\neight\n9\n")
 	})
-	if _, err := s.Revert(n, m.tree, RevertOptions{DryRun: true}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Revert(n, m.tree, RevertOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := revertBoth(t, s, n, m.tree)
 	const want = `a="1\n2\n3\n4\n5\n6\n7\neight\n9\n" 644 b="1\n2\n3\n4\n5\n6\n7\neight\n9\n" 644 [a b nlink 2]`
 	if got := linkGroups(t, root, "a", "b"); got != want {
 		t.Errorf("after the revert: %s\nwant: %s", got, want)

@@ -666,6 +666,20 @@ func changeKinds(cs []Change) string {
 	return strings.Join(out, ", ")
 }
 
+// revertBoth runs the revert of turn n as a dry run, then for real, and
+// returns both results; an error of either fails the test.
+func revertBoth(t *testing.T, s *Store, n uint64, tree ckpt.Tree) (dry, res RevertResult) {
+	t.Helper()
+	dry, err := s.Revert(n, tree, RevertOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err = s.Revert(n, tree, RevertOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return dry, res
+}
+
 // revertSim opens the tree at root for a hand-written history on s: the
 // sim that captures into s, and turn, which runs fn as one agent turn and
 // returns its number.
@@ -709,14 +723,7 @@ func TestRevertOfADirectoryRenameListsWhatItRecords(t *testing.T) {
 		err = os.Rename(m.abs("d"), m.abs("e"))
 		commit(err == nil)
 	})
-	dry, err := s.Revert(n, tree, RevertOptions{DryRun: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Revert(n, tree, RevertOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dry, res := revertBoth(t, s, n, tree)
 	got := takeSnapshot(t, root)
 	if _, ok := got["e"]; ok || got["d"].Type != ckpt.Dir || got["d/x"].Data != "x\n" {
 		t.Fatalf("after the revert: %v", got)
@@ -756,14 +763,7 @@ func TestRevertListsTheDirectoryItMakesAgain(t *testing.T) {
 		m.capture("d", false)
 		os.Remove(m.abs("d"))
 	})
-	dry, err := s.Revert(n, m.tree, RevertOptions{DryRun: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Revert(n, m.tree, RevertOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dry, res := revertBoth(t, s, n, m.tree)
 	const want = "added d<-, added d/f<-"
 	if d, r := changeKinds(dry.Changes), changeKinds(res.Changes); d != want || r != want {
 		t.Errorf("the dry run listed %s, the revert %s; want %s", d, r, want)
@@ -877,13 +877,7 @@ func TestRevertListsTheGroupOfADirectoryItMakes(t *testing.T) {
 		m.capture("d", false)
 		os.Remove(m.abs("d"))
 	})
-	dry, err := s.Revert(n, m.tree, RevertOptions{DryRun: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Revert(n, m.tree, RevertOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dry, _ := revertBoth(t, s, n, m.tree)
 	live := m.lstat("d")
 	for _, c := range dry.Changes {
 		if c.Path == "d" && (c.After.GID != live.GID || c.After.Mode != live.Mode || live.GID != 4321) {
