@@ -300,6 +300,19 @@ func gitMode(st ckpt.State) string {
 	return "100644"
 }
 
+// gitApplied is the permission bits git apply leaves on regular file b
+// when it applies the patch from a: the file's own bits when the patch
+// keeps git's mode, else 0644 or 0755 (the umask aside).
+func gitApplied(a, b ckpt.State) uint32 {
+	if a.Type == ckpt.Regular && gitMode(a) == gitMode(b) {
+		return a.Mode & 0o7777
+	}
+	if gitMode(b) == "100755" {
+		return 0o755
+	}
+	return 0o644
+}
+
 // inGit reports whether git can hold the state: a regular file or a
 // symlink (directories it makes and removes as their files need them).
 func inGit(st ckpt.State) bool { return st.Type == ckpt.Regular || st.Type == ckpt.Symlink }
@@ -343,9 +356,14 @@ func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 		fmt.Fprintf(&w, "# ckptfs: skipped %s: %s\n", gitQuote(newPath), why)
 		return w.String()
 	}
-	if a.st.Type == ckpt.Regular && b.st.Type == ckpt.Regular && a.st.Mode&0o7777 != b.st.Mode&0o7777 && gitMode(a.st) == gitMode(b.st) {
-		fmt.Fprintf(&w, "# ckptfs: mode of %s %04o -> %04o (git patches hold only whether a file is executable)\n",
-			gitQuote(newPath), a.st.Mode&0o7777, b.st.Mode&0o7777)
+	if b.st.Type == ckpt.Regular && gitApplied(a.st, b.st) != b.st.Mode&0o7777 {
+		if a.st.Type == ckpt.Regular {
+			fmt.Fprintf(&w, "# ckptfs: mode of %s %04o -> %04o (git patches hold only whether a file is executable)\n",
+				gitQuote(newPath), a.st.Mode&0o7777, b.st.Mode&0o7777)
+		} else {
+			fmt.Fprintf(&w, "# ckptfs: mode of %s %04o (git patches hold only whether a file is executable)\n",
+				gitQuote(newPath), b.st.Mode&0o7777)
+		}
 	}
 	switch {
 	case !inGit(a.st) && !inGit(b.st):

@@ -54,6 +54,40 @@ func TestDiffFollowsDirectoryRenamesPerPath(t *testing.T) {
 	}
 }
 
+// A patch notes every mode git apply would not give: an executable made
+// 0600 (git's mode line says 100644) and a new file of 0600 (git makes it
+// 0644), as well as a change within one git mode.
+func TestDiffNotesModesGitCannotHold(t *testing.T) {
+	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		turn("", "", func() {
+			ov.Write("run.sh", "#!/bin/sh\n")
+			ov.Chmod("run.sh", 0o755)
+			ov.Write("plain", "p\n")
+		})
+		turn("", "", func() {
+			ov.Chmod("run.sh", 0o600)
+			ov.Write("secret", "s\n")
+			ov.Chmod("secret", 0o600)
+			ov.Chmod("plain", 0o755)
+		})
+	})
+	out, errs, code := tc(t, "-C", dir, "diff", "1", "2")
+	if code != 0 {
+		t.Fatalf("diff 1 2: %d %s", code, errs)
+	}
+	for _, want := range []string{
+		"# ckptfs: mode of run.sh 0755 -> 0600 (git patches hold only whether a file is executable)\n",
+		"# ckptfs: mode of secret 0600 (git patches hold only whether a file is executable)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff 1 2 lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "mode of plain") {
+		t.Errorf("diff 1 2 notes a mode git holds (0644 -> 0755):\n%s", out)
+	}
+}
+
 // gitEntry is what git can hold of one path: a file's bytes and whether it
 // is executable, or a symlink's target.
 type gitEntry struct {
