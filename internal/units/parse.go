@@ -3,6 +3,7 @@ package units
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -62,21 +63,27 @@ func ParseDuration(s string) (time.Duration, error) {
 		if i == 0 || i == len(t) || (t[i] != 'd' && t[i] != 'w') {
 			break
 		}
-		n, err := strconv.ParseInt(t[:i], 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("bad duration %q", s)
-		}
 		unit := 24 * time.Hour
 		if t[i] == 'w' {
 			unit *= 7
+		}
+		n, err := strconv.ParseInt(t[:i], 10, 64)
+		if err != nil || n > int64((math.MaxInt64-total)/unit) {
+			return 0, tooLong(s)
 		}
 		total += time.Duration(n) * unit
 		t = t[i+1:]
 	}
 	if t != "" {
 		d, err := time.ParseDuration(t)
+		if err != nil && goDuration.MatchString(t) {
+			return 0, tooLong(s)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("bad duration %q: want a number and a unit, like 24h, 90m or 7d", s)
+		}
+		if d > 0 && total > math.MaxInt64-d {
+			return 0, tooLong(s)
 		}
 		total += d
 	} else if total == 0 && strings.TrimSpace(s) == "" {
@@ -86,6 +93,16 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("bad duration %q: must not be negative", s)
 	}
 	return total, nil
+}
+
+// goDuration is the form time.ParseDuration takes, unsigned: what it
+// refuses in this form is too long for a time.Duration.
+var goDuration = regexp.MustCompile(`^(([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// tooLong is the error for a duration past what a time.Duration holds
+// (about 292 years).
+func tooLong(s string) error {
+	return fmt.Errorf("bad duration %q: too long (at most %dd)", s, math.MaxInt64/int64(24*time.Hour))
 }
 
 // Duration formats d for people, in days when it is whole days.

@@ -1,6 +1,7 @@
 package units
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,5 +55,14 @@ func TestParseDuration(t *testing.T) {
 		if _, err := ParseDuration(in); err == nil {
 			t.Errorf("ParseDuration(%q) should fail", in)
 		}
+	}
+	// Past what a time.Duration holds: refused as too long, never wrapped.
+	for _, in := range []string{"99999999d", "2562048h", "106752d", "106751d24h", "15251w", "9999999999999999999999d"} {
+		if d, err := ParseDuration(in); err == nil || !strings.Contains(err.Error(), "too long") {
+			t.Errorf("ParseDuration(%q) = %v, %v; want too long", in, d, err)
+		}
+	}
+	if d, err := ParseDuration("106751d"); err != nil || d != 106751*24*time.Hour {
+		t.Errorf("ParseDuration(106751d) = %v, %v", d, err)
 	}
 }
