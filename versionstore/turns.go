@@ -375,6 +375,13 @@ func (s *Store) SetStats(n uint64, st ckpt.Stats, merges uint64) error {
 	return s.commit(b, pebble.NoSync)
 }
 
+// NamesStep reports whether spec names a step ("3.1"), which Resolve
+// turns into the whole turn when that turn has one step only: commands
+// that take whole turns refuse such a spec by its form.
+func NamesStep(spec string) bool {
+	return !strings.HasPrefix(spec, "ref:") && strings.Contains(spec, ".")
+}
+
 // Resolve turns a TURN argument ("3", "0", "ref:ID") into a turn number,
 // and a step of one ("3.2": steps.go) into its point.
 // Its errors are for people and name what is accepted and the turns that

@@ -494,3 +494,24 @@ func TestDuNamesTheBudgetAsStatusDoes(t *testing.T) {
 		t.Errorf("du: exit %d, first line %q%s", code, first, errs)
 	}
 }
+
+// The commands that take whole turns refuse a step by its form, also
+// "1.1" of a turn with one step, which names the same state as turn 1.
+func TestWholeTurnCommandsRefuseSteps(t *testing.T) {
+	dir := historyOf(t, func(turn func(label, ref string, fn func()), ov *fusefstest.Overlay) {
+		turn("", "", func() { ov.Write("a", "a\n") })
+		turn("", "", func() { ov.Write("b", "b\n") })
+	})
+	for _, args := range [][]string{{"pin", "1.1"}, {"unpin", "1.1"}, {"forget", "--dry-run", "1.1"}, {"forget", "--before", "2.1"}} {
+		_, errs, code := tc(t, append([]string{"-C", dir}, args...)...)
+		if code != 2 || !strings.Contains(errs, `"`+args[len(args)-1]+`" is a step: this command takes a whole turn`) {
+			t.Errorf("turnctl %s: %d %q", strings.Join(args, " "), code, errs)
+		}
+	}
+	if out, errs, code := tc(t, "-C", dir, "log"); code != 0 || strings.Contains(out, "pinned") || !strings.Contains(out, "\n1 ") {
+		t.Errorf("after the refusals, log: %d %s %s", code, errs, out)
+	}
+	if _, errs, code := tc(t, "-C", dir, "pin", "1"); code != 0 {
+		t.Errorf("pin 1: %d %s", code, errs)
+	}
+}
