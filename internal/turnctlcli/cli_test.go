@@ -187,6 +187,7 @@ func TestUsageAndMountOnly(t *testing.T) {
 	}{
 		{[]string{"-C", dir, "begin"}, 1, notMounted},
 		{[]string{"-C", dir, "status"}, 1, notMounted},
+		{[]string{"-C", dir, "step"}, 1, notMounted},
 		{[]string{"-C", dir, "run", "--", "true"}, 1, notMounted},
 		{[]string{"-C", dir, "bogus"}, 2, "turnctl: unknown command \"bogus\" (see turnctl --help)\n"},
 		{[]string{"-C", dir, "redo"}, 2, "turnctl: unknown command \"redo\": an undo of an undo is the redo (turnctl undo)\n"},

@@ -22,7 +22,8 @@ Steps are numbered from 1 within their turn: turnctl show 3 lists them, and
 3.2 names the state at the end of step 2 of turn 3 wherever a TURN is taken
 (rewind 3.2, diff 3.1 3.2, revert 3.2, show 3.2, cat 3.2 PATH, checkout).
 A step that changed nothing is not kept. Prints the step ended, or nothing.`,
-	opts: func() options { return &stepOptions{} },
+	mount: true,
+	opts:  func() options { return &stepOptions{} },
 }
 
 type stepOptions struct {
