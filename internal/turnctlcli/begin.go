@@ -26,7 +26,7 @@ type beginOptions struct {
 }
 
 func (o *beginOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.label, "label", "", "describe the turn (e.g. the user's request; of several lines, its first is the label and show prints all)")
+	fs.StringVar(&o.label, "label", "", "describe the turn (`TEXT`: e.g. the user's request; of several lines, its first is the label and show prints all)")
 	fs.StringVar(&o.ref, "ref", "", "attach `ID` (e.g. a message id), usable later as TURN ref:ID")
 }
 

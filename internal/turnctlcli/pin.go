@@ -13,8 +13,8 @@ var pinCmd = &command{
 	args:  "TURN [--note TEXT]",
 	short: "keep TURN: it always rewinds exactly, whatever the policy",
 	long: `A pinned turn is never forgotten: forget refuses it, and the retention policy
-stops before it. turnctl log marks it with a *. Pinning a pinned turn again
-replaces its note.`,
+stops before it. turnctl log marks it [pinned] ([pinned: NOTE] with a note).
+Pinning a pinned turn again replaces its note.`,
 	opts: func() options { return &pinOptions{} },
 }
 

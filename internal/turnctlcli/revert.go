@@ -48,7 +48,7 @@ type revertOptions struct {
 
 func (o *revertOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVarP(&o.dryRun, "dry-run", "n", false, "list what would change; change nothing")
-	fs.StringVar(&o.conflicts, "conflicts", turnctl.ConflictsRefuse, "refuse: refuse on any conflict; markers: write text conflicts between markers")
+	fs.StringVar(&o.conflicts, "conflicts", turnctl.ConflictsRefuse, "what a conflict does (`MODE`): refuse: refuse the revert; markers: write text conflicts between markers")
 }
 
 func (o *revertOptions) run(e *env, args []string) error {

@@ -60,7 +60,7 @@ type runOptions struct {
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.label, "label", "", "describe the turn (default: the command line)")
+	fs.StringVar(&o.label, "label", "", "describe the turn (`TEXT`; default: the command line)")
 	fs.StringVar(&o.ref, "ref", "", "attach `ID` to the turn (run then opens its own turn)")
 	fs.BoolVar(&o.newTurn, "new-turn", false, "open a turn of its own also inside an open agent turn (closing it)")
 }

@@ -356,7 +356,7 @@ Run "turnctl COMMAND --help" for more about a command.
 
 func commandHelp(w io.Writer, c *command) {
 	fs := commandFlags(c, c.opts(), &globals{})
-	fmt.Fprintf(w, "Usage: turnctl [-C DIR] [--json] %s %s\n\n%s\n", c.name, c.args, c.short)
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", strings.TrimSpace("turnctl [-C DIR] [--json] "+c.name+" "+c.args), c.short)
 	if c.long != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
 	}
