@@ -94,7 +94,8 @@ func (s *Store) withPrompt(t ckpt.Turn) (ckpt.Turn, error) {
 }
 
 // Adopt turns the open turn, an unlabelled manual one, into the turn a
-// Begin(kind, label, ref) would open, keeping its number and its records.
+// Begin(kind, label, ref) would open, keeping its number and its records
+// but not its programs.
 // The caller has checked that the open turn changed nothing (its Changes
 // are empty), so every prior state it recorded is also the state at this
 // moment: the records serve the new turn as they are. It saves a turn
@@ -118,6 +119,7 @@ func (s *Store) Adopt(kind ckpt.Kind, text, ref string) (ckpt.Turn, error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	t.Kind, t.Label, t.Start = kind, ckpt.LabelOf(text), time.Now().UTC()
+	t.Programs = nil // theirs came to nothing; the new turn credits its own
 	if ref != "" && !contains(t.Refs, ref) {
 		t.Refs = append(t.Refs, ref)
 		b.Set(refKey(ref), turnKey(t.Num)[1:], nil)
@@ -129,6 +131,7 @@ func (s *Store) Adopt(kind ckpt.Kind, text, ref string) (ckpt.Turn, error) {
 		return ckpt.Turn{}, err
 	}
 	s.cur = &t
+	s.programs = map[string]bool{}
 	adopted := t
 	adopted.Prompt = prompt
 	return adopted, nil
