@@ -105,7 +105,7 @@ func TestForgetAndGCShrinkTheStore(t *testing.T) {
 	}
 
 	out := turnctlOK(t, dir, "forget", "0", "1", "2", "3")
-	if !strings.Contains(out, "history starts at turn 4") {
+	if !strings.Contains(out, "history starts at turn 4, as it ended (what it changed is no longer shown)") {
 		t.Fatalf("forget: %s", out)
 	}
 	turnctlFails(t, dir, 1, "pinned", "forget", "4")

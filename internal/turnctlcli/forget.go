@@ -17,8 +17,9 @@ var forgetCmd = &command{
 space); every kept turn still rewinds exactly. Forgetting the oldest kept
 turns (the turn where history starts and those right after it; --before
 TURN forgets every kept turn before TURN) moves the start of history: the
-turn after the last one forgotten is the oldest state kept (turnctl log shows
-where history starts and why). A turn in the middle of history is merged
+turn after the last one forgotten is the oldest state kept, as that turn
+ended, so what that turn itself changed is no longer shown (turnctl log
+shows where history starts and why). A turn in the middle of history is merged
 into the kept turn after it: that turn's changes (show, diff, log) then
 include the forgotten turn's, and the state between them is gone. A pinned
 turn, the open turn, the newest closed turn, and the turn the open turn
@@ -57,7 +58,7 @@ func (o *forgetOptions) run(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s %s", forgot, turnRange(rep.Forgot))
 	if len(rep.Forgot) > 0 && rep.Forgot[0] < rep.Start.Turn {
-		fmt.Fprintf(e.stdout, "; history %s at turn %d", starts, rep.Start.Turn)
+		fmt.Fprintf(e.stdout, "; history %s at turn %d, as it ended (what it changed is no longer shown)", starts, rep.Start.Turn)
 	}
 	var runs []string
 	for i := 0; i < len(rep.Merged); {
