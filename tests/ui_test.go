@@ -978,3 +978,47 @@ $T begin --label first >/dev/null; echo x > x.txt; $T end >/dev/null
 		t.Errorf("Shift+Tab back to the timeline reached %q, want turn 2's row", got)
 	}
 }
+
+// TestUIRevertOffersConflictMarkers: a revert that later turns conflict
+// with, in text, is not a dead end in the page (turnctl's refusal points
+// at --conflicts=markers, which the page has no field for): the page
+// previews it with conflict markers, and confirming writes them.
+func TestUIRevertOffersConflictMarkers(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	runIn(t, m.Dir, `
+T=`+turnctlBin+`
+$T begin --label setup >/dev/null
+printf 'a\nb\nc\n' > f.txt
+$T end >/dev/null
+$T begin --label two >/dev/null
+printf 'a\nB2\nc\n' > f.txt
+$T end >/dev/null
+$T begin --label three >/dev/null
+printf 'a\nB3\nc\n' > f.txt
+$T end >/dev/null
+`)
+	ctx := openUI(t, m)
+	do(t, ctx, "revert turn 2",
+		click(`#timeline .row[data-turn="2"]`),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"]`)),
+		click(`#act-revert`))
+	if got := get(t, ctx, "the preview or an error", chromedp.Poll[string](`document.querySelector("#dialog").open ? "preview" :
+		document.querySelector("#toast.error:not([hidden])")?.textContent ?? false`)); got != "preview" {
+		t.Fatalf("revert of a turn a later one conflicts with: %s", got)
+	}
+	title := get(t, ctx, "the title", chromedp.Text(chromedp.CSS(`#dialog-title`)))
+	why := get(t, ctx, "the refusal", chromedp.Text(chromedp.CSS(`#markers-why`)))
+	if !strings.Contains(title, "with conflict markers") || !strings.Contains(why, "f.txt") || strings.Contains(why, "--conflicts") {
+		t.Errorf("the preview: %q / %q", title, why)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.Dir, "f.txt")); string(b) != "a\nB3\nc\n" {
+		t.Fatalf("the preview changed f.txt: %q", b)
+	}
+	do(t, ctx, "confirm",
+		click(`#dialog-confirm`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .row[data-turn="4"].current`)))
+	b, err := os.ReadFile(filepath.Join(m.Dir, "f.txt"))
+	if err != nil || !strings.Contains(string(b), "<<<<<<<") || !strings.Contains(string(b), "B3") || !strings.Contains(string(b), ">>>>>>>") {
+		t.Errorf("after the revert with markers, f.txt: %q %v", b, err)
+	}
+}

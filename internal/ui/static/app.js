@@ -63,7 +63,7 @@ async function post(path, body) {
     body: JSON.stringify(body),
   });
   const out = await r.json().catch(() => ({ error: r.statusText }));
-  if (!r.ok) throw new Error(out.error || r.statusText);
+  if (!r.ok) throw Object.assign(new Error(out.error || r.statusText), { code: out.code });
   return out;
 }
 
@@ -701,15 +701,35 @@ function reportBody(rep) {
   return lines;
 }
 
+// markersHint is the refusal's pointer to turnctl's flag; the page offers
+// the choice itself.
+const markersHint = /; --conflicts=markers writes [^;]*$/;
+
 async function action(name, req, title) {
-  let preview;
+  let preview, body;
   try {
     preview = await post("/api/" + name, { ...req, dry_run: true });
+    body = reportBody(preview);
   } catch (err) {
-    toast(`${name}: ${err.message}`, true);
-    return;
+    // A revert refused for text conflicts: offer it with conflict markers,
+    // previewed as any action is, if that would go through.
+    if (name !== "revert" || req.conflicts || err.code !== "conflict" || !markersHint.test(err.message)) {
+      toast(`${name}: ${err.message}`, true);
+      return;
+    }
+    try {
+      preview = await post("/api/revert", { ...req, conflicts: "markers", dry_run: true });
+    } catch (err2) {
+      toast(`${name}: ${err.message}`, true);
+      return;
+    }
+    req = { ...req, conflicts: "markers" };
+    title += ", with conflict markers";
+    body = [el("div", { class: "summary del", id: "markers-why" }, err.message.replace(markersHint, ".")),
+      el("div", { class: "summary" }, "Revert anyway, writing the conflicting lines of text files between <<<<<<< and >>>>>>> markers?"),
+      ...reportBody(preview)];
   }
-  if (!(await confirmDialog(title, reportBody(preview)))) return;
+  if (!(await confirmDialog(title, body))) return;
   try {
     const rep = await post("/api/" + name, req);
     const done = rep.turn ? `${name} done as turn ${rep.turn.num}: ${counts(rep.stats)[0]}` : `${name}: nothing changed`;
