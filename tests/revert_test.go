@@ -220,6 +220,49 @@ func TestUndoAfterBackgroundGitStatus(t *testing.T) {
 	}
 }
 
+// TestUndoOfARewindPastACommitAfterGitStatus: a rewind back past a git
+// commit rewrites .git/index, and the git status after it refreshes the
+// index's stat data: the undo takes the index as it was before the rewind
+// (the refresh is git's cache, done again at the next git status), where
+// it refused with the index "changed both by the turn and later". A later
+// change of the index's entries (git add) still refuses it.
+func TestUndoOfARewindPastACommitAfterGitStatus(t *testing.T) {
+	proj := t.TempDir()
+	runIn(t, proj, `
+		printf 'v1\n' > f
+		git init -q -b main . && git add -A && git commit -qm one`)
+	m := mountProject(t, proj)
+	m.turnctl(t, "begin", "--label", "commit two")
+	runIn(t, proj, `printf 'v2\n' > f; git commit -qam two`)
+	m.turnctl(t, "end")
+	two := runIn(t, proj, `git rev-parse HEAD`)
+	committed := tree(t, proj)
+
+	m.turnctl(t, "rewind", "0")
+	if got := runIn(t, proj, `git status --porcelain; git log --format=%s`); got != "one\n" {
+		t.Fatalf("after the rewind, git status and log: %q", got)
+	}
+	out := m.turnctl(t, "undo")
+	if !strings.Contains(out, "undo of turn 2") {
+		t.Errorf("undo says:\n%s", out)
+	}
+	if got := tree(t, proj); got[".git/index"] != committed[".git/index"] || got["f"] != committed["f"] {
+		t.Errorf("after the undo, .git/index and f are not as the commit left them")
+	}
+	if got := runIn(t, proj, `git rev-parse HEAD; git status --porcelain; git fsck --no-progress 2>&1`); got != two {
+		t.Errorf("after the undo, HEAD, status and fsck: %q; want HEAD %q, clean", got, two)
+	}
+
+	// Staged since the rewind: the index's entries changed later too.
+	m.turnctl(t, "rewind", "0")
+	runIn(t, proj, `echo new > g; git add g`)
+	staged := tree(t, proj)
+	if errs, code := m.turnctlFail(t, "undo"); code != 1 || !strings.Contains(errs, ".git/index") || !strings.Contains(errs, "nothing changed") {
+		t.Errorf("undo over a git add: exit %d, %s", code, errs)
+	}
+	sameTree(t, "after the refused undo", staged, tree(t, proj))
+}
+
 // TestRevertOfATurnARewindWentBackPast: a turn on the branch a rewind
 // left (sed -i, whose new file replaced the old one, then `rewind` to the
 // turn before it) is not in the tree's history: revert refuses it in one

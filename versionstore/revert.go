@@ -477,7 +477,7 @@ func (s *Store) planRevert(n uint64, live ckpt.Tree, markers bool, res *RevertRe
 		if err != nil {
 			return nil, err
 		}
-		it, why, text, merged, err := s.mergeStates(c.after, ours, c.before, live, labels, markers)
+		it, why, text, merged, err := s.mergeStates(r, c.after, ours, c.before, live, labels, markers)
 		if err != nil {
 			return nil, err
 		}
@@ -603,8 +603,10 @@ func (s *Store) wentBackPast(n uint64) (ckpt.Turn, bool, error) {
 // the turn), ours (now), theirs (before the turn). It returns the item
 // (its target), or why it conflicts (text: the conflict is in a text
 // file's lines only, and the item holds them with markers when markers),
-// and whether the result keeps later changes by merging.
-func (s *Store) mergeStates(base, ours, theirs resolved, live ckpt.Tree, l merge3.Labels, markers bool) (it *revertItem, why string, text, merged bool, err error) {
+// and whether the result keeps later changes by merging. A git index
+// whose later change only refreshed the stat data it caches (git status
+// after a rewind) is taken as before the turn: git refreshes it again.
+func (s *Store) mergeStates(path string, base, ours, theirs resolved, live ckpt.Tree, l merge3.Labels, markers bool) (it *revertItem, why string, text, merged bool, err error) {
 	eq := func(x, y resolved) (bool, error) {
 		k, err := s.compare(x, y, live)
 		return k == "", err
@@ -668,10 +670,14 @@ func (s *Store) mergeStates(base, ours, theirs resolved, live ckpt.Tree, l merge
 		}
 		return s.sameBytes(x, y, live)
 	}
-	src := ours
+	src, refresh := ours, false
 	if same, err := bytesEq(ours, base); err != nil {
 		return nil, "", false, false, err
 	} else if same {
+		src = theirs
+	} else if refresh, err = s.gitIndexRefreshed(path, base, ours, live); err != nil {
+		return nil, "", false, false, err
+	} else if refresh {
 		src = theirs
 	} else if same, err := bytesEq(theirs, base); err != nil {
 		return nil, "", false, false, err
@@ -685,7 +691,7 @@ func (s *Store) mergeStates(base, ours, theirs resolved, live ckpt.Tree, l merge
 	}
 	it.target = src
 	it.target.State.Mode, it.target.State.UID, it.target.State.GID = want.Mode, want.UID, want.GID
-	return it, "", false, true, nil
+	return it, "", false, !refresh, nil
 }
 
 // mergeText merges a regular file's bytes line by line (base may be
