@@ -553,3 +553,49 @@ func (r *crashRounds) ops(n int) {
 		}
 	}
 }
+
+// TestCrashBeforeARewindsJournal: the daemon dies after a rewind opened
+// its turn but before it saved its journal (Begin's commit, or right
+// after it). The tree was not touched; the next mount closes that turn,
+// saying the rewind was cut short, so that what the user writes next goes
+// into a turn of its own, and an undo keeps it. It stayed open as "rewind
+// to 0", took the user's next edits, and an undo removed them.
+func TestCrashBeforeARewindsJournal(t *testing.T) {
+	for _, spec := range []string{"turn.committed", "rewind.begun"} {
+		t.Run(spec, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"f": "a\n"})
+			m := mountProject(t, dir)
+			m.turnctl(t, "begin", "--label", "edit")
+			runIn(t, dir, `echo b > f`)
+			m.turnctl(t, "end")
+			m.Unmount(t)
+
+			t.Setenv(crashpoint.Env, spec)
+			m = mountProject(t, dir)
+			t.Setenv(crashpoint.Env, "")
+			if _, code := m.turnctlFail(t, "rewind", "0"); code == 0 {
+				t.Fatal("the rewind went through: the daemon was not killed")
+			}
+			forceUnmount(t, dir)
+			m = mountProject(t, dir)
+			if got := readFile(t, filepath.Join(dir, "f")); got != "b\n" {
+				t.Fatalf("after the crash, f = %q; want the tree untouched", got)
+			}
+			if st := m.turnctl(t, "status"); !strings.HasPrefix(st, "no turn open") {
+				t.Errorf("after the restart a turn is open:\n%s", st)
+			}
+			if log := m.turnctl(t, "log", "-n", "1"); !strings.Contains(log, "rewind to 0 (cut short by a crash: nothing changed)") {
+				t.Errorf("log:\n%s", log)
+			}
+			runIn(t, dir, `echo work > w.txt`)
+			m.turnctl(t, "undo")
+			if got := readFile(t, filepath.Join(dir, "f")); got != "a\n" {
+				t.Errorf("the undo of turn 1 left f = %q", got)
+			}
+			if got := readFile(t, filepath.Join(dir, "w.txt")); got != "work\n" {
+				t.Errorf("the undo took the work written after the restart: w.txt = %q", got)
+			}
+		})
+	}
+}

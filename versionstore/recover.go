@@ -36,7 +36,7 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	crashpoint.Hit("recover.marks")
 	v, closer, err := s.db.Get(keyJournal)
 	if err == pebble.ErrNotFound {
-		return false, nil
+		return false, s.closeUnjournaled()
 	}
 	if err != nil {
 		return false, fmt.Errorf("versionstore: %w", err)
@@ -84,6 +84,24 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	// Finished, but not synced: the daemon's start says so (and, as
 	// before, stops; the next start finds nothing to finish).
 	return true, unsyncedErr(j.Turn, unsynced)
+}
+
+// closeUnjournaled closes the open turn of a rewind, restore or revert
+// that a crash cut short before it saved its journal, with a label that
+// says so. Such an action had changed nothing (its journal comes before
+// its first change), and its turn must not stay open to take the changes
+// made after the restart, as if the rewind had made them (an undo would
+// then undo them).
+func (s *Store) closeUnjournaled() error {
+	cur, ok := s.Current()
+	if !ok || cur.Kind != ckpt.KindRewind && cur.Kind != ckpt.KindRevert {
+		return nil
+	}
+	if _, err := s.Retext(cur.Label + " (cut short by a crash: nothing changed)"); err != nil {
+		return err
+	}
+	_, err := s.End("")
+	return err
 }
 
 // unsyncedErr is the error of a rewind Recover finished as turn n but
