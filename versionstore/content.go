@@ -3,6 +3,7 @@ package versionstore
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -334,6 +335,17 @@ func (r *sizedReader) Read(p []byte) (int, error) {
 }
 
 func (r *sizedReader) Close() error { return r.f.Close() }
+
+// WriteSparse copies the attic file into dst by its data extents, leaving
+// its holes (backing.SparseWriter), and fails with ErrCorrupt if it holds
+// fewer bytes than recorded.
+func (r *sizedReader) WriteSparse(dst *os.File) error {
+	err := backing.CopyExtents(dst, r.f, r.left)
+	if errors.Is(err, backing.ErrShortSource) {
+		return fmt.Errorf("%w: attic file %s changed size while read", ErrCorrupt, r.name)
+	}
+	return err
+}
 
 // WriteTo lets io.Copy into an *os.File keep its in-kernel copy
 // (copy_file_range, through *io.LimitedReader) while checking the size.

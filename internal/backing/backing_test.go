@@ -1,10 +1,14 @@
 package backing
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"ckptfs/internal/ckpt"
 )
@@ -144,6 +148,50 @@ func TestHardlink(t *testing.T) {
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), TempPrefix) {
 			t.Errorf("temporary left behind: %s", e.Name())
+		}
+	}
+}
+
+// onlyReader hides a reader's WriteTo: bytes as the store's chunks give them.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// WriteFile leaves holes where whole blocks are zero: a sparse file
+// written back from the store takes the space it took, not its size.
+func TestWriteFileKeepsHoles(t *testing.T) {
+	root := t.TempDir()
+	tree, _ := Open(root)
+	defer tree.Close()
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"holes", func() []byte {
+			b := make([]byte, 64<<20)
+			copy(b[10<<20:], "middle")
+			copy(b[40<<20+5:], "later, unaligned")
+			return b
+		}()},
+		{"trailing", append([]byte("head"), make([]byte, 32<<20)...)},
+		{"short tail", append(make([]byte, 8<<20), []byte("tail")...)},
+		{"dense", bytes.Repeat([]byte("abcdefgh"), 1<<20)},
+		{"empty", nil},
+	} {
+		if err := tree.WriteFile(c.name, ckpt.State{Type: ckpt.Regular, Mode: 0o644}, onlyReader{bytes.NewReader(c.data)}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(root, c.name))
+		if err != nil || !bytes.Equal(got, c.data) {
+			t.Fatalf("%s: %d bytes back, want %d (%v)", c.name, len(got), len(c.data), err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(root, c.name), &st); err != nil {
+			t.Fatal(err)
+		}
+		nonZero := int64(len(bytes.ReplaceAll(c.data, []byte{0}, nil)))
+		if alloc := st.Blocks * 512; c.name != "dense" && alloc > 1<<20+nonZero {
+			t.Errorf("%s: %d bytes allocated for %d bytes of which %d not zero", c.name, alloc, len(c.data), nonZero)
 		}
 	}
 }

@@ -1,0 +1,117 @@
+package backing
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// sparseBlock is the unit copySparse leaves a hole for: a block of it all
+// zeros is not written.
+const sparseBlock = 4096
+
+var zeroBlock [sparseBlock]byte
+
+// SparseWriter is a reader of a whole file (the store's attic's) that
+// writes itself into an empty file with its holes (by CopyExtents):
+// WriteFile has it do so.
+type SparseWriter interface {
+	io.Reader
+	WriteSparse(dst *os.File) error
+}
+
+// ErrShortSource is CopyExtents' error for a source that ended before the
+// size it was given.
+var ErrShortSource = errors.New("the file ended before its recorded size")
+
+// copySparse copies r into the empty file f, leaving holes, so that a
+// sparse file written back from the store takes the space it took before,
+// not its full size: a SparseFile's own holes; else a hole where a whole
+// aligned block of sparseBlock bytes is zero. f's size is then what it
+// copied.
+func copySparse(f *os.File, r io.Reader) error {
+	if sw, ok := r.(SparseWriter); ok {
+		return sw.WriteSparse(f)
+	}
+	if wt, ok := r.(io.WriterTo); ok {
+		_, err := wt.WriteTo(f)
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	var off int64
+	holeAtEnd := false
+	for {
+		n, err := io.ReadFull(r, buf)
+		for i := 0; i < n; {
+			j := min(i+sparseBlock, n)
+			if j-i == sparseBlock && bytes.Equal(buf[i:j], zeroBlock[:]) {
+				i, holeAtEnd = j, true
+				continue
+			}
+			// A run of blocks that are not all zeros, written at once.
+			for j < n && !(j+sparseBlock <= n && bytes.Equal(buf[j:j+sparseBlock], zeroBlock[:])) {
+				j = min(j+sparseBlock, n)
+			}
+			if _, werr := f.WriteAt(buf[i:j], off+int64(i)); werr != nil {
+				return werr
+			}
+			i, holeAtEnd = j, false
+		}
+		off += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if holeAtEnd {
+		return f.Truncate(off)
+	}
+	return nil
+}
+
+// CopyExtents copies the first size bytes of src into the empty file dst
+// by src's data extents (SEEK_DATA, SEEK_HOLE), by copy_file_range (a
+// clone where the filesystem can), then sets dst's size: src's holes stay
+// holes.
+func CopyExtents(dst, src *os.File, size int64) error {
+	sfd, dfd := int(src.Fd()), int(dst.Fd())
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(sfd, off, unix.SEEK_DATA)
+		if err == unix.ENXIO || err == nil && data >= size {
+			break // a hole to the end
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(sfd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		hole = min(hole, size)
+		for p := data; p < hole; {
+			in, out := p, p
+			n, err := unix.CopyFileRange(sfd, &in, dfd, &out, int(min(hole-p, 1<<30)), 0)
+			if err != nil {
+				// Not between these files (another filesystem, say):
+				// read and write.
+				m, cerr := io.Copy(io.NewOffsetWriter(dst, p), io.NewSectionReader(src, p, hole-p))
+				if cerr != nil {
+					return cerr
+				}
+				n = int(m)
+			}
+			if n == 0 {
+				return fmt.Errorf("%w (%d of %d bytes)", ErrShortSource, p, size)
+			}
+			p += int64(n)
+		}
+		off = hole
+	}
+	return dst.Truncate(size)
+}
