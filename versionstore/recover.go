@@ -86,6 +86,9 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	return true, unsyncedErr(j.Turn, unsynced)
 }
 
+// cutShort ends the label of a turn closeUnjournaled closed.
+const cutShort = " (cut short by a crash: nothing changed)"
+
 // closeUnjournaled closes the open turn of a rewind, restore or revert
 // that a crash cut short before it saved its journal, with a label that
 // says so. Such an action had changed nothing (its journal comes before
@@ -97,7 +100,7 @@ func (s *Store) closeUnjournaled() error {
 	if !ok || cur.Kind != ckpt.KindRewind && cur.Kind != ckpt.KindRevert {
 		return nil
 	}
-	if _, err := s.Retext(cur.Label + " (cut short by a crash: nothing changed)"); err != nil {
+	if _, err := s.Retext(cur.Label + cutShort); err != nil {
 		return err
 	}
 	_, err := s.End("")
