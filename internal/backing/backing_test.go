@@ -195,3 +195,57 @@ func TestWriteFileKeepsHoles(t *testing.T) {
 		}
 	}
 }
+
+// OpenBeneath and Lstatat take paths longer than PATH_MAX, a part at a
+// time, still refusing a symlink on the way and a "..".
+func TestLongPaths(t *testing.T) {
+	root := t.TempDir()
+	rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rfd)
+	name := strings.Repeat("n", 255)
+	var parts []string
+	fd, _ := unix.Dup(rfd)
+	for i := 0; i < 20; i++ {
+		if i == 10 {
+			unix.Symlinkat(".", fd, "link") // a symlink, halfway down
+		}
+		unix.Mkdirat(fd, name, 0o755)
+		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, parts = nfd, append(parts, name)
+	}
+	f, _ := unix.Openat(fd, "leaf", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	unix.Write(f, []byte("deep"))
+	unix.Close(f)
+	unix.Close(fd)
+	long := strings.Join(parts, "/") + "/leaf"
+	lfd, err := OpenBeneath(rfd, long, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatalf("OpenBeneath of %d bytes: %v", len(long), err)
+	}
+	b := make([]byte, 8)
+	n, _ := unix.Read(lfd, b)
+	unix.Close(lfd)
+	if string(b[:n]) != "deep" {
+		t.Errorf("read %q", b[:n])
+	}
+	if st, err := Lstatat(rfd, long); err != nil || st.Size != 4 {
+		t.Errorf("Lstatat of %d bytes: %+v %v", len(long), st, err)
+	}
+	viaLink := strings.Join(parts[:10], "/") + "/link/" + strings.Join(parts[10:], "/") + "/leaf"
+	if fd, err := OpenBeneath(rfd, viaLink, unix.O_RDONLY, 0); err == nil {
+		unix.Close(fd)
+		t.Error("a symlink on the way of a long path was followed")
+	}
+	up := strings.Join(parts, "/") + "/../" + strings.Join(parts[:19], "/") + "/leaf"
+	if fd, err := OpenBeneath(rfd, up, unix.O_RDONLY, 0); err == nil {
+		unix.Close(fd)
+		t.Error(`a long path with ".." was opened`)
+	}
+}

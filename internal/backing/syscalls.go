@@ -2,6 +2,7 @@ package backing
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -39,11 +40,20 @@ func Retry(fn func() error) error {
 // with no symlink (nor /proc magic link) on the way.
 const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
+// maxPathArg is the longest path OpenBeneath hands to one openat2: the
+// kernel takes up to PATH_MAX (4096) bytes with the NUL.
+const maxPathArg = 4000
+
 // OpenBeneath opens rel ("" for dirfd itself) beneath dirfd with openat2,
 // following no symlink anywhere in rel: a symlink on the way is an error.
+// A path longer than PATH_MAX, which the tree may hold (it is made a name
+// at a time), is opened a part at a time, each part beneath the last.
 func OpenBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	if rel == "" {
 		rel = "."
+	}
+	if len(rel) > maxPathArg {
+		return openLong(dirfd, rel, flags, mode)
 	}
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
 	var fd int
@@ -53,6 +63,40 @@ func OpenBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 		return err
 	})
 	return fd, err
+}
+
+// openLong is OpenBeneath of a path longer than maxPathArg: the
+// directories of each part of at most maxPathArg bytes (cut at slashes)
+// are opened beneath the last, and the final part with flags. A ".."
+// would climb out of a part, beneath the last but not beneath dirfd: it
+// is refused.
+func openLong(dirfd int, rel string, flags int, mode uint32) (int, error) {
+	for _, el := range strings.Split(rel, "/") {
+		if el == ".." {
+			return -1, unix.EXDEV // as RESOLVE_BENEATH refuses an escape
+		}
+	}
+	fd := dirfd
+	defer func() {
+		if fd != dirfd {
+			unix.Close(fd)
+		}
+	}()
+	for len(rel) > maxPathArg {
+		cut := strings.LastIndexByte(rel[:maxPathArg+1], '/')
+		if cut <= 0 {
+			return -1, unix.ENAMETOOLONG // one name longer than a part: none is
+		}
+		next, err := OpenBeneath(fd, rel[:cut], unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return -1, err
+		}
+		if fd != dirfd {
+			unix.Close(fd)
+		}
+		fd, rel = next, strings.TrimLeft(rel[cut:], "/")
+	}
+	return OpenBeneath(fd, rel, flags, mode)
 }
 
 // OpenPath opens name inside dirfd as an O_PATH handle that does not
@@ -179,6 +223,17 @@ func Fstat(fd int) (Stat, error) {
 
 // Lstatat stats name inside dirfd without following it.
 func Lstatat(dirfd int, name string) (Stat, error) {
+	if len(name) > maxPathArg {
+		// Longer than PATH_MAX: from its directory, opened a part at a
+		// time (OpenBeneath).
+		i := strings.LastIndexByte(name, '/')
+		pfd, err := OpenBeneath(dirfd, name[:max(i, 0)], unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return Stat{}, err
+		}
+		defer unix.Close(pfd)
+		return statx(pfd, name[i+1:], 0)
+	}
 	return statx(dirfd, name, 0)
 }
 
