@@ -51,13 +51,13 @@ func (r *Root) Mount(dir string, debug bool) (*fuse.Server, error) {
 	if flags == 0 {
 		flags = syscall.MS_MGC_VAL // zero flags, not go-fuse's nosuid,nodev default
 	}
-	var options []string
-	if !r.opts.Private {
-		// allow_other + default_permissions: every user who could use
-		// the directory before can use it now, checked by the kernel
-		// exactly as the backing filesystem would.
-		options = append(options, "default_permissions")
-	}
+	// default_permissions: the kernel checks every caller as the
+	// backing filesystem would, on every name of a path, also those it
+	// resolves from its cache without asking the daemon (with
+	// allow_other, every user who could use the directory before can
+	// use it now; a private mount's one user loses search permission
+	// in a directory it made 0600 at once, not once the entry expires).
+	options := []string{"default_permissions"}
 	// Root mounts with mount(2) itself, mirroring the flags; anyone else
 	// through the set-user-ID fusermount3, which always adds nosuid and
 	// nodev for them (noexec is passed on).

@@ -82,12 +82,9 @@ type Options struct {
 	// the daemon-served path after a refused registration each).
 	ReadPassthrough bool
 	// Private mounts for the daemon's user alone: without allow_other the
-	// kernel refuses every other user (root included), so no
-	// default_permissions either: the one user who can call the daemon is
-	// the one it runs as, and the backing filesystem checks its rights
-	// when the daemon acts. Otherwise the mount is shared: allow_other and
-	// default_permissions, the kernel checking every user as the backing
-	// filesystem would.
+	// kernel refuses every other user (root included). Otherwise the
+	// mount is shared: allow_other. Both have default_permissions, the
+	// kernel checking its caller as the backing filesystem would.
 	Private bool
 	// KeepCache lets the kernel keep a file's cached pages across opens
 	// of it (FOPEN_KEEP_CACHE on daemon-served handles): a second read of

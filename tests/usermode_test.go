@@ -620,3 +620,22 @@ func TestUserMountRewindRefusesRootsDirectory(t *testing.T) {
 		t.Errorf("on disk after the refusals:\n%s\nwant, as before:\n%s", got, disk)
 	}
 }
+
+// TestUserMountChecksSearchPermission: a directory made unsearchable
+// (chmod 000) refuses its files at once, though the kernel has their
+// entries cached: the private mount has default_permissions too. Before,
+// cat of a file read a moment earlier went through, ls of the directory
+// did not, and access(2) said yes to anything.
+func TestUserMountChecksSearchPermission(t *testing.T) {
+	p := newUserProject(t)
+	p.sh(t, `mkdir d && echo secret > d/f && chmod 0700 d && echo ro > ro && chmod 0444 ro`)
+	p.mount(t)
+	out := p.sh(t, `cat d/f; chmod 000 d
+		if cat d/f 2>/dev/null; then echo "read through an unsearchable directory"; fi
+		if stat d/f >/dev/null 2>&1; then echo "stat through an unsearchable directory"; fi
+		chmod 0700 d
+		if [ -w ro ]; then echo "access(2) says a 0444 file is writable"; fi`)
+	if out != "secret\n" {
+		t.Errorf("the user's checks said:\n%s", out)
+	}
+}
