@@ -639,3 +639,37 @@ func TestUserMountChecksSearchPermission(t *testing.T) {
 		t.Errorf("the user's checks said:\n%s", out)
 	}
 }
+
+// TestUserMountUnsearchableDir: a directory of the user's own made 0600
+// (no search permission) inside a turn: the user's daemon, which cannot
+// pass it, gives itself search permission for the moment it needs, as the
+// user could by chmod. A rewind removes it, an undo brings it back with
+// its mode and file, and the project unmounts and mounts again. Before,
+// every rewind failed on it, and so did the umount's record of the tree
+// and the next mount: the project could not be mounted until a chmod.
+func TestUserMountUnsearchableDir(t *testing.T) {
+	needTurnctl(t)
+	p := newUserProject(t)
+	p.sh(t, `echo v1 > a`)
+	p.mount(t)
+	p.run(t, p.Dir, turnctlBin, "begin")
+	p.sh(t, `echo v2 > a; mkdir d; echo x > d/f; chmod 600 d`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	p.run(t, p.Dir, turnctlBin, "rewind", "0")
+	if got := p.sh(t, `cat a; ls`); got != "v1\na\n" {
+		t.Errorf("after rewind 0: %q", got)
+	}
+	p.run(t, p.Dir, turnctlBin, "undo")
+	if got := p.sh(t, `cat a; stat -c %a d`); got != "v2\n600\n" {
+		t.Errorf("after the undo: %q", got)
+	}
+	p.run(t, "/", ckptfsBin, "umount", p.Dir)
+	p.run(t, p.Dir, ckptfsBin, "mount", p.Dir)
+	if got := p.sh(t, `stat -c %a d; chmod 700 d; cat d/f; chmod 600 d`); got != "600\nx\n" {
+		t.Errorf("after umount and mount: %q", got)
+	}
+	p.run(t, p.Dir, turnctlBin, "rewind", "0")
+	if got := p.sh(t, `ls`); got != "a\n" {
+		t.Errorf("after a second rewind 0: %q", got)
+	}
+}

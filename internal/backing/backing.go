@@ -314,18 +314,21 @@ func (t *Tree) RemoveAll(p string) error {
 // removes what is in it as root's would. Not where that chmod would clear
 // the directory's set-group-ID bit for good (chmodKeeps): op then fails
 // as it would have.
-func ownDir(dirfd int, op func() error) error {
+func ownDir(dirfd int, op func() error) error { return ownDirPerm(dirfd, 0o300, op) }
+
+// ownDirPerm is ownDir giving the owner the permission bits perm.
+func ownDirPerm(dirfd int, perm uint32, op func() error) error {
 	euid := unix.Geteuid()
 	if euid == 0 {
 		return op()
 	}
 	var st unix.Stat_t
 	if Retry(func() error { return unix.Fstat(dirfd, &st) }) != nil || st.Uid != uint32(euid) ||
-		st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o300 == 0o300 || !chmodKeeps(&st) {
+		st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&perm == perm || !chmodKeeps(&st) {
 		return op()
 	}
 	mode := st.Mode & 0o7777
-	if Retry(func() error { return unix.Chmod(ProcPath(dirfd), mode|0o300) }) != nil {
+	if Retry(func() error { return unix.Chmod(ProcPath(dirfd), mode|perm) }) != nil {
 		return op()
 	}
 	err := op()

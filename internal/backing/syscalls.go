@@ -55,6 +55,15 @@ func OpenBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	if len(rel) > maxPathArg {
 		return openLong(dirfd, rel, flags, mode)
 	}
+	fd, err := openat2(dirfd, rel, flags, mode)
+	if err == unix.EACCES && unix.Geteuid() != 0 && strings.Contains(rel, "/") {
+		return openSearching(dirfd, rel, flags, mode)
+	}
+	return fd, err
+}
+
+// openat2 is one openat2(2) of rel beneath dirfd, following no symlink.
+func openat2(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolve}
 	var fd int
 	err := Retry(func() error {
@@ -63,6 +72,40 @@ func OpenBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 		return err
 	})
 	return fd, err
+}
+
+// openSearching is OpenBeneath of a path through a directory of the
+// user's own without search permission (0600), which a user's daemon
+// cannot pass though the user may chmod it: a name at a time, each
+// directory given search permission for the moment of the open of the
+// next name (ownDirPerm). The last name's own refusal stands.
+func openSearching(dirfd int, rel string, flags int, mode uint32) (int, error) {
+	els := strings.Split(rel, "/")
+	cur := dirfd
+	defer func() {
+		if cur != dirfd {
+			unix.Close(cur)
+		}
+	}()
+	for i, el := range els {
+		fl, m := unix.O_PATH|unix.O_DIRECTORY, uint32(0)
+		if i == len(els)-1 {
+			fl, m = flags, mode
+		}
+		var next int
+		err := ownDirPerm(cur, 0o100, func() (err error) { next, err = openat2(cur, el, fl, m); return err })
+		if err != nil {
+			return -1, err
+		}
+		if i == len(els)-1 {
+			return next, nil
+		}
+		if cur != dirfd {
+			unix.Close(cur)
+		}
+		cur = next
+	}
+	return -1, unix.EINVAL // not reached: els has at least one name
 }
 
 // openLong is OpenBeneath of a path longer than maxPathArg: the
@@ -223,18 +266,27 @@ func Fstat(fd int) (Stat, error) {
 
 // Lstatat stats name inside dirfd without following it.
 func Lstatat(dirfd int, name string) (Stat, error) {
-	if len(name) > maxPathArg {
-		// Longer than PATH_MAX: from its directory, opened a part at a
-		// time (OpenBeneath).
-		i := strings.LastIndexByte(name, '/')
-		pfd, err := OpenBeneath(dirfd, name[:max(i, 0)], unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
+	if len(name) <= maxPathArg {
+		st, err := statx(dirfd, name, 0)
+		if err != unix.EACCES || unix.Geteuid() == 0 {
+			return st, err
+		}
+	}
+	// Longer than PATH_MAX, or through a directory without search
+	// permission: from its directory, opened by OpenBeneath, given search
+	// permission for the moment if it is the user's own (ownDirPerm).
+	pfd, base := dirfd, name
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		var err error
+		if pfd, err = OpenBeneath(dirfd, name[:i], unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
 			return Stat{}, err
 		}
 		defer unix.Close(pfd)
-		return statx(pfd, name[i+1:], 0)
+		base = name[i+1:]
 	}
-	return statx(dirfd, name, 0)
+	var st Stat
+	err := ownDirPerm(pfd, 0o100, func() (err error) { st, err = statx(pfd, base, 0); return err })
+	return st, err
 }
 
 func statx(dirfd int, name string, flags int) (Stat, error) {

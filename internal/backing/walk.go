@@ -24,8 +24,8 @@ func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p 
 		if err != nil {
 			return err
 		}
+		defer unix.Close(pfd)
 		x, err := Lstatat(pfd, name)
-		unix.Close(pfd)
 		if err != nil {
 			return pathErr("lstat", dir, err)
 		}
@@ -38,7 +38,13 @@ func (t *Tree) Walk(dir string, skip func(p string, isDir bool) bool, fn func(p 
 		if st.Type != ckpt.Dir {
 			return nil
 		}
+		return ownSearch(pfd, name, &x, func() error { return t.walkFrom(dir, skip, fn) })
 	}
+	return t.walkFrom(dir, skip, fn)
+}
+
+// walkFrom walks what is below dir, which it opens.
+func (t *Tree) walkFrom(dir string, skip func(p string, isDir bool) bool, fn func(p string, st ckpt.State, sp ckpt.Stamp) error) error {
 	fd, err := t.openat2(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return pathErr("open", dir, err)
@@ -86,16 +92,45 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, c
 		if !isDir {
 			continue
 		}
-		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			if absent(err) {
-				continue
+		if err := ownSearch(fd, name, &x, func() error {
+			cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				if absent(err) {
+					return nil
+				}
+				return pathErr("open", p, err)
 			}
-			return pathErr("open", p, err)
-		}
-		if err := walkDir(cfd, p, skip, fn); err != nil {
+			return walkDir(cfd, p, skip, fn)
+		}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ownSearch runs walk, the walk of directory name in dirfd (x its stat),
+// with read and search permission for its owner: a user's daemon cannot
+// list a directory of its own made 0600 or 0300, nor stat what is in it,
+// though the user may chmod it. Where the directory is the caller's own
+// and lacks them, they are given for the walk and the mode put back
+// after, as ownDir does for a change; not where that chmod would clear
+// its set-group-ID bit (chmodKeeps), nor as root, who needs none.
+func ownSearch(dirfd int, name string, x *Stat, walk func() error) error {
+	euid := unix.Geteuid()
+	if euid == 0 || x.Uid != uint32(euid) || x.Mode&0o500 == 0o500 {
+		return walk()
+	}
+	st := unix.Stat_t{Mode: x.Mode, Uid: x.Uid, Gid: x.Gid}
+	if !chmodKeeps(&st) {
+		return walk()
+	}
+	mode := x.Mode & 0o7777
+	if fchmodat2(dirfd, name, mode|0o500) != nil {
+		return walk()
+	}
+	err := walk()
+	if rerr := fchmodat2(dirfd, name, mode); err == nil {
+		err = rerr
+	}
+	return err
 }
