@@ -259,3 +259,30 @@ func TestHookStepOnlyInItsSessionsTurn(t *testing.T) {
 		t.Errorf("the manual turn has a step:\n%s", show)
 	}
 }
+
+// TestHookEventDashCIsTheProject: -C names the project, as for every other
+// command: a -C directory that is not mounted records nothing, though the
+// hook runs in a mounted project (it opened an agent turn there, with
+// the other project's prompt).
+func TestHookEventDashCIsTheProject(t *testing.T) {
+	proj := t.TempDir()
+	m := mountProject(t, proj)
+	other := t.TempDir()
+	needTurnctl(t)
+	in, _ := json.Marshal(map[string]any{"session_id": "s1", "cwd": other, "hook_event_name": "UserPromptSubmit", "prompt": "work on the other project"})
+	cmd := exec.Command(turnctlBin, "-C", other, "hook-event", "claude-code")
+	cmd.Dir = proj
+	cmd.Env = append(os.Environ(), "CKPTFS_RUNTIME_DIR="+m.Runtime, "CKPTFS_DIR=", "CLAUDE_PROJECT_DIR=")
+	cmd.Stdin = bytes.NewReader(in)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hook-event: %v %s", err, errb.String())
+	}
+	if want := "turnctl hook-event: " + other + " (-C) is not inside a ckptfs mount; begin not recorded\n"; errb.String() != want {
+		t.Errorf("hook-event said %q, want %q", errb.String(), want)
+	}
+	if st := m.turnctl(t, "status"); !strings.HasPrefix(st, "no turn open") {
+		t.Errorf("the mounted project got a turn:\n%s", st)
+	}
+}

@@ -53,8 +53,8 @@ notify, which name no session, close whatever turn is open. A step, too,
 ends only a step of its session's turn; in another's it ends none, quietly
 (the tool's changes stay in the open turn, in its current step).
 
-The project is the mount that contains the first of: -C DIR; the agent's
-cwd (from the payload); $CLAUDE_PROJECT_DIR (Claude Code) or
+The project is the mount that contains -C DIR, if given; else the first of:
+the agent's cwd (from the payload); $CLAUDE_PROJECT_DIR (Claude Code) or
 $GEMINI_PROJECT_DIR (Gemini CLI); the current directory. An end (and a step) goes
 on down that list to the mount whose open turn is its session's, so a session
 that cd'ed out of the project (/tmp, an --add-dir directory) still closes
@@ -182,7 +182,11 @@ func hookDirs(e *env, agent *agenthooks.Agent, ev agenthooks.Event) []hookDir {
 		}
 		ds = append(ds, hookDir{dir, from})
 	}
-	add(e.g.dir, "-C")
+	if e.g.dir != "" {
+		// Named on the command line: that project or none, as for
+		// every other command.
+		return []hookDir{{e.g.dir, "-C"}}
+	}
 	add(ev.Cwd, "the payload's cwd")
 	if v := projectDirEnv[agent.Name]; v != "" {
 		add(os.Getenv(v), "$"+v)

@@ -275,6 +275,7 @@ func TestHookEventNeverFails(t *testing.T) {
 		{"no agent", ups, []string{"hook-event"}, "missing AGENT"},
 		{"bad flag", ups, []string{"hook-event", "--frobnicate", "claude-code"}, "unknown flag"},
 	}
+	t.Chdir(t.TempDir()) // nor is the current directory (go test in a mounted checkout)
 	for _, c := range cases {
 		var out, errb bytes.Buffer
 		code := runWith(context.Background(), control.OpenOffline, c.args, strings.NewReader(c.stdin), &out, &errb)
