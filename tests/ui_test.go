@@ -1022,3 +1022,60 @@ $T end >/dev/null
 		t.Errorf("after the revert with markers, f.txt: %q %v", b, err)
 	}
 }
+
+// TestUIHistoryStartAndText: the turn where history starts (its older
+// turns forgotten) offers no revert and no patch, which the server can
+// only refuse, and says why; a label's and a prompt's escape sequences
+// and bidirectional controls are written out, as turnctl prints them; a
+// binary file's change shows its sizes, not a GIT binary patch.
+func TestUIHistoryStartAndText(t *testing.T) {
+	m := mountProject(t, t.TempDir())
+	turnctlOK(t, m.Dir, "begin", "--label", "one \x1b[31mred\u202etxt.exe\n\nthe \x1b[2J prompt")
+	os.WriteFile(filepath.Join(m.Dir, "a.txt"), []byte("a\n"), 0o644)
+	turnctlOK(t, m.Dir, "end")
+	turnctlOK(t, m.Dir, "begin", "--label", "two")
+	os.WriteFile(filepath.Join(m.Dir, "data.bin"), []byte("\x00\x01\x02binary\x00"), 0o644)
+	turnctlOK(t, m.Dir, "end")
+	turnctlOK(t, m.Dir, "begin", "--label", "three")
+	os.WriteFile(filepath.Join(m.Dir, "data.bin"), []byte("\x00\x03\x04binary, changed\x00"), 0o644)
+	turnctlOK(t, m.Dir, "end")
+	ctx := openUI(t, m)
+	do(t, ctx, "show turn 1",
+		click(`#timeline .row[data-turn="1"]`),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="1"]`)))
+	label := get(t, ctx, "the label", chromedp.Text(chromedp.CSS(`#turn-head .label`)))
+	prompt := get(t, ctx, "the prompt", chromedp.Evaluate[string](`document.querySelector("#prompt pre").textContent`))
+	row := get(t, ctx, "the row's label", chromedp.Text(chromedp.CSS(`#timeline .row[data-turn="1"] .label`)))
+	for _, s := range []string{label, prompt, row} {
+		if strings.ContainsAny(s, "\x1b\u202e") || !strings.Contains(s, `\x1b[31mred\u202etxt.exe`) {
+			t.Errorf("a label or prompt reads %q", s)
+		}
+	}
+	if !strings.Contains(prompt, "\nthe \\x1b[2J prompt") {
+		t.Errorf("the prompt reads %q", prompt)
+	}
+	do(t, ctx, "show turn 3's binary file",
+		click(`#timeline .row[data-turn="3"]`),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="3"]`)),
+		click(`#files .file[data-path="data.bin"]`),
+		chromedp.WaitVisible(chromedp.CSS(`#diff[data-path="data.bin"]`)))
+	diff := get(t, ctx, "the binary diff", chromedp.Text(chromedp.CSS(`#diff`)))
+	if !strings.Contains(diff, "binary file") || !strings.Contains(diff, "19 bytes") || strings.Contains(diff, "GIT binary patch") {
+		t.Errorf("the binary file's change reads:\n%s", diff)
+	}
+
+	turnctlOK(t, m.Dir, "forget", "0")
+	ctx = openUI(t, m)
+	do(t, ctx, "show turn 1, where history starts",
+		click(`#timeline .row[data-turn="1"]`),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#at-start`)))
+	if n := get(t, ctx, "the start turn's dead controls", chromedp.Evaluate[int](`document.querySelectorAll("#act-revert, #dl-patch").length`)); n != 0 {
+		t.Errorf("the turn where history starts offers %d of revert and patch", n)
+	}
+	do(t, ctx, "show turn 2",
+		click(`#timeline .row[data-turn="2"]`),
+		chromedp.WaitVisible(chromedp.CSS(`#turn-head[data-turn="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#act-revert`)),
+		chromedp.WaitVisible(chromedp.CSS(`#dl-patch`)))
+}

@@ -12,6 +12,7 @@ const state = {
   total: 0,
   width: 1,
   current: null,     // the turn the tree is in the state of
+  start: null,       // where history starts ({turn, reason}), if turns were forgotten
   loading: false,
   key: "",           // latest/open/history as the last timeline load saw them
   selected: null,    // selected turn number
@@ -99,6 +100,16 @@ function bytes(n) {
 // The escapes are Go's (strconv.Quote), as turnctl's: JSON's would leave
 // DEL and the C1 controls as they are, unseen, between the quotes. A byte
 // that is not UTF-8 (a lone U+DC80–U+DCFF: pathParam) is quoted as "\xff".
+// visible writes out the control characters of a text (but newlines and
+// tabs) and its bidirectional controls, as turnctl prints them: a label
+// or prompt with an escape sequence or a U+202E is shown, not obeyed.
+function visible(s) {
+  return s.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu, (ch) => {
+    const c = ch.codePointAt(0);
+    return c < 0x100 ? "\\x" + c.toString(16).padStart(2, "0") : "\\u" + c.toString(16).padStart(4, "0");
+  });
+}
+
 function shown(p) {
   if (!/[\u0000-\u001f\u007f-\u009f]|[\udc80-\udcff]/u.test(p)) return p;
   const named = { 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\" };
@@ -226,7 +237,7 @@ function mergedNote(r) {
 
 function rowElement(r, withLane) {
   const [files, lines] = counts(r.stats);
-  const name = r.label || (r.kind === "rewind" && r.target != null ? `rewind to ${r.target}` : "");
+  const name = visible(r.label || (r.kind === "rewind" && r.target != null ? `rewind to ${r.target}` : ""));
   const label = [mergedNote(r), name, ...r.refs.map((x) => "ref:" + x)].filter(Boolean).join(" ");
   const e = el("div", {
     class: "row" + (r.num === state.current ? " current" : "") + (r.num === state.selected ? " selected" : ""),
@@ -257,7 +268,7 @@ async function loadTimeline(reset) {
     const offset = reset ? 0 : state.rows.length;
     const limit = reset ? Math.max(200, state.rows.length) : 200;
     const t = await api(`/api/timeline?offset=${offset}&limit=${limit}`);
-    state.total = t.total; state.width = t.width; state.current = t.current;
+    state.total = t.total; state.width = t.width; state.current = t.current; state.start = t.start;
     state.key = `${t.latest}/${t.open}/${t.history}`;
     state.rows = reset ? t.rows : state.rows.concat(t.rows);
     renderTimeline(t.start);
@@ -325,24 +336,26 @@ function renderTurn(keepFile, had) {
   // The head is the turn's, also while one of its steps is shown.
   const [files, lines] = counts(t.step ? turn.stats : t.stats);
   const prompt = turn.prompt || "";
+  const atStart = state.start != null && turn.num === state.start.turn;
   const head = el("div", { class: "turn-head", id: "turn-head", "data-turn": turn.num },
     el("h2", {}, `Turn ${turn.num} `, el("span", { class: "kind-" + turn.kind }, turn.kind),
       turn.num === state.current ? el("span", { class: "badge current" }, "current") : null,
-      t.pin ? el("span", { class: "badge pin" }, "pinned" + (t.pin.note ? ": " + t.pin.note : "")) : null),
-    el("div", { class: "label" }, turn.label || ""),
+      t.pin ? el("span", { class: "badge pin" }, "pinned" + (t.pin.note ? ": " + visible(t.pin.note) : "")) : null),
+    el("div", { class: "label" }, visible(turn.label || "")),
     el("div", { class: "meta" },
       `${when(turn.start)} → ${turn.open ? "open" : when(turn.end)} · ${files} ${lines}`,
       turn.programs && turn.programs.length ? ` · ${turn.programs.join(", ")}` : "",
       turn.refs && turn.refs.length ? ` · ${turn.refs.map((r) => "ref:" + r).join(" ")}` : "",
       turn.merged_from ? ` · with the forgotten turns ${turn.merged_from}-${turn.num - 1}` : "",
       t.parent != null && t.parent !== prevOf(turn) ? ` · continues from ${turn.target_step ? `step ${t.parent}.${turn.target_step}` : `turn ${t.parent}`}` : ""),
-    prompt ? el("details", { id: "prompt" }, el("summary", {}, "Full prompt"), el("pre", { class: "prompt" }, prompt)) : null,
+    prompt ? el("details", { id: "prompt" }, el("summary", {}, "Full prompt"), el("pre", { class: "prompt" }, visible(prompt))) : null,
+    atStart ? el("p", { class: "hint", id: "at-start" }, "History starts here, as this turn ended: what it changed is no longer known (the turns before it were forgotten).") : null,
     el("div", { class: "actions" },
       el("button", { id: "act-rewind", onclick: () => action("rewind", { turn: String(turn.num) }, `Rewind the tree to the end of turn ${turn.num}`) }, "Rewind to here…"),
-      turn.num > 0 ? el("button", { id: "act-revert", onclick: () => action("revert", { turn: String(turn.num) }, `Revert turn ${turn.num}, keeping later turns`) }, "Revert this turn…") : null,
+      turn.num > 0 && !atStart ? el("button", { id: "act-revert", onclick: () => action("revert", { turn: String(turn.num) }, `Revert turn ${turn.num}, keeping later turns`) }, "Revert this turn…") : null,
       t.pin ? el("button", { id: "act-unpin", onclick: () => pinAction("unpin", turn.num) }, "Unpin")
         : el("button", { id: "act-pin", onclick: () => pinAction("pin", turn.num) }, "Pin…"),
-      turn.num > 0 ? el("a", { id: "dl-patch", class: "button", href: `/api/patch?n=${turn.num}&from=${prevOf(turn)}`, download: `turn-${turn.num}.patch`, title: "what this turn changed, as a patch git apply takes (turnctl diff)" }, "Download patch") : null));
+      turn.num > 0 && !atStart ? el("a", { id: "dl-patch", class: "button", href: `/api/patch?n=${turn.num}&from=${prevOf(turn)}`, download: `turn-${turn.num}.patch`, title: "what this turn changed, as a patch git apply takes (turnctl diff)" }, "Download patch") : null));
   const steps = t.steps && t.steps.length ? el("div", { class: "steps", id: "steps" },
     el("div", { class: "pane-title" }, `${t.steps.length} steps (one tool call each)`),
     ...t.steps.map((st) => {
@@ -353,7 +366,7 @@ function renderTurn(keepFile, had) {
         el("button", { class: "step-open", type: "button", "aria-pressed": String(name === state.step), onclick: open },
           el("span", { class: "num" }, name), " ",
           el("span", { class: "tool" }, st.tool || ""), " ",
-          el("span", { class: "label" }, st.label || "")), " ",
+          el("span", { class: "label" }, visible(st.label || ""))), " ",
         el("button", { class: "small", onclick: () => action("rewind", { turn: name }, `Rewind the tree to the end of step ${name}`) }, "Rewind to here…"));
     })) : null;
   // The arrow keys move between the steps too.
@@ -469,7 +482,8 @@ async function showFile(c) {
     box.append(el("pre", { "data-keep": "1" }, el("span", { class: "l m" },
       d.not_captured ? "bytes never captured (changed while unmounted)" : d.binary ? "binary file" : "no text change",
       `\nbefore: ${size(d.before)}\nafter:  ${size(d.after)}`)));
-    if (!d.patch) return;
+    // A binary file's GIT binary patch (base85) says nothing to a reader.
+    if (!d.patch || d.binary) return;
   }
   renderPatch(box, d.patch, c.path, false);
 }
