@@ -190,13 +190,21 @@ func TestStaleMount(t *testing.T) {
 	}
 }
 
+// alive reports whether process pid has a thread that has not exited. A
+// killed process's main thread turns zombie before its other threads are
+// done exiting, and the files they share (a flock on the store, say) are
+// closed only with the last: a zombie main thread is not yet the end.
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
 	if err != nil {
 		return false
 	}
 	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+	if i > 0 && i+2 < len(b) && b[i+2] != 'Z' {
+		return true
+	}
+	tasks, err := os.ReadDir("/proc/" + itoa(pid) + "/task")
+	return err == nil && len(tasks) > 1
 }
 
 func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(i)) }

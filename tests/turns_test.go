@@ -86,10 +86,7 @@ func (m *Mount) kill(t *testing.T) {
 	t.Helper()
 	pid := m.PID(t)
 	syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 200; i++ {
-		if syscall.Kill(pid, 0) != nil {
-			break
-		}
+	for i := 0; i < 200 && alive(pid); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -467,7 +467,7 @@ func TestForgetDryRun(t *testing.T) {
 	})
 	before, _, _ := tc(t, "-C", dir, "log")
 	dry, errs, code := tc(t, "-C", dir, "forget", "--dry-run", "0", "1", "3", "4")
-	want := "would forget turns 0-1, 3-4; history would start at turn 2; would merge turns 3-4 into turn 5; nothing changed\n"
+	want := "would forget turns 0-1, 3-4; history would start at turn 2, as it ended (what it changed is no longer shown); would merge turns 3-4 into turn 5; nothing changed\n"
 	if code != 0 || dry != want {
 		t.Errorf("forget --dry-run: exit %d, %q%s; want %q", code, dry, errs, want)
 	}
@@ -480,7 +480,7 @@ func TestForgetDryRun(t *testing.T) {
 		t.Errorf("forget of the newest turn: dry run exit %d %q, forget exit %d %q", dryCode, dryErr, realCode, realErr)
 	}
 	out, errs, code := tc(t, "-C", dir, "forget", "0", "1", "3", "4")
-	if want := "forgot turns 0-1, 3-4; history starts at turn 2; merged turns 3-4 into turn 5 (turnctl gc reclaims the space)\n"; code != 0 || out != want {
+	if want := "forgot turns 0-1, 3-4; history starts at turn 2, as it ended (what it changed is no longer shown); merged turns 3-4 into turn 5 (turnctl gc reclaims the space)\n"; code != 0 || out != want {
 		t.Errorf("forget: exit %d, %q%s; want %q", code, out, errs, want)
 	}
 }
