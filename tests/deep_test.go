@@ -13,22 +13,7 @@ func TestDeepTreeAndLongNames(t *testing.T) {
 	dir := t.TempDir()
 	mountProject(t, dir)
 	name := strings.Repeat("n", 255)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const depth = 40 // 40 × 256 bytes ≈ 10 KiB of path
-	for i := 0; i < depth; i++ {
-		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
-			t.Fatalf("mkdir at depth %d: %v", i, err)
-		}
-		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatalf("open at depth %d: %v", i, err)
-		}
-		fd = nfd
-	}
+	fd := deepDir(t, dir, 40, true) // 40 × 256 bytes ≈ 10 KiB of path
 	f, err := unix.Openat(fd, "leaf", unix.O_CREAT|unix.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatalf("create leaf: %v", err)

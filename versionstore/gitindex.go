@@ -3,7 +3,6 @@ package versionstore
 import (
 	"bytes"
 	"encoding/binary"
-	"io"
 	"slices"
 	"strings"
 
@@ -167,12 +166,7 @@ func (s *Store) sameGitIndexEntries(x, y resolved, live ckpt.Tree) (bool, error)
 		if r.State.Type != ckpt.Regular || r.State.Size > maxGitIndex || r.Lost {
 			return false, nil
 		}
-		rc, err := s.open(r, live)
-		if err != nil {
-			return false, err
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
+		data, err := s.readAll(r, live)
 		if err != nil {
 			return false, err
 		}

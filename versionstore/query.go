@@ -286,6 +286,16 @@ func (s *Store) OpenAt(n uint64, path string, live ckpt.Tree) (io.ReadCloser, ck
 	return rc, r.State, err
 }
 
+// readAll returns the bytes of r (none for what is not a regular file).
+func (s *Store) readAll(r resolved, live ckpt.Tree) ([]byte, error) {
+	rc, err := s.open(r, live)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
 func (s *Store) open(r resolved, live ckpt.Tree) (io.ReadCloser, error) {
 	if r.State.Type != ckpt.Regular {
 		return io.NopCloser(bytes.NewReader(nil)), nil

@@ -705,13 +705,8 @@ func (s *Store) mergeText(base, ours, theirs resolved, want ckpt.State, live ckp
 		if r.State.Size > merge3.MaxSize {
 			return nil, "a binary (or very large) file changed both by the turn and later", false, false, nil
 		}
-		rc, err := s.open(r, live)
-		if err != nil {
-			return nil, "", false, false, err
-		}
-		texts[i], err = io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
+		var err error
+		if texts[i], err = s.readAll(r, live); err != nil {
 			return nil, "", false, false, err
 		}
 		if merge3.Binary(texts[i]) {
@@ -753,12 +748,7 @@ func (s *Store) revertChanges(items []*revertItem, live ckpt.Tree) ([]Change, er
 		if it.hasMrg {
 			k = ckpt.Modified
 			if it.cur.State.Type == ckpt.Regular {
-				rc, err := s.open(it.cur, live)
-				if err != nil {
-					return nil, err
-				}
-				b, err := io.ReadAll(rc)
-				rc.Close()
+				b, err := s.readAll(it.cur, live)
 				if err != nil {
 					return nil, err
 				}
