@@ -193,6 +193,7 @@ func TestUsageAndMountOnly(t *testing.T) {
 		{[]string{"-C", dir, "redo"}, 2, "turnctl: unknown command \"redo\": an undo of an undo is the redo (turnctl undo)\n"},
 		{[]string{"-C", dir, "show"}, 2, ""},
 		{[]string{"-C", dir, "show", "1", "2"}, 2, ""},
+		{[]string{"-C", dir, "diff", "1", "2", "3"}, 2, "turnctl diff: diff compares two states: \"3\" would be a third (a path of that name goes after --) (see turnctl diff --help)\n"},
 		{[]string{"-C", dir, "log", "--nope"}, 2, ""},
 		{[]string{"-C", dir, "log", "--follow"}, 2, "turnctl log: --follow takes exactly one PATH (see turnctl log --help)\n"},
 		{[]string{"-C", dir, "log", "--follow", "a", "b"}, 2, "turnctl log: --follow takes exactly one PATH (see turnctl log --help)\n"},

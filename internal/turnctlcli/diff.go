@@ -51,6 +51,11 @@ func (o *diffOptions) run(e *env, args []string) error {
 			i = 2
 		}
 		turns, paths = turns[:i], turns[i:]
+		for _, p := range paths {
+			if looksLikeTurn(p) {
+				return usagef("diff compares two states: %q would be a third (a path of that name goes after --)", p)
+			}
+		}
 	}
 	if err := wantArgs(turns, 1, 2); err != nil {
 		return err
