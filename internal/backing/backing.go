@@ -487,7 +487,7 @@ func writeFileAt(pfd int, name, p string, st ckpt.State, r io.Reader) error {
 		unix.Unlinkat(pfd, tmp, 0)
 		return pathErr(op, p, err)
 	}
-	if err := copySparse(f, r); err != nil {
+	if err := copySparse(f, r, st.Size); err != nil {
 		return fail("write", err)
 	}
 	if os.Geteuid() == 0 {

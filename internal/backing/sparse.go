@@ -30,10 +30,11 @@ var ErrShortSource = errors.New("the file ended before its recorded size")
 
 // copySparse copies r into the empty file f, leaving holes, so that a
 // sparse file written back from the store takes the space it took before,
-// not its full size: a SparseFile's own holes; else a hole where a whole
+// not its full size: a SparseWriter's own holes; else (but for a reader
+// that writes itself out: bytes held in memory) a hole where a whole
 // aligned block of sparseBlock bytes is zero. f's size is then what it
-// copied.
-func copySparse(f *os.File, r io.Reader) error {
+// copied. size, the size expected, only sizes the buffer.
+func copySparse(f *os.File, r io.Reader, size int64) error {
 	if sw, ok := r.(SparseWriter); ok {
 		return sw.WriteSparse(f)
 	}
@@ -41,7 +42,7 @@ func copySparse(f *os.File, r io.Reader) error {
 		_, err := wt.WriteTo(f)
 		return err
 	}
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, min((max(size, 1)+sparseBlock-1)/sparseBlock*sparseBlock, 1<<20))
 	var off int64
 	holeAtEnd := false
 	for {
