@@ -18,6 +18,7 @@ var (
 	_ = (fs.NodeMkdirer)((*Node)(nil))
 	_ = (fs.NodeRmdirer)((*Node)(nil))
 	_ = (fs.NodeCreater)((*Node)(nil))
+	_ = (fs.NodeTmpfiler)((*Node)(nil))
 	_ = (fs.NodeOpener)((*Node)(nil))
 	_ = (fs.NodeMknoder)((*Node)(nil))
 	_ = (fs.NodeSymlinker)((*Node)(nil))
@@ -49,8 +50,6 @@ var (
 
 // Not implemented, deliberately:
 //   - NodeAccesser: default_permissions makes the kernel check access.
-//   - NodeTmpfiler (O_TMPFILE): answered EOPNOTSUPP; a nameless file would
-//     need capture on its later link, which FUSE's LINK cannot carry.
 //   - NodeIoctler, NodeLseeker at node level (handles implement Lseek).
 //   - FileWritever: a WRITE whose data arrives in several pieces is joined
 //     by go-fuse's server and served by FileWriter.Write (rawFS wraps both

@@ -26,28 +26,37 @@ var (
 // directory is set-group-ID, whose group new entries inherit), then puts
 // back set-user/group-ID bits that the chown cleared. Only root can chown.
 func (n *Node) setOwner(ctx context.Context, name string, mode uint32, isLink bool) {
-	if !isRoot {
-		return
-	}
-	c, ok := fuse.FromContext(ctx)
+	uid, gid, ok := n.callerOwner(ctx)
 	if !ok {
 		return
 	}
-	if int(c.Uid) == euid && int(c.Gid) == egid {
-		// Created as the caller would have been (a set-group-ID parent
-		// gives its group either way): nothing to change.
-		return
-	}
-	gid := int(c.Gid)
-	if pst, err := backing.Fstat(n.fd); err == nil && pst.Mode&unix.S_ISGID != 0 {
-		gid = -1
-	}
-	if err := unix.Fchownat(n.fd, name, int(c.Uid), gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fchownat(n.fd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		n.r.logf("ckptfs: chown %s: %v", name, err)
 	}
 	if !isLink && mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
 		unix.Fchmodat(n.fd, name, mode&07777, 0)
 	}
+}
+
+// callerOwner is the owner setOwner gives an entry made in n for the
+// caller (gid -1: the set-group-ID parent's, kept); ok is false where
+// there is none to give: the daemon is not root, or the caller is who
+// the daemon made it as.
+func (n *Node) callerOwner(ctx context.Context) (uid, gid int, ok bool) {
+	if !isRoot {
+		return 0, 0, false
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok || int(c.Uid) == euid && int(c.Gid) == egid {
+		// Created as the caller would have been (a set-group-ID parent
+		// gives its group either way): nothing to change.
+		return 0, 0, false
+	}
+	gid = int(c.Gid)
+	if pst, err := backing.Fstat(n.fd); err == nil && pst.Mode&unix.S_ISGID != 0 {
+		gid = -1
+	}
+	return int(c.Uid), gid, true
 }
 
 // finishCreate opens the new entry name as a node and fills out. undo
@@ -128,6 +137,50 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			h.(interface{ release() }).release()
 			return nil, nil, 0, errno(err)
 		}
+	}
+	n.r.creditPassthrough(ctx, h)
+	return ch, h, n.r.openFlags(h), 0
+}
+
+// Tmpfile makes a file with no name in the directory, as open(2) with
+// O_TMPFILE does. Nothing is recorded for it: no name holds it. A link
+// that names it later (linkat of /proc/self/fd/N) comes as a LINK of its
+// node, which records that name's prior state as any new name's.
+func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	n.r.gate.RLock()
+	defer n.r.gate.RUnlock()
+	oflags := int(flags)&^(unix.O_APPEND|unix.O_TRUNC|unix.O_CREAT|fuse.FMODE_EXEC) | unix.O_TMPFILE | unix.O_CLOEXEC
+	var fd int
+	err := backing.Retry(func() error {
+		var err error
+		fd, err = unix.Openat(n.fd, ".", oflags, mode&07777)
+		return err
+	})
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	if uid, gid, ok := n.callerOwner(ctx); ok {
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			n.r.logf("ckptfs: chown of an O_TMPFILE file: %v", err)
+		}
+		if mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+			unix.Fchmod(fd, mode&07777)
+		}
+	}
+	st, err := backing.Fstat(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, errno(err)
+	}
+	pfd, err := backing.Reopen(fd, unix.O_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, errno(err)
+	}
+	ch := n.newChild(ctx, "", pfd, &st, out)
+	h, eno := ch.Operations().(*Node).newHandle(ctx, fd, int(flags), false, n.r.directWrites(int(flags)))
+	if eno != 0 {
+		return nil, nil, 0, eno
 	}
 	n.r.creditPassthrough(ctx, h)
 	return ch, h, n.r.openFlags(h), 0
