@@ -2,6 +2,7 @@ package backing
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -247,5 +248,24 @@ func TestLongPaths(t *testing.T) {
 	if fd, err := OpenBeneath(rfd, up, unix.O_RDONLY, 0); err == nil {
 		unix.Close(fd)
 		t.Error(`a long path with ".." was opened`)
+	}
+}
+
+// CopyExtents of a source shorter than the size it was given fails with
+// ErrShortSource, rather than making up the rest as a hole of zeros.
+func TestCopyExtentsShortSource(t *testing.T) {
+	dir := t.TempDir()
+	src, _ := os.Create(filepath.Join(dir, "src"))
+	defer src.Close()
+	src.WriteAt([]byte("data"), 0)
+	src.Truncate(8192)
+	dst, _ := os.Create(filepath.Join(dir, "dst"))
+	defer dst.Close()
+	if err := CopyExtents(dst, src, 16384); !errors.Is(err, ErrShortSource) {
+		t.Errorf("CopyExtents of 8 KiB as 16 KiB: %v, want ErrShortSource", err)
+	}
+	dst.Truncate(0)
+	if err := CopyExtents(dst, src, 8192); err != nil {
+		t.Errorf("CopyExtents of 8 KiB: %v", err)
 	}
 }

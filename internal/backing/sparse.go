@@ -114,5 +114,12 @@ func CopyExtents(dst, src *os.File, size int64) error {
 		}
 		off = hole
 	}
+	// A source that ended early ends in a "hole" above: the rest would
+	// be zeros that were never its bytes.
+	if st, err := Fstat(sfd); err != nil {
+		return err
+	} else if st.Size < size {
+		return fmt.Errorf("%w (%d of %d bytes)", ErrShortSource, st.Size, size)
+	}
 	return dst.Truncate(size)
 }
