@@ -2,6 +2,8 @@ package versionstore
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/binary"
 	"slices"
 	"strings"
@@ -49,11 +51,33 @@ func gitIndexEntries(data []byte) (entries [][]byte, ok bool) {
 	}
 	n := binary.BigEndian.Uint32(data[8:12])
 	for _, idLen := range []int{20, 32} {
-		if es, rest, ok := readIndexEntries(data[12:], version, n, idLen); ok && !hasLinkExtension(rest, idLen) {
+		if !indexChecksum(data, idLen) {
+			continue
+		}
+		if es, rest, ok := readIndexEntries(data[12:], version, n, idLen); ok && extensionsFit(rest, idLen) {
 			return es, true
 		}
 	}
 	return nil, false
+}
+
+// indexChecksum reports whether data ends in the SHA-1 (idLen 20) or
+// SHA-256 (32) of what comes before, as git writes an index, or in zeros
+// (index.skipHash): which of the two it is tells the ids' length.
+func indexChecksum(data []byte, idLen int) bool {
+	if len(data) < 12+idLen {
+		return false
+	}
+	body, sum := data[:len(data)-idLen], data[len(data)-idLen:]
+	if bytes.Equal(sum, make([]byte, idLen)) {
+		return true
+	}
+	if idLen == 20 {
+		h := sha1.Sum(body)
+		return bytes.Equal(sum, h[:])
+	}
+	h := sha256.Sum256(body)
+	return bytes.Equal(sum, h[:])
 }
 
 // readIndexEntries reads n entries of an index version with ids of idLen
@@ -61,7 +85,7 @@ func gitIndexEntries(data []byte) (entries [][]byte, ok bool) {
 func readIndexEntries(b []byte, version, n uint32, idLen int) ([][]byte, []byte, bool) {
 	const statLen = 40 // ctime, mtime (8 each), dev, ino, mode, uid, gid, size (4 each)
 	const modeAt = 24
-	entries := make([][]byte, 0, n)
+	entries := make([][]byte, 0, min(int(n), len(b)/(statLen+idLen+2+8))) // n is the file's word
 	var prev []byte
 	for range n {
 		start := len(b)
@@ -130,20 +154,22 @@ func gitVarint(b []byte) (v uint64, n int, ok bool) {
 	return 0, 0, false
 }
 
-// hasLinkExtension reports whether the extensions after the entries
-// (before the trailing id) include "link": a split index.
-func hasLinkExtension(b []byte, idLen int) bool {
-	for len(b) >= 8+idLen {
-		size := binary.BigEndian.Uint32(b[4:8])
-		if string(b[:4]) == "link" {
-			return true
+// extensionsFit reports whether what follows the entries is whole
+// extensions (a signature, a size, that many bytes) then the checksum
+// of idLen bytes, none of them "link": a split index holds its entries
+// partly in another file.
+func extensionsFit(b []byte, idLen int) bool {
+	for len(b) > idLen {
+		if len(b) < 8+idLen || string(b[:4]) == "link" {
+			return false
 		}
-		if uint64(size) > uint64(len(b)-8) {
+		size := uint64(binary.BigEndian.Uint32(b[4:8]))
+		if size > uint64(len(b)-8-idLen) {
 			return false
 		}
 		b = b[8+size:]
 	}
-	return false
+	return len(b) == idLen
 }
 
 // gitIndexRefreshed reports whether path is a git index that changed from

@@ -1,6 +1,7 @@
 package versionstore
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,10 +109,51 @@ func TestGitIndexEntries(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range [][]byte{nil, []byte("DIRC"), []byte("DIRC\x00\x00\x00\x05\x00\x00\x00\x00"), []byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01short")} {
+	for _, bad := range [][]byte{nil, []byte("DIRC"), []byte("DIRC\x00\x00\x00\x05\x00\x00\x00\x00"), []byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01short"),
+		// A count of 4 billion entries in a file of 76 bytes: refused, not
+		// allocated for.
+		append([]byte("DIRC\x00\x00\x00\x02\xff\xff\xff\xff"), make([]byte, 64)...)} {
 		if _, ok := gitIndexEntries(bad); ok {
 			t.Errorf("gitIndexEntries(%q) took it", bad)
 		}
+	}
+}
+
+// A SHA-256 index whose names are short has entries of the same length
+// as a SHA-1 index's: its checksum, not the first length that parses,
+// tells which, so that git mv is a change of the entries, not a refresh.
+// A split index is refused.
+func TestGitIndexIDLengthAndSplit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		c := exec.Command("git", args...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	index := func() []byte {
+		b, _ := os.ReadFile(filepath.Join(dir, ".git/index"))
+		return b
+	}
+	git("init", "-q", "--object-format=sha256")
+	os.WriteFile(filepath.Join(dir, "a"), []byte("content 0"), 0o644)
+	git("add", "a")
+	before := index()
+	git("mv", "a", "b")
+	x, okx := gitIndexEntries(before)
+	y, oky := gitIndexEntries(index())
+	if !okx || !oky || len(x) != 1 || !bytes.HasSuffix(x[0], []byte("\x00a")) || !bytes.HasSuffix(y[0], []byte("\x00b")) {
+		t.Errorf("a SHA-256 index of short names read as %q and %q", x, y)
+	}
+	git("config", "core.splitIndex", "true")
+	git("update-index", "--split-index")
+	if es, ok := gitIndexEntries(index()); ok {
+		t.Errorf("a split index was read: %q", es)
 	}
 }
 
