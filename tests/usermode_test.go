@@ -672,4 +672,28 @@ func TestUserMountUnsearchableDir(t *testing.T) {
 	if got := p.sh(t, `ls`); got != "a\n" {
 		t.Errorf("after a second rewind 0: %q", got)
 	}
+
+	// Nested: the unsearchable directory two levels above the file.
+	p.run(t, p.Dir, turnctlBin, "begin")
+	p.sh(t, `echo v3 > a; mkdir -p n/e; echo y > n/e/f; chmod 700 n/e; chmod 600 n`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	p.run(t, p.Dir, turnctlBin, "rewind", "0")
+	p.run(t, p.Dir, turnctlBin, "undo")
+	if got := p.sh(t, `cat a; stat -c %a n; chmod 700 n; stat -c %a n/e; cat n/e/f; chmod 600 n`); got != "v3\n600\n700\ny\n" {
+		t.Errorf("after the undo of a rewind past a nested one: %q", got)
+	}
+
+	// Directories it may not list (0300, 0000), removed by a rewind and
+	// made again by its undo, their modes as they were.
+	p.run(t, p.Dir, turnctlBin, "begin")
+	p.sh(t, `mkdir w z; echo w > w/f; echo z > z/f; chmod 300 w; chmod 000 z`)
+	p.run(t, p.Dir, turnctlBin, "end")
+	p.run(t, p.Dir, turnctlBin, "rewind", "0")
+	if got := p.sh(t, `ls`); got != "a\n" {
+		t.Errorf("after a rewind past 0300 and 0000 directories: %q", got)
+	}
+	p.run(t, p.Dir, turnctlBin, "undo")
+	if got := p.sh(t, `stat -c %a w z; chmod 700 w z; cat w/f z/f; chmod 300 w; chmod 000 z`); got != "300\n0\nw\nz\n" {
+		t.Errorf("after the undo: %q", got)
+	}
 }

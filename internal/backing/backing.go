@@ -138,7 +138,7 @@ func (t *Tree) LstatInode(p string) (ckpt.State, ckpt.Inode, error) {
 	}
 	s := StateOf(&st)
 	if s.Type == ckpt.Symlink {
-		if s.Target, err = Readlinkat(pfd, name); err != nil {
+		if err := inOwnDir(pfd, func() (err error) { s.Target, err = Readlinkat(pfd, name); return err }); err != nil {
 			return s, ckpt.Inode{}, &os.PathError{Op: "readlink", Path: p, Err: err}
 		}
 	}
@@ -203,7 +203,19 @@ func (t *Tree) openOwn(p string) (int, error) {
 
 // ReadDir lists the names in the directory at p.
 func (t *Tree) ReadDir(p string) ([]string, error) {
-	fd, err := t.openat2(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	open := func() (int, error) { return t.openat2(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0) }
+	fd, err := open()
+	if err == unix.EACCES && p != "" {
+		// A directory of the user's own it may not list (0300): read
+		// permission for the moment of the open (an open fd lists).
+		if pfd, name, perr := t.parent(p); perr == nil {
+			if release, gerr := grantOwn(pfd, name, 0o500); gerr == nil {
+				fd, err = open()
+				release(true)
+			}
+			unix.Close(pfd)
+		}
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
@@ -332,8 +344,65 @@ func ownDirPerm(dirfd int, perm uint32, op func() error) error {
 		return op()
 	}
 	err := op()
-	if rerr := Retry(func() error { return unix.Chmod(ProcPath(dirfd), mode) }); err == nil {
+	if rerr := restoreMode(dirfd, mode, mode|perm); err == nil {
 		err = rerr
+	}
+	return err
+}
+
+// grantOwn gives the owner of name in dirfd, a directory of the caller's
+// own, the permission bits perm; release(back) puts the mode it had back
+// if back (unless changed meanwhile), and must be called. Refused (an
+// error) as root, who needs none, for another's directory, and where the
+// chmod would clear a set-group-ID bit (chmodKeeps).
+func grantOwn(dirfd int, name string, perm uint32) (release func(back bool), err error) {
+	fd, err := OpenPath(dirfd, name)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := Retry(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if unix.Geteuid() == 0 || st.Uid != uint32(unix.Geteuid()) || st.Mode&unix.S_IFMT != unix.S_IFDIR || !chmodKeeps(&st) {
+		unix.Close(fd)
+		return nil, unix.EACCES
+	}
+	mode := st.Mode & 0o7777
+	if err := Retry(func() error { return unix.Chmod(ProcPath(fd), mode|perm) }); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return func(back bool) {
+		if back {
+			restoreMode(fd, mode, mode|perm)
+		}
+		unix.Close(fd)
+	}, nil
+}
+
+// restoreMode puts back mode on the inode open as fd, which was given
+// granted for a moment, unless its mode is no longer granted: a chmod made
+// meanwhile stands.
+func restoreMode(fd int, mode, granted uint32) error {
+	var st unix.Stat_t
+	if err := Retry(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return err
+	}
+	if st.Mode&0o7777 != granted {
+		return nil
+	}
+	return Retry(func() error { return unix.Chmod(ProcPath(fd), mode) })
+}
+
+// inOwnDir runs op, an operation on a name in the directory pfd; refused
+// for want of search permission in a directory of the user's own (0600),
+// it runs again with that permission given for the moment (ownDirPerm).
+func inOwnDir(pfd int, op func() error) error {
+	err := op()
+	if err == unix.EACCES && unix.Geteuid() != 0 {
+		return ownDirPerm(pfd, 0o100, op)
 	}
 	return err
 }
@@ -355,7 +424,19 @@ func removeAt(dirfd int, name string) error {
 	if !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EPERM) {
 		return err
 	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	open := func() (fd int, err error) {
+		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	fd, err := open()
+	if err == unix.EACCES {
+		// A directory of the user's own it may not list (0300, 0000),
+		// which is going: its owner is given read and search
+		// permission to empty it, and loses them again if that fails.
+		if release, gerr := grantOwn(dirfd, name, 0o700); gerr == nil {
+			fd, err = open()
+			defer func() { release(err != nil) }()
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -406,18 +487,21 @@ func (t *Tree) Mkdir(p string, mode uint32) error {
 }
 
 // fchmodat2 chmods name in dirfd without following a final symlink
-// (fchmodat2(2), Linux 6.6+).
+// (fchmodat2(2), Linux 6.6+), in a directory of the user's own without
+// search permission too (inOwnDir).
 func fchmodat2(dirfd int, name string, mode uint32) error {
 	b, err := unix.BytePtrFromString(name)
 	if err != nil {
 		return err
 	}
-	return Retry(func() error {
-		_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(dirfd), uintptr(unsafePointer(b)), uintptr(mode), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
-		if e != 0 {
-			return e
-		}
-		return nil
+	return inOwnDir(dirfd, func() error {
+		return Retry(func() error {
+			_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(dirfd), uintptr(unsafePointer(b)), uintptr(mode), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+			if e != 0 {
+				return e
+			}
+			return nil
+		})
 	})
 }
 
@@ -584,7 +668,9 @@ func (t *Tree) Lchown(p string, uid, gid uint32) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	return changed(pathErr("chown", p, unix.Fchownat(pfd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)))
+	return changed(pathErr("chown", p, inOwnDir(pfd, func() error {
+		return unix.Fchownat(pfd, name, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)
+	})))
 }
 
 // Rename renames from to to.

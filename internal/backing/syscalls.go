@@ -80,7 +80,10 @@ func openat2(dirfd int, rel string, flags int, mode uint32) (int, error) {
 // directory given search permission for the moment of the open of the
 // next name (ownDirPerm). The last name's own refusal stands.
 func openSearching(dirfd int, rel string, flags int, mode uint32) (int, error) {
-	els := strings.Split(rel, "/")
+	els := strings.FieldsFunc(rel, func(r rune) bool { return r == '/' }) // "a/b/", a parent's: a, b
+	if len(els) == 0 {
+		return openat2(dirfd, ".", flags, mode)
+	}
 	cur := dirfd
 	defer func() {
 		if cur != dirfd {

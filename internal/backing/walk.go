@@ -124,12 +124,22 @@ func ownSearch(dirfd int, name string, x *Stat, walk func() error) error {
 	if !chmodKeeps(&st) {
 		return walk()
 	}
-	mode := x.Mode & 0o7777
-	if fchmodat2(dirfd, name, mode|0o500) != nil {
+	// By an fd of its own: a directory renamed in its place meanwhile
+	// keeps its mode.
+	fd, err := OpenPath(dirfd, name)
+	if err != nil {
 		return walk()
 	}
-	err := walk()
-	if rerr := fchmodat2(dirfd, name, mode); err == nil {
+	defer unix.Close(fd)
+	if st, err := Fstat(fd); err != nil || st.Ino != x.Ino || st.Dev != x.Dev {
+		return walk()
+	}
+	mode := x.Mode & 0o7777
+	if Retry(func() error { return unix.Chmod(ProcPath(fd), mode|0o500) }) != nil {
+		return walk()
+	}
+	err = walk()
+	if rerr := restoreMode(fd, mode, mode|0o500); err == nil {
 		err = rerr
 	}
 	return err
