@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
@@ -86,8 +87,12 @@ func (s *Store) Recover(live ckpt.Tree) (bool, error) {
 	return true, unsyncedErr(j.Turn, unsynced)
 }
 
-// cutShort ends the label of a turn closeUnjournaled closed.
-const cutShort = " (cut short by a crash: nothing changed)"
+// cutShort ends the label of a turn closeUnjournaled closed; cutShortLater
+// that of one that holds changes made after the action failed.
+const (
+	cutShort      = " (cut short by a crash: nothing changed)"
+	cutShortLater = " (it changed nothing; what this turn holds came after)"
+)
 
 // closeUnjournaled closes the open turn of a rewind, restore or revert
 // that a crash cut short before it saved its journal, with a label that
@@ -100,8 +105,17 @@ func (s *Store) closeUnjournaled() error {
 	if !ok || cur.Kind != ckpt.KindRewind && cur.Kind != ckpt.KindRevert {
 		return nil
 	}
-	if _, err := s.Retext(cur.Label + cutShort); err != nil {
-		return err
+	// (A turn that took changes after the action failed to start, in a
+	// daemon that went on, holds them: said so. A crash after the
+	// relabel finds the label already said.)
+	suffix := cutShort
+	if !cur.Empty() {
+		suffix = cutShortLater
+	}
+	if !strings.HasSuffix(cur.Label, cutShort) && !strings.HasSuffix(cur.Label, cutShortLater) {
+		if _, err := s.Retext(cur.Label + suffix); err != nil {
+			return err
+		}
 	}
 	_, err := s.End("")
 	return err

@@ -164,10 +164,10 @@ type hookDir struct {
 }
 
 // hookDirs lists, in order, where hook-event looks for the project: -C
-// DIR; the agent's cwd from the payload; the agent's project directory
-// from the environment it gives its hooks ($CLAUDE_PROJECT_DIR for
-// Claude Code, $GEMINI_PROJECT_DIR for Gemini CLI); the current
-// directory (or $CKPTFS_DIR). A session that cd'ed out of the project
+// DIR alone, if given; else the agent's cwd from the payload; the
+// agent's project directory from the environment it gives its hooks
+// ($CLAUDE_PROJECT_DIR for Claude Code, $GEMINI_PROJECT_DIR for Gemini
+// CLI); the current directory (or $CKPTFS_DIR). A session that cd'ed out of the project
 // (into an --add-dir directory, /tmp) still reaches its mount.
 func hookDirs(e *env, agent *agenthooks.Agent, ev agenthooks.Event) []hookDir {
 	var ds []hookDir
