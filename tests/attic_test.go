@@ -103,4 +103,23 @@ func TestRewindKeepsHoles(t *testing.T) {
 			t.Errorf("%s after the rewind: %d bytes allocated for a file of one written block", name, alloc)
 		}
 	}
+
+	// Grown by a turn (a truncate, then a block past the old end), cut
+	// back by a rewind, grown again by its undo: still sparse.
+	m.turnctl(t, "begin")
+	runIn(t, dir, `truncate -s 512M deleted && printf far | dd of=deleted bs=1 seek=400000000 conv=notrunc 2>/dev/null`)
+	m.turnctl(t, "end")
+	grown := readFile(t, filepath.Join(dir, "deleted"))
+	m.turnctl(t, "rewind", "2")
+	m.turnctl(t, "undo")
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dir, "deleted"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(dir, "deleted")); got != grown {
+		t.Errorf("the file grown back differs")
+	}
+	if alloc := st.Blocks * 512; alloc > 1<<20 {
+		t.Errorf("grown back by an undo: %d bytes allocated for a file of two written blocks", alloc)
+	}
 }

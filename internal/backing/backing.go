@@ -628,7 +628,10 @@ func (t *Tree) PatchFile(p string, size int64, spans []int64, r io.ReaderAt) err
 				}
 				return pathErr("read", p, err)
 			}
-			if _, err := f.WriteAt(b, off); err != nil {
+			// Past the file's end, blocks of zeros are left holes: the
+			// truncate to size below reads them as zeros (a sparse
+			// file grown back by a rewind stays sparse).
+			if err := writeAtSparse(f, b, off, st.Size); err != nil {
 				return pathErr("write", p, err)
 			}
 			changed(nil)

@@ -76,6 +76,37 @@ func copySparse(f *os.File, r io.Reader, size int64) error {
 	return nil
 }
 
+// writeAtSparse writes b at off in f, but for the aligned blocks of zeros
+// at or past eof (the file's size before), which it leaves to be holes.
+func writeAtSparse(f *os.File, b []byte, off, eof int64) error {
+	if off < eof {
+		n := int(min(int64(len(b)), eof-off))
+		if _, err := f.WriteAt(b[:n], off); err != nil {
+			return err
+		}
+		b, off = b[n:], off+int64(n)
+	}
+	// Runs of blocks that are not all zeros, each written at once.
+	start := 0
+	for i := 0; i < len(b); {
+		j := min(len(b), i+int(sparseBlock-(off+int64(i))%sparseBlock))
+		if j-i == sparseBlock && bytes.Equal(b[i:j], zeroBlock[:]) {
+			if start < i {
+				if _, err := f.WriteAt(b[start:i], off+int64(start)); err != nil {
+					return err
+				}
+			}
+			start = j
+		}
+		i = j
+	}
+	if start < len(b) {
+		_, err := f.WriteAt(b[start:], off+int64(start))
+		return err
+	}
+	return nil
+}
+
 // CopyExtents copies the first size bytes of src into the empty file dst
 // by src's data extents (SEEK_DATA, SEEK_HOLE), by copy_file_range (a
 // clone where the filesystem can), then sets dst's size: src's holes stay
