@@ -116,31 +116,13 @@ func walkDir(fd int, dir string, skip func(string, bool) bool, fn func(string, c
 // after, as ownDir does for a change; not where that chmod would clear
 // its set-group-ID bit (chmodKeeps), nor as root, who needs none.
 func ownSearch(dirfd int, name string, x *Stat, walk func() error) error {
-	euid := unix.Geteuid()
-	if euid == 0 || x.Uid != uint32(euid) || x.Mode&0o500 == 0o500 {
+	if euid := unix.Geteuid(); euid == 0 || x.Uid != uint32(euid) || x.Mode&0o500 == 0o500 {
 		return walk()
 	}
-	st := unix.Stat_t{Mode: x.Mode, Uid: x.Uid, Gid: x.Gid}
-	if !chmodKeeps(&st) {
-		return walk()
-	}
-	// By an fd of its own: a directory renamed in its place meanwhile
-	// keeps its mode.
-	fd, err := OpenPath(dirfd, name)
+	release, err := grantOwn(dirfd, name, 0o500)
 	if err != nil {
-		return walk()
+		return walk() // and its refusal stands
 	}
-	defer unix.Close(fd)
-	if st, err := Fstat(fd); err != nil || st.Ino != x.Ino || st.Dev != x.Dev {
-		return walk()
-	}
-	mode := x.Mode & 0o7777
-	if Retry(func() error { return unix.Chmod(ProcPath(fd), mode|0o500) }) != nil {
-		return walk()
-	}
-	err = walk()
-	if rerr := restoreMode(fd, mode, mode|0o500); err == nil {
-		err = rerr
-	}
-	return err
+	defer release(true)
+	return walk()
 }
