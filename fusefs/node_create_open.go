@@ -108,19 +108,10 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if created {
 		n.setOwner(ctx, name, mode, false)
 	}
-	st, err := backing.Fstat(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, nil, 0, errno(err)
+	ch, st, eno := n.fileChild(ctx, name, fd, out)
+	if eno != 0 {
+		return nil, nil, 0, eno
 	}
-	// The node's O_PATH fd is the created file's own inode, not whatever
-	// name now holds: a capture through the handle reads the node's file.
-	pfd, err := backing.Reopen(fd, unix.O_PATH)
-	if err != nil {
-		unix.Close(fd)
-		return nil, nil, 0, errno(err)
-	}
-	ch := n.newChild(ctx, name, pfd, &st, out)
 	child := ch.Operations().(*Node)
 	// The new node is linked under name only after Create returns.
 	var held bool
@@ -140,6 +131,24 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	n.r.creditPassthrough(ctx, h)
 	return ch, h, n.r.openFlags(h), 0
+}
+
+// fileChild makes the node of a file just opened as fd, named name in n
+// ("" for none). The node's O_PATH fd is the file's own inode, not
+// whatever name holds it now: a capture through the handle reads the
+// node's file. fd is closed if it fails.
+func (n *Node) fileChild(ctx context.Context, name string, fd int, out *fuse.EntryOut) (*fs.Inode, backing.Stat, syscall.Errno) {
+	st, err := backing.Fstat(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, st, errno(err)
+	}
+	pfd, err := backing.Reopen(fd, unix.O_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return nil, st, errno(err)
+	}
+	return n.newChild(ctx, name, pfd, &st, out), st, 0
 }
 
 // Tmpfile makes a file with no name in the directory, as open(2) with
@@ -167,17 +176,10 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 			unix.Fchmod(fd, mode&07777)
 		}
 	}
-	st, err := backing.Fstat(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, nil, 0, errno(err)
+	ch, _, eno := n.fileChild(ctx, "", fd, out)
+	if eno != 0 {
+		return nil, nil, 0, eno
 	}
-	pfd, err := backing.Reopen(fd, unix.O_PATH)
-	if err != nil {
-		unix.Close(fd)
-		return nil, nil, 0, errno(err)
-	}
-	ch := n.newChild(ctx, "", pfd, &st, out)
 	h, eno := ch.Operations().(*Node).newHandle(ctx, fd, int(flags), false, n.r.directWrites(int(flags)))
 	if eno != 0 {
 		return nil, nil, 0, eno
