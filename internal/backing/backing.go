@@ -330,56 +330,60 @@ func ownDir(dirfd int, op func() error) error { return ownDirPerm(dirfd, 0o300, 
 
 // ownDirPerm is ownDir giving the owner the permission bits perm.
 func ownDirPerm(dirfd int, perm uint32, op func() error) error {
-	euid := unix.Geteuid()
-	if euid == 0 {
-		return op()
-	}
-	var st unix.Stat_t
-	if Retry(func() error { return unix.Fstat(dirfd, &st) }) != nil || st.Uid != uint32(euid) ||
-		st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&perm == perm || !chmodKeeps(&st) {
-		return op()
-	}
-	mode := st.Mode & 0o7777
-	if Retry(func() error { return unix.Chmod(ProcPath(dirfd), mode|perm) }) != nil {
-		return op()
-	}
+	restore, ok := grant(dirfd, perm)
 	err := op()
-	if rerr := restoreMode(dirfd, mode, mode|perm); err == nil {
-		err = rerr
+	if ok {
+		if rerr := restore(); err == nil {
+			err = rerr
+		}
 	}
 	return err
 }
 
-// grantOwn gives the owner of name in dirfd, a directory of the caller's
-// own, the permission bits perm; release(back) puts the mode it had back
-// if back (unless changed meanwhile), and must be called. Refused (an
-// error) as root, who needs none, for another's directory, and where the
-// chmod would clear a set-group-ID bit (chmodKeeps).
+// grantOwn is grant of name in dirfd; release(back) puts the mode back if
+// back, and must be called. Its error is EACCES where grant gives nothing.
 func grantOwn(dirfd int, name string, perm uint32) (release func(back bool), err error) {
 	fd, err := OpenPath(dirfd, name)
 	if err != nil {
 		return nil, err
 	}
-	var st unix.Stat_t
-	if err := Retry(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	if unix.Geteuid() == 0 || st.Uid != uint32(unix.Geteuid()) || st.Mode&unix.S_IFMT != unix.S_IFDIR || !chmodKeeps(&st) {
+	restore, ok := grant(fd, perm)
+	if !ok {
 		unix.Close(fd)
 		return nil, unix.EACCES
 	}
-	mode := st.Mode & 0o7777
-	if err := Retry(func() error { return unix.Chmod(ProcPath(fd), mode|perm) }); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
 	return func(back bool) {
 		if back {
-			restoreMode(fd, mode, mode|perm)
+			restore()
 		}
 		unix.Close(fd)
 	}, nil
+}
+
+// grant gives the owner of the directory open as fd, the caller's own,
+// the permission bits perm, and returns how to put its mode back (unless
+// changed meanwhile: restoreMode); a no-op where it has them already. ok
+// is false, and nothing changed, as root, who needs none, for another's
+// directory, and where the chmod would clear a set-group-ID bit
+// (chmodKeeps).
+func grant(fd int, perm uint32) (restore func() error, ok bool) {
+	euid := unix.Geteuid()
+	if euid == 0 {
+		return nil, false
+	}
+	var st unix.Stat_t
+	if Retry(func() error { return unix.Fstat(fd, &st) }) != nil || st.Uid != uint32(euid) ||
+		st.Mode&unix.S_IFMT != unix.S_IFDIR || !chmodKeeps(&st) {
+		return nil, false
+	}
+	if st.Mode&perm == perm {
+		return func() error { return nil }, true
+	}
+	mode := st.Mode & 0o7777
+	if Retry(func() error { return unix.Chmod(ProcPath(fd), mode|perm) }) != nil {
+		return nil, false
+	}
+	return func() error { return restoreMode(fd, mode, mode|perm) }, true
 }
 
 // restoreMode puts back mode on the inode open as fd, which was given

@@ -47,17 +47,18 @@ const maxPathArg = 4000
 // OpenBeneath opens rel ("" for dirfd itself) beneath dirfd with openat2,
 // following no symlink anywhere in rel: a symlink on the way is an error.
 // A path longer than PATH_MAX, which the tree may hold (it is made a name
-// at a time), is opened a part at a time, each part beneath the last.
+// at a time), and one through a directory of the user's own without
+// search permission are opened a name at a time (openNames).
 func OpenBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
 	if len(rel) > maxPathArg {
-		return openLong(dirfd, rel, flags, mode)
+		return openNames(dirfd, rel, flags, mode)
 	}
 	fd, err := openat2(dirfd, rel, flags, mode)
 	if err == unix.EACCES && unix.Geteuid() != 0 && strings.Contains(rel, "/") {
-		return openSearching(dirfd, rel, flags, mode)
+		return openNames(dirfd, rel, flags, mode)
 	}
 	return fd, err
 }
@@ -74,12 +75,13 @@ func openat2(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	return fd, err
 }
 
-// openSearching is OpenBeneath of a path through a directory of the
-// user's own without search permission (0600), which a user's daemon
-// cannot pass though the user may chmod it: a name at a time, each
-// directory given search permission for the moment of the open of the
-// next name (ownDirPerm). The last name's own refusal stands.
-func openSearching(dirfd int, rel string, flags int, mode uint32) (int, error) {
+// openNames is OpenBeneath a name at a time, each beneath the directory
+// before it (RESOLVE_BENEATH refuses a "..", which would climb out of it). A user's
+// daemon cannot pass a directory of its own without search permission
+// (0600), though the user may chmod it: each directory is given search
+// permission for the moment of the open of the next name (ownDirPerm; as
+// root, nothing). The last name's own refusal stands.
+func openNames(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	els := strings.FieldsFunc(rel, func(r rune) bool { return r == '/' }) // "a/b/", a parent's: a, b
 	if len(els) == 0 {
 		return openat2(dirfd, ".", flags, mode)
@@ -109,40 +111,6 @@ func openSearching(dirfd int, rel string, flags int, mode uint32) (int, error) {
 		cur = next
 	}
 	return -1, unix.EINVAL // not reached: els has at least one name
-}
-
-// openLong is OpenBeneath of a path longer than maxPathArg: the
-// directories of each part of at most maxPathArg bytes (cut at slashes)
-// are opened beneath the last, and the final part with flags. A ".."
-// would climb out of a part, beneath the last but not beneath dirfd: it
-// is refused.
-func openLong(dirfd int, rel string, flags int, mode uint32) (int, error) {
-	for _, el := range strings.Split(rel, "/") {
-		if el == ".." {
-			return -1, unix.EXDEV // as RESOLVE_BENEATH refuses an escape
-		}
-	}
-	fd := dirfd
-	defer func() {
-		if fd != dirfd {
-			unix.Close(fd)
-		}
-	}()
-	for len(rel) > maxPathArg {
-		cut := strings.LastIndexByte(rel[:maxPathArg+1], '/')
-		if cut <= 0 {
-			return -1, unix.ENAMETOOLONG // one name longer than a part: none is
-		}
-		next, err := OpenBeneath(fd, rel[:cut], unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
-			return -1, err
-		}
-		if fd != dirfd {
-			unix.Close(fd)
-		}
-		fd, rel = next, strings.TrimLeft(rel[cut:], "/")
-	}
-	return OpenBeneath(fd, rel, flags, mode)
 }
 
 // OpenPath opens name inside dirfd as an O_PATH handle that does not
