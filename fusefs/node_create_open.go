@@ -25,44 +25,42 @@ var (
 // setOwner gives a new entry the caller's uid (and gid, unless the parent
 // directory is set-group-ID, whose group new entries inherit), then puts
 // back set-user/group-ID bits that the chown cleared. Only root can chown.
-func (n *Node) setOwner(ctx context.Context, name string, mode uint32, isLink bool) {
-	uid, gid, ok := n.callerOwner(ctx)
-	if !ok {
-		return
-	}
-	if err := unix.Fchownat(n.fd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		n.r.logf("ckptfs: chown %s: %v", name, err)
-	}
-	if !isLink && mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		unix.Fchmodat(n.fd, name, mode&07777, 0)
-	}
-}
-
-// callerOwner is the owner setOwner gives an entry made in n for the
-// caller (gid -1: the set-group-ID parent's, kept); ok is false where
-// there is none to give: the daemon is not root, or the caller is who
-// the daemon made it as.
-func (n *Node) callerOwner(ctx context.Context) (uid, gid int, ok bool) {
+// A name "" is the file open as fd (O_TMPFILE's, which has none); else
+// fd is n's.
+func (n *Node) setOwner(ctx context.Context, fd int, name string, mode uint32, isLink bool) {
 	if !isRoot {
-		return 0, 0, false
+		return
 	}
 	c, ok := fuse.FromContext(ctx)
 	if !ok || int(c.Uid) == euid && int(c.Gid) == egid {
 		// Created as the caller would have been (a set-group-ID parent
 		// gives its group either way): nothing to change.
-		return 0, 0, false
+		return
 	}
-	gid = int(c.Gid)
+	gid := int(c.Gid)
 	if pst, err := backing.Fstat(n.fd); err == nil && pst.Mode&unix.S_ISGID != 0 {
 		gid = -1
 	}
-	return int(c.Uid), gid, true
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if name == "" {
+		flags = unix.AT_EMPTY_PATH
+	}
+	if err := unix.Fchownat(fd, name, int(c.Uid), gid, flags); err != nil {
+		n.r.logf("ckptfs: chown %q: %v", name, err)
+	}
+	if !isLink && mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		if name == "" {
+			unix.Fchmod(fd, mode&07777)
+		} else {
+			unix.Fchmodat(fd, name, mode&07777, 0)
+		}
+	}
 }
 
 // finishCreate opens the new entry name as a node and fills out. undo
 // removes the entry if that fails.
 func (n *Node) finishCreate(ctx context.Context, name string, mode uint32, out *fuse.EntryOut, undo func()) (*fs.Inode, syscall.Errno) {
-	n.setOwner(ctx, name, mode, mode&unix.S_IFMT == unix.S_IFLNK)
+	n.setOwner(ctx, n.fd, name, mode, mode&unix.S_IFMT == unix.S_IFLNK)
 	fd, err := backing.OpenPath(n.fd, name)
 	if err != nil {
 		undo()
@@ -106,7 +104,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno(err)
 	}
 	if created {
-		n.setOwner(ctx, name, mode, false)
+		n.setOwner(ctx, n.fd, name, mode, false)
 	}
 	ch, st, eno := n.fileChild(ctx, name, fd, out)
 	if eno != 0 {
@@ -168,14 +166,7 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	if uid, gid, ok := n.callerOwner(ctx); ok {
-		if err := unix.Fchown(fd, uid, gid); err != nil {
-			n.r.logf("ckptfs: chown of an O_TMPFILE file: %v", err)
-		}
-		if mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-			unix.Fchmod(fd, mode&07777)
-		}
-	}
+	n.setOwner(ctx, fd, "", mode, false)
 	ch, _, eno := n.fileChild(ctx, "", fd, out)
 	if eno != 0 {
 		return nil, nil, 0, eno
