@@ -235,6 +235,7 @@ func TestAt(t *testing.T) {
 	}{
 		{[]string{"99", m.Dir, spare}, 2, "no turn 99"},
 		{[]string{"x", m.Dir, spare}, 2, "is not a turn"},
+		{[]string{"1.1", m.Dir, spare}, 2, `"1.1" is a step`}, // turn 1's one step: the whole turn, named as a step
 		{[]string{strconv.Itoa(last + 3), m.Dir, spare}, 1, "still open"},
 		{[]string{"1", m.Dir, filepath.Join(m.Dir, "dir")}, 2, "is inside the project"},
 		{[]string{"1", m.Dir, filepath.Join(out, "none")}, 1, "no such file or directory"},
@@ -480,7 +481,13 @@ func TestAtOffline(t *testing.T) {
 	view := filepath.Join(t.TempDir(), "view")
 	os.Mkdir(view, 0o755)
 	t.Cleanup(func() { unmountView(t, view) })
-	stderr, stdout, code := runCkptfsCode(t, "mount", "--at", "1", m.Dir, view)
+	// A step, even the one of a turn that has only it, is refused by
+	// its form, nothing mounted.
+	stderr, stdout, code := runCkptfsCode(t, "mount", "--at", "1.1", m.Dir, view)
+	if code != 2 || !strings.Contains(stderr, `"1.1" is a step: a view shows a whole turn`) || isView(view) {
+		t.Errorf("mount --at 1.1 of an unmounted project: exit %d, %q %q", code, stdout, stderr)
+	}
+	stderr, stdout, code = runCkptfsCode(t, "mount", "--at", "1", m.Dir, view)
 	if code != 0 || !strings.HasPrefix(stdout, "mounted turn 1 of "+m.Dir+" on "+view+" (read-only; ") || !isView(view) {
 		t.Fatalf("mount --at of an unmounted project: exit %d, %q %q", code, stdout, stderr)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
+	"path"
 	"slices"
 	"strings"
 
@@ -19,20 +20,13 @@ import (
 
 // isGitIndex reports whether path is a git index: "index" in a .git
 // directory, or below one (a worktree's or a submodule's).
-func isGitIndex(path string) bool {
-	dir, base := splitPath(path)
-	if base != "index" {
+func isGitIndex(p string) bool {
+	if path.Base(p) != "index" {
 		return false
 	}
-	return dir == ".git" || strings.HasPrefix(dir, ".git/") || strings.Contains(dir, "/.git/") || strings.HasSuffix(dir, "/.git")
-}
-
-// splitPath splits a relative path at its last slash ("" for the top).
-func splitPath(p string) (dir, base string) {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[:i], p[i+1:]
-	}
-	return "", p
+	dir := parentOf(p)
+	_, under := ckpt.Under(dir, ckpt.GitDir)
+	return under || strings.HasSuffix(dir, "/"+ckpt.GitDir) || strings.Contains(dir, "/"+ckpt.GitDir+"/")
 }
 
 // gitIndexEntries returns what a git index holds of each of its entries,
@@ -175,7 +169,7 @@ func extensionsFit(b []byte, idLen int) bool {
 // gitIndexRefreshed reports whether path is a git index that changed from
 // base to ours only in the stat data it caches.
 func (s *Store) gitIndexRefreshed(path string, base, ours resolved, live ckpt.Tree) (bool, error) {
-	if !isGitIndex(path) || !base.State.Exists() {
+	if !isGitIndex(path) {
 		return false, nil
 	}
 	return s.sameGitIndexEntries(base, ours, live)

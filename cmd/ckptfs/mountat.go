@@ -156,7 +156,7 @@ func daemonAt(turn, project, mp string, o mountOpts, stderr io.Writer, note func
 		}
 		return errors.New(msg)
 	}
-	if _, k := versionstore.SplitPoint(n); k > 0 || versionstore.NamesStep(turn) {
+	if versionstore.NamesStep(turn) {
 		return usageError{fmt.Sprintf("mount --at: %q is a step: a view shows a whole turn", turn)}
 	}
 	sigs := make(chan os.Signal, 1)

@@ -98,7 +98,7 @@ func (s *Service) resolveTurn(spec string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, k := versionstore.SplitPoint(n); k > 0 || versionstore.NamesStep(spec) {
+	if versionstore.NamesStep(spec) {
 		return 0, errorf(turnctl.CodeBadRequest, "%q is a step: this command takes a whole turn", spec)
 	}
 	return n, nil
