@@ -16,9 +16,15 @@ import (
 // $CKPTFS_DIR); it returns stdout and stderr and wants exit 0.
 func hookIn(t *testing.T, m *Mount, dir string, env []string, agent string, payload map[string]any) (string, string) {
 	t.Helper()
+	return hookWith(t, m, dir, env, nil, agent, payload)
+}
+
+// hookWith is hookIn with turnctl's options before hook-event (-C DIR).
+func hookWith(t *testing.T, m *Mount, dir string, env, opts []string, agent string, payload map[string]any) (string, string) {
+	t.Helper()
 	needTurnctl(t)
 	in, _ := json.Marshal(payload)
-	cmd := exec.Command(turnctlBin, "hook-event", agent)
+	cmd := exec.Command(turnctlBin, append(opts, "hook-event", agent)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CKPTFS_RUNTIME_DIR="+m.Runtime, "CKPTFS_DIR=", "CLAUDE_PROJECT_DIR=", "GEMINI_PROJECT_DIR=")
 	cmd.Env = append(cmd.Env, env...)
@@ -268,19 +274,10 @@ func TestHookEventDashCIsTheProject(t *testing.T) {
 	proj := t.TempDir()
 	m := mountProject(t, proj)
 	other := t.TempDir()
-	needTurnctl(t)
-	in, _ := json.Marshal(map[string]any{"session_id": "s1", "cwd": other, "hook_event_name": "UserPromptSubmit", "prompt": "work on the other project"})
-	cmd := exec.Command(turnctlBin, "-C", other, "hook-event", "claude-code")
-	cmd.Dir = proj
-	cmd.Env = append(os.Environ(), "CKPTFS_RUNTIME_DIR="+m.Runtime, "CKPTFS_DIR=", "CLAUDE_PROJECT_DIR=")
-	cmd.Stdin = bytes.NewReader(in)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hook-event: %v %s", err, errb.String())
-	}
-	if want := "turnctl hook-event: " + other + " (-C) is not inside a ckptfs mount; begin not recorded\n"; errb.String() != want {
-		t.Errorf("hook-event said %q, want %q", errb.String(), want)
+	_, errs := hookWith(t, m, proj, nil, []string{"-C", other}, "claude-code",
+		map[string]any{"session_id": "s1", "cwd": other, "hook_event_name": "UserPromptSubmit", "prompt": "work on the other project"})
+	if want := "turnctl hook-event: " + other + " (-C) is not inside a ckptfs mount; begin not recorded\n"; errs != want {
+		t.Errorf("hook-event said %q, want %q", errs, want)
 	}
 	if st := m.turnctl(t, "status"); !strings.HasPrefix(st, "no turn open") {
 		t.Errorf("the mounted project got a turn:\n%s", st)

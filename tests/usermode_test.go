@@ -625,7 +625,7 @@ func TestUserMountRewindRefusesRootsDirectory(t *testing.T) {
 // (chmod 000) refuses its files at once, though the kernel has their
 // entries cached: the private mount has default_permissions too. Before,
 // cat of a file read a moment earlier went through, ls of the directory
-// did not, and access(2) said yes to anything.
+// did not. (access(2) of a 0444 file, also checked, said no before too.)
 func TestUserMountChecksSearchPermission(t *testing.T) {
 	p := newUserProject(t)
 	p.sh(t, `mkdir d && echo secret > d/f && chmod 0700 d && echo ro > ro && chmod 0444 ro`)

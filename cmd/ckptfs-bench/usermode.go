@@ -3,11 +3,11 @@ package main
 // Cu: ckptfs mounted by an ordinary user (--user, default nobody), as
 // `ckptfs mount` does when not root: through fusermount3, private to that
 // user (no allow_other; default_permissions), without passthrough; Lu:
-// the stock loopback mounted the same way (without default_permissions). A private mount refuses every
-// other user, root included, so everything the bench does in their
-// directories — the workloads' own syscalls, the programs they start,
-// turnctl's requests — runs as that user, on an OS thread that took the
-// user's credentials alone (inUserThread).
+// the stock loopback mounted the same way (without default_permissions).
+// A private mount refuses every other user, root included, so everything
+// the bench does in their directories — the workloads' own syscalls, the
+// programs they start, turnctl's requests — runs as that user, on an OS
+// thread that took the user's credentials alone (inUserThread).
 
 import (
 	"context"

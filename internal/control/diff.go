@@ -357,13 +357,12 @@ func formatPatch(oldPath, newPath string, a, b side, hunks []hunk) string {
 		return w.String()
 	}
 	if b.st.Type == ckpt.Regular && gitApplied(a.st, b.st) != b.st.Mode&0o7777 {
+		from := "" // a new file: its mode alone
 		if a.st.Type == ckpt.Regular {
-			fmt.Fprintf(&w, "# ckptfs: mode of %s %04o -> %04o (git patches hold only whether a file is executable)\n",
-				gitQuote(newPath), a.st.Mode&0o7777, b.st.Mode&0o7777)
-		} else {
-			fmt.Fprintf(&w, "# ckptfs: mode of %s %04o (git patches hold only whether a file is executable)\n",
-				gitQuote(newPath), b.st.Mode&0o7777)
+			from = fmt.Sprintf("%04o -> ", a.st.Mode&0o7777)
 		}
+		fmt.Fprintf(&w, "# ckptfs: mode of %s %s%04o (git patches hold only whether a file is executable)\n",
+			gitQuote(newPath), from, b.st.Mode&0o7777)
 	}
 	switch {
 	case !inGit(a.st) && !inGit(b.st):
