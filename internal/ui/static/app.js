@@ -715,8 +715,8 @@ function reportBody(rep) {
   return lines;
 }
 
-// markersHint is the refusal's pointer to turnctl's flag; the page offers
-// the choice itself.
+// markersHint is the refusal's pointer to turnctl's flag, left out of the
+// page's dialog, which offers the choice itself.
 const markersHint = /; --conflicts=markers writes [^;]*$/;
 
 async function action(name, req, title) {
@@ -725,9 +725,10 @@ async function action(name, req, title) {
     preview = await post("/api/" + name, { ...req, dry_run: true });
     body = reportBody(preview);
   } catch (err) {
-    // A revert refused for text conflicts: offer it with conflict markers,
-    // previewed as any action is, if that would go through.
-    if (name !== "revert" || req.conflicts || err.code !== "conflict" || !markersHint.test(err.message)) {
+    // A revert refused for conflicts: offer it with conflict markers,
+    // previewed as any action is, if that would go through (the
+    // conflicts are all in text).
+    if (name !== "revert" || req.conflicts || err.code !== "conflict") {
       toast(`${name}: ${err.message}`, true);
       return;
     }
