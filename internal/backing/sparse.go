@@ -44,23 +44,10 @@ func copySparse(f *os.File, r io.Reader, size int64) error {
 	}
 	buf := make([]byte, min((max(size, 1)+sparseBlock-1)/sparseBlock*sparseBlock, 1<<20))
 	var off int64
-	holeAtEnd := false
 	for {
 		n, err := io.ReadFull(r, buf)
-		for i := 0; i < n; {
-			j := min(i+sparseBlock, n)
-			if j-i == sparseBlock && bytes.Equal(buf[i:j], zeroBlock[:]) {
-				i, holeAtEnd = j, true
-				continue
-			}
-			// A run of blocks that are not all zeros, written at once.
-			for j < n && !(j+sparseBlock <= n && bytes.Equal(buf[j:j+sparseBlock], zeroBlock[:])) {
-				j = min(j+sparseBlock, n)
-			}
-			if _, werr := f.WriteAt(buf[i:j], off+int64(i)); werr != nil {
-				return werr
-			}
-			i, holeAtEnd = j, false
+		if werr := writeAtSparse(f, buf[:n], off, 0); werr != nil {
+			return werr
 		}
 		off += int64(n)
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -70,14 +57,12 @@ func copySparse(f *os.File, r io.Reader, size int64) error {
 			return err
 		}
 	}
-	if holeAtEnd {
-		return f.Truncate(off)
-	}
-	return nil
+	return f.Truncate(off) // a hole at the end has no write to reach it
 }
 
 // writeAtSparse writes b at off in f, but for the aligned blocks of zeros
-// at or past eof (the file's size before), which it leaves to be holes.
+// at or past eof (the file's size before; 0 for a new file), which it
+// leaves to be holes.
 func writeAtSparse(f *os.File, b []byte, off, eof int64) error {
 	if off < eof {
 		n := int(min(int64(len(b)), eof-off))
